@@ -1,0 +1,88 @@
+# gpumemtrace — top-level build. `make help` lists the targets.
+#
+# Each folder contributes a fragment (<folder>/module.mk) that appends to the variables below, so
+# the pipeline's pieces build independently: interpose/ (hooks, recorder, writer) -> trace/ (format)
+# -> report/ (reader, analyses, outputs); cupti/, tools/, tests/, bench/ alongside.
+
+CUDA_HOME ?= /usr/local/cuda
+BUILD     ?= build
+CXX       ?= g++
+CC        ?= gcc
+CLANGXX   ?= clang++
+PYTHON    ?= python3
+
+OPT       ?= -O2
+CXXFLAGS  ?= $(OPT) -g
+CFLAGS    ?= $(OPT) -g
+WARN      := -Wall -Wextra -Wno-unused-parameter
+CPPFLAGS  += -I. -Iinclude -isystem $(CUDA_HOME)/include -MMD -MP
+ALL_CXXFLAGS = -std=c++17 -fPIC $(WARN) $(CXXFLAGS)
+ALL_CFLAGS   = -std=c11 -fPIC $(WARN) $(CFLAGS)
+
+# Debian packages the build and the tests need; `make deps` installs the missing ones.
+DEB_PACKAGES := build-essential clang libunwind-dev nlohmann-json3-dev libgtest-dev libbenchmark-dev \
+                libdw-dev libelf-dev libzstd-dev libsimdjson-dev zstd jq python3 heaptrack valgrind
+
+.DEFAULT_GOAL := all
+
+# Fragments append to these.
+LIBS       :=   # shared libraries under $(BUILD)
+PROGRAMS   :=   # executables under $(BUILD)
+TEST_BINS  :=   # things `make test` needs built
+UNIT_TESTS :=   # gtest binaries run by `make test`
+CLEAN_EXTRA :=
+BENCH_TARGETS := # phony targets run by `make bench`
+FUZZ_TARGETS  := # phony targets run by `make fuzz`
+
+include trace/module.mk interpose/module.mk cupti/module.mk report/module.mk tools/module.mk \
+        tests/module.mk bench/module.mk examples/module.mk
+
+## all: build the library and the tools (build/libgpumemtrace.so, build/gpumem-report, build/gpumemtrace)
+all: deps-check $(LIBS) $(PROGRAMS)
+
+## deps: install the Debian packages the build needs (apt-get; only what is missing)
+deps:
+	@missing=$$(for p in $(DEB_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+	  echo "make deps: installing$$(echo $$missing | sed 's/^/ /')"; \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing; \
+	fi
+	@test -f $(CUDA_HOME)/include/cuda_runtime_api.h || \
+	  { echo "make deps: CUDA toolkit headers not found under CUDA_HOME=$(CUDA_HOME)"; exit 2; }
+
+# Every build goes through deps once per make invocation (cheap when everything is installed).
+deps-check: deps
+.PHONY: deps deps-check all
+
+## test: build everything and run every test (unit, end-to-end, golden, brief fuzzing)
+test: all $(TEST_BINS) $(UNIT_TESTS)
+	@$(PYTHON) tests/run_tests.py --build $(BUILD) $(UNIT_TESTS)
+
+## bench: run every benchmark (figures for docs/performance.md)
+bench: all
+	@$(MAKE) --no-print-directory $(BENCH_TARGETS)
+
+## fuzz: run the fuzzers at length (FUZZ_SECONDS, default 300 each)
+fuzz: all
+	@$(MAKE) --no-print-directory $(FUZZ_TARGETS)
+.PHONY: bench fuzz
+
+## help: list the targets
+help:
+	@grep -h -E '^## ' $(MAKEFILE_LIST) | sed 's/^## /  /'
+
+## clean: remove the build folder
+clean:
+	rm -rf $(BUILD) $(CLEAN_EXTRA)
+.PHONY: test help clean
+
+$(BUILD)/%.o: %.cpp
+	@mkdir -p $(@D)
+	$(CXX) $(CPPFLAGS) $(ALL_CXXFLAGS) -c $< -o $@
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(ALL_CFLAGS) -c $< -o $@
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -1,0 +1,1 @@
+# bench/module.mk — see the top-level Makefile

@@ -1,0 +1,1 @@
+# cupti/module.mk — see the top-level Makefile

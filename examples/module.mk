@@ -1,0 +1,1 @@
+# examples/module.mk — see the top-level Makefile

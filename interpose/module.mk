@@ -1,0 +1,1 @@
+# interpose/module.mk — see the top-level Makefile

@@ -1,0 +1,1 @@
+# report/module.mk — see the top-level Makefile

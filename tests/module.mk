@@ -1,0 +1,1 @@
+# tests/module.mk — see the top-level Makefile

@@ -1,0 +1,176 @@
+// trace/format.h — the gpumemtrace timeline format, shared by the writer (interpose/writer) and the
+// reader (report/). One header so that the two sides cannot drift apart: every record type, field
+// name, operation and memory kind that appears in a trace is spelled here exactly once.
+//
+// The format is JSON Lines (docs/trace-format.md is the prose version of this file):
+//   line 1        {"type":"header", "format":"gpumemtrace", "version":1, ...}
+//   then, in any interleaving, in causal order (a record only refers to ids defined on earlier lines):
+//                 {"type":"module", ...}   a loaded ELF object (re-emitted after dlopen)
+//                 {"type":"frame", ...}    one unique code location (native ip or Python code+line)
+//                 {"type":"stack", ...}    one unique call stack = list of frame ids, innermost first
+//                 {"type":"device", ...}   device facts (name, total, free) when known
+//                 {"type":"event", ...}    one memory event, with a global sequence number
+//                 {"type":"dropped", ...}  events lost because the ring was full in drop mode
+//   last line     {"type":"footer", ...}   only after a clean exit; its absence means the process died
+//
+// Invariants the reader may rely on (the writer guarantees them; docs/trace-format.md repeats them):
+//  - "seq" of events strictly increases line by line within one file (the ring's total order).
+//  - Addresses, instruction pointers, streams and pools are strings "0x..." (64-bit values do not
+//    survive JSON readers that use doubles, such as jq and JavaScript). Sizes are integers < 2^53.
+//  - A stack/frame/module id is defined before the first line that uses it.
+//  - A process killed mid-run leaves a truncated last line; everything before it is valid.
+//
+// Thread-safety: constants only.
+#pragma once
+
+#include <cstdint>
+
+namespace gpumemtrace::format {
+
+inline constexpr const char* kFormatName = "gpumemtrace";
+inline constexpr int kVersion = 1;
+
+// ---- record types ("type" field) ----
+inline constexpr const char* kTypeHeader = "header";
+inline constexpr const char* kTypeModule = "module";
+inline constexpr const char* kTypeFrame = "frame";
+inline constexpr const char* kTypeStack = "stack";
+inline constexpr const char* kTypeDevice = "device";
+inline constexpr const char* kTypeEvent = "event";
+inline constexpr const char* kTypeDropped = "dropped";
+inline constexpr const char* kTypeFooter = "footer";
+
+// ---- event operations ("op" field of an event) ----
+// Each op says what happened to the address range [addr, addr+size).
+#define GPUMEMTRACE_OPS(X)                                                                        \
+  X(Alloc, "alloc")            /* memory obtained from CUDA; result!=0 means it failed (OOM) */  \
+  X(Free, "free")              /* memory returned to CUDA (recorded before the real free)   */  \
+  X(BlockAlloc, "block_alloc") /* a caching allocator handed out a block inside a segment   */  \
+  X(BlockFree, "block_free")   /* ... and took it back (the segment stays reserved)         */  \
+  X(BlockOom, "block_oom")     /* a caching allocator failed to satisfy a request           */  \
+  X(Map, "map")                /* physical allocation (handle) mapped at a virtual range    */  \
+  X(Unmap, "unmap")            /* virtual range unmapped                                    */  \
+  X(Reserve, "reserve")        /* virtual address range reserved (no physical memory)       */  \
+  X(Unreserve, "unreserve")    /* virtual address range released                            */  \
+  X(Trim, "trim")              /* memory pool trimmed down to size bytes                    */  \
+  X(Reset, "reset")            /* device reset / context destroyed: every allocation of     */  \
+                               /* the device ends here                                      */  \
+  X(MemInfo, "meminfo")        /* device free/total bytes ("free", "total" fields)          */  \
+  X(Mark, "mark")              /* user phase marker ("label" field)                         */
+
+enum class Op : uint8_t {
+#define GPUMEMTRACE_OP_ENUM(name, str) name,
+  GPUMEMTRACE_OPS(GPUMEMTRACE_OP_ENUM)
+#undef GPUMEMTRACE_OP_ENUM
+};
+
+inline constexpr const char* op_name(Op op) {
+  switch (op) {
+#define GPUMEMTRACE_OP_CASE(name, str) \
+  case Op::name:                       \
+    return str;
+    GPUMEMTRACE_OPS(GPUMEMTRACE_OP_CASE)
+#undef GPUMEMTRACE_OP_CASE
+  }
+  return "unknown";
+}
+
+// ---- memory kinds ("kind" field of an event) ----
+#define GPUMEMTRACE_KINDS(X)                                                              \
+  X(Device, "device")     /* ordinary device memory (cudaMalloc, cuMemAlloc, pitch, 3D)  */ \
+  X(Async, "async")       /* stream-ordered pool memory (cudaMallocAsync & friends)      */ \
+  X(Managed, "managed")   /* unified memory (cudaMallocManaged)                          */ \
+  X(Host, "host")         /* page-locked host memory (cudaMallocHost / cudaHostAlloc)    */ \
+  X(Array, "array")       /* CUDA arrays (cudaMallocArray); size is an estimate          */ \
+  X(Physical, "physical") /* cuMemCreate physical allocation (counts toward usage)       */ \
+  X(Virtual, "virtual")   /* cuMemAddressReserve range (address space only)              */ \
+  X(Block, "block")       /* sub-allocation reported through gpumemtrace.h               */ \
+  X(None, "none")         /* events that carry no memory (mark, meminfo, reset)          */
+
+enum class Kind : uint8_t {
+#define GPUMEMTRACE_KIND_ENUM(name, str) name,
+  GPUMEMTRACE_KINDS(GPUMEMTRACE_KIND_ENUM)
+#undef GPUMEMTRACE_KIND_ENUM
+};
+
+inline constexpr const char* kind_name(Kind kind) {
+  switch (kind) {
+#define GPUMEMTRACE_KIND_CASE(name, str) \
+  case Kind::name:                       \
+    return str;
+    GPUMEMTRACE_KINDS(GPUMEMTRACE_KIND_CASE)
+#undef GPUMEMTRACE_KIND_CASE
+  }
+  return "unknown";
+}
+
+// ---- field names ----
+// Header
+inline constexpr const char* kFieldFormat = "format";       // always kFormatName
+inline constexpr const char* kFieldVersion = "version";     // always kVersion
+inline constexpr const char* kFieldPid = "pid";
+inline constexpr const char* kFieldPpid = "ppid";
+inline constexpr const char* kFieldExe = "exe";             // /proc/self/exe
+inline constexpr const char* kFieldCmdline = "cmdline";     // list of strings
+inline constexpr const char* kFieldHost = "host";
+inline constexpr const char* kFieldStartTime = "start_time_ns";   // CLOCK_REALTIME at start, ns
+inline constexpr const char* kFieldClock = "clock";               // "monotonic": what "t" counts
+inline constexpr const char* kFieldClockStart = "clock_start_ns"; // CLOCK_MONOTONIC at start
+inline constexpr const char* kFieldBackend = "backend";           // "interpose" | "cupti"
+inline constexpr const char* kFieldStackDepth = "stack_depth";
+inline constexpr const char* kFieldOnFull = "on_full";            // "wait" | "drop"
+inline constexpr const char* kFieldLibrary = "library";           // gpumemtrace version string
+
+// Module
+inline constexpr const char* kFieldId = "id";
+inline constexpr const char* kFieldPath = "path";
+inline constexpr const char* kFieldBase = "base";           // load bias "0x..."
+inline constexpr const char* kFieldSize = "size";
+inline constexpr const char* kFieldBuildId = "build_id";    // hex, "" when unknown
+
+// Frame
+inline constexpr const char* kFieldIp = "ip";               // "0x..." absolute (native frames)
+inline constexpr const char* kFieldModule = "module";       // module id (native frames)
+inline constexpr const char* kFieldOffset = "offset";       // "0x..." ip - module base
+inline constexpr const char* kFieldFunction = "function";   // demangled, "" when unknown
+inline constexpr const char* kFieldFile = "file";
+inline constexpr const char* kFieldLine = "line";
+inline constexpr const char* kFieldInlined = "inlined";     // list of {function,file,line}, the
+                                                            // inlined callees at ip, innermost first
+inline constexpr const char* kFieldLang = "lang";           // "native" (default) | "python"
+
+// Stack
+inline constexpr const char* kFieldFrames = "frames";       // list of frame ids, innermost first
+
+// Device
+inline constexpr const char* kFieldDevice = "device";       // CUDA ordinal
+inline constexpr const char* kFieldName = "name";
+inline constexpr const char* kFieldTotal = "total";
+inline constexpr const char* kFieldFree = "free";
+
+// Event
+inline constexpr const char* kFieldSeq = "seq";             // global sequence number, from 1
+inline constexpr const char* kFieldTime = "t";              // CLOCK_MONOTONIC ns
+inline constexpr const char* kFieldTid = "tid";
+inline constexpr const char* kFieldApi = "api";             // e.g. "cudaMalloc"
+inline constexpr const char* kFieldDriverApi = "driver_api";// the driver call underneath, if seen
+inline constexpr const char* kFieldOp = "op";
+inline constexpr const char* kFieldKind = "kind";
+inline constexpr const char* kFieldAddr = "addr";           // "0x..."
+// kFieldSize: bytes
+inline constexpr const char* kFieldStream = "stream";       // "0x..."
+inline constexpr const char* kFieldPool = "pool";           // "0x..." or allocator pool name
+inline constexpr const char* kFieldStack = "stack";         // stack id, 0 = no stack
+inline constexpr const char* kFieldResult = "result";       // CUDA error code, 0 = success
+inline constexpr const char* kFieldSegment = "segment";     // "0x..." segment of a block event
+inline constexpr const char* kFieldHandle = "handle";       // "0x..." physical handle (map/create)
+inline constexpr const char* kFieldLabel = "label";         // mark text
+// meminfo events use kFieldFree and kFieldTotal.
+
+// Dropped / footer
+inline constexpr const char* kFieldCount = "count";         // dropped: events lost since last record
+inline constexpr const char* kFieldDroppedTotal = "dropped_total";
+inline constexpr const char* kFieldEvents = "events";       // footer: events written
+inline constexpr const char* kFieldEndTime = "end_time";    // footer: CLOCK_MONOTONIC ns
+
+}  // namespace gpumemtrace::format

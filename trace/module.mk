@@ -1,0 +1,1 @@
+# trace/module.mk — see the top-level Makefile
