@@ -31,6 +31,7 @@ inline constexpr const char* kFormatName = "gpumemtrace";
 inline constexpr int kVersion = 1;
 
 // ---- record types ("type" field) ----
+inline constexpr const char* kFieldType = "type";  // every record: one of the kType* below
 inline constexpr const char* kTypeHeader = "header";
 inline constexpr const char* kTypeModule = "module";
 inline constexpr const char* kTypeFrame = "frame";
