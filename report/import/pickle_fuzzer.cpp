@@ -1,0 +1,21 @@
+// report/import/pickle_fuzzer.cpp — libFuzzer target for the restricted pickle reader and the
+// snapshot converter: any input must give either a trace or an error, never a crash, a hang, a leak
+// or undefined behaviour (built with -fsanitize=fuzzer,address,undefined; tools/module.mk).
+#include <cstddef>
+#include <cstdint>
+#include <sstream>
+#include <string>
+
+#include "report/import/pickle_reader.h"
+#include "report/import/snapshot_to_trace.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  std::string bytes(reinterpret_cast<const char*>(data), size);
+  gpumemtrace::pickle::Document doc;
+  std::string error;
+  if (gpumemtrace::pickle::parse(bytes, &doc, &error)) (void)doc.dump(doc.root(), 8, 4096);
+  std::ostringstream out;
+  gpumemtrace::snapshot::ConvertStats stats;
+  (void)gpumemtrace::snapshot::snapshot_bytes_to_trace(std::move(bytes), "fuzz", out, &error, &stats);
+  return 0;
+}

@@ -1,0 +1,679 @@
+// report/import/snapshot_to_trace.cpp — see snapshot_to_trace.h; the mapping is documented in
+// docs/trace-format.md ("PyTorch snapshot import").
+//
+// Shape of the input (torch/csrc/cuda/memory_snapshot.cpp and torch/cuda/memory.py, PyTorch 2.x):
+//   {"segments": [{"device", "address", "total_size", "stream", "segment_type", "segment_pool_id",
+//                  "is_expandable", "frames"?, "blocks": [{"address"?, "size", "requested_size",
+//                  "state", "frames"}]}],
+//    "device_traces": [[{"action", "addr" | "device_free" (oom), "size", "stream", "time_us",
+//                        "frames"?}] per device],
+//    "allocator_settings": {...}}
+// `segments` is the state when the snapshot was taken (the END of the history), while the history is
+// a ring that may have lost its oldest entries. So the state at the FIRST history entry is rebuilt by
+// replaying the history backwards from the final state, and emitted as initial events; then the
+// history is emitted forwards. That way every block freed in the history has a matching allocation,
+// and every block live at the end is live in the timeline.
+#include "report/import/snapshot_to_trace.h"
+
+#include <algorithm>
+#include <cinttypes>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <unordered_map>
+
+#include "report/import/pickle_reader.h"
+#include "trace/format.h"
+
+namespace gpumemtrace::snapshot {
+
+namespace {
+
+using pickle::Document;
+using pickle::Kind;
+using pickle::kNoNode;
+namespace fmt = gpumemtrace::format;
+
+constexpr size_t kMaxFramesPerStack = 512;
+constexpr size_t kMaxWarnings = 8;
+
+enum class Action : uint8_t {
+  Alloc, FreeRequested, FreeCompleted, SegmentAlloc, SegmentFree, SegmentMap, SegmentUnmap, Oom,
+  Snapshot, Unknown
+};
+
+Action parse_action(std::string_view s) {
+  if (s == "alloc") return Action::Alloc;
+  if (s == "free_requested") return Action::FreeRequested;
+  if (s == "free_completed") return Action::FreeCompleted;
+  if (s == "segment_alloc") return Action::SegmentAlloc;
+  if (s == "segment_free") return Action::SegmentFree;
+  if (s == "segment_map") return Action::SegmentMap;
+  if (s == "segment_unmap") return Action::SegmentUnmap;
+  if (s == "oom") return Action::Oom;
+  if (s == "snapshot") return Action::Snapshot;
+  return Action::Unknown;
+}
+
+struct Entry {
+  Action action = Action::Unknown;
+  int device = 0;
+  uint64_t addr = 0;
+  uint64_t size = 0;
+  uint64_t stream = 0;
+  uint64_t device_free = 0;
+  int64_t time_us = 0;
+  uint32_t frames = kNoNode;
+};
+
+struct Block {
+  uint64_t size = 0;
+  uint32_t frames = kNoNode;
+};
+
+struct Segment {
+  uint64_t size = 0;
+  uint64_t stream = 0;
+  uint32_t frames = kNoNode;
+  std::string pool;
+};
+
+// Disjoint half-open ranges [start, end), merged when they touch.
+class RangeSet {
+ public:
+  void add(uint64_t start, uint64_t end) {
+    if (start >= end) return;
+    auto it = ranges_.upper_bound(start);
+    if (it != ranges_.begin()) {
+      auto prev = std::prev(it);
+      if (prev->second >= start) {
+        start = prev->first;
+        end = std::max(end, prev->second);
+        it = ranges_.erase(prev);
+      }
+    }
+    while (it != ranges_.end() && it->first <= end) {
+      end = std::max(end, it->second);
+      it = ranges_.erase(it);
+    }
+    ranges_[start] = end;
+  }
+  void remove(uint64_t start, uint64_t end) {
+    if (start >= end) return;
+    auto it = ranges_.upper_bound(start);
+    if (it != ranges_.begin()) --it;
+    while (it != ranges_.end() && it->first < end) {
+      uint64_t s = it->first, e = it->second;
+      if (e <= start) { ++it; continue; }
+      it = ranges_.erase(it);
+      if (s < start) ranges_[s] = start;
+      if (e > end) { ranges_[end] = e; break; }
+    }
+  }
+  // Start of the range that contains addr, or false.
+  bool find(uint64_t addr, uint64_t* start) const {
+    auto it = ranges_.upper_bound(addr);
+    if (it == ranges_.begin()) return false;
+    --it;
+    if (addr >= it->second) return false;
+    *start = it->first;
+    return true;
+  }
+  const std::map<uint64_t, uint64_t>& ranges() const { return ranges_; }
+
+ private:
+  std::map<uint64_t, uint64_t> ranges_;
+};
+
+struct DeviceState {
+  std::map<uint64_t, Segment> regular;        // live regular segments by address
+  RangeSet mapped;                            // mapped ranges of expandable segments
+  std::map<uint64_t, uint64_t> expandable;    // expandable segments of the final state: base -> end
+  std::map<uint64_t, Block> blocks;           // live blocks by address
+};
+
+void json_string(std::string* out, std::string_view s) {
+  static const char hex[] = "0123456789abcdef";
+  out->push_back('"');
+  size_t i = 0;
+  while (i < s.size()) {
+    unsigned char c = static_cast<unsigned char>(s[i]);
+    if (c == '"' || c == '\\') {
+      out->push_back('\\');
+      out->push_back(static_cast<char>(c));
+      ++i;
+    } else if (c < 0x20 || c == 0x7f) {
+      out->append("\\u00");
+      out->push_back(hex[c >> 4]);
+      out->push_back(hex[c & 15]);
+      ++i;
+    } else if (c < 0x80) {
+      out->push_back(static_cast<char>(c));
+      ++i;
+    } else {
+      // Copy a valid UTF-8 sequence; replace anything else with U+FFFD.
+      size_t n = (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xe ? 3 : (c >> 3) == 0x1e ? 4 : 0;
+      bool ok = n != 0 && i + n <= s.size();
+      for (size_t k = 1; ok && k < n; ++k) ok = (static_cast<unsigned char>(s[i + k]) & 0xc0) == 0x80;
+      if (ok && n == 2 && c < 0xc2) ok = false;  // overlong
+      if (ok && n == 3) {
+        unsigned char c1 = static_cast<unsigned char>(s[i + 1]);
+        if ((c == 0xe0 && c1 < 0xa0) || (c == 0xed && c1 >= 0xa0)) ok = false;  // overlong, surrogate
+      }
+      if (ok && n == 4) {
+        unsigned char c1 = static_cast<unsigned char>(s[i + 1]);
+        if ((c == 0xf0 && c1 < 0x90) || c > 0xf4 || (c == 0xf4 && c1 >= 0x90)) ok = false;
+      }
+      if (ok) {
+        out->append(s.data() + i, n);
+        i += n;
+      } else {
+        out->append("\\ufffd");
+        ++i;
+      }
+    }
+  }
+  out->push_back('"');
+}
+
+std::string hex_addr(uint64_t v) {
+  char buf[24];
+  snprintf(buf, sizeof buf, "\"0x%" PRIx64 "\"", v);
+  return buf;
+}
+
+// Frames of PyTorch's own stack capture, not the program's: dropped like the recorder drops its own.
+bool is_capture_frame(std::string_view function) {
+  return function.find("unwind::unwind") != std::string_view::npos ||
+         function.find("CapturedTraceback::gather") != std::string_view::npos ||
+         function.find("gather_with_cpp") != std::string_view::npos;
+}
+
+bool is_python_file(std::string_view file) {
+  auto ends = [&](std::string_view suffix) {
+    return file.size() >= suffix.size() && file.substr(file.size() - suffix.size()) == suffix;
+  };
+  return ends(".py") || (file.size() >= 2 && file.front() == '<' && file.back() == '>');
+}
+
+class Converter {
+ public:
+  Converter(const Document& doc, std::ostream& out, ConvertStats* stats) : doc_(doc), out_(out), stats_(*stats) {}
+
+  bool run(const std::string& source_name, std::string* error);
+
+ private:
+  void warn(const std::string& msg) {
+    if (stats_.warnings.size() < kMaxWarnings) stats_.warnings.push_back(msg);
+  }
+  void inconsistent(const char* what, const Entry& e) {
+    ++stats_.inconsistencies;
+    char buf[160];
+    snprintf(buf, sizeof buf, "%s (device %d, addr 0x%" PRIx64 ", size %" PRIu64 ")", what, e.device, e.addr, e.size);
+    warn(buf);
+  }
+  uint64_t u64(uint32_t dict, std::string_view key, uint64_t fallback = 0) const {
+    uint64_t v;
+    if (doc_.as_u64(doc_.get(dict, key), &v)) return v;
+    int64_t s;  // streams and addresses are pickled as signed int64 by the C++ pickler
+    if (doc_.as_i64(doc_.get(dict, key), &s)) return static_cast<uint64_t>(s);
+    return fallback;
+  }
+  bool read_segments(uint32_t segments, std::string* error);
+  bool read_traces(uint32_t traces);
+  void reverse_replay();
+  uint32_t stack_of(uint32_t frames);
+  uint32_t frame_id(std::string_view function, std::string_view file, int64_t line, bool python);
+  void begin_event(uint64_t t, const char* api, fmt::Op op, fmt::Kind kind, uint64_t addr, uint64_t size,
+                   int device, uint32_t stack);
+  void end_event() {
+    line_ += "}\n";
+    out_.write(line_.data(), static_cast<std::streamsize>(line_.size()));
+    ++stats_.events;
+  }
+  void emit_initial_state();
+  void emit_entry(const Entry& e);
+  DeviceState& dev(int device) { return devices_[device]; }
+  bool segment_of(int device, uint64_t addr, uint64_t* segment);
+  uint64_t t_of(int64_t time_us) const {
+    return time_us > t0_us_ ? static_cast<uint64_t>(time_us - t0_us_) * 1000u : 0;
+  }
+
+  const Document& doc_;
+  std::ostream& out_;
+  ConvertStats& stats_;
+  std::string line_;
+  uint64_t seq_ = 0;
+  int64_t t0_us_ = 0;
+  uint64_t last_t_ = 0;
+  std::map<int, DeviceState> devices_;       // the final state, then (after reverse_replay) the initial one
+  std::map<int, std::vector<Entry>> traces_;  // per device, in history order
+  bool use_free_completed_ = true;
+  std::unordered_map<std::string, uint32_t> frame_ids_;
+  std::map<std::vector<uint32_t>, uint32_t> stack_ids_;
+  std::unordered_map<uint32_t, uint32_t> stack_by_node_;
+};
+
+bool Converter::read_segments(uint32_t segments, std::string* error) {
+  for (uint32_t seg : doc_.items(segments)) {
+    if (!doc_.is(seg, Kind::Dict)) {
+      *error = "not a PyTorch memory snapshot: a segment is a " +
+               std::string(pickle::kind_name(doc_.node(seg).kind)) + ", not a dict";
+      return false;
+    }
+    ++stats_.segments;
+    int64_t device = 0;
+    doc_.as_i64(doc_.get(seg, "device"), &device);
+    if (device < -1 || device > 1 << 20) device = 0;
+    DeviceState& d = dev(static_cast<int>(device));
+    uint64_t base = u64(seg, "address");
+    uint64_t total = u64(seg, "total_size");
+    uint32_t expandable = doc_.get(seg, "is_expandable");
+    bool is_expandable = doc_.is(expandable, Kind::Bool) && doc_.node(expandable).boolean;
+    if (is_expandable) {
+      d.mapped.add(base, base + total);
+      d.expandable[base] = base + total;
+    } else {
+      Segment s;
+      s.size = total;
+      s.stream = u64(seg, "stream");
+      s.frames = doc_.get(seg, "frames");
+      d.regular[base] = s;
+    }
+    // Blocks tile the segment in address order; older snapshots give no "address", so keep a cursor.
+    uint64_t cursor = base;
+    for (uint32_t blk : doc_.items(doc_.get(seg, "blocks"))) {
+      if (!doc_.is(blk, Kind::Dict)) continue;
+      uint64_t addr = u64(blk, "address", cursor);
+      uint64_t size = u64(blk, "size");
+      cursor = addr + size;
+      std::string_view state = doc_.str(doc_.get(blk, "state"));
+      // active_awaiting_free (Python binding) / active_pending_free (C++ pickler): the program freed it,
+      // but the block is not reusable until its streams are done: still live in our timeline.
+      if (state != "active_allocated" && state != "active_awaiting_free" && state != "active_pending_free")
+        continue;
+      Block b;
+      b.size = u64(blk, "requested_size", 0);
+      if (b.size == 0) b.size = size;
+      b.frames = doc_.get(blk, "frames");
+      if (b.frames == kNoNode) {  // PyTorch < 2.1: "history": [{addr, real_size, frames}], newest last
+        const auto& hist = doc_.items(doc_.get(blk, "history"));
+        if (!hist.empty()) b.frames = doc_.get(hist.back(), "frames");
+      }
+      d.blocks[addr] = b;
+    }
+  }
+  return true;
+}
+
+bool Converter::read_traces(uint32_t traces) {
+  const auto& per_device = doc_.items(traces);
+  bool any_completed = false, any_requested = false;
+  for (size_t device = 0; device < per_device.size(); ++device) {
+    auto& list = traces_[static_cast<int>(device)];
+    for (uint32_t te : doc_.items(per_device[device])) {
+      ++stats_.trace_entries;
+      if (!doc_.is(te, Kind::Dict)) {
+        ++stats_.ignored_entries;
+        continue;
+      }
+      Entry e;
+      e.device = static_cast<int>(device);
+      e.action = parse_action(doc_.str(doc_.get(te, "action")));
+      e.addr = u64(te, "addr");
+      e.size = u64(te, "size");
+      e.stream = u64(te, "stream");
+      e.device_free = u64(te, "device_free", e.addr);
+      if (!doc_.as_i64(doc_.get(te, "time_us"), &e.time_us)) {
+        double t;
+        e.time_us = doc_.as_double(doc_.get(te, "time_us"), &t) && t > 0 && t < 9e15 ? static_cast<int64_t>(t) : 0;
+      }
+      e.frames = doc_.get(te, "frames");
+      any_completed |= e.action == Action::FreeCompleted;
+      any_requested |= e.action == Action::FreeRequested;
+      if (e.action == Action::Unknown) {
+        ++stats_.ignored_entries;
+        warn("unknown history action '" + std::string(doc_.str(doc_.get(te, "action"))).substr(0, 64) + "' ignored");
+        continue;
+      }
+      list.push_back(e);
+      dev(e.device);  // make sure the device exists
+    }
+  }
+  // free_completed is when the block becomes reusable; free_requested only when the program let go of
+  // it (they differ when the block was used on another stream). Use free_completed, and fall back to
+  // free_requested for histories recorded without it (skip_actions).
+  use_free_completed_ = any_completed || !any_requested;
+  return true;
+}
+
+void Converter::reverse_replay() {
+  const Action free_action = use_free_completed_ ? Action::FreeCompleted : Action::FreeRequested;
+  for (auto& [device, list] : traces_) {
+    DeviceState& d = dev(device);
+    for (auto it = list.rbegin(); it != list.rend(); ++it) {
+      const Entry& e = *it;
+      switch (e.action) {
+        case Action::Alloc:
+          if (d.blocks.erase(e.addr) == 0) inconsistent("alloc of a block that is not live later", e);
+          break;
+        case Action::FreeRequested:
+        case Action::FreeCompleted:
+          if (e.action != free_action) break;
+          if (!d.blocks.emplace(e.addr, Block{e.size, kNoNode}).second) inconsistent("free of a block live after it", e);
+          break;
+        case Action::SegmentAlloc:
+          if (d.regular.erase(e.addr) == 0) inconsistent("segment_alloc of a segment that is not live later", e);
+          break;
+        case Action::SegmentFree: {
+          Segment s;
+          s.size = e.size;
+          s.stream = e.stream;
+          if (!d.regular.emplace(e.addr, s).second) inconsistent("segment_free of a segment live after it", e);
+          break;
+        }
+        case Action::SegmentMap: d.mapped.remove(e.addr, e.addr + e.size); break;
+        case Action::SegmentUnmap: d.mapped.add(e.addr, e.addr + e.size); break;
+        default: break;
+      }
+    }
+  }
+}
+
+uint32_t Converter::frame_id(std::string_view function, std::string_view file, int64_t line, bool python) {
+  std::string key;
+  key.reserve(function.size() + file.size() + 24);
+  key.append(python ? "p" : "n").append(function).push_back('\0');
+  key.append(file).push_back('\0');
+  key.append(std::to_string(line));
+  auto [it, inserted] = frame_ids_.emplace(std::move(key), static_cast<uint32_t>(frame_ids_.size() + 1));
+  if (inserted) {
+    std::string l = "{\"type\":\"frame\",\"id\":" + std::to_string(it->second) + ",\"lang\":";
+    l += python ? "\"python\"" : "\"native\"";
+    l += ",\"function\":";
+    json_string(&l, function);
+    if (!file.empty() && file != "??") {
+      l += ",\"file\":";
+      json_string(&l, file);
+    }
+    if (line > 0) l += ",\"line\":" + std::to_string(line);
+    l += "}\n";
+    out_.write(l.data(), static_cast<std::streamsize>(l.size()));
+  }
+  return it->second;
+}
+
+// Stack id for a "frames" list (innermost first, as PyTorch records them); 0 when there is none.
+uint32_t Converter::stack_of(uint32_t frames) {
+  if (frames == kNoNode || doc_.items(frames).empty()) return 0;
+  auto cached = stack_by_node_.find(frames);
+  if (cached != stack_by_node_.end()) return cached->second;
+  std::vector<uint32_t> ids;
+  for (uint32_t f : doc_.items(frames)) {
+    if (ids.size() >= kMaxFramesPerStack) break;
+    if (!doc_.is(f, Kind::Dict)) continue;
+    std::string_view function = doc_.str(doc_.get(f, "name"));
+    std::string_view file = doc_.str(doc_.get(f, "filename"));
+    int64_t line = 0;
+    doc_.as_i64(doc_.get(f, "line"), &line);
+    if (is_capture_frame(function)) continue;
+    ids.push_back(frame_id(function, file, line, is_python_file(file)));
+  }
+  uint32_t id = 0;
+  if (!ids.empty()) {
+    auto [it, inserted] = stack_ids_.emplace(ids, static_cast<uint32_t>(stack_ids_.size() + 1));
+    id = it->second;
+    if (inserted) {
+      std::string l = "{\"type\":\"stack\",\"id\":" + std::to_string(id) + ",\"frames\":[";
+      for (size_t i = 0; i < ids.size(); ++i) {
+        if (i) l += ',';
+        l += std::to_string(ids[i]);
+      }
+      l += "]}\n";
+      out_.write(l.data(), static_cast<std::streamsize>(l.size()));
+    }
+  }
+  stack_by_node_[frames] = id;
+  return id;
+}
+
+void Converter::begin_event(uint64_t t, const char* api, fmt::Op op, fmt::Kind kind, uint64_t addr, uint64_t size,
+                            int device, uint32_t stack) {
+  last_t_ = std::max(last_t_, t);
+  line_ = "{\"type\":\"event\",\"seq\":" + std::to_string(++seq_) + ",\"t\":" + std::to_string(t) +
+          ",\"tid\":0,\"api\":\"" + api + "\",\"op\":\"" + fmt::op_name(op) + "\",\"kind\":\"" +
+          fmt::kind_name(kind) + "\",\"addr\":" + hex_addr(addr) + ",\"size\":" + std::to_string(size) +
+          ",\"device\":" + std::to_string(device) + ",\"stack\":" + std::to_string(stack);
+}
+
+bool Converter::segment_of(int device, uint64_t addr, uint64_t* segment) {
+  DeviceState& d = dev(device);
+  auto it = d.regular.upper_bound(addr);
+  if (it != d.regular.begin()) {
+    --it;
+    if (addr < it->first + it->second.size) {
+      *segment = it->first;
+      return true;
+    }
+  }
+  auto ex = d.expandable.upper_bound(addr);
+  if (ex != d.expandable.begin()) {
+    --ex;
+    if (addr < ex->second) {
+      *segment = ex->first;
+      return true;
+    }
+  }
+  return d.mapped.find(addr, segment);
+}
+
+void Converter::emit_initial_state() {
+  for (auto& [device, d] : devices_) {
+    for (auto& [addr, s] : d.regular) {
+      ++stats_.initial_segments;
+      uint32_t stack = stack_of(s.frames);
+      begin_event(0, "torch.segment_alloc", fmt::Op::Alloc, fmt::Kind::Device, addr, s.size, device, stack);
+      line_ += ",\"stream\":" + hex_addr(s.stream) + ",\"result\":0";
+      end_event();
+    }
+    for (auto& [start, end] : d.mapped.ranges()) {
+      ++stats_.initial_segments;
+      begin_event(0, "torch.segment_map", fmt::Op::Map, fmt::Kind::Physical, start, end - start, device, 0);
+      line_ += ",\"result\":0";
+      end_event();
+    }
+  }
+  for (auto& [device, d] : devices_) {
+    for (auto& [addr, b] : d.blocks) {
+      ++stats_.initial_blocks;
+      uint32_t stack = stack_of(b.frames);
+      begin_event(0, "torch.alloc", fmt::Op::BlockAlloc, fmt::Kind::Block, addr, b.size, device, stack);
+      uint64_t segment;
+      if (segment_of(device, addr, &segment)) line_ += ",\"segment\":" + hex_addr(segment);
+      end_event();
+    }
+  }
+}
+
+void Converter::emit_entry(const Entry& e) {
+  DeviceState& d = dev(e.device);
+  const uint64_t t = t_of(e.time_us);
+  const Action free_action = use_free_completed_ ? Action::FreeCompleted : Action::FreeRequested;
+  switch (e.action) {
+    case Action::Alloc:
+    case Action::FreeRequested:
+    case Action::FreeCompleted: {
+      const bool alloc = e.action == Action::Alloc;
+      if (!alloc && e.action != free_action) {
+        ++stats_.ignored_entries;
+        return;
+      }
+      uint32_t stack = stack_of(e.frames);
+      begin_event(t, alloc ? "torch.alloc" : e.action == Action::FreeCompleted ? "torch.free_completed" : "torch.free_requested",
+                  alloc ? fmt::Op::BlockAlloc : fmt::Op::BlockFree, fmt::Kind::Block, e.addr, e.size, e.device, stack);
+      line_ += ",\"stream\":" + hex_addr(e.stream);
+      uint64_t segment;
+      if (segment_of(e.device, e.addr, &segment)) line_ += ",\"segment\":" + hex_addr(segment);
+      end_event();
+      return;
+    }
+    case Action::SegmentAlloc:
+    case Action::SegmentFree: {
+      const bool alloc = e.action == Action::SegmentAlloc;
+      uint32_t stack = stack_of(e.frames);
+      begin_event(t, alloc ? "torch.segment_alloc" : "torch.segment_free", alloc ? fmt::Op::Alloc : fmt::Op::Free,
+                  fmt::Kind::Device, e.addr, e.size, e.device, stack);
+      line_ += ",\"stream\":" + hex_addr(e.stream) + ",\"result\":0";
+      end_event();
+      if (alloc) {
+        Segment s;
+        s.size = e.size;
+        s.stream = e.stream;
+        d.regular[e.addr] = s;
+      } else {
+        d.regular.erase(e.addr);
+      }
+      return;
+    }
+    case Action::SegmentMap:
+    case Action::SegmentUnmap: {
+      const bool map = e.action == Action::SegmentMap;
+      uint32_t stack = stack_of(e.frames);
+      begin_event(t, map ? "torch.segment_map" : "torch.segment_unmap", map ? fmt::Op::Map : fmt::Op::Unmap,
+                  fmt::Kind::Physical, e.addr, e.size, e.device, stack);
+      line_ += ",\"stream\":" + hex_addr(e.stream) + ",\"result\":0";
+      end_event();
+      if (map) d.mapped.add(e.addr, e.addr + e.size);
+      else d.mapped.remove(e.addr, e.addr + e.size);
+      return;
+    }
+    case Action::Oom: {
+      uint32_t stack = stack_of(e.frames);
+      begin_event(t, "torch.oom", fmt::Op::BlockOom, fmt::Kind::Block, 0, e.size, e.device, stack);
+      line_ += ",\"stream\":" + hex_addr(e.stream);
+      end_event();
+      begin_event(t, "torch.oom", fmt::Op::MemInfo, fmt::Kind::None, 0, 0, e.device, stack);
+      line_ += ",\"free\":" + std::to_string(e.device_free);
+      end_event();
+      return;
+    }
+    case Action::Snapshot:
+    case Action::Unknown:
+      ++stats_.ignored_entries;
+      return;
+  }
+}
+
+bool Converter::run(const std::string& source_name, std::string* error) {
+  const uint32_t root = doc_.root();
+  uint32_t segments = kNoNode, traces = kNoNode;
+  if (doc_.is(root, Kind::Dict)) {
+    segments = doc_.get(root, "segments");
+    traces = doc_.get(root, "device_traces");
+    if (segments == kNoNode && traces == kNoNode) {
+      *error = "not a PyTorch memory snapshot: the pickle is a dict without 'segments' or 'device_traces'";
+      return false;
+    }
+    if ((segments != kNoNode && !doc_.is(segments, Kind::List)) || (traces != kNoNode && !doc_.is(traces, Kind::List))) {
+      *error = "not a PyTorch memory snapshot: 'segments' and 'device_traces' must be lists";
+      return false;
+    }
+  } else if (doc_.is(root, Kind::List)) {
+    segments = root;  // torch.cuda.memory_snapshot(): the list of segments alone
+  } else {
+    *error = std::string("not a PyTorch memory snapshot: the pickle holds a ") +
+             pickle::kind_name(doc_.node(root).kind) + ", expected a dict with 'segments' and 'device_traces'";
+    return false;
+  }
+  for (uint32_t per_device : doc_.items(traces)) {
+    if (!doc_.is(per_device, Kind::List)) {
+      *error = "not a PyTorch memory snapshot: 'device_traces' must be a list of lists";
+      return false;
+    }
+  }
+  if (!read_segments(segments, error)) return false;
+  read_traces(traces);
+  reverse_replay();
+
+  // Merge the devices' histories by time (each device's own order is kept).
+  std::vector<const Entry*> order;
+  bool have_time = false;
+  for (auto& [device, list] : traces_) {
+    for (const Entry& e : list) {
+      order.push_back(&e);
+      if (e.time_us > 0 && (!have_time || e.time_us < t0_us_)) {
+        t0_us_ = e.time_us;
+        have_time = true;
+      }
+    }
+  }
+  std::stable_sort(order.begin(), order.end(), [](const Entry* a, const Entry* b) {
+    return a->time_us < b->time_us;
+  });
+  // stable_sort keeps per-device order only where times are monotonic; restore it where they are not.
+  // (PyTorch's times come from one clock per process, so this is a safeguard, not the common case.)
+  {
+    std::map<int, size_t> next;
+    std::map<int, std::vector<const Entry*>> by_dev;
+    for (auto& [device, list] : traces_)
+      for (const Entry& e : list) by_dev[device].push_back(&e);
+    for (auto& p : order) p = by_dev[p->device][next[p->device]++];
+  }
+
+  std::string header = std::string("{\"type\":\"header\",\"format\":\"") + fmt::kFormatName +
+                       "\",\"version\":" + std::to_string(fmt::kVersion) +
+                       ",\"library\":\"gpumemtrace-snapshot-import\",\"pid\":0,\"ppid\":0,\"exe\":\"\",\"cmdline\":[],"
+                       "\"host\":\"\",\"start_time_ns\":" +
+                       std::to_string(have_time ? static_cast<uint64_t>(t0_us_) * 1000u : 0) +
+                       ",\"clock\":\"monotonic\",\"clock_start_ns\":0,\"backend\":\"pytorch_snapshot\","
+                       "\"stack_depth\":0,\"on_full\":\"wait\",\"source\":";
+  json_string(&header, source_name);
+  header += "}\n";
+  out_.write(header.data(), static_cast<std::streamsize>(header.size()));
+
+  emit_initial_state();
+  for (const Entry* e : order) emit_entry(*e);
+
+  std::string footer = "{\"type\":\"footer\",\"events\":" + std::to_string(stats_.events) +
+                       ",\"dropped_total\":0,\"end_time\":" + std::to_string(last_t_) + "}\n";
+  out_.write(footer.data(), static_cast<std::streamsize>(footer.size()));
+  if (!out_) {
+    *error = "write error";
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+bool snapshot_bytes_to_trace(std::string bytes, const std::string& source_name, std::ostream& out,
+                             std::string* error, ConvertStats* stats) {
+  ConvertStats local;
+  if (!stats) stats = &local;
+  Document doc;
+  if (!pickle::parse(std::move(bytes), &doc, error)) return false;
+  Converter converter(doc, out, stats);
+  return converter.run(source_name, error);
+}
+
+bool snapshot_to_trace(const std::string& in_path, std::ostream& out, std::string* error, ConvertStats* stats) {
+  ConvertStats local;
+  if (!stats) stats = &local;
+  Document doc;
+  if (!pickle::parse_file(in_path, &doc, error)) return false;
+  Converter converter(doc, out, stats);
+  return converter.run(in_path, error);
+}
+
+bool snapshot_to_trace(const std::string& in_path, std::ostream& out, std::string* error) {
+  return snapshot_to_trace(in_path, out, error, nullptr);
+}
+
+bool looks_like_pickle(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  char head[2] = {0, 0};
+  if (!in.read(head, 2)) return false;
+  return pickle::looks_like_pickle_bytes(std::string_view(head, 2));
+}
+
+}  // namespace gpumemtrace::snapshot

@@ -1,0 +1,43 @@
+// report/import/snapshot_to_trace.h — converts a PyTorch memory snapshot (the pickle written by
+// `torch.cuda.memory._dump_snapshot`) into a gpumemtrace version-1 timeline (docs/trace-format.md,
+// section "PyTorch snapshot import", documents the mapping).
+//
+// The pickle is read with the restricted reader (pickle_reader.h): plain data only, so a malicious
+// file is rejected, never executed. The output is an ordinary trace, so every analysis of
+// gpumem-report (leaks, peaks, OOM post-mortems, growth, fragmentation, gates) applies unchanged.
+//
+// Thread-safety: the functions are reentrant (no global state).
+#pragma once
+
+#include <cstdint>
+#include <ostream>
+#include <string>
+#include <vector>
+
+namespace gpumemtrace::snapshot {
+
+struct ConvertStats {
+  uint64_t segments = 0;          // segments in the snapshot (state at the end)
+  uint64_t trace_entries = 0;     // history entries over all devices
+  uint64_t initial_segments = 0;  // segments synthesized as live before the first history entry
+  uint64_t initial_blocks = 0;    // blocks synthesized as live before the first history entry
+  uint64_t events = 0;            // event lines written
+  uint64_t ignored_entries = 0;   // free_requested (when free_completed exists), snapshot, unknown
+  uint64_t inconsistencies = 0;   // history entries that contradict the final state (see warnings)
+  std::vector<std::string> warnings;  // at most a few, one line each
+};
+
+// Reads the snapshot at in_path and writes the trace to out. On failure returns false and sets
+// *error to one line (no file name: the caller prefixes it). `source_name` goes into the header.
+bool snapshot_to_trace(const std::string& in_path, std::ostream& out, std::string* error);
+bool snapshot_to_trace(const std::string& in_path, std::ostream& out, std::string* error,
+                       ConvertStats* stats);
+
+// Same from bytes already in memory (used by the fuzz target and the unit tests).
+bool snapshot_bytes_to_trace(std::string bytes, const std::string& source_name, std::ostream& out,
+                             std::string* error, ConvertStats* stats);
+
+// True when the file starts like a binary pickle (PROTO opcode, protocol 2..5). Cheap: reads 2 bytes.
+bool looks_like_pickle(const std::string& path);
+
+}  // namespace gpumemtrace::snapshot
