@@ -1,1 +1,16 @@
-# interpose/module.mk — see the top-level Makefile
+# interpose/module.mk — build/libgpumemtrace.so: hooks -> recorder -> writer, preloaded into programs.
+# Every .cpp under interpose/ and cupti/ goes in, so new hooks need no Makefile change.
+# It links no CUDA library (no NEEDED libcudart/libcuda/libcupti): CUDA is found at run time.
+
+GPUMEMTRACE_VERSION := 0.1.0
+LIB_SRCS := $(sort $(shell find interpose cupti -name '*.cpp' -not -path '*/test*'))
+LIB_OBJS := $(LIB_SRCS:%.cpp=$(BUILD)/%.o)
+LIB_LDLIBS := -lunwind -ldw -lelf -lzstd -ldl -lpthread
+
+$(LIB_OBJS): CPPFLAGS += -DGPUMEMTRACE_VERSION='"$(GPUMEMTRACE_VERSION)"'
+
+$(BUILD)/libgpumemtrace.so: $(LIB_OBJS)
+	@mkdir -p $(@D)
+	$(CXX) -shared -o $@ $^ -Wl,-z,defs -Wl,--no-undefined -static-libstdc++ -static-libgcc $(LIB_LDLIBS)
+
+LIBS += $(BUILD)/libgpumemtrace.so

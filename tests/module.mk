@@ -1,1 +1,32 @@
-# tests/module.mk — see the top-level Makefile
+# tests/module.mk — the simulated CUDA runtime, the test programs, and the unit tests.
+
+# --- simulated CUDA runtime: build/sim/libcudart.so.13 (+ libcudart.so for linking) ---
+SIM_DIR := $(BUILD)/sim
+$(SIM_DIR)/libcudart.so.13: $(BUILD)/tests/sim/fake_cudart.o tests/sim/libcudart.map
+	@mkdir -p $(@D)
+	$(CXX) -shared -o $@ $(BUILD)/tests/sim/fake_cudart.o -Wl,-soname,libcudart.so.13 \
+	  -Wl,--version-script=tests/sim/libcudart.map -lpthread
+$(SIM_DIR)/libcudart.so: $(SIM_DIR)/libcudart.so.13
+	ln -sf libcudart.so.13 $@
+SIM_RUNTIME := $(SIM_DIR)/libcudart.so.13 $(SIM_DIR)/libcudart.so
+TEST_BINS += $(SIM_RUNTIME)
+
+# --- end-to-end test programs: tests/e2e/programs/*.cpp, linked against the simulated runtime ---
+# -O0 -fno-omit-frame-pointer -fno-inline keep each planted function a real frame of its own.
+E2E_PROGRAM_SRCS := $(wildcard tests/e2e/programs/*.cpp)
+E2E_PROGRAMS := $(E2E_PROGRAM_SRCS:tests/e2e/programs/%.cpp=$(BUILD)/tests/programs/%)
+$(BUILD)/tests/programs/%: tests/e2e/programs/%.cpp $(SIM_RUNTIME)
+	@mkdir -p $(@D)
+	$(CXX) -std=c++17 -O0 -g -fno-omit-frame-pointer -fno-inline -Iinclude -isystem $(CUDA_HOME)/include \
+	  -rdynamic $< -o $@ -L$(SIM_DIR) -lcudart -lpthread -ldl -Wl,-rpath,'$$ORIGIN/../../sim'
+TEST_BINS += $(E2E_PROGRAMS)
+
+# --- GoogleTest unit tests of the recorder and writer ---
+RECORDER_TEST_SRCS := $(wildcard tests/unit/recorder_*.cpp)
+RECORDER_TEST_LIB_OBJS := $(filter-out $(BUILD)/interpose/hooks/%,$(LIB_OBJS))
+$(BUILD)/tests/unit/recorder_tests: $(RECORDER_TEST_SRCS:%.cpp=$(BUILD)/%.o) $(RECORDER_TEST_LIB_OBJS)
+	@mkdir -p $(@D)
+	$(CXX) -o $@ $^ -lgtest -lgtest_main $(LIB_LDLIBS)
+ifneq ($(RECORDER_TEST_SRCS),)
+UNIT_TESTS += $(BUILD)/tests/unit/recorder_tests
+endif

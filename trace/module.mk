@@ -1,1 +1,1 @@
-# trace/module.mk — see the top-level Makefile
+# trace/module.mk — trace/format.h is header-only; nothing to build.

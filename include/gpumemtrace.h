@@ -1,0 +1,80 @@
+/* gpumemtrace.h — report a caching allocator's sub-allocations and phase markers to gpumemtrace.
+ *
+ * Header-only, C and C++. Nothing to link: each function looks up the gpumemtrace library at run time
+ * (dlsym) and does nothing when the program runs without it (no LD_PRELOAD), so it can stay in
+ * production code. Cost without the library: one cached pointer test per call.
+ *
+ *   gpumemtrace_block_alloc(ptr, size, segment, device, "my_pool");  // handed out a block
+ *   gpumemtrace_block_free(ptr, size, segment, device, "my_pool");   // took it back
+ *   gpumemtrace_block_oom(size, device, "my_pool");                  // could not satisfy a request
+ *   gpumemtrace_mark("epoch 3");                                      // phase marker
+ *
+ * `segment` is the start of the memory obtained from CUDA (cudaMalloc) that contains the block; with
+ * it, gpumem-report tells cached from leaked memory and explains fragmentation (free bytes inside
+ * segments vs. the largest free block). `pool` names the allocator's pool (copied, truncated to 47
+ * bytes), may be NULL. `device` is the CUDA device ordinal, or -1 when unknown.
+ * Thread-safety: every function may be called from any thread.
+ */
+#ifndef GPUMEMTRACE_H
+#define GPUMEMTRACE_H
+
+#include <stddef.h>
+
+#ifndef _GNU_SOURCE
+#define GPUMEMTRACE_UNDEF_GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <dlfcn.h>
+#ifdef GPUMEMTRACE_UNDEF_GNU_SOURCE
+#undef _GNU_SOURCE
+#undef GPUMEMTRACE_UNDEF_GNU_SOURCE
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef void (*gpumemtrace_block_fn)(const void* ptr, size_t size, const void* segment, int device,
+                                     const char* pool);
+typedef void (*gpumemtrace_oom_fn)(size_t size, int device, const char* pool);
+typedef void (*gpumemtrace_mark_fn)(const char* label);
+
+/* Looks `name` up once; returns NULL when gpumemtrace is not loaded. */
+static inline void* gpumemtrace_lookup_(void** cache, int* looked, const char* name) {
+  if (!__atomic_load_n(looked, __ATOMIC_ACQUIRE)) {
+    void* fn = dlsym(RTLD_DEFAULT, name);
+    __atomic_store_n(cache, fn, __ATOMIC_RELAXED);
+    __atomic_store_n(looked, 1, __ATOMIC_RELEASE);
+  }
+  return __atomic_load_n(cache, __ATOMIC_RELAXED);
+}
+
+#define GPUMEMTRACE_FORWARD_(type, symbol, ...)                                       \
+  static void* cache_ = 0;                                                            \
+  static int looked_ = 0;                                                             \
+  type fn_ = (type)gpumemtrace_lookup_(&cache_, &looked_, symbol);                    \
+  if (fn_) fn_(__VA_ARGS__)
+
+static inline void gpumemtrace_block_alloc(const void* ptr, size_t size, const void* segment, int device,
+                                           const char* pool) {
+  GPUMEMTRACE_FORWARD_(gpumemtrace_block_fn, "gpumemtrace_report_block_alloc", ptr, size, segment, device, pool);
+}
+
+static inline void gpumemtrace_block_free(const void* ptr, size_t size, const void* segment, int device,
+                                          const char* pool) {
+  GPUMEMTRACE_FORWARD_(gpumemtrace_block_fn, "gpumemtrace_report_block_free", ptr, size, segment, device, pool);
+}
+
+static inline void gpumemtrace_block_oom(size_t size, int device, const char* pool) {
+  GPUMEMTRACE_FORWARD_(gpumemtrace_oom_fn, "gpumemtrace_report_block_oom", size, device, pool);
+}
+
+static inline void gpumemtrace_mark(const char* label) {
+  GPUMEMTRACE_FORWARD_(gpumemtrace_mark_fn, "gpumemtrace_report_mark", label);
+}
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* GPUMEMTRACE_H */

@@ -1,0 +1,42 @@
+// interpose/hooks/real_function.h — the real CUDA functions behind our hooks, resolved on first use.
+//
+// Lazily, because the CUDA libraries are often loaded after us (dlopen by Python extensions), and
+// not only through RTLD_NEXT: a library loaded with RTLD_LOCAL (PyTorch's libcudart, loaded as a
+// dependency of a Python extension) is invisible to RTLD_NEXT even though its callers bind to our
+// hooks. Then we find it among the loaded objects and ask it directly (resolve_real_symbol).
+// Thread-safety: any thread; racing resolutions store the same pointer.
+#pragma once
+
+#include <atomic>
+
+namespace gpumemtrace {
+
+enum class Library { CudaRuntime, CudaDriver };
+
+// Finds `name` in the next definition after this library, or in a loaded copy of `library`.
+// Null when there is none. Takes the loader's lock (dlsym): first call per function only.
+void* resolve_real_symbol(const char* name, Library library);
+
+template <typename Fn>
+class RealFunction {
+ public:
+  constexpr RealFunction(const char* name, Library library) : name_(name), library_(library) {}
+
+  // The real function, or null when it does not exist in this process.
+  Fn operator()() {
+    void* p = ptr_.load(std::memory_order_acquire);
+    if (!p) {
+      p = resolve_real_symbol(name_, library_);
+      ptr_.store(p, std::memory_order_release);
+    }
+    return reinterpret_cast<Fn>(p);
+  }
+  explicit operator bool() { return (*this)() != nullptr; }
+
+ private:
+  const char* name_;
+  Library library_;
+  std::atomic<void*> ptr_{nullptr};
+};
+
+}  // namespace gpumemtrace

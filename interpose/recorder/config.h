@@ -1,0 +1,34 @@
+// interpose/recorder/config.h — the recorder's settings, read once from the environment.
+// docs/configuration.md lists every variable with its default; keep the two in step.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace gpumemtrace {
+
+enum class OnFull { Wait, Drop };
+
+struct Config {
+  bool disabled = false;                                  // GPUMEMTRACE_DISABLE
+  std::string output = "gpumemtrace.%e.%p.jsonl";         // GPUMEMTRACE_OUTPUT (template)
+  int stack_depth = 64;                                   // GPUMEMTRACE_STACK_DEPTH, 0..kMaxNativeFrames
+  OnFull on_full = OnFull::Wait;                          // GPUMEMTRACE_ON_FULL
+  size_t ring_events = 16384;                             // GPUMEMTRACE_RING_EVENTS (power of two)
+  int flush_ms = 100;                                     // GPUMEMTRACE_FLUSH_MS, 1..100
+  bool symbolize = true;                                  // GPUMEMTRACE_SYMBOLIZE
+  bool quiet = false;                                     // GPUMEMTRACE_QUIET
+  int exit_timeout_ms = 5000;                             // GPUMEMTRACE_EXIT_TIMEOUT_MS
+};
+
+// Reads `getenv_fn(name)` for every setting. A bad value produces one warning line through `warn` and
+// the default. `getenv_fn` is a parameter so that tests can feed settings without touching the
+// environment.
+Config parse_config(const char* (*getenv_fn)(const char*), void (*warn)(const char*));
+
+// Expands an output template: %p -> pid, %e -> executable's base name, %% -> %. A template ending in
+// '/' is a directory: the default file name is appended. A `.zst` suffix selects zstd compression.
+std::string expand_output_path(const std::string& tmpl, long pid, const std::string& exe_name);
+
+}  // namespace gpumemtrace

@@ -1,0 +1,54 @@
+// interpose/recorder/event_record.h — one event as it travels through the ring buffer, from a hook's
+// thread to the writer thread. Plain, fixed-size, trivially copyable: the producer path copies it into
+// a preallocated ring slot without allocating.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "interpose/python/python_stack.h"
+#include "trace/format.h"
+
+namespace gpumemtrace {
+
+// Compile-time bounds of a ring slot. GPUMEMTRACE_STACK_DEPTH may ask for fewer native frames.
+inline constexpr int kMaxNativeFrames = 64;
+inline constexpr int kLabelBytes = 48;  // mark label or block pool name, NUL-terminated, truncated
+
+struct EventRecord {
+  uint64_t seq = 0;        // global sequence number (assigned by the ring, from 1)
+  uint64_t time_ns = 0;    // CLOCK_MONOTONIC
+  uint32_t tid = 0;
+  format::Op op = format::Op::Alloc;
+  format::Kind kind = format::Kind::Device;
+  uint16_t flags = 0;      // kHas* below
+  int16_t native_depth = 0;
+  int16_t python_depth = 0;
+  int32_t device = -1;
+  int32_t result = 0;
+  const char* api = nullptr;         // static string: the hooked function's name
+  const char* driver_api = nullptr;  // static string or null: driver call seen underneath
+  uint64_t addr = 0;
+  uint64_t size = 0;
+  uint64_t stream = 0;
+  uint64_t pool = 0;
+  uint64_t segment = 0;    // block events: the containing segment; map: the physical handle
+  uint64_t free_bytes = 0; // meminfo
+  uint64_t total_bytes = 0;
+  char label[kLabelBytes] = {};
+  uintptr_t native[kMaxNativeFrames];                 // innermost first, own frames skipped
+  python::PythonFrameRef python[python::kMaxPythonFrames];  // innermost first
+};
+
+enum EventFlags : uint16_t {
+  kHasStream = 1 << 0,
+  kHasPool = 1 << 1,
+  kHasSegment = 1 << 2,
+  kHasHandle = 1 << 3,
+  kHasResult = 1 << 4,
+  kHasMemInfo = 1 << 5,
+  kHasLabel = 1 << 6,
+  kPoolIsName = 1 << 7,    // the label holds the pool's name (block events)
+};
+
+}  // namespace gpumemtrace

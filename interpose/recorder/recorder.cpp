@@ -1,0 +1,283 @@
+// interpose/recorder/recorder.cpp — the recorder: lifecycle (lazy start, fork, exit) and the hot path.
+//
+// Lifecycle, as a state machine in g_state:
+//   Uninit --first record()--> Starting --> Active --exit--> Stopped
+//                                      \--> Disabled (config, unwritable output, internal failure)
+//   fork child: Active/Starting --> Uninit (the child starts its own trace on its first event)
+// Nothing is constructed before the first CUDA memory call, so a process that never makes one leaves
+// no file, and no ELF constructor ordering matters ("We cannot use a static initializer because that
+// leads to ordering problems of the ELF's constructors." — heapprofd).
+//
+// Hot path (record() once Active): clock_gettime (vDSO), libunwind, the Python frame reader, one CAS
+// on the ring. No malloc, no lock, no stdio; errno is saved and restored.
+#include "interpose/recorder/recorder.h"
+
+#include <fcntl.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <new>
+#include <string>
+
+#include "interpose/python/python_stack.h"
+#include "interpose/recorder/recorder_state.h"
+#include "interpose/recorder/unwind.h"
+#include "interpose/writer/writer.h"
+
+namespace gpumemtrace {
+namespace {
+
+enum State : int { kUninit, kStarting, kActive, kDisabled, kStopped };
+
+std::atomic<int> g_state{kUninit};
+RecorderShared* g_shared = nullptr;  // set once in start(); never freed (threads may still read it)
+Writer* g_writer = nullptr;
+
+// Hook-path thread state: trivially destructible, initial-exec (no allocation on first access).
+// depth: HookScope nesting; internal: the writer thread; tid: cached gettid() (reset in a fork child).
+__thread int t_depth __attribute__((tls_model("initial-exec"))) = 0;
+__thread bool t_internal __attribute__((tls_model("initial-exec"))) = false;
+__thread uint32_t t_tid __attribute__((tls_model("initial-exec"))) = 0;
+__thread const char* t_driver_api __attribute__((tls_model("initial-exec"))) = nullptr;
+
+uint64_t now_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+uint32_t thread_id() {
+  if (t_tid == 0) t_tid = static_cast<uint32_t>(syscall(SYS_gettid));
+  return t_tid;
+}
+
+void write_stderr_line(const char* prefix, const char* msg) {
+  const int saved = errno;
+  char buf[512];
+  size_t n = 0;
+  for (const char* s : {prefix, msg, "\n"})
+    for (; *s && n < sizeof(buf) - 2; ++s) buf[n++] = *s;
+  if (buf[n - 1] != '\n') buf[n++] = '\n';
+  ssize_t ignored = write(STDERR_FILENO, buf, n);
+  (void)ignored;
+  errno = saved;
+}
+
+std::string exe_base_name() {
+  char path[4096];
+  ssize_t n = readlink("/proc/self/exe", path, sizeof(path) - 1);
+  if (n <= 0) return "unknown";
+  path[n] = '\0';
+  const char* slash = strrchr(path, '/');
+  return slash ? slash + 1 : path;
+}
+
+void disable(const char* why) {
+  g_state.store(kDisabled, std::memory_order_release);
+  if (why) log_line(why);
+}
+
+void on_fork_child() {
+  // Only the forking thread exists here. The parent's writer thread is gone: forget its state (leak
+  // it, its locks may be held), close its file so the child can never write into the parent's trace,
+  // and let the child's first event start a trace of its own.
+  t_tid = 0;
+  const int st = g_state.load(std::memory_order_relaxed);
+  if (st != kActive && st != kStarting && st != kStopped) return;
+  if (g_writer) close(g_writer->fd());
+  g_writer = nullptr;
+  if (g_shared) {
+    g_shared->ring->reset();
+    g_shared->dropped.store(0, std::memory_order_relaxed);
+    for (auto& d : g_shared->devices) d.state.store(0, std::memory_order_relaxed);
+  }
+  g_state.store(kUninit, std::memory_order_release);
+}
+
+// Runs once per process image (and again in a fork child). Precondition: this thread won the
+// Uninit -> Starting transition.
+void start() {
+  const int saved_errno = errno;
+  static bool atfork_registered = false;
+  if (!atfork_registered) {
+    pthread_atfork(nullptr, nullptr, on_fork_child);
+    atfork_registered = true;
+  }
+  if (!g_shared) {
+    g_shared = new (std::nothrow) RecorderShared();
+    if (!g_shared) return disable("out of memory at start; tracing disabled");
+    g_shared->config = parse_config([](const char* name) -> const char* { return getenv(name); }, log_line);
+    g_shared->ring = new (std::nothrow) EventRing();
+    if (!g_shared->ring || !g_shared->ring->init(g_shared->config.ring_events))
+      return disable("cannot allocate the event ring; tracing disabled");
+    init_own_code_range();
+  }
+  const Config& cfg = g_shared->config;
+  if (cfg.disabled) return disable(nullptr);
+
+  const std::string path = expand_output_path(cfg.output, getpid(), exe_base_name());
+  const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    std::string msg = "cannot open " + path + ": " + strerror(errno) + "; running untraced";
+    errno = saved_errno;
+    return disable(msg.c_str());
+  }
+  std::string error;
+  g_writer = Writer::start(g_shared, fd, path, &error);
+  if (!g_writer) {
+    close(fd);
+    errno = saved_errno;
+    return disable(("cannot start the writer: " + error + "; running untraced").c_str());
+  }
+  log_info(("writing trace to " + path).c_str());
+  errno = saved_errno;
+  g_state.store(kActive, std::memory_order_release);
+}
+
+// Returns true when the recorder is active (starting it if needed).
+bool ensure_active() {
+  int st = g_state.load(std::memory_order_acquire);
+  if (st == kActive) return true;
+  if (st == kUninit && g_state.compare_exchange_strong(st, kStarting, std::memory_order_acq_rel)) {
+    start();
+    return g_state.load(std::memory_order_acquire) == kActive;
+  }
+  // Another thread is starting the recorder: wait for it (start-up takes well under a second).
+  while ((st = g_state.load(std::memory_order_acquire)) == kStarting) sched_yield();
+  return st == kActive;
+}
+
+void fill_record(EventRecord& r, uint64_t seq, const EventFacts& f, uint64_t t, const uintptr_t* native,
+                 int native_depth, const python::PythonFrameRef* py, int python_depth) {
+  r.seq = seq;
+  r.time_ns = t;
+  r.tid = thread_id();
+  r.op = f.op;
+  r.kind = f.kind;
+  r.device = f.device;
+  r.result = f.result;
+  r.api = f.api;
+  r.driver_api = f.driver_api ? f.driver_api : t_driver_api;
+  r.addr = f.addr;
+  r.size = f.size;
+  r.stream = f.stream;
+  r.pool = f.pool;
+  r.segment = f.has_segment ? f.segment : f.handle;
+  r.free_bytes = f.free_bytes;
+  r.total_bytes = f.total_bytes;
+  uint16_t flags = 0;
+  if (f.has_stream) flags |= kHasStream;
+  if (f.has_pool) flags |= kHasPool;
+  if (f.has_segment) flags |= kHasSegment;
+  if (f.has_handle) flags |= kHasHandle;
+  if (f.has_result) flags |= kHasResult;
+  if (f.has_meminfo) flags |= kHasMemInfo;
+  const char* text = f.label ? f.label : f.pool_name;
+  if (text) {
+    flags |= f.label ? kHasLabel : kPoolIsName;
+    size_t i = 0;
+    for (; text[i] && i < kLabelBytes - 1; ++i) r.label[i] = text[i];
+    r.label[i] = '\0';
+  }
+  r.flags = flags;
+  r.native_depth = static_cast<int16_t>(native_depth);
+  memcpy(r.native, native, sizeof(uintptr_t) * native_depth);
+  r.python_depth = static_cast<int16_t>(python_depth);
+  memcpy(r.python, py, sizeof(python::PythonFrameRef) * python_depth);
+}
+
+}  // namespace
+
+HookScope::HookScope() noexcept {
+  recording_ = t_depth++ == 0 && !t_internal;
+  if (recording_) {
+    t_driver_api = nullptr;
+    const int st = g_state.load(std::memory_order_relaxed);
+    recording_ = st != kDisabled && st != kStopped;
+  }
+}
+
+HookScope::~HookScope() noexcept { --t_depth; }
+
+void HookScope::note_driver_api(const char* driver_api) noexcept {
+  if (t_depth > 1) t_driver_api = driver_api;
+}
+
+void mark_thread_internal() noexcept { t_internal = true; }
+
+bool recorder_disabled() noexcept { return g_state.load(std::memory_order_relaxed) == kDisabled; }
+
+void log_line(const char* msg) noexcept { write_stderr_line("gpumemtrace: ", msg); }
+
+void log_info(const char* msg) noexcept {
+  if (g_shared && g_shared->config.quiet) return;
+  write_stderr_line("gpumemtrace: ", msg);
+}
+
+bool record(const EventFacts& facts) noexcept {
+  if (!ensure_active()) return false;
+  const int saved_errno = errno;
+  const uint64_t t = now_ns();
+  const Config& cfg = g_shared->config;
+  uintptr_t native[kMaxNativeFrames];
+  const int native_depth = capture_native_stack(native, cfg.stack_depth);
+  python::PythonFrameRef py[python::kMaxPythonFrames];
+  const int python_depth = cfg.stack_depth > 0 ? python::capture_python_stack(py, python::kMaxPythonFrames) : 0;
+
+  EventRing& ring = *g_shared->ring;
+  auto fill = [&](EventRecord& r, uint64_t seq) {
+    fill_record(r, seq, facts, t, native, native_depth, py, python_depth);
+  };
+  bool pushed = ring.try_push(fill);
+  if (!pushed && cfg.on_full == OnFull::Wait) {
+    // Wait for room: a lost free would become a false leak. Bounded by the writer being alive; a
+    // writer that stopped (exit) or died turns waiting into counted drops.
+    for (unsigned spins = 0; !pushed; ++spins) {
+      Writer* w = g_writer;
+      if (!w || !w->alive()) break;
+      if (spins < 64) {
+        sched_yield();
+      } else {
+        timespec pause{0, 50000};  // 50 us
+        nanosleep(&pause, nullptr);
+      }
+      pushed = ring.try_push(fill);
+    }
+  }
+  if (!pushed) g_shared->dropped.fetch_add(1, std::memory_order_relaxed);
+  errno = saved_errno;
+  return pushed;
+}
+
+void record_device_info(int32_t device, const char* name, uint64_t total_bytes, uint64_t free_bytes) noexcept {
+  if (!g_shared || device < 0 || device >= kMaxDevices) return;
+  DeviceInfoSlot& slot = g_shared->devices[device];
+  int expected = 0;
+  if (!slot.state.compare_exchange_strong(expected, 1, std::memory_order_acq_rel)) return;
+  slot.device = device;
+  size_t i = 0;
+  for (; name && name[i] && i < sizeof(slot.name) - 1; ++i) slot.name[i] = name[i];
+  slot.name[i] = '\0';
+  slot.total_bytes = total_bytes;
+  slot.free_bytes = free_bytes;
+  slot.state.store(2, std::memory_order_release);
+}
+
+// Flush everything at exit. An ELF destructor of a preloaded library runs after the program's atexit
+// handlers and static destructors (which may still free CUDA memory, e.g. a caching allocator emptied
+// at exit), so those frees are in the trace. Bounded by GPUMEMTRACE_EXIT_TIMEOUT_MS: never hang exit.
+__attribute__((destructor)) void gpumemtrace_shutdown() {
+  int st = kActive;
+  if (!g_state.compare_exchange_strong(st, kStopped, std::memory_order_acq_rel)) return;
+  if (g_writer && !g_writer->stop(g_shared->config.exit_timeout_ms))
+    log_line("the writer did not finish in time at exit; the trace may be incomplete");
+}
+
+}  // namespace gpumemtrace

@@ -1,0 +1,95 @@
+// interpose/recorder/recorder.h — the narrow API between hooks and the recorder.
+//
+// A hook does three things: open a HookScope, call the real function, and (when the scope says so)
+// hand the plain facts of what happened to record(). Everything else — starting the recorder on first
+// use, timestamps, stacks, sequence numbers, the ring buffer, the writer thread — lives behind this
+// header.
+//
+//   RESULT hook(args) {
+//     HookScope scope;                                  // thread-local re-entry guard
+//     RESULT r = real(args);
+//     if (scope.recording()) record({Op::Alloc, Kind::Device, "cudaMalloc", ...});
+//     return r;
+//   }
+//
+// Thread-safety: every function here may be called from any thread at any time, including before
+// main() and during exit. None of them allocates, locks or uses stdio after the recorder has started
+// (the first call starts it; see recorder.cpp). They never change errno.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "trace/format.h"
+
+namespace gpumemtrace {
+
+// Plain facts about one memory event, filled by a hook. Strings `api` and `driver_api` must be static;
+// `label` is copied (truncated) into the event.
+struct EventFacts {
+  format::Op op = format::Op::Alloc;
+  format::Kind kind = format::Kind::Device;
+  const char* api = nullptr;
+  uint64_t addr = 0;
+  uint64_t size = 0;
+  int32_t device = -1;     // -1: unknown
+  int32_t result = 0;      // CUDA error code the call returned
+  bool has_result = true;
+  const char* driver_api = nullptr;
+  bool has_stream = false;
+  uint64_t stream = 0;
+  bool has_pool = false;
+  uint64_t pool = 0;
+  bool has_segment = false;
+  uint64_t segment = 0;
+  bool has_handle = false;
+  uint64_t handle = 0;
+  bool has_meminfo = false;
+  uint64_t free_bytes = 0;
+  uint64_t total_bytes = 0;
+  const char* label = nullptr;      // mark label
+  const char* pool_name = nullptr;  // block events: allocator pool name
+};
+
+// Thread-local re-entry guard, opened first in every entry point (hooks, CUPTI callbacks, the custom
+// allocator API). Only the outermost scope of a thread records: a CUDA runtime call that reaches the
+// driver through our driver hooks yields ONE event (the runtime's), and calls the recorder itself makes
+// (device queries, the writer thread) are never recorded.
+//
+// Invariant: scopes nest strictly (RAII); the thread-local state is trivially destructible, so a hook
+// running during thread exit stays safe.
+class HookScope {
+ public:
+  HookScope() noexcept;
+  ~HookScope() noexcept;
+  HookScope(const HookScope&) = delete;
+  HookScope& operator=(const HookScope&) = delete;
+
+  // True when this is the outermost scope on this thread and the recorder is (or may become) active.
+  bool recording() const noexcept { return recording_; }
+
+  // Nested driver hooks call this: the outermost event of this thread reports `driver_api` as the
+  // driver function that served it (EventFacts::driver_api is filled in by record() when null).
+  static void note_driver_api(const char* driver_api) noexcept;
+
+ private:
+  bool recording_;
+};
+
+// Records one event: timestamp, thread, native (and Python) stack, global sequence number. Starts the
+// recorder on first use (reads the configuration, opens the output, starts the writer thread). Returns
+// false when the event was not recorded (recorder disabled, ring full in drop mode — counted, or the
+// recorder shut down). Call only when HookScope::recording() is true.
+bool record(const EventFacts& facts) noexcept;
+
+// Device facts for the "device" line (name, total, free), e.g. from cudaGetDeviceProperties.
+void record_device_info(int32_t device, const char* name, uint64_t total_bytes, uint64_t free_bytes) noexcept;
+
+// True once the recorder has been disabled (configuration, unwritable output, internal failure): hooks
+// are then pure pass-throughs.
+bool recorder_disabled() noexcept;
+
+// Logs one line "gpumemtrace: <msg>" on stderr with write(2) (async-signal-safe, keeps errno).
+void log_line(const char* msg) noexcept;
+
+}  // namespace gpumemtrace

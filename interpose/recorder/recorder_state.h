@@ -1,0 +1,41 @@
+// interpose/recorder/recorder_state.h — what the recorder shares with the writer thread.
+// Internal to interpose/; hooks use recorder.h only.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+#include "interpose/recorder/config.h"
+#include "interpose/recorder/event_record.h"
+#include "interpose/recorder/ring.h"
+
+namespace gpumemtrace {
+
+using EventRing = Ring<EventRecord>;
+
+// Device facts published by record_device_info() and written by the writer as "device" lines.
+// A fixed table: publishing takes no lock and no allocation.
+struct DeviceInfoSlot {
+  std::atomic<int> state{0};  // 0 empty, 1 being filled, 2 published, 3 written
+  int32_t device = -1;
+  char name[96] = {};
+  uint64_t total_bytes = 0;
+  uint64_t free_bytes = 0;
+};
+inline constexpr int kMaxDevices = 64;
+
+struct RecorderShared {
+  Config config;
+  EventRing* ring = nullptr;
+  std::atomic<uint64_t> dropped{0};   // events lost (drop mode, or after the writer stopped)
+  DeviceInfoSlot devices[kMaxDevices];
+};
+
+// Marks the calling thread as internal to the recorder: nothing it does is ever recorded.
+// Used by the writer thread.
+void mark_thread_internal() noexcept;
+
+// Info line (suppressed by GPUMEMTRACE_QUIET); log_line() in recorder.h is for warnings.
+void log_info(const char* msg) noexcept;
+
+}  // namespace gpumemtrace

@@ -1,0 +1,238 @@
+// interpose/writer/serializer.cpp
+#include "interpose/writer/serializer.h"
+
+#include <time.h>
+#include <unistd.h>
+
+#include <fstream>
+
+#include "interpose/writer/json_line.h"
+#include "trace/format.h"
+
+namespace gpumemtrace {
+
+namespace f = format;
+
+namespace {
+
+uint64_t clock_ns(clockid_t id) {
+  timespec ts;
+  clock_gettime(id, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+// Python frame keys and native addresses share the stack key space: tag Python keys in the top bit
+// (user-space addresses never have it set on x86-64).
+constexpr uint64_t kPythonKeyTag = 1ull << 63;
+
+void append_location(std::string* out, const SourceLocation& loc) {
+  JsonLine j(out);
+  out->append("{\"function\":");
+  j.append_string(loc.function.c_str());
+  if (!loc.file.empty()) {
+    out->append(",\"file\":");
+    j.append_string(loc.file.c_str());
+    out->append(",\"line\":");
+    j.append_uint(static_cast<uint64_t>(loc.line));
+  }
+  out->push_back('}');
+}
+
+}  // namespace
+
+HeaderInfo current_process_header(int stack_depth, bool drop_when_full) {
+  HeaderInfo h;
+  h.pid = getpid();
+  h.ppid = getppid();
+  char buf[4096];
+  ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  if (n > 0) h.exe.assign(buf, static_cast<size_t>(n));
+  std::ifstream cmdline("/proc/self/cmdline", std::ios::binary);
+  std::string arg;
+  while (std::getline(cmdline, arg, '\0')) h.cmdline.push_back(arg);
+  if (gethostname(buf, sizeof(buf)) == 0) h.host = buf;
+  h.start_realtime_ns = clock_ns(CLOCK_REALTIME);
+  h.start_monotonic_ns = clock_ns(CLOCK_MONOTONIC);
+  h.stack_depth = stack_depth;
+  h.drop_when_full = drop_when_full;
+  return h;
+}
+
+TraceSerializer::TraceSerializer(std::string* out, bool symbolize) : out_(out), symbolize_(symbolize) {
+  if (symbolize_) symbolizer_ = std::make_unique<Symbolizer>();
+}
+
+void TraceSerializer::header(const HeaderInfo& info) {
+  std::string cmd = "[";
+  for (size_t i = 0; i < info.cmdline.size(); ++i) {
+    if (i) cmd.push_back(',');
+    JsonLine::append_string(&cmd, info.cmdline[i].c_str());
+  }
+  cmd.push_back(']');
+  JsonLine j(out_);
+  j.begin(f::kTypeHeader)
+      .str(f::kFieldFormat, f::kFormatName)
+      .num(f::kFieldVersion, f::kVersion)
+      .str(f::kFieldLibrary, GPUMEMTRACE_VERSION)
+      .num(f::kFieldPid, info.pid)
+      .num(f::kFieldPpid, info.ppid)
+      .str(f::kFieldExe, info.exe)
+      .raw(f::kFieldCmdline, cmd)
+      .str(f::kFieldHost, info.host)
+      .unum(f::kFieldStartTime, info.start_realtime_ns)
+      .str(f::kFieldClock, "monotonic")
+      .unum(f::kFieldClockStart, info.start_monotonic_ns)
+      .str(f::kFieldBackend, "interpose")
+      .num(f::kFieldStackDepth, info.stack_depth)
+      .str(f::kFieldOnFull, info.drop_when_full ? "drop" : "wait")
+      .end();
+  refresh_modules();
+}
+
+void TraceSerializer::refresh_modules() {
+  new_modules_.clear();
+  modules_.refresh(&new_modules_);
+  if (new_modules_.empty()) return;
+  if (symbolizer_) symbolizer_->refresh();
+  for (uint32_t id : new_modules_) {
+    const Module& m = modules_.by_id(id);
+    JsonLine(out_)
+        .begin(f::kTypeModule)
+        .unum(f::kFieldId, m.id)
+        .str(f::kFieldPath, m.path)
+        .hex(f::kFieldBase, m.base)
+        .unum(f::kFieldSize, m.hi - m.lo)
+        .str(f::kFieldBuildId, m.build_id)
+        .end();
+  }
+}
+
+uint32_t TraceSerializer::native_frame_id(uintptr_t ip) {
+  auto it = native_frames_.find(ip);
+  if (it != native_frames_.end()) return it->second;
+  const Module* mod = modules_.find(ip);
+  if (!mod) {  // loaded since the last scan (dlopen): rescan once
+    refresh_modules();
+    mod = modules_.find(ip);
+  }
+  const uint32_t id = next_frame_id_++;
+  native_frames_.emplace(ip, id);
+  JsonLine j(out_);
+  j.begin(f::kTypeFrame).unum(f::kFieldId, id).hex(f::kFieldIp, ip);
+  if (mod) j.unum(f::kFieldModule, mod->id).hex(f::kFieldOffset, ip - mod->base);
+  if (symbolizer_) {
+    const Symbolized s = symbolizer_->symbolize(ip);
+    j.str(f::kFieldFunction, s.outer.function);
+    if (!s.outer.file.empty()) j.str(f::kFieldFile, s.outer.file).num(f::kFieldLine, s.outer.line);
+    if (!s.inlined.empty()) {
+      std::string list = "[";
+      for (size_t i = 0; i < s.inlined.size(); ++i) {
+        if (i) list.push_back(',');
+        append_location(&list, s.inlined[i]);
+      }
+      list.push_back(']');
+      j.raw(f::kFieldInlined, list);
+    }
+  }
+  j.end();
+  return id;
+}
+
+uint32_t TraceSerializer::python_frame_id(const python::PythonFrameRef& ref) {
+  const uint64_t key = python::python_frame_key(ref);
+  auto it = python_frames_.find(key);
+  if (it != python_frames_.end()) return it->second;
+  python::PythonFrame frame;
+  if (!python::resolve_python_frame(ref, &frame)) return 0;
+  const uint32_t id = next_frame_id_++;
+  python_frames_.emplace(key, id);
+  JsonLine(out_)
+      .begin(f::kTypeFrame)
+      .unum(f::kFieldId, id)
+      .str(f::kFieldLang, "python")
+      .str(f::kFieldFunction, frame.function)
+      .str(f::kFieldFile, frame.file)
+      .num(f::kFieldLine, frame.line)
+      .end();
+  return id;
+}
+
+uint32_t TraceSerializer::stack_id(const EventRecord& r) {
+  if (r.native_depth == 0 && r.python_depth == 0) return 0;
+  python::merge_stacks(r.native, r.native_depth, r.python, r.python_depth, &merged_);
+  key_.clear();
+  for (const python::MergedFrame& m : merged_)
+    key_.push_back(m.is_python ? (python::python_frame_key(r.python[m.python_index]) | kPythonKeyTag) : m.ip);
+  auto it = stacks_.find(key_);
+  if (it != stacks_.end()) return it->second;
+
+  frame_ids_.clear();
+  for (const python::MergedFrame& m : merged_) {
+    const uint32_t id = m.is_python ? python_frame_id(r.python[m.python_index]) : native_frame_id(m.ip);
+    if (id) frame_ids_.push_back(id);
+  }
+  const uint32_t id = next_stack_id_++;
+  stacks_.emplace(key_, id);
+  std::string list = "[";
+  for (size_t i = 0; i < frame_ids_.size(); ++i) {
+    if (i) list.push_back(',');
+    JsonLine::append_uint(&list, frame_ids_[i]);
+  }
+  list.push_back(']');
+  JsonLine(out_).begin(f::kTypeStack).unum(f::kFieldId, id).raw(f::kFieldFrames, list).end();
+  return id;
+}
+
+void TraceSerializer::event(const EventRecord& r) {
+  const uint32_t stack = stack_id(r);
+  JsonLine j(out_);
+  j.begin(f::kTypeEvent)
+      .unum(f::kFieldSeq, r.seq)
+      .unum(f::kFieldTime, r.time_ns)
+      .unum(f::kFieldTid, r.tid)
+      .str(f::kFieldApi, r.api ? r.api : "");
+  if (r.driver_api) j.str(f::kFieldDriverApi, r.driver_api);
+  j.str(f::kFieldOp, f::op_name(r.op)).str(f::kFieldKind, f::kind_name(r.kind));
+  const bool no_range = r.op == f::Op::Mark || r.op == f::Op::MemInfo || r.op == f::Op::Reset;
+  if (!no_range && r.op != f::Op::Trim) j.hex(f::kFieldAddr, r.addr);
+  if (!no_range) j.unum(f::kFieldSize, r.size);  // frees: 0 when the API does not say
+  j.num(f::kFieldDevice, r.device);
+  if (r.flags & kHasStream) j.hex(f::kFieldStream, r.stream);
+  if (r.flags & kPoolIsName)
+    j.str(f::kFieldPool, r.label);
+  else if (r.flags & kHasPool)
+    j.hex(f::kFieldPool, r.pool);
+  if (r.flags & kHasSegment) j.hex(f::kFieldSegment, r.segment);
+  if (r.flags & kHasHandle) j.hex(f::kFieldHandle, r.segment);
+  if (r.flags & kHasMemInfo) j.unum(f::kFieldFree, r.free_bytes).unum(f::kFieldTotal, r.total_bytes);
+  if (r.flags & kHasLabel) j.str(f::kFieldLabel, r.label);
+  j.unum(f::kFieldStack, stack);
+  if (r.flags & kHasResult) j.num(f::kFieldResult, r.result);
+  j.end();
+  ++events_;
+}
+
+void TraceSerializer::device(int32_t device, const char* name, uint64_t total, uint64_t free_bytes) {
+  JsonLine(out_)
+      .begin(f::kTypeDevice)
+      .num(f::kFieldDevice, device)
+      .str(f::kFieldName, name)
+      .unum(f::kFieldTotal, total)
+      .unum(f::kFieldFree, free_bytes)
+      .end();
+}
+
+void TraceSerializer::dropped(uint64_t count, uint64_t total) {
+  JsonLine(out_).begin(f::kTypeDropped).unum(f::kFieldCount, count).unum(f::kFieldDroppedTotal, total).end();
+}
+
+void TraceSerializer::footer(uint64_t events, uint64_t dropped_total, uint64_t end_time_ns) {
+  JsonLine(out_)
+      .begin(f::kTypeFooter)
+      .unum(f::kFieldEvents, events)
+      .unum(f::kFieldDroppedTotal, dropped_total)
+      .unum(f::kFieldEndTime, end_time_ns)
+      .end();
+}
+
+}  // namespace gpumemtrace

@@ -1,0 +1,79 @@
+// interpose/writer/serializer.h — turns EventRecords into trace lines (trace/format.h): interns frames
+// and stacks (each written once, referred to by id), symbolizes each unique address once, and keeps
+// the module map current. Independent of threads and rings so that it can be unit-tested.
+// Not thread-safe: used by the writer thread only.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "interpose/python/python_stack.h"
+#include "interpose/recorder/event_record.h"
+#include "interpose/writer/modules.h"
+#include "interpose/writer/symbolizer.h"
+
+namespace gpumemtrace {
+
+struct HeaderInfo {
+  long pid = 0;
+  long ppid = 0;
+  std::string exe;
+  std::vector<std::string> cmdline;
+  std::string host;
+  uint64_t start_realtime_ns = 0;
+  uint64_t start_monotonic_ns = 0;
+  int stack_depth = 0;
+  bool drop_when_full = false;
+};
+
+// Reads pid, exe, command line, host and clocks of the calling process.
+HeaderInfo current_process_header(int stack_depth, bool drop_when_full);
+
+class TraceSerializer {
+ public:
+  // `symbolize`: false writes frames with ip/module/offset only (GPUMEMTRACE_SYMBOLIZE=0).
+  explicit TraceSerializer(std::string* out, bool symbolize);
+
+  void header(const HeaderInfo& info);
+  // Writes module lines for objects loaded since the last call.
+  void refresh_modules();
+  void event(const EventRecord& r);
+  void device(int32_t device, const char* name, uint64_t total, uint64_t free_bytes);
+  void dropped(uint64_t count, uint64_t total);
+  void footer(uint64_t events, uint64_t dropped_total, uint64_t end_time_ns);
+
+  uint64_t events_written() const { return events_; }
+
+ private:
+  uint32_t native_frame_id(uintptr_t ip);
+  uint32_t python_frame_id(const python::PythonFrameRef& ref);
+  uint32_t stack_id(const EventRecord& r);
+
+  struct KeyHash {
+    size_t operator()(const std::vector<uint64_t>& v) const {
+      uint64_t h = 1469598103934665603ull;
+      for (uint64_t x : v) h = (h ^ x) * 1099511628211ull;
+      return static_cast<size_t>(h);
+    }
+  };
+
+  std::string* out_;
+  bool symbolize_;
+  std::unique_ptr<Symbolizer> symbolizer_;
+  ModuleMap modules_;
+  std::vector<uint32_t> new_modules_;
+  std::unordered_map<uintptr_t, uint32_t> native_frames_;
+  std::unordered_map<uint64_t, uint32_t> python_frames_;
+  std::unordered_map<std::vector<uint64_t>, uint32_t, KeyHash> stacks_;
+  std::vector<python::MergedFrame> merged_;  // reused per event
+  std::vector<uint64_t> key_;                 // reused per event
+  std::vector<uint32_t> frame_ids_;           // reused per event
+  uint32_t next_frame_id_ = 1;
+  uint32_t next_stack_id_ = 1;
+  uint64_t events_ = 0;
+};
+
+}  // namespace gpumemtrace

@@ -1,0 +1,169 @@
+// interpose/writer/writer.cpp
+#include "interpose/writer/writer.h"
+
+#include <pthread.h>
+#include <signal.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include "interpose/recorder/recorder.h"
+#include "interpose/recorder/recorder_state.h"
+#include "interpose/writer/serializer.h"
+#include "interpose/writer/sink.h"
+
+namespace gpumemtrace {
+namespace {
+
+uint64_t monotonic_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+void sleep_us(long us) {
+  timespec ts{0, us * 1000};
+  nanosleep(&ts, nullptr);
+}
+
+bool ends_with(const std::string& s, const char* suffix) {
+  const size_t n = strlen(suffix);
+  return s.size() >= n && s.compare(s.size() - n, n, suffix) == 0;
+}
+
+// Flush the text buffer to the sink once it holds this much, even between timed flushes.
+constexpr size_t kBufferFlushBytes = 256 * 1024;
+
+}  // namespace
+
+Writer::Writer(RecorderShared* shared, int fd, bool zstd)
+    : shared_(shared), fd_(fd), sink_(make_fd_sink(fd, zstd)) {
+  buffer_.reserve(kBufferFlushBytes * 2);
+}
+
+Writer::~Writer() = default;
+
+Writer* Writer::start(RecorderShared* shared, int fd, const std::string& path, std::string* error) {
+  Writer* w = new Writer(shared, fd, ends_with(path, ".zst"));
+  // Block every signal in the new thread (the mask is inherited at creation), then restore ours.
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  pthread_t thread;
+  const int rc = pthread_create(
+      &thread, nullptr,
+      [](void* arg) -> void* {
+        static_cast<Writer*>(arg)->run();
+        return nullptr;
+      },
+      w);
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  if (rc != 0) {
+    *error = strerror(rc);
+    delete w;
+    return nullptr;
+  }
+  pthread_detach(thread);
+  return w;
+}
+
+bool Writer::stop(int timeout_ms) {
+  stop_requested_.store(true, std::memory_order_release);
+  for (int waited_us = 0; alive(); waited_us += 1000) {
+    if (waited_us >= timeout_ms * 1000) return false;
+    sleep_us(1000);
+  }
+  return true;
+}
+
+bool Writer::flush_buffer(bool sync_sink) {
+  if (output_failed_) {
+    buffer_.clear();
+    return false;
+  }
+  bool ok = buffer_.empty() || sink_->write(buffer_.data(), buffer_.size());
+  buffer_.clear();
+  if (ok && sync_sink) ok = sink_->flush();
+  if (!ok) {
+    // Keep draining (so no producer waits forever) but stop tracing: hooks become pass-throughs.
+    output_failed_ = true;
+    log_line(("cannot write the trace: " + sink_->error() + "; tracing stopped").c_str());
+  }
+  return ok;
+}
+
+void Writer::publish_devices() {
+  for (DeviceInfoSlot& d : shared_->devices) {
+    if (d.state.load(std::memory_order_acquire) != 2) continue;
+    serializer_->device(d.device, d.name, d.total_bytes, d.free_bytes);
+    d.state.store(3, std::memory_order_release);
+  }
+}
+
+void Writer::note_drops() {
+  const uint64_t total = shared_->dropped.load(std::memory_order_relaxed);
+  if (total == drops_written_) return;
+  serializer_->dropped(total - drops_written_, total);
+  drops_written_ = total;
+}
+
+bool Writer::drain_once(size_t max_records) {
+  EventRing& ring = *shared_->ring;
+  size_t n = 0;
+  for (; n < max_records; ++n) {
+    const EventRecord* r = ring.peek();
+    if (!r) break;
+    if (!output_failed_) serializer_->event(*r);
+    ring.pop();
+    if (buffer_.size() >= kBufferFlushBytes) flush_buffer(false);
+  }
+  return n > 0;
+}
+
+void Writer::run() {
+  mark_thread_internal();
+  serializer_ = std::make_unique<TraceSerializer>(&buffer_, shared_->config.symbolize);
+  const Config& cfg = shared_->config;
+  serializer_->header(current_process_header(cfg.stack_depth, cfg.on_full == OnFull::Drop));
+  flush_buffer(true);
+
+  const uint64_t flush_interval_ns = static_cast<uint64_t>(cfg.flush_ms) * 1000000ull;
+  uint64_t last_flush = monotonic_ns();
+  uint64_t last_module_check = last_flush;
+  for (;;) {
+    const bool stopping = stop_requested_.load(std::memory_order_acquire);
+    const bool got = drain_once(4096);
+    publish_devices();
+    note_drops();
+    const uint64_t now = monotonic_ns();
+    if (now - last_module_check >= flush_interval_ns) {  // dlopen'ed libraries: new module lines
+      serializer_->refresh_modules();
+      last_module_check = now;
+    }
+    if (now - last_flush >= flush_interval_ns) {
+      flush_buffer(true);
+      last_flush = now;
+    }
+    if (stopping && !got) {
+      // A producer may hold a ticket it has not published yet: give it a moment, then finish.
+      for (int i = 0; i < 20 && shared_->ring->approx_size() > 0; ++i) {
+        sleep_us(500);
+        drain_once(SIZE_MAX);
+      }
+      break;
+    }
+    if (!got) sleep_us(1000);
+  }
+  // Anything still claimed but unpublished is lost: count it so the trace says so.
+  const uint64_t stranded = shared_->ring->approx_size();
+  if (stranded) shared_->dropped.fetch_add(stranded, std::memory_order_relaxed);
+  note_drops();
+  serializer_->footer(serializer_->events_written(), drops_written_, monotonic_ns());
+  flush_buffer(true);
+  if (!output_failed_ && !sink_->finish()) log_line(("cannot finish the trace: " + sink_->error()).c_str());
+  close(fd_);
+  finished_.store(true, std::memory_order_release);
+}
+
+}  // namespace gpumemtrace

@@ -1,0 +1,51 @@
+// interpose/writer/writer.h — the writer thread: drains the ring in sequence order, serializes, and
+// streams the trace to its file, flushed at least every GPUMEMTRACE_FLUSH_MS (100 ms).
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <thread>
+
+namespace gpumemtrace {
+
+struct RecorderShared;
+class Sink;
+class TraceSerializer;
+
+class Writer {
+ public:
+  // Starts the writer thread (all signals blocked, so it never takes the program's signals) writing
+  // to `fd` (owned by the writer from now on; `path` ending in .zst selects zstd). Null on failure,
+  // with the reason in `error`.
+  static Writer* start(RecorderShared* shared, int fd, const std::string& path, std::string* error);
+
+  // False once the thread has finished (stopped, or its output failed): producers then stop waiting.
+  bool alive() const { return !finished_.load(std::memory_order_acquire); }
+  int fd() const { return fd_; }
+
+  // Asks the thread to drain everything, write the footer and close the file; waits at most
+  // `timeout_ms`. True when it finished in time. Safe from any thread, e.g. an ELF destructor.
+  bool stop(int timeout_ms);
+
+ private:
+  Writer(RecorderShared* shared, int fd, bool zstd);
+  ~Writer();
+  void run();
+  bool drain_once(size_t max_records);
+  void publish_devices();
+  void note_drops();
+  bool flush_buffer(bool sync_sink);
+
+  RecorderShared* shared_;
+  int fd_;
+  std::unique_ptr<Sink> sink_;
+  std::unique_ptr<TraceSerializer> serializer_;  // created in the thread (symbolizer start-up)
+  std::string buffer_;
+  bool output_failed_ = false;
+  uint64_t drops_written_ = 0;
+  std::atomic<bool> stop_requested_{false};
+  std::atomic<bool> finished_{false};
+};
+
+}  // namespace gpumemtrace
