@@ -1,0 +1,347 @@
+// tools/gpumemtrace.cpp — the launcher: `gpumemtrace run|ci [options] -- CMD ARGS...`.
+//
+// Runs CMD under the recorder (LD_PRELOAD of libgpumemtrace.so, every process CMD starts writes its own
+// trace into one directory), waits for it, then runs gpumem-report on that directory. `run` exits with
+// CMD's status; `ci` exits with CMD's status when CMD failed, otherwise with the report's gate verdict.
+// docs/launcher.md is the prose version of --help.
+//
+// Signals: SIGINT/SIGTERM/SIGHUP/SIGQUIT sent to the launcher by another process (kill, a CI runner's
+// timeout) are forwarded to CMD; the same signals typed at the terminal already reach CMD (same process
+// group) and are not sent twice. The launcher itself never dies of them while CMD runs, so the report of
+// an interrupted run is still printed.
+#include <dirent.h>
+#include <errno.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <string>
+#include <vector>
+
+namespace {
+
+const char kVersion[] = "0.1.0";
+
+const char kHelp[] =
+    "usage: gpumemtrace run [-o DIR] [REPORT OPTIONS] -- CMD [ARGS...]\n"
+    "       gpumemtrace ci  [-o DIR] [GATE AND REPORT OPTIONS] -- CMD [ARGS...]\n"
+    "       gpumemtrace --help | --version\n"
+    "\n"
+    "Runs CMD with every CUDA memory event recorded (with its call stack, Python frames included), then\n"
+    "prints gpumem-report's analysis of the run: leaks, peaks, OOM post-mortems, growth, fragmentation.\n"
+    "\n"
+    "Commands:\n"
+    "  run   run CMD, print the report, exit with CMD's exit status (128+N if a signal N killed it).\n"
+    "  ci    run CMD; if it failed, print the report and exit with CMD's status (128+N for a signal);\n"
+    "        otherwise exit with the report's gate verdict: 0 every gate passed, 1 a gate failed,\n"
+    "        2 the traces could not be read (or no trace was written).\n"
+    "\n"
+    "Options (before --):\n"
+    "  -o DIR, --output DIR   directory for the traces (created if needed); default: a new directory\n"
+    "                         gpumemtrace-YYYYmmdd-HHMMSS-PID in the current directory. Every process CMD\n"
+    "                         starts (DataLoader workers, torchrun ranks, subprocesses) writes its own\n"
+    "                         trace file there; the report covers them all, one section per process.\n"
+    "  -q, --quiet            no launcher notes on stderr (the report is still printed).\n"
+    "  -h, --help             this text.   --version   the version.\n"
+    "  Any other option is passed to gpumem-report unchanged, for example:\n"
+    "    --fail-on-leak[=SIZE]  gate: leaked bytes above SIZE (default 0; K/M/G, KiB/MiB/GiB)\n"
+    "    --fail-on-growth       gate: a call site whose live bytes keep rising\n"
+    "    --suppressions FILE    LSAN-style leak:PATTERN lines\n"
+    "    --format json          the report as one JSON object\n"
+    "  (see `gpumem-report --help` for the full list).\n"
+    "The `--` before CMD is required: it separates the options from the command.\n"
+    "\n"
+    "Environment set for CMD:\n"
+    "  LD_PRELOAD           libgpumemtrace.so (next to this program) prepended to your LD_PRELOAD\n"
+    "  GPUMEMTRACE_OUTPUT   DIR/ (one file per process)\n"
+    "  PYTHONPATH           the Python startup directory prepended (python/ next to this program, or\n"
+    "                       tools/python in a source tree), which turns on PyTorch tensor-level events\n"
+    "  Any other GPUMEMTRACE_* variable you set is passed on to the recorder (docs/configuration.md).\n"
+    "Environment read by the launcher:\n"
+    "  GPUMEMTRACE_LIBRARY  the recorder library to preload instead of <dir of gpumemtrace>/libgpumemtrace.so\n"
+    "  GPUMEMTRACE_REPORT   the analyzer to run instead of <dir of gpumemtrace>/gpumem-report\n"
+    "\n"
+    "Exit status: as described under Commands; 2 for bad usage (one line on stderr) or when the recorder\n"
+    "library or the analyzer cannot be found. A command that cannot be executed gives 127.\n"
+    "\n"
+    "Examples:\n"
+    "  gpumemtrace run -- python train.py --epochs 1\n"
+    "  gpumemtrace ci --fail-on-leak=1MiB --fail-on-growth -o traces -- python -m pytest tests/gpu\n"
+    "  gpumemtrace run -o traces -- torchrun --nproc-per-node 8 train.py\n";
+
+bool g_quiet = false;
+volatile sig_atomic_t g_child = 0;
+
+void note(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+void note(const char* fmt, ...) {
+  if (g_quiet) return;
+  va_list ap;
+  va_start(ap, fmt);
+  fputs("gpumemtrace: ", stderr);
+  vfprintf(stderr, fmt, ap);
+  fputc('\n', stderr);
+  va_end(ap);
+}
+
+int usage_error(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+int usage_error(const char* fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fputs("gpumemtrace: ", stderr);
+  vfprintf(stderr, fmt, ap);
+  fputs(" (see gpumemtrace --help)\n", stderr);
+  va_end(ap);
+  return 2;
+}
+
+bool exists(const std::string& path, mode_t type) {
+  struct stat st;
+  return stat(path.c_str(), &st) == 0 && (st.st_mode & S_IFMT) == type;
+}
+
+std::string self_dir() {
+  char buf[PATH_MAX];
+  ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
+  if (n <= 0) return ".";
+  buf[n] = '\0';
+  std::string path(buf);
+  size_t slash = path.rfind('/');
+  return slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
+}
+
+std::string absolute(const std::string& path) {
+  if (!path.empty() && path[0] == '/') return path;
+  char cwd[PATH_MAX];
+  if (!getcwd(cwd, sizeof cwd)) return path;
+  return std::string(cwd) + "/" + path;
+}
+
+bool mkdirs(const std::string& path) {
+  std::string cur;
+  size_t i = 0;
+  while (i <= path.size()) {
+    size_t j = path.find('/', i);
+    if (j == std::string::npos) j = path.size();
+    cur = path.substr(0, j);
+    if (!cur.empty() && mkdir(cur.c_str(), 0777) != 0 && errno != EEXIST) return false;
+    i = j + 1;
+  }
+  return exists(path, S_IFDIR);
+}
+
+std::string default_output_dir() {
+  char stamp[32];
+  time_t now = time(nullptr);
+  struct tm tm;
+  localtime_r(&now, &tm);
+  strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm);
+  return std::string("gpumemtrace-") + stamp + "-" + std::to_string(getpid());
+}
+
+std::string prepend_path(const char* name, const std::string& first) {
+  const char* old = getenv(name);
+  if (!old || !*old) return first;
+  return first + ":" + old;
+}
+
+// Forward signals that another process sent us; terminal-generated ones (si_code SI_KERNEL) already
+// reached CMD through the foreground process group.
+void forward_signal(int sig, siginfo_t* info, void*) {
+  pid_t child = g_child;
+  if (child > 0 && (info == nullptr || info->si_code != SI_KERNEL)) kill(child, sig);
+}
+
+const int kForwarded[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
+
+void install_forwarding() {
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_sigaction = forward_signal;
+  sa.sa_flags = SA_SIGINFO | SA_RESTART;
+  sigemptyset(&sa.sa_mask);
+  for (int sig : kForwarded) sigaction(sig, &sa, nullptr);
+}
+
+void restore_default_signals() {
+  for (int sig : kForwarded) signal(sig, SIG_DFL);
+}
+
+// Runs argv with extra environment (name, value pairs); returns the wait status, or -1.
+int spawn_and_wait(const std::vector<std::string>& argv, const std::vector<std::pair<std::string, std::string>>& env,
+                   bool forward) {
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  fflush(stdout);
+  fflush(stderr);
+  pid_t pid = fork();
+  if (pid < 0) {
+    fprintf(stderr, "gpumemtrace: fork: %s\n", strerror(errno));
+    return -1;
+  }
+  if (pid == 0) {
+    restore_default_signals();
+    for (const auto& [name, value] : env) setenv(name.c_str(), value.c_str(), 1);
+    execvp(args[0], args.data());
+    int err = errno;
+    fprintf(stderr, "gpumemtrace: %s: %s\n", args[0], strerror(err));
+    _exit(err == ENOENT ? 127 : 126);
+  }
+  if (forward) g_child = pid;
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0) {
+    if (errno != EINTR) {
+      fprintf(stderr, "gpumemtrace: waitpid: %s\n", strerror(errno));
+      g_child = 0;
+      return -1;
+    }
+  }
+  g_child = 0;
+  return status;
+}
+
+int exit_code_of(int status) {
+  if (status < 0) return 2;
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return 2;
+}
+
+size_t count_entries(const std::string& dir) {
+  DIR* d = opendir(dir.c_str());
+  if (!d) return 0;
+  size_t n = 0;
+  while (struct dirent* e = readdir(d))
+    if (e->d_name[0] != '.') ++n;
+  closedir(d);
+  return n;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) return usage_error("expected a command: run or ci");
+  const std::string command = argv[1];
+  if (command == "--help" || command == "-h" || command == "help") {
+    fputs(kHelp, stdout);
+    return 0;
+  }
+  if (command == "--version") {
+    printf("gpumemtrace %s\n", kVersion);
+    return 0;
+  }
+  if (command != "run" && command != "ci") return usage_error("unknown command '%s': expected run or ci", command.c_str());
+  const bool ci = command == "ci";
+
+  std::string output;
+  bool output_given = false;
+  std::vector<std::string> report_options;
+  std::vector<std::string> cmd;
+  bool saw_separator = false;
+  for (int i = 2; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--") {
+      saw_separator = true;
+      for (int j = i + 1; j < argc; ++j) cmd.push_back(argv[j]);
+      break;
+    }
+    if (a == "-h" || a == "--help") {
+      fputs(kHelp, stdout);
+      return 0;
+    }
+    if (a == "-q" || a == "--quiet") {
+      g_quiet = true;
+    } else if (a == "-o" || a == "--output") {
+      if (i + 1 >= argc || std::string(argv[i + 1]) == "--") return usage_error("%s needs a directory", a.c_str());
+      output = argv[++i];
+      output_given = true;
+    } else if (a.rfind("--output=", 0) == 0) {
+      output = a.substr(9);
+      output_given = true;
+    } else if (a.rfind("-o", 0) == 0 && a.size() > 2 && a[2] != '-') {
+      output = a.substr(2);
+      output_given = true;
+    } else {
+      report_options.push_back(a);  // for gpumem-report (it validates them)
+    }
+  }
+  if (!saw_separator) return usage_error("missing '--' before the command to run");
+  if (cmd.empty()) return usage_error("no command after '--'");
+  if (output_given && output.empty()) return usage_error("-o needs a directory");
+  if (output.empty()) output = default_output_dir();
+  for (const auto& opt : report_options)
+    if (opt.empty() || opt[0] != '-') return usage_error("unexpected argument '%s' before '--'", opt.c_str());
+
+  const std::string bindir = self_dir();
+  const char* lib_env = getenv("GPUMEMTRACE_LIBRARY");
+  const std::string library = absolute(lib_env && *lib_env ? lib_env : bindir + "/libgpumemtrace.so");
+  const char* report_env = getenv("GPUMEMTRACE_REPORT");
+  const std::string report = report_env && *report_env ? std::string(report_env) : bindir + "/gpumem-report";
+  if (!exists(library, S_IFREG)) {
+    fprintf(stderr, "gpumemtrace: the recorder library %s does not exist (build it with make, or set GPUMEMTRACE_LIBRARY)\n", library.c_str());
+    return 2;
+  }
+  if (access(report.c_str(), X_OK) != 0) {
+    fprintf(stderr, "gpumemtrace: the analyzer %s is not an executable (build it with make, or set GPUMEMTRACE_REPORT)\n", report.c_str());
+    return 2;
+  }
+  std::string python_dir;
+  for (const std::string& candidate : {bindir + "/python", bindir + "/../tools/python"}) {
+    if (exists(candidate + "/sitecustomize.py", S_IFREG)) {
+      char resolved[PATH_MAX];
+      python_dir = realpath(candidate.c_str(), resolved) ? resolved : candidate;
+      break;
+    }
+  }
+
+  const std::string dir = absolute(output);
+  if (!mkdirs(dir)) {
+    fprintf(stderr, "gpumemtrace: cannot create the output directory %s: %s\n", dir.c_str(), strerror(errno));
+    return 2;
+  }
+
+  std::vector<std::pair<std::string, std::string>> env = {
+      {"LD_PRELOAD", prepend_path("LD_PRELOAD", library)},
+      {"GPUMEMTRACE_OUTPUT", dir + "/"},
+  };
+  if (!python_dir.empty()) env.push_back({"PYTHONPATH", prepend_path("PYTHONPATH", python_dir)});
+
+  note("tracing into %s/", dir.c_str());
+  install_forwarding();
+  const int status = spawn_and_wait(cmd, env, true);
+  const int cmd_code = exit_code_of(status);
+  if (status >= 0 && WIFSIGNALED(status))
+    note("%s was killed by signal %d (%s)", cmd[0].c_str(), WTERMSIG(status), strsignal(WTERMSIG(status)));
+  else if (cmd_code != 0)
+    note("%s exited with status %d", cmd[0].c_str(), cmd_code);
+
+  if (count_entries(dir) == 0) {
+    fprintf(stderr,
+            "gpumemtrace: no trace was written into %s/ (did the program load the CUDA runtime? is "
+            "LD_PRELOAD removed by the program?)\n",
+            dir.c_str());
+    return ci && cmd_code == 0 ? 2 : cmd_code;
+  }
+
+  std::vector<std::string> report_argv = {report};
+  report_argv.insert(report_argv.end(), report_options.begin(), report_options.end());
+  report_argv.push_back(dir);
+  const int report_status = spawn_and_wait(report_argv, {}, true);
+  const int report_code = exit_code_of(report_status);
+  if (report_code != 0 && !(ci && report_code == 1))
+    note("gpumem-report exited with status %d; the traces are in %s/", report_code, dir.c_str());
+  else
+    note("traces kept in %s/ (read again with: gpumem-report %s)", dir.c_str(), dir.c_str());
+
+  if (!ci) return cmd_code;
+  if (cmd_code != 0) return cmd_code;
+  return report_code == 0 || report_code == 1 ? report_code : 2;  // a crashed analyzer is not a verdict
+}
