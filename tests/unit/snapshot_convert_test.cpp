@@ -1,0 +1,160 @@
+// tests/unit/snapshot_convert_test.cpp — the snapshot -> trace converter on pickles built here with a
+// tiny protocol-2 writer: initial state rebuilt from the end state, free_requested handling, OOM.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "report/import/snapshot_to_trace.h"
+
+namespace {
+
+// Minimal pickle writer (protocol 2) for plain values.
+struct P {
+  std::string b;
+  static P str(const std::string& s) {
+    P p;
+    p.b = "X";
+    uint32_t n = static_cast<uint32_t>(s.size());
+    for (int i = 0; i < 4; ++i) p.b.push_back(static_cast<char>((n >> (8 * i)) & 0xff));
+    p.b += s;
+    return p;
+  }
+  static P num(uint64_t v) {  // LONG1, 8 bytes + sign byte
+    P p;
+    p.b = "\x8a";
+    p.b.push_back(9);
+    for (int i = 0; i < 8; ++i) p.b.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+    p.b.push_back(0);
+    return p;
+  }
+  static P list(const std::vector<P>& items) {
+    P p;
+    p.b = "](";
+    for (const auto& i : items) p.b += i.b;
+    p.b += "e";
+    return p;
+  }
+  static P dict(const std::vector<std::pair<std::string, P>>& items) {
+    P p;
+    p.b = "}(";
+    for (const auto& [k, v] : items) p.b += str(k).b + v.b;
+    p.b += "u";
+    return p;
+  }
+  std::string pickle() const { return std::string("\x80\x02", 2) + b + "."; }
+};
+
+P frames(const std::string& fn, uint64_t line) {
+  return P::list({P::dict({{"name", P::str(fn)}, {"filename", P::str("train.py")}, {"line", P::num(line)}})});
+}
+
+P entry(const std::string& action, uint64_t addr, uint64_t size, uint64_t t, const std::string& fn = "") {
+  std::vector<std::pair<std::string, P>> kv = {{"action", P::str(action)}, {action == "oom" ? "device_free" : "addr", P::num(addr)},
+                                               {"size", P::num(size)}, {"stream", P::num(0)}, {"time_us", P::num(t)}};
+  if (!fn.empty()) kv.push_back({"frames", frames(fn, 7)});
+  return P::dict(kv);
+}
+
+P block(uint64_t addr, uint64_t size, const std::string& state, const std::string& fn) {
+  return P::dict({{"address", P::num(addr)}, {"size", P::num(size)}, {"requested_size", P::num(size)},
+                  {"state", P::str(state)}, {"frames", fn.empty() ? P::list({}) : frames(fn, 3)}});
+}
+
+std::string convert(const std::string& pickle, gpumemtrace::snapshot::ConvertStats* stats, bool expect_ok = true) {
+  std::ostringstream out;
+  std::string error;
+  bool ok = gpumemtrace::snapshot::snapshot_bytes_to_trace(pickle, "test", out, &error, stats);
+  EXPECT_EQ(ok, expect_ok) << error;
+  return expect_ok ? out.str() : error;
+}
+
+std::vector<std::string> event_lines(const std::string& trace) {
+  std::vector<std::string> out;
+  std::istringstream in(trace);
+  std::string line;
+  while (std::getline(in, line))
+    if (line.find("\"type\":\"event\"") != std::string::npos) out.push_back(line);
+  return out;
+}
+
+constexpr uint64_t kSeg = 0x7f0000000000ull;
+
+}  // namespace
+
+TEST(SnapshotConvert, InitialStateRebuiltFromTheEnd) {
+  // End state: segment with block A (alloc'ed before the history, live) and block B (alloc'ed in the
+  // history, live). Block C was allocated before the history and freed in it.
+  P snap = P::dict({
+      {"segments", P::list({P::dict({{"device", P::num(0)}, {"address", P::num(kSeg)}, {"total_size", P::num(4096)},
+                                     {"stream", P::num(0)}, {"blocks", P::list({block(kSeg, 1024, "active_allocated", "early"),
+                                                                                block(kSeg + 1024, 1024, "active_allocated", "late"),
+                                                                                block(kSeg + 2048, 2048, "inactive", "")})}})})},
+      {"device_traces", P::list({P::list({entry("alloc", kSeg + 1024, 1024, 100, "late"),
+                                          entry("free_requested", kSeg + 2048, 512, 200, "drop"),
+                                          entry("free_completed", kSeg + 2048, 512, 201, "drop")})})},
+  });
+  gpumemtrace::snapshot::ConvertStats stats;
+  std::string trace = convert(snap.pickle(), &stats);
+  auto ev = event_lines(trace);
+  ASSERT_EQ(ev.size(), 5u) << trace;
+  EXPECT_NE(ev[0].find("\"op\":\"alloc\",\"kind\":\"device\""), std::string::npos) << ev[0];
+  EXPECT_NE(ev[1].find("\"op\":\"block_alloc\""), std::string::npos);
+  EXPECT_NE(ev[1].find("\"addr\":\"0x7f0000000000\""), std::string::npos) << ev[1];
+  EXPECT_NE(ev[2].find("\"addr\":\"0x7f0000000800\",\"size\":512"), std::string::npos) << ev[2];
+  EXPECT_NE(ev[2].find("\"stack\":0"), std::string::npos) << ev[2];  // allocation stack unknown
+  EXPECT_NE(ev[3].find("\"t\":0"), std::string::npos);
+  EXPECT_NE(ev[3].find("\"addr\":\"0x7f0000000400\""), std::string::npos) << ev[3];
+  EXPECT_NE(ev[4].find("\"api\":\"torch.free_completed\",\"op\":\"block_free\""), std::string::npos) << ev[4];
+  EXPECT_NE(ev[4].find("\"t\":101000"), std::string::npos) << ev[4];
+  EXPECT_NE(ev[4].find("\"segment\":\"0x7f0000000000\""), std::string::npos) << ev[4];
+  EXPECT_EQ(stats.initial_segments, 1u);
+  EXPECT_EQ(stats.initial_blocks, 2u);
+  EXPECT_EQ(stats.inconsistencies, 0u);
+  EXPECT_EQ(trace.rfind("{\"type\":\"header\"", 0), 0u);
+  EXPECT_NE(trace.find("{\"type\":\"footer\",\"events\":5,"), std::string::npos);
+}
+
+TEST(SnapshotConvert, FreeRequestedUsedWhenFreeCompletedWasSkipped) {
+  P snap = P::dict({{"segments", P::list({})},
+                    {"device_traces", P::list({P::list({entry("alloc", kSeg, 64, 1, "f"), entry("free_requested", kSeg, 64, 2)})})}});
+  gpumemtrace::snapshot::ConvertStats stats;
+  auto ev = event_lines(convert(snap.pickle(), &stats));
+  ASSERT_EQ(ev.size(), 2u);
+  EXPECT_NE(ev[1].find("\"api\":\"torch.free_requested\",\"op\":\"block_free\""), std::string::npos) << ev[1];
+}
+
+TEST(SnapshotConvert, OomGivesBlockOomAndMeminfo) {
+  P snap = P::dict({{"segments", P::list({})},
+                    {"device_traces", P::list({P::list({entry("oom", 12345, 1 << 20, 5, "big")})})}});
+  gpumemtrace::snapshot::ConvertStats stats;
+  auto ev = event_lines(convert(snap.pickle(), &stats));
+  ASSERT_EQ(ev.size(), 2u);
+  EXPECT_NE(ev[0].find("\"op\":\"block_oom\",\"kind\":\"block\",\"addr\":\"0x0\",\"size\":1048576"), std::string::npos) << ev[0];
+  EXPECT_NE(ev[1].find("\"op\":\"meminfo\""), std::string::npos);
+  EXPECT_NE(ev[1].find("\"free\":12345"), std::string::npos) << ev[1];
+}
+
+TEST(SnapshotConvert, WrongShapesAreErrors) {
+  gpumemtrace::snapshot::ConvertStats stats;
+  EXPECT_NE(convert(P::num(3).pickle(), &stats, false).find("not a PyTorch memory snapshot"), std::string::npos);
+  EXPECT_NE(convert(P::dict({{"x", P::num(1)}}).pickle(), &stats, false).find("without 'segments'"), std::string::npos);
+  EXPECT_NE(convert(P::dict({{"segments", P::num(1)}}).pickle(), &stats, false).find("must be lists"), std::string::npos);
+  EXPECT_NE(convert(P::dict({{"device_traces", P::list({P::num(1)})}}).pickle(), &stats, false).find("list of lists"),
+            std::string::npos);
+  EXPECT_NE(convert(P::dict({{"segments", P::list({P::num(1)})}}).pickle(), &stats, false).find("not a dict"), std::string::npos);
+}
+
+TEST(SnapshotConvert, StringsAreEscapedAndInvalidUtf8Replaced) {
+  std::string bad_name = "f\"\\\n\xff\xc3\xa9";
+  P fr = P::list({P::dict({{"name", P::str(bad_name)}, {"filename", P::str("x.py")}, {"line", P::num(1)}})});
+  P snap = P::dict({{"segments", P::list({})},
+                    {"device_traces", P::list({P::list({P::dict({{"action", P::str("alloc")}, {"addr", P::num(16)},
+                                                                 {"size", P::num(8)}, {"frames", fr}})})})}});
+  gpumemtrace::snapshot::ConvertStats stats;
+  std::string trace = convert(snap.pickle(), &stats);
+  EXPECT_NE(trace.find("\"function\":\"f\\\"\\\\\\u000a\\ufffd\xc3\xa9\""), std::string::npos) << trace;
+}

@@ -1,0 +1,173 @@
+// tests/unit/snapshot_pickle_test.cpp — the restricted pickle reader (report/import/pickle_reader.h):
+// plain data accepted in every binary protocol form, everything that can run code rejected with the
+// opcode and offset named, malformed input rejected without crashing.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "report/import/pickle_reader.h"
+
+using gpumemtrace::pickle::Document;
+using gpumemtrace::pickle::IntRange;
+using gpumemtrace::pickle::Kind;
+using gpumemtrace::pickle::Limits;
+using gpumemtrace::pickle::parse;
+
+namespace {
+
+std::string B(std::initializer_list<int> bytes) {
+  std::string s;
+  for (int b : bytes) s.push_back(static_cast<char>(b));
+  return s;
+}
+
+std::string parse_dump(const std::string& bytes, std::string* error = nullptr) {
+  Document doc;
+  std::string err;
+  if (!parse(bytes, &doc, &err)) {
+    if (error) *error = err;
+    return "<error>";
+  }
+  return doc.dump(doc.root());
+}
+
+std::string parse_error(const std::string& bytes) {
+  Document doc;
+  std::string err;
+  EXPECT_FALSE(parse(bytes, &doc, &err));
+  return err;
+}
+
+}  // namespace
+
+// pickle.dumps({'a': 1, 'b': [True, None, 2.5]}, protocol=2)
+TEST(SnapshotPickle, Protocol2Dict) {
+  std::string p = B({0x80, 0x02, '}', 'q', 0, '(', 'X', 1, 0, 0, 0, 'a', 'q', 1, 'K', 1, 'X', 1, 0, 0, 0, 'b', 'q', 2,
+                     ']', 'q', 3, '(', 0x88, 'N', 'G', 0x40, 0x04, 0, 0, 0, 0, 0, 0, 'e', 'u', '.'});
+  EXPECT_EQ(parse_dump(p), "{'a': 1, 'b': [True, None, 2.5]}");
+  Document doc;
+  std::string err;
+  ASSERT_TRUE(parse(p, &doc, &err)) << err;
+  uint64_t v = 0;
+  EXPECT_TRUE(doc.as_u64(doc.get(doc.root(), "a"), &v));
+  EXPECT_EQ(v, 1u);
+  EXPECT_EQ(doc.get(doc.root(), "missing"), gpumemtrace::pickle::kNoNode);
+  EXPECT_EQ(doc.items(doc.get(doc.root(), "b")).size(), 3u);
+}
+
+// Protocol 4 framing, SHORT_BINUNICODE, MEMOIZE, BINGET, TUPLE2, BININT2, BINBYTES.
+TEST(SnapshotPickle, Protocol4FrameMemoTuple) {
+  std::string body = B({0x8c, 3, 'k', 'e', 'y', 0x94, 'M', 0x34, 0x12, 'h', 0, 0x87, 0x94, 'C', 2, 'h', 'i', 0x86, 0x94, '.'});
+  std::string p = B({0x80, 0x04, 0x95}) + B({static_cast<int>(body.size()), 0, 0, 0, 0, 0, 0, 0}) + body;
+  EXPECT_EQ(parse_dump(p), "(('key', 4660, 'key'), b'hi')");
+}
+
+TEST(SnapshotPickle, Integers) {
+  // LONG1 of 2**63 (9 bytes), -1, 2**64 (too large), BININT -2, LONG1 0 bytes = 0
+  std::string p = B({0x80, 0x02, '(', 0x8a, 9, 0, 0, 0, 0, 0, 0, 0, 0x80, 0, 0x8a, 1, 0xff, 0x8a, 9, 0, 0, 0, 0, 0, 0, 0, 0, 1,
+                     'J', 0xfe, 0xff, 0xff, 0xff, 0x8a, 0, 'l', '.'});
+  Document doc;
+  std::string err;
+  ASSERT_TRUE(parse(p, &doc, &err)) << err;
+  const auto& it = doc.items(doc.root());
+  ASSERT_EQ(it.size(), 5u);
+  uint64_t u = 0;
+  int64_t s = 0;
+  EXPECT_TRUE(doc.as_u64(it[0], &u));
+  EXPECT_EQ(u, 1ull << 63);
+  EXPECT_FALSE(doc.as_i64(it[0], &s));
+  EXPECT_TRUE(doc.as_i64(it[1], &s));
+  EXPECT_EQ(s, -1);
+  EXPECT_FALSE(doc.as_u64(it[1], &u));
+  EXPECT_EQ(doc.node(it[2]).int_range, IntRange::TooLarge);
+  EXPECT_FALSE(doc.as_u64(it[2], &u));
+  EXPECT_TRUE(doc.as_i64(it[3], &s));
+  EXPECT_EQ(s, -2);
+  EXPECT_TRUE(doc.as_i64(it[4], &s));
+  EXPECT_EQ(s, 0);
+}
+
+// A memoized list mutated after it was memoized is seen mutated through BINGET (reference semantics).
+TEST(SnapshotPickle, MemoSharesMutableContainers) {
+  std::string p = B({0x80, 0x02, ']', 'q', 0, 'h', 0, 'K', 7, 'a', 0x86, '.'});
+  EXPECT_EQ(parse_dump(p), "([7], [7])");
+}
+
+// A list that contains itself is legal pickle; it is represented, and walking it is bounded.
+TEST(SnapshotPickle, CycleIsBounded) {
+  std::string p = B({0x80, 0x02, ']', 'q', 0, 'h', 0, 'a', '.'});
+  Document doc;
+  std::string err;
+  ASSERT_TRUE(parse(p, &doc, &err)) << err;
+  std::string d = doc.dump(doc.root(), 4);
+  EXPECT_EQ(d, "[[[[[...]]]]]");
+}
+
+TEST(SnapshotPickle, ForbiddenOpcodesAreNamedWithOffset) {
+  // pickle.dumps(os.system-like reduce, protocol=2): GLOBAL first
+  std::string global = B({0x80, 0x02, 'c', 'p', 'o', 's', 'i', 'x', '\n', 's', 'y', 's', 't', 'e', 'm', '\n', 'q', 0,
+                          'X', 2, 0, 0, 0, 'i', 'd', 0x85, 'R', '.'});
+  std::string err = parse_error(global);
+  EXPECT_NE(err.find("GLOBAL"), std::string::npos) << err;
+  EXPECT_NE(err.find("offset 2"), std::string::npos) << err;
+  EXPECT_NE(err.find("forbidden"), std::string::npos) << err;
+
+  std::string stack_global = B({0x80, 0x04, 0x8c, 2, 'o', 's', 0x8c, 6, 's', 'y', 's', 't', 'e', 'm', 0x93, '.'});
+  err = parse_error(stack_global);
+  EXPECT_NE(err.find("STACK_GLOBAL"), std::string::npos) << err;
+  EXPECT_NE(err.find("offset 14"), std::string::npos) << err;
+
+  err = parse_error(B({0x80, 0x02, 'N', ')', 'R', '.'}));
+  EXPECT_NE(err.find("REDUCE"), std::string::npos) << err;
+  EXPECT_NE(err.find("offset 4"), std::string::npos) << err;
+
+  for (int op : {int('b'), int('i'), int('o'), int('P'), int('Q'), 0x81, 0x82, 0x83, 0x84, 0x92, 0x97, 0x98}) {
+    err = parse_error(B({0x80, 0x02, ']', op, '.'}));
+    EXPECT_NE(err.find("forbidden pickle opcode"), std::string::npos) << op << ": " << err;
+  }
+}
+
+TEST(SnapshotPickle, MalformedInputIsAnError) {
+  EXPECT_NE(parse_error("").find("truncated"), std::string::npos);
+  EXPECT_NE(parse_error(B({0x80, 0x02, ']'})).find("no STOP"), std::string::npos);
+  EXPECT_NE(parse_error(B({0x80, 0x06, 'N', '.'})).find("protocol 6"), std::string::npos);
+  EXPECT_NE(parse_error(B({0x80, 0x02, 'X', 0xff, 0xff, 0xff, 0x7f, 'a'})).find("truncated"), std::string::npos);
+  EXPECT_NE(parse_error(B({0x80, 0x02, '.'})).find("empty stack"), std::string::npos);
+  EXPECT_NE(parse_error(B({0x80, 0x02, 'h', 5, '.'})).find("memo key 5"), std::string::npos);
+  EXPECT_NE(parse_error(B({0x80, 0x02, 'e', '.'})).find("without a MARK"), std::string::npos);
+  EXPECT_NE(parse_error(B({0x80, 0x02, 'N', 'K', 1, 'a', '.'})).find("not a list"), std::string::npos);
+  EXPECT_NE(parse_error(B({0x80, 0x02, '(', 'N', 'd', '.'})).find("odd number"), std::string::npos);
+  EXPECT_NE(parse_error(B({0x80, 0x02, 0xff})).find("invalid pickle opcode 0xff at offset 2"), std::string::npos);
+  EXPECT_NE(parse_error(B({'I', '1', '\n', '.'})).find("text protocols"), std::string::npos);
+  EXPECT_NE(parse_error(B({0x80, 0x02, '(', 0x86, '.'})).find("underflow"), std::string::npos);
+}
+
+TEST(SnapshotPickle, MarkDepthLimit) {
+  std::string p = B({0x80, 0x02});
+  p += std::string(100, '(');
+  Limits limits;
+  limits.max_mark_depth = 50;
+  Document doc;
+  std::string err;
+  EXPECT_FALSE(parse(p, &doc, &err, limits));
+  EXPECT_NE(err.find("nesting deeper than 50"), std::string::npos) << err;
+}
+
+TEST(SnapshotPickle, NodeAndSizeLimits) {
+  Limits limits;
+  limits.max_nodes = 3;
+  Document doc;
+  std::string err;
+  EXPECT_FALSE(parse(B({0x80, 0x02, '(', 'N', 'N', 'N', 'N', 'l', '.'}), &doc, &err, limits));
+  EXPECT_NE(err.find("more than 3 values"), std::string::npos) << err;
+  limits = Limits();
+  limits.max_input_bytes = 4;
+  EXPECT_FALSE(parse(B({0x80, 0x02, 'N', 'N', '0', '.'}), &doc, &err, limits));
+  EXPECT_NE(err.find("larger than the limit"), std::string::npos) << err;
+}
+
+TEST(SnapshotPickle, LooksLikePickle) {
+  EXPECT_TRUE(gpumemtrace::pickle::looks_like_pickle_bytes(B({0x80, 0x04})));
+  EXPECT_FALSE(gpumemtrace::pickle::looks_like_pickle_bytes("{\"type\":\"header\"}"));
+  EXPECT_FALSE(gpumemtrace::pickle::looks_like_pickle_bytes(B({0x80})));
+}
