@@ -1,1 +1,57 @@
-# report/module.mk — see the top-level Makefile
+# report/module.mk — build/gpumem-report, the offline analyzer:
+#   report/reader (bytes -> lines -> validated records) -> report/analyses (one streaming pass ->
+#   ProcessReport) -> report/outputs (text, JSON) -> report/cli (options, CI gates) -> main.cpp.
+# Every .cpp under report/ except main.cpp goes into a static library shared by the program, the
+# unit tests, the fuzzer and the benchmark.
+
+REPORT_SRCS := $(sort $(shell find report -name '*.cpp' -not -name main.cpp))
+REPORT_OBJS := $(REPORT_SRCS:%.cpp=$(BUILD)/%.o)
+REPORT_LIB := $(BUILD)/report/libgpumem-report.a
+REPORT_LDLIBS := -lsimdjson -lzstd
+
+$(REPORT_LIB): $(REPORT_OBJS)
+	@mkdir -p $(@D)
+	$(AR) rcs $@ $^
+
+$(BUILD)/gpumem-report: $(BUILD)/report/main.o $(REPORT_LIB)
+	@mkdir -p $(@D)
+	$(CXX) -o $@ $^ $(REPORT_LDLIBS)
+
+PROGRAMS += $(BUILD)/gpumem-report
+
+# --- unit tests (GoogleTest): tests/unit/report_*.cpp -> one binary ---
+REPORT_UNIT_SRCS := $(sort $(wildcard tests/unit/report_*.cpp))
+REPORT_UNIT_BIN := $(BUILD)/tests/unit/report_unit_tests
+$(REPORT_UNIT_BIN): $(REPORT_UNIT_SRCS:%.cpp=$(BUILD)/%.o) $(REPORT_LIB)
+	@mkdir -p $(@D)
+	$(CXX) -o $@ $^ $(REPORT_LDLIBS) -lgtest -lgtest_main -lpthread
+ifneq ($(REPORT_UNIT_SRCS),)
+UNIT_TESTS += $(REPORT_UNIT_BIN)
+endif
+
+# --- libFuzzer target for the reader and the analyses (clang); tests/report runs it briefly ---
+# Built from the sources (not the g++ library) so that clang instruments every line it fuzzes.
+REPORT_FUZZ_BIN := $(BUILD)/report/fuzz_report_reader
+$(REPORT_FUZZ_BIN): report/fuzz/fuzz_reader.cpp $(REPORT_SRCS)
+	@mkdir -p $(@D)
+	$(CLANGXX) -std=c++17 -O1 -g -I. -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
+	  $^ -o $@ $(REPORT_LDLIBS)
+TEST_BINS += $(REPORT_FUZZ_BIN)
+
+FUZZ_SECONDS ?= 300
+report-fuzz: $(REPORT_FUZZ_BIN)
+	@mkdir -p $(BUILD)/report/fuzz-corpus
+	$(REPORT_FUZZ_BIN) -max_total_time=$(FUZZ_SECONDS) -max_len=4096 -timeout=10 \
+	  $(BUILD)/report/fuzz-corpus tests/report/golden tests/report/malformed
+FUZZ_TARGETS += report-fuzz
+
+# --- benchmark: 10M-event trace, events/s and peak memory, vs heaptrack_print (docs/performance.md) ---
+REPORT_BENCH_WORKLOAD := $(BUILD)/bench/report_malloc_pairs
+$(REPORT_BENCH_WORKLOAD): bench/report_malloc_pairs.c
+	@mkdir -p $(@D)
+	$(CC) -O2 -g -o $@ $<
+BENCH_EVENTS ?= 10000000
+report-bench: $(BUILD)/gpumem-report $(REPORT_BENCH_WORKLOAD)
+	$(PYTHON) bench/report_bench.py --build $(BUILD) --events $(BENCH_EVENTS)
+BENCH_TARGETS += report-bench
+.PHONY: report-fuzz report-bench

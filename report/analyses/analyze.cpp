@@ -1,0 +1,64 @@
+#include "report/analyses/analyze.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <stdexcept>
+
+#include "report/analyses/process_analyzer.h"
+#include "report/reader/trace_reader.h"
+
+namespace gpumemtrace::report {
+
+ProcessReport analyze_source(ByteSource& source, const std::string& name,
+                             const Suppressions& suppressions) {
+  SymbolTable symbols;
+  ProcessAnalyzer analyzer;
+  ReadResult read = read_trace(source, name, symbols, analyzer);
+  return analyzer.finish(name, read, symbols, suppressions);
+}
+
+ProcessReport analyze_file(const std::string& path, const Suppressions& suppressions) {
+  std::unique_ptr<ByteSource> source;
+  try {
+    source = open_byte_source(path);
+  } catch (const std::runtime_error& error) {
+    throw TraceError(path, 0, error.what());
+  }
+  return analyze_source(*source, path, suppressions);
+}
+
+namespace {
+bool is_trace_name(const std::string& name) {
+  auto ends = [&](const char* suffix) {
+    std::string s(suffix);
+    return name.size() > s.size() && name.compare(name.size() - s.size(), s.size(), s) == 0;
+  };
+  return ends(".jsonl") || ends(".zst");
+}
+}  // namespace
+
+std::vector<std::string> expand_inputs(const std::vector<std::string>& args) {
+  namespace fs = std::filesystem;
+  std::vector<std::string> files;
+  for (const std::string& arg : args) {
+    std::error_code error;
+    if (fs::is_directory(arg, error)) {
+      std::vector<std::string> found;
+      for (const auto& entry : fs::directory_iterator(arg, error)) {
+        if (entry.is_regular_file(error) && is_trace_name(entry.path().filename().string())) {
+          found.push_back(entry.path().string());
+        }
+      }
+      if (found.empty()) throw std::runtime_error(arg + ": directory holds no traces (*.jsonl, *.zst)");
+      std::sort(found.begin(), found.end());
+      files.insert(files.end(), found.begin(), found.end());
+    } else if (fs::exists(arg, error)) {
+      files.push_back(arg);
+    } else {
+      throw std::runtime_error(arg + ": no such file or directory");
+    }
+  }
+  return files;
+}
+
+}  // namespace gpumemtrace::report

@@ -1,0 +1,24 @@
+// report/analyses/analyze.h — one call from "a path" to "a report": reads a trace with the
+// reader and runs every analysis on it in the same pass.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "report/analyses/report_model.h"
+#include "report/analyses/suppressions.h"
+#include "report/reader/byte_source.h"
+
+namespace gpumemtrace::report {
+
+// Throws TraceError for a malformed trace or one that cannot be read.
+ProcessReport analyze_source(ByteSource& source, const std::string& name,
+                             const Suppressions& suppressions);
+ProcessReport analyze_file(const std::string& path, const Suppressions& suppressions);
+
+// Files for the command-line arguments: a file stays as is; a directory becomes its traces
+// (*.jsonl, *.jsonl.zst, *.zst; one per process), sorted by name. Throws std::runtime_error for a
+// missing path or a directory without traces.
+std::vector<std::string> expand_inputs(const std::vector<std::string>& args);
+
+}  // namespace gpumemtrace::report

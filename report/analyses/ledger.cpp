@@ -1,0 +1,100 @@
+#include "report/analyses/ledger.h"
+
+#include <algorithm>
+
+#include "report/analyses/report_model.h"
+
+namespace gpumemtrace::report {
+
+uint32_t GrowthWindows::window_of(uint64_t seq, bool* widened) {
+  *widened = false;
+  if (!started_) {
+    started_ = true;
+    origin_ = seq;
+  }
+  uint64_t offset = seq - origin_;  // seq strictly increases (reader invariant)
+  while (offset / width_ >= kWindows) {
+    width_ *= 2;
+    *widened = true;
+  }
+  return static_cast<uint32_t>(offset / width_);
+}
+
+uint32_t GrowthWindows::used(uint64_t last_seq) const {
+  if (!started_ || last_seq < origin_) return 1;
+  return static_cast<uint32_t>(std::min<uint64_t>((last_seq - origin_) / width_ + 1, kWindows));
+}
+
+void Ledger::add(uint32_t stack, uint64_t bytes, uint64_t seq, uint64_t time_ns, uint32_t window) {
+  Site& site = sites_[stack];
+  site.bytes += bytes;
+  site.count += 1;
+  if (site.bytes > site.high) {
+    if (site.high == 0) site.first_high = site.bytes;
+    site.high = site.bytes;
+    site.rises += 1;
+    site.windows |= 1u << window;
+  }
+  live_ += bytes;
+  if (live_ > peak_.bytes) {
+    peak_.bytes = live_;
+    peak_.seq = seq;
+    peak_.time_ns = time_ns;
+    snapshot_pending_ = true;
+  }
+}
+
+void Ledger::remove(uint32_t stack, uint64_t bytes) {
+  if (snapshot_pending_) take_snapshot(std::string());  // callers should have; stay correct anyway
+  auto it = sites_.find(stack);
+  if (it != sites_.end()) {
+    Site& site = it->second;
+    site.bytes -= std::min(site.bytes, bytes);
+    site.count -= std::min<uint64_t>(site.count, 1);
+  }
+  live_ -= std::min(live_, bytes);
+}
+
+void Ledger::clear_live() {
+  if (snapshot_pending_) take_snapshot(std::string());
+  for (auto& entry : sites_) {
+    entry.second.bytes = 0;
+    entry.second.count = 0;
+  }
+  live_ = 0;
+}
+
+void Ledger::take_snapshot(const std::string& phase) {
+  snapshot_pending_ = false;
+  peak_.phase = phase;
+  peak_.culprits = top(kMaxCulprits, &peak_.other_bytes);
+}
+
+void Ledger::fold_windows() {
+  for (auto& entry : sites_) {
+    uint32_t folded = 0;
+    for (uint32_t i = 0; i < GrowthWindows::kWindows / 2; ++i) {
+      if (entry.second.windows & (3u << (2 * i))) folded |= 1u << i;
+    }
+    entry.second.windows = folded;
+  }
+}
+
+std::vector<StackCount> Ledger::top(size_t n, uint64_t* other) const {
+  std::vector<StackCount> all;
+  for (const auto& [stack, site] : sites_) {
+    if (site.bytes > 0) all.push_back(StackCount{stack, site.bytes, site.count});
+  }
+  auto larger = [](const StackCount& a, const StackCount& b) {
+    return a.bytes != b.bytes ? a.bytes > b.bytes : a.stack < b.stack;  // stable across runs
+  };
+  size_t keep = std::min(n, all.size());
+  std::partial_sort(all.begin(), all.begin() + keep, all.end(), larger);
+  uint64_t rest = 0;
+  for (size_t i = keep; i < all.size(); ++i) rest += all[i].bytes;
+  all.resize(keep);
+  if (other) *other = rest;
+  return all;
+}
+
+}  // namespace gpumemtrace::report

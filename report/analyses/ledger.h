@@ -1,0 +1,85 @@
+// report/analyses/ledger.h — live bytes per call stack at one level (CUDA allocations or caching
+// allocator blocks) of one device, with the peak and its culprits, and each stack's high-water
+// history for the growth analysis.
+//
+// Memory: one Site per stack that ever held memory here; never per event.
+// Peak culprits are copied lazily: a new peak only marks the snapshot pending, and the copy is
+// taken just before live bytes first go down again (or at a mark, a reset, the end). So a run of
+// allocations that each set a new peak costs one copy, not one per allocation.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace gpumemtrace::report {
+
+// Splits the run (by seq) into kWindows equal windows without knowing its length in advance:
+// windows start one event wide and double (folding pairs of windows) whenever the run outgrows
+// them. The growth analysis asks "in how many windows did this stack set a new high?".
+class GrowthWindows {
+ public:
+  static constexpr uint32_t kWindows = 32;
+  // The window of `seq`; sets *widened when the windows had to double first (then every
+  // ledger must fold_windows() before using the returned index).
+  uint32_t window_of(uint64_t seq, bool* widened);
+  // Windows the run has used so far (1..kWindows).
+  uint32_t used(uint64_t last_seq) const;
+
+ private:
+  bool started_ = false;
+  uint64_t origin_ = 0;
+  uint64_t width_ = 1;
+};
+
+struct StackCount {
+  uint32_t stack = 0;
+  uint64_t bytes = 0;
+  uint64_t count = 0;
+};
+
+class Ledger {
+ public:
+  struct Site {
+    uint64_t bytes = 0;       // live now
+    uint64_t count = 0;       // live allocations now
+    uint64_t high = 0;        // highest live bytes so far
+    uint64_t first_high = 0;  // live bytes when it first held memory
+    uint64_t rises = 0;       // times `high` went up
+    uint32_t windows = 0;     // bit i: `high` went up in growth window i
+  };
+  struct Snapshot {
+    uint64_t bytes = 0;
+    uint64_t seq = 0;
+    uint64_t time_ns = 0;
+    std::string phase;
+    std::vector<StackCount> culprits;  // largest first, at most kMaxCulprits
+    uint64_t other_bytes = 0;
+  };
+
+  void add(uint32_t stack, uint64_t bytes, uint64_t seq, uint64_t time_ns, uint32_t window);
+  // Precondition: the caller took a pending snapshot (see snapshot_pending) first.
+  void remove(uint32_t stack, uint64_t bytes);
+  // Drops every live byte (device reset). Precondition as for remove().
+  void clear_live();
+
+  bool snapshot_pending() const { return snapshot_pending_; }
+  void take_snapshot(const std::string& phase);
+  void fold_windows();
+
+  uint64_t live() const { return live_; }
+  uint64_t peak() const { return peak_.bytes; }
+  const Snapshot& peak_snapshot() const { return peak_; }
+  // The n largest live stacks now; *other gets the bytes of the rest.
+  std::vector<StackCount> top(size_t n, uint64_t* other) const;
+  const std::unordered_map<uint32_t, Site>& sites() const { return sites_; }
+
+ private:
+  std::unordered_map<uint32_t, Site> sites_;
+  uint64_t live_ = 0;
+  Snapshot peak_;
+  bool snapshot_pending_ = false;
+};
+
+}  // namespace gpumemtrace::report

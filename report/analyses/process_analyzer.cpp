@@ -1,0 +1,363 @@
+// Event replay: how each op changes the memory model. finish() lives in process_report.cpp.
+#include "report/analyses/process_analyzer.h"
+
+#include <algorithm>
+
+namespace gpumemtrace::report {
+
+void ProcessAnalyzer::Sampler::add(const TimelineSample& sample) {
+  // Keeps between kMax/2 and kMax evenly spaced samples of the whole run: when full, drop every
+  // other one and sample half as often from then on.
+  constexpr size_t kMax = 512;
+  if (++skipped_ < stride_) return;
+  skipped_ = 0;
+  samples_.push_back(sample);
+  if (samples_.size() >= kMax) {
+    size_t kept = 0;
+    for (size_t i = 0; i < samples_.size(); i += 2) samples_[kept++] = samples_[i];
+    samples_.resize(kept);
+    stride_ *= 2;
+  }
+}
+
+std::vector<TimelineSample> ProcessAnalyzer::Sampler::take(const TimelineSample& last) {
+  std::vector<TimelineSample> out = std::move(samples_);
+  if (out.empty() || out.back().time_ns != last.time_ns) out.push_back(last);
+  return out;
+}
+
+void ProcessAnalyzer::on_device(const DeviceInfo& info) {
+  device_info_[info.device] = info;
+  DeviceState& state = device_state(info.device);
+  state.summary.name = info.name;
+  if (info.total) state.summary.total = info.total;
+}
+
+ProcessAnalyzer::DeviceState& ProcessAnalyzer::device_state(int32_t device) {
+  auto it = devices_.find(device);
+  if (it != devices_.end()) return it->second;
+  DeviceState& state = devices_[device];
+  state.summary.device = device;
+  return state;
+}
+
+void ProcessAnalyzer::on_event(const Event& e) {
+  ++events_;
+  if (events_ == 1) first_time_ = e.t;
+  last_time_ = std::max(last_time_, e.t);
+  last_seq_ = e.seq;
+  bool widened = false;
+  window_ = windows_.window_of(e.seq, &widened);
+  if (widened) {
+    for (auto& [device, state] : devices_) {
+      state.reserved.fold_windows();
+      state.allocated.fold_windows();
+    }
+  }
+
+  if (e.op == Op::Mark) {
+    settle_all();  // the phase changes: peaks pending so far belong to the previous phase
+    phase_ = std::string(e.label);
+    ++marks_total_;
+    if (marks_.size() < kMaxMarks) marks_.push_back(Mark{e.seq, e.t, phase_});
+    return;
+  }
+  if (e.op == Op::Trim) return on_trim(e);
+
+  DeviceState& state = device_state(e.device);
+  DeviceSummary& summary = state.summary;
+  ++summary.events;
+  if (summary.events == 1) summary.first_time_ns = e.t;
+  summary.last_time_ns = std::max(summary.last_time_ns, e.t);
+  settle_before(e, state);
+
+  switch (e.op) {
+    case Op::Alloc:
+      if (e.result != 0) {
+        ++summary.failed_allocations;
+        on_oom(e, state);
+      } else {
+        ++summary.allocations;
+        on_alloc(e, state);
+      }
+      break;
+    case Op::Free:
+      ++summary.frees;
+      on_free(e, state);
+      break;
+    case Op::BlockAlloc:
+      ++summary.block_allocations;
+      on_block_alloc(e, state);
+      break;
+    case Op::BlockFree:
+      ++summary.block_frees;
+      on_block_free(e, state);
+      break;
+    case Op::BlockOom:
+      ++summary.block_ooms;
+      on_oom(e, state);
+      break;
+    case Op::Reserve:
+      reservations_[e.addr] = e.size;
+      break;
+    case Op::Unreserve:
+      reservations_.erase(e.addr);
+      break;
+    case Op::Map:
+    case Op::Unmap:
+      // Mapping decides where physical memory is visible, not how much exists: usage and
+      // culprits follow the cuMemCreate (physical alloc) that created it.
+      break;
+    case Op::Reset:
+      on_reset(e.device, state);
+      break;
+    case Op::MemInfo:
+      on_meminfo(e, state);
+      break;
+    case Op::Trim:
+    case Op::Mark:
+      break;  // handled above
+  }
+  state.timeline.add(TimelineSample{e.t, state.reserved.live(), state.allocated.live()});
+}
+
+// Takes pending peak snapshots while they still describe the peak. The block-level snapshot also
+// records fragmentation, which any change to segments or blocks would alter; so anything but a
+// further block_alloc settles it. The CUDA-level snapshot only needs settling before a decrease.
+void ProcessAnalyzer::settle_before(const Event& e, DeviceState& state) {
+  if (state.allocated.snapshot_pending() && e.op != Op::BlockAlloc) {
+    state.allocated.take_snapshot(phase_);
+    state.has_fragmentation_at_peak = true;
+    state.fragmentation_at_peak = measure_fragmentation(state.summary.device);
+    state.fragmentation_peak_time = state.allocated.peak_snapshot().time_ns;
+  }
+  if (state.reserved.snapshot_pending() && (e.op == Op::Free || e.op == Op::Reset)) {
+    state.reserved.take_snapshot(phase_);
+  }
+}
+
+void ProcessAnalyzer::settle_all() {
+  Event any;  // an op that settles both levels
+  any.op = Op::Reset;
+  for (auto& [device, state] : devices_) settle_before(any, state);
+}
+
+void ProcessAnalyzer::acquire(Ledger& ledger, uint32_t stack, uint64_t size, const Event& e) {
+  ledger.add(stack, size, e.seq, e.t, window_);
+}
+
+void ProcessAnalyzer::release(Ledger& ledger, uint32_t stack, uint64_t size) {
+  if (ledger.snapshot_pending()) ledger.take_snapshot(phase_);
+  ledger.remove(stack, size);
+}
+
+int32_t ProcessAnalyzer::pool_index(std::string_view name, int32_t device) {
+  for (size_t i = 0; i < pools_.size(); ++i) {
+    if (pools_[i].name == name) return static_cast<int32_t>(i);
+  }
+  pools_.push_back(Pool{std::string(name), 0, false, device});
+  return static_cast<int32_t>(pools_.size() - 1);
+}
+
+void ProcessAnalyzer::on_alloc(const Event& e, DeviceState& state) {
+  if (e.kind == Kind::Virtual) {
+    reservations_[e.addr] = e.size;
+    return;
+  }
+  if (e.kind == Kind::Block) return on_block_alloc(e, state);
+  Allocation allocation;
+  allocation.size = e.size;
+  allocation.stack = e.stack;
+  allocation.device = e.device;
+  allocation.kind = e.kind;
+  if (e.kind == Kind::Physical) {
+    // A cuMemCreate handle: "addr" is the handle value, and a free with the same addr ends it.
+    auto [it, inserted] = physical_.emplace(e.addr, allocation);
+    if (!inserted) {
+      ++replaced_live_;
+      release(device_state(it->second.device).reserved, it->second.stack, it->second.size);
+      it->second = allocation;
+    }
+    acquire(state.reserved, e.stack, e.size, e);
+    return;
+  }
+  if (e.kind == Kind::Async && !e.pool.empty()) {
+    allocation.pool = pool_index(e.pool, e.device);
+    Pool& pool = pools_[static_cast<size_t>(allocation.pool)];
+    pool.cached -= std::min(pool.cached, e.size);  // served from the pool's cache first
+  }
+  auto existing = allocations_.find(e.addr);
+  if (existing != allocations_.end()) {
+    ++replaced_live_;  // a free we never saw (or a writer bug): the old range ends here
+    end_allocation(existing);
+  }
+  allocations_.emplace(e.addr, allocation);
+  acquire(state.reserved, e.stack, e.size, e);
+}
+
+void ProcessAnalyzer::end_allocation(std::map<uint64_t, Allocation>::iterator it) {
+  const Allocation& allocation = it->second;
+  release(device_state(allocation.device).reserved, allocation.stack, allocation.size);
+  if (allocation.pool >= 0) pools_[static_cast<size_t>(allocation.pool)].cached += allocation.size;
+  allocations_.erase(it);
+}
+
+void ProcessAnalyzer::on_free(const Event& e, DeviceState& state) {
+  if (e.kind == Kind::Virtual) {
+    reservations_.erase(e.addr);
+    return;
+  }
+  if (e.kind != Kind::Physical) {
+    auto it = allocations_.find(e.addr);
+    if (it != allocations_.end()) return end_allocation(it);
+  }
+  auto handle = physical_.find(e.addr);
+  if (handle != physical_.end()) {
+    release(device_state(handle->second.device).reserved, handle->second.stack, handle->second.size);
+    physical_.erase(handle);
+    return;
+  }
+  if (e.kind == Kind::Block) return on_block_free(e, state);
+  if (e.addr != 0) ++state.summary.unmatched_frees;  // cudaFree(NULL) is a legal no-op
+}
+
+std::map<uint64_t, ProcessAnalyzer::Allocation>::iterator ProcessAnalyzer::segment_of(const Event& e) {
+  if (e.has_segment) {
+    auto it = allocations_.find(e.segment);
+    if (it != allocations_.end()) return it;
+  }
+  // The live allocation whose range contains [addr, addr+size).
+  auto it = allocations_.upper_bound(e.addr);
+  if (it == allocations_.begin()) return allocations_.end();
+  --it;
+  if (e.addr + e.size <= it->first + it->second.size) return it;
+  return allocations_.end();
+}
+
+void ProcessAnalyzer::on_block_alloc(const Event& e, DeviceState& state) {
+  state.has_blocks = true;
+  Block block;
+  block.size = e.size;
+  block.stack = e.stack;
+  block.device = e.device;
+  auto segment = segment_of(e);
+  if (segment != allocations_.end()) {
+    segment->second.has_blocks = true;
+    segment->second.block_bytes += e.size;
+    block.segment = segment->first;
+    block.in_segment = true;
+  }
+  auto existing = blocks_.find(e.addr);
+  if (existing != blocks_.end()) {
+    ++replaced_live_;
+    Event previous = e;
+    previous.size = existing->second.size;
+    on_block_free(previous, state);
+  }
+  blocks_.emplace(e.addr, block);
+  acquire(state.allocated, e.stack, e.size, e);
+}
+
+void ProcessAnalyzer::on_block_free(const Event& e, DeviceState& state) {
+  auto it = blocks_.find(e.addr);
+  if (it == blocks_.end()) {
+    if (e.addr != 0) ++state.summary.unmatched_frees;
+    return;
+  }
+  const Block& block = it->second;
+  if (block.in_segment) {
+    auto segment = allocations_.find(block.segment);
+    if (segment != allocations_.end()) {
+      segment->second.block_bytes -= std::min(segment->second.block_bytes, block.size);
+    }
+  }
+  release(device_state(block.device).allocated, block.stack, block.size);
+  blocks_.erase(it);
+}
+
+void ProcessAnalyzer::on_oom(const Event& e, DeviceState& state) {
+  OomRecord record;
+  OomReport& r = record.report;
+  r.device = e.device;
+  r.seq = e.seq;
+  r.time_ns = e.t;
+  r.op = format::op_name(e.op);
+  r.api = std::string(e.api);
+  r.result = e.result;
+  r.requested = e.size;
+  r.live_bytes = state.reserved.live();
+  r.allocated_bytes = state.allocated.live();
+  r.has_blocks = state.has_blocks;
+  r.phase = phase_;
+  if (state.has_blocks) r.fragmentation = measure_fragmentation(e.device);
+  record.stack = e.stack;
+  record.holders = (state.has_blocks ? state.allocated : state.reserved).top(5, nullptr);
+  // The recorder writes a meminfo right after a failed allocation; until it comes, the latest
+  // one known stands in.
+  if (state.has_meminfo) {
+    r.has_device_free = true;
+    r.device_free = state.meminfo_free;
+    r.device_total = state.meminfo_total;
+  }
+  if (!r.device_total) r.device_total = state.summary.total;
+  state.ooms_awaiting_meminfo.push_back(ooms_.size());
+  ooms_.push_back(std::move(record));
+}
+
+void ProcessAnalyzer::on_meminfo(const Event& e, DeviceState& state) {
+  if (!e.has_meminfo) return;
+  state.has_meminfo = true;
+  state.meminfo_free = e.free;
+  state.meminfo_total = e.total;
+  if (e.total) state.summary.total = e.total;
+  for (size_t index : state.ooms_awaiting_meminfo) {
+    OomReport& r = ooms_[index].report;
+    r.has_device_free = true;
+    r.device_free = e.free;
+    if (e.total) r.device_total = e.total;
+  }
+  state.ooms_awaiting_meminfo.clear();
+}
+
+void ProcessAnalyzer::on_reset(int32_t device, DeviceState& state) {
+  for (auto it = allocations_.begin(); it != allocations_.end();) {
+    it = it->second.device == device ? allocations_.erase(it) : std::next(it);
+  }
+  for (auto it = physical_.begin(); it != physical_.end();) {
+    it = it->second.device == device ? physical_.erase(it) : std::next(it);
+  }
+  for (auto it = blocks_.begin(); it != blocks_.end();) {
+    it = it->second.device == device ? blocks_.erase(it) : std::next(it);
+  }
+  for (Pool& pool : pools_) {
+    if (pool.device == device) pool.cached = 0;
+  }
+  state.reserved.clear_live();
+  state.allocated.clear_live();
+}
+
+void ProcessAnalyzer::on_trim(const Event& e) {
+  Pool& pool = pools_[static_cast<size_t>(pool_index(e.pool, e.device))];
+  pool.trimmed = true;
+  pool.cached = std::min(pool.cached, e.size);  // "keep at most size bytes"
+}
+
+FragmentationPoint ProcessAnalyzer::measure_fragmentation(int32_t device) const {
+  FragmentationPoint point;
+  for (const auto& [start, segment] : allocations_) {
+    if (!segment.has_blocks || segment.device != device) continue;
+    uint64_t end = start + segment.size;
+    point.reserved += segment.size;
+    point.allocated += segment.block_bytes;
+    uint64_t cursor = start;
+    for (auto block = blocks_.lower_bound(start); block != blocks_.end() && block->first < end; ++block) {
+      if (block->first > cursor) point.largest_free_block = std::max(point.largest_free_block, block->first - cursor);
+      cursor = std::max(cursor, block->first + block->second.size);
+    }
+    if (end > cursor) point.largest_free_block = std::max(point.largest_free_block, end - cursor);
+  }
+  point.free_in_reserved = point.reserved - std::min(point.reserved, point.allocated);
+  return point;
+}
+
+}  // namespace gpumemtrace::report

@@ -1,0 +1,17 @@
+// report/cli/gates.h — the CI gates: each returns the failure messages (empty = passed), worded
+// like pytest-memray's: what, how much, and the stack that allocated it.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "report/analyses/diff.h"
+#include "report/analyses/report_model.h"
+#include "report/cli/options.h"
+
+namespace gpumemtrace::report {
+
+std::vector<std::string> check_gates(const std::vector<ProcessReport>& reports, const Options& options);
+std::vector<std::string> check_diff_gates(const DiffReport& diff, const Options& options);
+
+}  // namespace gpumemtrace::report

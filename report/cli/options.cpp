@@ -1,0 +1,115 @@
+#include "report/cli/options.h"
+
+#include <cstdlib>
+#include <stdexcept>
+
+#include "report/outputs/units.h"
+
+namespace gpumemtrace::report {
+
+const char* const kUsage =
+    "usage: gpumem-report [OPTIONS] TRACE...        report on traces (files, .zst, directories)\n"
+    "       gpumem-report diff [OPTIONS] BASE NEW   compare two runs (peak and leaks by stack)\n"
+    "\n"
+    "options:\n"
+    "  --format text|json          output format (default text)\n"
+    "  -o, --output FILE           write the report to FILE\n"
+    "  --suppressions FILE         leak:PATTERN lines (function, file or module; * wildcard)\n"
+    "  --fail-on-leak[=SIZE]       exit 1 when leaked bytes exceed SIZE (default 0; K/M/G, KiB/MiB/GiB)\n"
+    "  --fail-on-growth            exit 1 when a call site keeps growing\n"
+    "  --fail-on-peak-increase=SIZE|PCT%   (diff) exit 1 when a peak grows by more than that\n"
+    "  --frames N                  frames per stack in text output (default 8)\n"
+    "  --top N                     entries per section in text output (default 5)\n"
+    "  -h, --help                  this text\n"
+    "exit status: 0 fine, 1 a gate failed, 2 bad input or usage\n";
+
+namespace {
+
+size_t parse_count(const std::string& text, const std::string& option) {
+  char* end = nullptr;
+  unsigned long value = std::strtoul(text.c_str(), &end, 10);
+  if (text.empty() || *end != '\0' || value > 1000000) {
+    throw std::invalid_argument(option + ": expected a number, got `" + text + "`");
+  }
+  return value;
+}
+
+uint64_t parse_size_option(const std::string& text, const std::string& option) {
+  std::optional<uint64_t> size = parse_size(text);
+  if (!size) throw std::invalid_argument(option + ": expected a size like 0, 10M or 1.5GiB, got `" + text + "`");
+  return *size;
+}
+
+PeakIncreaseLimit parse_peak_limit(const std::string& text) {
+  PeakIncreaseLimit limit;
+  if (!text.empty() && text.back() == '%') {
+    char* end = nullptr;
+    std::string number = text.substr(0, text.size() - 1);
+    limit.value = std::strtod(number.c_str(), &end);
+    if (number.empty() || *end != '\0' || !(limit.value >= 0)) {
+      throw std::invalid_argument("--fail-on-peak-increase: expected SIZE or PCT%, got `" + text + "`");
+    }
+    limit.percent = true;
+    return limit;
+  }
+  limit.value = static_cast<double>(parse_size_option(text, "--fail-on-peak-increase"));
+  return limit;
+}
+
+}  // namespace
+
+Options parse_options(const std::vector<std::string>& args) {
+  Options options;
+  size_t i = 0;
+  if (!args.empty() && args[0] == "diff") {
+    options.diff = true;
+    i = 1;
+  }
+  auto value_of = [&](const std::string& arg, const std::string& name) -> std::string {
+    if (arg.size() > name.size() && arg[name.size()] == '=') return arg.substr(name.size() + 1);
+    if (i + 1 >= args.size()) throw std::invalid_argument(name + ": missing value");
+    return args[++i];
+  };
+  auto is = [](const std::string& arg, const std::string& name) {
+    return arg == name || (arg.size() > name.size() && arg.compare(0, name.size() + 1, name + "=") == 0);
+  };
+  for (; i < args.size(); ++i) {
+    const std::string& arg = args[i];
+    if (arg == "-h" || arg == "--help") {
+      options.help = true;
+    } else if (is(arg, "--format")) {
+      std::string format = value_of(arg, "--format");
+      if (format != "text" && format != "json") throw std::invalid_argument("--format: expected text or json");
+      options.json = format == "json";
+    } else if (arg == "-o" || is(arg, "--output")) {
+      options.output = value_of(arg, arg == "-o" ? "-o" : "--output");
+    } else if (is(arg, "--suppressions")) {
+      options.suppressions = value_of(arg, "--suppressions");
+    } else if (arg == "--fail-on-leak") {
+      options.fail_on_leak = 0;  // the optional SIZE only attaches with '=': a trace name may follow
+    } else if (is(arg, "--fail-on-leak")) {
+      options.fail_on_leak = parse_size_option(value_of(arg, "--fail-on-leak"), "--fail-on-leak");
+    } else if (arg == "--fail-on-growth") {
+      options.fail_on_growth = true;
+    } else if (is(arg, "--fail-on-peak-increase")) {
+      options.fail_on_peak_increase = parse_peak_limit(value_of(arg, "--fail-on-peak-increase"));
+    } else if (is(arg, "--frames")) {
+      options.max_frames = parse_count(value_of(arg, "--frames"), "--frames");
+    } else if (is(arg, "--top")) {
+      options.max_items = parse_count(value_of(arg, "--top"), "--top");
+    } else if (arg.size() > 1 && arg[0] == '-') {
+      throw std::invalid_argument("unknown option `" + arg + "`");
+    } else {
+      options.inputs.push_back(arg);
+    }
+  }
+  if (options.help) return options;
+  if (options.diff && options.inputs.size() != 2) throw std::invalid_argument("diff takes BASE and NEW");
+  if (!options.diff && options.inputs.empty()) throw std::invalid_argument("no trace given");
+  if (!options.diff && options.fail_on_peak_increase) {
+    throw std::invalid_argument("--fail-on-peak-increase only applies to diff");
+  }
+  return options;
+}
+
+}  // namespace gpumemtrace::report

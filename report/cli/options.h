@@ -1,0 +1,34 @@
+// report/cli/options.h — the command line of gpumem-report (see `gpumem-report --help`).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace gpumemtrace::report {
+
+struct PeakIncreaseLimit {
+  bool percent = false;  // value is a percentage of the base peak, else bytes
+  double value = 0;
+};
+
+struct Options {
+  bool diff = false;
+  bool json = false;
+  bool help = false;
+  std::string output;  // "" = stdout
+  std::string suppressions;
+  std::optional<uint64_t> fail_on_leak;  // bytes
+  bool fail_on_growth = false;
+  std::optional<PeakIncreaseLimit> fail_on_peak_increase;
+  size_t max_frames = 8;
+  size_t max_items = 5;
+  std::vector<std::string> inputs;  // traces; for diff: BASE NEW
+};
+
+// Throws std::invalid_argument with a message for the user (exit status 2).
+Options parse_options(const std::vector<std::string>& args);
+extern const char* const kUsage;
+
+}  // namespace gpumemtrace::report

@@ -1,0 +1,80 @@
+// gpumem-report: the offline analyzer. Pipeline: reader/ (lines -> validated records) ->
+// analyses/ (one streaming pass per trace -> ProcessReport) -> outputs/ (text, JSON) -> cli/ gates.
+// Exit status: 0 fine, 1 a gate failed, 2 bad input or usage.
+#include <fstream>
+#include <iostream>
+
+#include "report/analyses/analyze.h"
+#include "report/analyses/diff.h"
+#include "report/cli/gates.h"
+#include "report/cli/options.h"
+#include "report/outputs/json_output.h"
+#include "report/outputs/text_output.h"
+
+using namespace gpumemtrace::report;
+
+namespace {
+
+constexpr int kExitGate = 1;
+constexpr int kExitBadInput = 2;
+
+std::vector<ProcessReport> analyze_all(const std::vector<std::string>& args, const Suppressions& suppressions) {
+  std::vector<ProcessReport> reports;
+  for (const std::string& file : expand_inputs(args)) reports.push_back(analyze_file(file, suppressions));
+  return reports;
+}
+
+int run(const Options& options) {
+  Suppressions suppressions;
+  if (!options.suppressions.empty()) suppressions = Suppressions::load(options.suppressions);
+  std::ofstream file;
+  if (!options.output.empty()) {
+    file.open(options.output);
+    if (!file) throw std::runtime_error(options.output + ": cannot write");
+  }
+  std::ostream& out = options.output.empty() ? std::cout : file;
+  TextOptions text{options.max_frames, options.max_items};
+  std::vector<std::string> failures;
+  if (options.diff) {
+    DiffReport diff = diff_reports(analyze_all({options.inputs[0]}, suppressions),
+                                   analyze_all({options.inputs[1]}, suppressions));
+    if (options.json) out << diff_to_json(diff).dump(2) << "\n";
+    else write_diff_text(out, diff, text);
+    failures = check_diff_gates(diff, options);
+  } else {
+    std::vector<ProcessReport> reports = analyze_all(options.inputs, suppressions);
+    for (const ProcessReport& r : reports) {
+      if (!options.json) break;  // the text report prints its warnings itself
+      for (const std::string& warning : r.warnings) std::cerr << "gpumem-report: " << r.file << ": warning: " << warning << "\n";
+    }
+    if (options.json) out << reports_to_json(reports).dump(2) << "\n";
+    else write_text(out, reports, text);
+    failures = check_gates(reports, options);
+  }
+  out.flush();
+  for (const std::string& failure : failures) std::cerr << "gpumem-report: FAILED: " << failure << (failure.back() == '\n' ? "" : "\n");
+  return failures.empty() ? 0 : kExitGate;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options options;
+  try {
+    options = parse_options(std::vector<std::string>(argv + 1, argv + argc));
+  } catch (const std::invalid_argument& error) {
+    std::cerr << "gpumem-report: " << error.what() << "\n" << kUsage;
+    return kExitBadInput;
+  }
+  if (options.help) {
+    std::cout << kUsage;
+    return 0;
+  }
+  try {
+    return run(options);
+  } catch (const std::exception& error) {  // TraceError (file:line: what), I/O, suppressions
+
+    std::cerr << "gpumem-report: error: " << error.what() << "\n";
+    return kExitBadInput;
+  }
+}

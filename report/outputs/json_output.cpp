@@ -1,0 +1,229 @@
+#include "report/outputs/json_output.h"
+
+#include <algorithm>
+
+namespace gpumemtrace::report {
+using nlohmann::json;
+
+namespace {
+
+json stack_bytes_list(const std::vector<StackBytes>& list, uint64_t total) {
+  json out = json::array();
+  for (const StackBytes& item : list) {
+    json entry = {{"bytes", item.bytes}, {"count", item.count}, {"stack", stack_to_json(item.stack)}};
+    if (total) entry["share"] = static_cast<double>(item.bytes) / static_cast<double>(total);
+    out.push_back(std::move(entry));
+  }
+  return out;
+}
+
+json peak_level_json(const PeakLevel& level) {
+  return {{"bytes", level.bytes},
+          {"time_ns", level.time_ns},
+          {"seq", level.seq},
+          {"phase", level.phase},
+          {"culprits", stack_bytes_list(level.culprits, level.bytes)},
+          {"other_bytes", level.other_bytes}};
+}
+
+json fragmentation_json(const FragmentationPoint& point) {
+  return {{"reserved", point.reserved},
+          {"allocated", point.allocated},
+          {"free_in_reserved", point.free_in_reserved},
+          {"largest_free_block", point.largest_free_block},
+          {"ratio", point.ratio()}};
+}
+
+json process_json(const ProcessReport& r) {
+  json devices = json::array();
+  for (const DeviceSummary& d : r.devices) {
+    devices.push_back({{"device", d.device},
+                       {"name", d.name},
+                       {"total", d.total},
+                       {"events", d.events},
+                       {"allocations", d.allocations},
+                       {"frees", d.frees},
+                       {"failed_allocations", d.failed_allocations},
+                       {"block_allocations", d.block_allocations},
+                       {"block_frees", d.block_frees},
+                       {"block_ooms", d.block_ooms},
+                       {"unmatched_frees", d.unmatched_frees},
+                       {"duration_ns", d.last_time_ns - d.first_time_ns},
+                       {"peak_bytes", d.peak_reserved},
+                       {"peak_allocated_bytes", d.peak_allocated},
+                       {"leaked_bytes", d.leaked_bytes},
+                       {"cached_bytes", d.cached_bytes}});
+  }
+  json marks = json::array();
+  for (const Mark& m : r.marks) marks.push_back({{"seq", m.seq}, {"time_ns", m.time_ns}, {"label", m.label}});
+  return {{"file", r.file},
+          {"pid", r.header.pid},
+          {"ppid", r.header.ppid},
+          {"exe", r.header.exe},
+          {"cmdline", r.header.cmdline},
+          {"host", r.header.host},
+          {"complete", r.complete},
+          {"killed", !r.complete},
+          {"truncated", r.truncated},
+          {"incomplete", r.dropped_events > 0},
+          {"events", r.events},
+          {"dropped_events", r.dropped_events},
+          {"duration_ns", r.last_time_ns - r.first_time_ns},
+          {"leaked_bytes", r.leaked_bytes()},
+          {"warnings", r.warnings},
+          {"devices", devices},
+          {"marks", marks},
+          {"marks_total", r.marks_total}};
+}
+
+uint64_t process_peak(const ProcessReport& r) {
+  uint64_t peak = 0;
+  for (const DeviceSummary& d : r.devices) peak = std::max(peak, d.peak_reserved);
+  return peak;
+}
+
+// min / max / mean over processes, with the pid of the extremes (e.g. which rank peaks highest).
+json spread_of(const std::vector<ProcessReport>& reports, uint64_t (*metric)(const ProcessReport&)) {
+  size_t lo = 0, hi = 0;
+  double sum = 0;
+  for (size_t i = 0; i < reports.size(); ++i) {
+    uint64_t v = metric(reports[i]);
+    sum += static_cast<double>(v);
+    if (v < metric(reports[lo])) lo = i;
+    if (v > metric(reports[hi])) hi = i;
+  }
+  return {{"min", metric(reports[lo])}, {"min_pid", reports[lo].header.pid},
+          {"max", metric(reports[hi])}, {"max_pid", reports[hi].header.pid},
+          {"mean", reports.empty() ? 0.0 : sum / static_cast<double>(reports.size())}};
+}
+
+}  // namespace
+
+json stack_to_json(const Stack& stack) {
+  json frames = json::array();
+  for (const LogicalFrame& f : stack) {
+    json frame = {{"function", f.function}};
+    if (!f.file.empty()) frame["file"] = f.file;
+    if (f.line) frame["line"] = f.line;
+    if (!f.module.empty()) frame["module"] = f.module;
+    if (f.inlined) frame["inlined"] = true;
+    if (f.python) frame["lang"] = "python";
+    frames.push_back(std::move(frame));
+  }
+  return frames;
+}
+
+json reports_to_json(const std::vector<ProcessReport>& reports) {
+  json summary = {{"processes", reports.size()}, {"events", 0}, {"allocations", 0}, {"frees", 0},
+                  {"failed_allocations", 0}, {"block_ooms", 0}, {"dropped_events", 0},
+                  {"leaked_bytes", 0}, {"leaked_count", 0}, {"cached_bytes", 0}, {"peak_bytes", 0},
+                  {"complete", true}, {"incomplete", false}};
+  json processes = json::array(), leaks = json::array(), peaks = json::array(), ooms = json::array(),
+       growth = json::array(), fragmentation = json::array();
+  auto bump = [&summary](const char* key, uint64_t value) {
+    summary[key] = summary[key].get<uint64_t>() + value;
+  };
+  for (const ProcessReport& r : reports) {
+    const json who = {{"pid", r.header.pid}, {"file", r.file}};
+    bump("events", r.events);
+    bump("dropped_events", r.dropped_events);
+    bump("leaked_bytes", r.leaked_bytes());
+    bump("leaked_count", r.leaked_count());
+    summary["peak_bytes"] = std::max(summary["peak_bytes"].get<uint64_t>(), process_peak(r));
+    if (!r.complete) summary["complete"] = false;
+    if (r.dropped_events) summary["incomplete"] = true;
+    for (const DeviceSummary& d : r.devices) {
+      bump("allocations", d.allocations);
+      bump("frees", d.frees);
+      bump("failed_allocations", d.failed_allocations);
+      bump("block_ooms", d.block_ooms);
+      bump("cached_bytes", d.cached_bytes);
+    }
+    processes.push_back(process_json(r));
+    for (const LeakGroup& leak : r.leaks) {
+      json entry = who;
+      entry.update({{"device", leak.device}, {"level", leak.level}, {"kind", leak.kind},
+                    {"bytes", leak.bytes}, {"count", leak.count}, {"stack", stack_to_json(leak.stack)},
+                    {"suppressed", leak.suppressed}});
+      if (leak.suppressed) entry["suppressed_by"] = leak.suppressed_by;
+      leaks.push_back(std::move(entry));
+    }
+    for (const PeakReport& peak : r.peaks) {
+      json entry = who;
+      entry["device"] = peak.device;
+      entry.update(peak_level_json(peak.reserved));
+      if (peak.has_blocks) entry["allocated"] = peak_level_json(peak.allocated);
+      if (peak.has_fragmentation) entry["fragmentation"] = fragmentation_json(peak.fragmentation);
+      peaks.push_back(std::move(entry));
+    }
+    for (const OomReport& oom : r.ooms) {
+      json entry = who;
+      entry.update({{"device", oom.device}, {"seq", oom.seq}, {"time_ns", oom.time_ns}, {"op", oom.op},
+                    {"api", oom.api}, {"result", oom.result}, {"requested", oom.requested},
+                    {"stack", stack_to_json(oom.stack)}, {"live_bytes", oom.live_bytes},
+                    {"allocated_bytes", oom.allocated_bytes},
+                    {"top_holders", stack_bytes_list(oom.top_holders, 0)},
+                    {"device_free", oom.has_device_free ? json(oom.device_free) : json(nullptr)},
+                    {"device_total", oom.device_total ? json(oom.device_total) : json(nullptr)},
+                    {"verdict", verdict_name(oom.verdict)}, {"phase", oom.phase}});
+      if (oom.has_blocks) entry["fragmentation"] = fragmentation_json(oom.fragmentation);
+      ooms.push_back(std::move(entry));
+    }
+    for (const GrowthReport& g : r.growth) {
+      json entry = who;
+      entry.update({{"device", g.device}, {"level", g.level}, {"bytes", g.peak_bytes - g.first_bytes},
+                    {"count", g.rises}, {"first_bytes", g.first_bytes}, {"peak_bytes", g.peak_bytes},
+                    {"final_bytes", g.final_bytes}, {"rises", g.rises},
+                    {"windows_rising", g.windows_rising}, {"windows_total", g.windows_total},
+                    {"stack", stack_to_json(g.stack)}});
+      growth.push_back(std::move(entry));
+    }
+    for (const FragmentationReport& f : r.fragmentation) {
+      json entry = who;
+      json timeline = json::array();
+      for (const TimelineSample& s : f.timeline) {
+        timeline.push_back({{"time_ns", s.time_ns}, {"reserved", s.reserved}, {"allocated", s.allocated}});
+      }
+      json at_ooms = json::array();
+      for (const auto& at : f.at_ooms) {
+        json point = fragmentation_json(at.point);
+        point["seq"] = at.seq;
+        point["time_ns"] = at.time_ns;
+        at_ooms.push_back(std::move(point));
+      }
+      entry.update({{"device", f.device}, {"timeline", timeline}, {"at_peak", fragmentation_json(f.at_peak)},
+                    {"peak_time_ns", f.peak_time_ns}, {"at_ooms", at_ooms}});
+      fragmentation.push_back(std::move(entry));
+    }
+  }
+  json out = {{"summary", summary}, {"processes", processes}, {"leaks", leaks}, {"peaks", peaks},
+              {"ooms", ooms}, {"growth", growth}, {"fragmentation", fragmentation}};
+  if (reports.size() > 1) {
+    out["spread"] = {{"peak_bytes", spread_of(reports, process_peak)},
+                     {"leaked_bytes", spread_of(reports, [](const ProcessReport& r) { return r.leaked_bytes(); })}};
+  }
+  return out;
+}
+
+json diff_to_json(const DiffReport& diff) {
+  auto deltas = [](const std::vector<StackDelta>& list) {
+    json out = json::array();
+    for (const StackDelta& d : list) {
+      out.push_back({{"stack", stack_to_json(d.stack)}, {"base_bytes", d.base_bytes}, {"new_bytes", d.new_bytes},
+                     {"delta_bytes", d.delta()}, {"base_count", d.base_count}, {"new_count", d.new_count}});
+    }
+    return out;
+  };
+  json peaks = json::array();
+  for (const PeakDelta& p : diff.peaks) {
+    peaks.push_back({{"process", p.process}, {"base_pid", p.base_pid}, {"new_pid", p.new_pid},
+                     {"device", p.device}, {"base_bytes", p.base_bytes}, {"new_bytes", p.new_bytes},
+                     {"delta_bytes", p.delta()}, {"culprits", deltas(p.culprits)}});
+  }
+  return {{"base", diff.base_files}, {"new", diff.new_files}, {"peaks", peaks}, {"leaks", deltas(diff.leaks)},
+          {"summary", {{"base_leaked_bytes", diff.base_leaked}, {"new_leaked_bytes", diff.new_leaked},
+                       {"delta_leaked_bytes", static_cast<int64_t>(diff.new_leaked) - static_cast<int64_t>(diff.base_leaked)}}},
+          {"warnings", diff.warnings}};
+}
+
+}  // namespace gpumemtrace::report

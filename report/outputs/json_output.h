@@ -1,0 +1,18 @@
+// report/outputs/json_output.h — the `--format json` document. Its top-level keys (summary, leaks,
+// peaks, ooms, growth, fragmentation; plus processes, spread) are a stable interface for scripts
+// and tests, documented in docs/report.md. Stacks are complete here (nothing trimmed).
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <vector>
+
+#include "report/analyses/diff.h"
+#include "report/analyses/report_model.h"
+
+namespace gpumemtrace::report {
+
+nlohmann::json reports_to_json(const std::vector<ProcessReport>& reports);
+nlohmann::json diff_to_json(const DiffReport& diff);
+nlohmann::json stack_to_json(const Stack& stack);
+
+}  // namespace gpumemtrace::report

@@ -1,0 +1,247 @@
+#include "report/outputs/text_output.h"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "report/outputs/units.h"
+
+namespace gpumemtrace::report {
+namespace {
+
+std::string basename_of(const std::string& path) {
+  size_t slash = path.rfind('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+std::string percent(uint64_t part, uint64_t whole) {
+  char text[16];
+  std::snprintf(text, sizeof text, "%.0f%%", whole ? 100.0 * static_cast<double>(part) / static_cast<double>(whole) : 0.0);
+  return text;
+}
+
+std::string device_name(int32_t device) {
+  return device < 0 ? std::string("host/unknown device") : "device " + std::to_string(device);
+}
+
+// Times are shown from the first event of the process, which is what a person compares.
+std::string at(uint64_t time_ns, const ProcessReport& r) {
+  return format_seconds(time_ns >= r.first_time_ns ? time_ns - r.first_time_ns : 0);
+}
+
+std::string phase_note(const std::string& phase) {
+  return phase.empty() ? std::string() : ", phase \"" + phase + "\"";
+}
+
+std::string plural(uint64_t n, const char* word) {
+  return std::to_string(n) + " " + word + (n == 1 ? "" : "s");
+}
+
+void write_holders(std::ostream& out, const std::vector<StackBytes>& list, uint64_t total,
+                   const TextOptions& options) {
+  for (size_t i = 0; i < std::min(list.size(), options.max_items); ++i) {
+    const StackBytes& item = list[i];
+    out << "    " << format_bytes(item.bytes);
+    if (total) out << " (" << percent(item.bytes, total) << ")";
+    out << " in " << plural(item.count, "allocation") << ":\n";
+    write_stack(out, item.stack, "        ", options.max_frames);
+  }
+}
+
+void write_header(std::ostream& out, const ProcessReport& r) {
+  out << "== " << r.file << ": pid " << r.header.pid;
+  if (!r.header.cmdline.empty()) {
+    out << " (";
+    for (size_t i = 0; i < r.header.cmdline.size(); ++i) out << (i ? " " : "") << r.header.cmdline[i];
+    out << ")";
+  }
+  out << ", " << r.events << " events over " << format_seconds(r.last_time_ns - r.first_time_ns) << ", "
+      << (r.complete ? "clean exit" : "no footer: the process was killed or is still running") << "\n";
+  for (const std::string& warning : r.warnings) out << "warning: " << warning << "\n";
+  if (r.dropped_events) {
+    out << "INCOMPLETE: the recorder dropped " << r.dropped_events
+        << " events; every figure below may be off\n";
+  }
+}
+
+void write_summary(std::ostream& out, const ProcessReport& r) {
+  for (const DeviceSummary& d : r.devices) {
+    out << "  " << device_name(d.device) << (d.name.empty() ? "" : " (" + d.name + ")") << ": "
+        << plural(d.allocations, "allocation") << ", " << plural(d.frees, "free") << ", "
+        << d.failed_allocations << " failed";
+    if (d.block_allocations) out << ", " << plural(d.block_allocations, "block allocation");
+    if (d.block_ooms) out << ", " << d.block_ooms << " allocator OOM";
+    out << "; peak " << format_bytes(d.peak_reserved);
+    if (d.peak_allocated) out << " reserved, " << format_bytes(d.peak_allocated) << " allocated";
+    if (d.unmatched_frees) out << "; " << d.unmatched_frees << " frees of unknown addresses";
+    out << "\n";
+  }
+}
+
+void write_leaks(std::ostream& out, const ProcessReport& r, const TextOptions& options) {
+  uint64_t cached = 0, suppressed = 0;
+  for (const DeviceSummary& d : r.devices) cached += d.cached_bytes;
+  for (const LeakGroup& leak : r.leaks) suppressed += leak.suppressed ? leak.bytes : 0;
+  out << "leaks: ";
+  if (r.leaked_bytes() == 0) out << "none";
+  else out << format_bytes(r.leaked_bytes()) << " in " << plural(r.leaked_count(), "allocation");
+  if (cached) out << "; " << format_bytes(cached) << " cached by an allocator or pool (not leaked)";
+  if (suppressed) out << "; " << format_bytes(suppressed) << " suppressed";
+  out << "\n";
+  size_t shown = 0;
+  for (const LeakGroup& leak : r.leaks) {
+    if (leak.suppressed || shown++ == options.max_items) continue;
+    out << "  " << format_bytes(leak.bytes) << " in " << plural(leak.count, "allocation") << " ("
+        << device_name(leak.device) << ", " << leak.kind << (leak.level == "block" ? " block" : "")
+        << "), allocated here:\n";
+    write_stack(out, leak.stack, "      ", options.max_frames);
+  }
+}
+
+void write_fragmentation_point(std::ostream& out, const FragmentationPoint& p) {
+  char ratio[16];
+  std::snprintf(ratio, sizeof ratio, "%.2f", p.ratio());
+  out << "reserved " << format_bytes(p.reserved) << ", allocated " << format_bytes(p.allocated)
+      << ", free inside segments " << format_bytes(p.free_in_reserved) << ", largest free block "
+      << format_bytes(p.largest_free_block) << ", fragmentation " << ratio;
+}
+
+void write_peaks(std::ostream& out, const ProcessReport& r, const TextOptions& options) {
+  for (const PeakReport& peak : r.peaks) {
+    const PeakLevel& main = peak.has_blocks ? peak.allocated : peak.reserved;
+    out << "peak (" << device_name(peak.device) << "): " << format_bytes(peak.reserved.bytes)
+        << " reserved at " << at(peak.reserved.time_ns, r) << phase_note(peak.reserved.phase);
+    if (peak.has_blocks) {
+      out << "; " << format_bytes(peak.allocated.bytes) << " allocated at " << at(peak.allocated.time_ns, r)
+          << phase_note(peak.allocated.phase);
+    }
+    out << "\n";
+    write_holders(out, main.culprits, main.bytes, options);
+    if (peak.has_fragmentation) {
+      out << "  at the allocated peak: ";
+      write_fragmentation_point(out, peak.fragmentation);
+      out << "\n";
+    }
+  }
+}
+
+void write_ooms(std::ostream& out, const ProcessReport& r, const TextOptions& options) {
+  for (const OomReport& oom : r.ooms) {
+    out << "OOM (" << device_name(oom.device) << "): " << format_bytes(oom.requested) << " requested at "
+        << at(oom.time_ns, r) << " (" << (oom.api.empty() ? oom.op : oom.api) << phase_note(oom.phase)
+        << "): " << verdict_name(oom.verdict) << "\n";
+    out << "  live " << format_bytes(oom.live_bytes);
+    if (oom.has_blocks) out << " reserved, " << format_bytes(oom.allocated_bytes) << " allocated";
+    if (oom.has_device_free) out << "; device free " << format_bytes(oom.device_free);
+    if (oom.device_total) out << " of " << format_bytes(oom.device_total);
+    out << "\n";
+    if (oom.has_blocks) {
+      out << "  ";
+      write_fragmentation_point(out, oom.fragmentation);
+      out << "\n";
+    }
+    out << "  requested here:\n";
+    write_stack(out, oom.stack, "      ", options.max_frames);
+    out << "  top holders:\n";
+    write_holders(out, oom.top_holders, oom.has_blocks ? oom.allocated_bytes : oom.live_bytes, options);
+  }
+}
+
+void write_growth(std::ostream& out, const ProcessReport& r, const TextOptions& options) {
+  for (size_t i = 0; i < std::min(r.growth.size(), options.max_items); ++i) {
+    const GrowthReport& g = r.growth[i];
+    out << "growth (" << device_name(g.device) << (g.level == "block" ? ", blocks" : "") << "): "
+        << format_bytes(g.first_bytes) << " -> " << format_bytes(g.peak_bytes) << " in " << g.rises
+        << " rises, rising in " << g.windows_rising << " of " << g.windows_total
+        << " windows of the run; " << format_bytes(g.final_bytes) << " live at the end\n";
+    write_stack(out, g.stack, "      ", options.max_frames);
+  }
+}
+
+}  // namespace
+
+bool is_internal_frame(const LogicalFrame& frame) {
+  std::string module = basename_of(frame.module);
+  for (const char* prefix : {"libgpumemtrace", "libcudart", "libcuda.", "libcupti"}) {
+    if (module.compare(0, std::string(prefix).size(), prefix) == 0) return true;
+  }
+  return frame.function.compare(0, 13, "gpumemtrace::") == 0;
+}
+
+void write_stack(std::ostream& out, const Stack& stack, const std::string& indent, size_t max_frames) {
+  size_t shown = 0, internal = 0;
+  for (const LogicalFrame& frame : stack) {
+    if (is_internal_frame(frame)) {
+      ++internal;
+      continue;
+    }
+    if (shown++ == max_frames) {
+      out << indent << "...\n";
+      break;
+    }
+    out << indent << (frame.function.empty() ? "??" : frame.function);
+    if (!frame.file.empty()) {
+      out << " (" << frame.file;
+      if (frame.line) out << ":" << frame.line;
+      out << ")";
+    } else if (!frame.module.empty()) {
+      out << " (" << basename_of(frame.module) << ")";
+    }
+    out << "\n";
+  }
+  if (shown == 0) out << indent << (internal ? "(only CUDA/profiler frames)" : "(no stack recorded)") << "\n";
+}
+
+void write_text(std::ostream& out, const std::vector<ProcessReport>& reports, const TextOptions& options) {
+  for (const ProcessReport& r : reports) {
+    write_header(out, r);
+    write_summary(out, r);
+    write_leaks(out, r, options);
+    write_peaks(out, r, options);
+    write_ooms(out, r, options);
+    write_growth(out, r, options);
+    if (r.growth.empty()) out << "growth: none\n";
+    out << "\n";
+  }
+  if (reports.size() > 1) {
+    auto extremes = [&](uint64_t (*metric)(const ProcessReport&), const char* what) {
+      auto [lo, hi] = std::minmax_element(reports.begin(), reports.end(), [&](const auto& a, const auto& b) {
+        return metric(a) < metric(b);
+      });
+      out << "spread over " << reports.size() << " processes, " << what << ": min " << format_bytes(metric(*lo))
+          << " (pid " << lo->header.pid << "), max " << format_bytes(metric(*hi)) << " (pid " << hi->header.pid
+          << ")\n";
+    };
+    extremes([](const ProcessReport& r) {
+      uint64_t peak = 0;
+      for (const DeviceSummary& d : r.devices) peak = std::max(peak, d.peak_reserved);
+      return peak;
+    }, "peak");
+    extremes([](const ProcessReport& r) { return r.leaked_bytes(); }, "leaked");
+  }
+}
+
+void write_diff_text(std::ostream& out, const DiffReport& diff, const TextOptions& options) {
+  for (const std::string& warning : diff.warnings) out << "warning: " << warning << "\n";
+  auto signed_bytes = [](int64_t delta) {
+    return (delta < 0 ? "-" : "+") + format_bytes(static_cast<uint64_t>(delta < 0 ? -delta : delta));
+  };
+  for (const PeakDelta& p : diff.peaks) {
+    out << "peak (process " << p.process << ", " << device_name(p.device) << "): " << format_bytes(p.base_bytes)
+        << " -> " << format_bytes(p.new_bytes) << " (" << signed_bytes(p.delta()) << ")\n";
+    for (size_t i = 0; i < std::min(p.culprits.size(), options.max_items); ++i) {
+      const StackDelta& d = p.culprits[i];
+      out << "    " << signed_bytes(d.delta()) << " (" << format_bytes(d.base_bytes) << " -> "
+          << format_bytes(d.new_bytes) << "):\n";
+      write_stack(out, d.stack, "        ", options.max_frames);
+    }
+  }
+  out << "leaks: " << format_bytes(diff.base_leaked) << " -> " << format_bytes(diff.new_leaked) << "\n";
+  for (size_t i = 0; i < std::min(diff.leaks.size(), options.max_items); ++i) {
+    const StackDelta& d = diff.leaks[i];
+    out << "    " << signed_bytes(d.delta()) << " (" << format_bytes(d.base_bytes) << " in " << d.base_count
+        << " -> " << format_bytes(d.new_bytes) << " in " << d.new_count << "):\n";
+    write_stack(out, d.stack, "        ", options.max_frames);
+  }
+}
+
+}  // namespace gpumemtrace::report

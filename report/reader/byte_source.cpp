@@ -1,0 +1,106 @@
+#include "report/reader/byte_source.h"
+
+#include <zstd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <stdexcept>
+#include <vector>
+
+namespace gpumemtrace::report {
+namespace {
+
+class FileSource : public ByteSource {
+ public:
+  explicit FileSource(const std::string& path) : file_(std::fopen(path.c_str(), "rb")) {
+    if (!file_) throw std::runtime_error("cannot open: " + std::string(std::strerror(errno)));
+  }
+  ~FileSource() override { std::fclose(file_); }
+  FileSource(const FileSource&) = delete;
+  FileSource& operator=(const FileSource&) = delete;
+
+  size_t read(char* out, size_t capacity) override {
+    size_t n = std::fread(out, 1, capacity, file_);
+    if (n == 0 && std::ferror(file_)) throw std::runtime_error("read error");
+    return n;
+  }
+
+ private:
+  std::FILE* file_;
+};
+
+// Streams a zstd file through a fixed-size input buffer, so memory stays constant.
+class ZstdSource : public ByteSource {
+ public:
+  explicit ZstdSource(std::unique_ptr<ByteSource> compressed)
+      : compressed_(std::move(compressed)), stream_(ZSTD_createDStream()),
+        input_buffer_(ZSTD_DStreamInSize()) {
+    if (!stream_) throw std::runtime_error("zstd: out of memory");
+    ZSTD_initDStream(stream_);
+  }
+  ~ZstdSource() override { ZSTD_freeDStream(stream_); }
+  ZstdSource(const ZstdSource&) = delete;
+  ZstdSource& operator=(const ZstdSource&) = delete;
+
+  size_t read(char* out, size_t capacity) override {
+    ZSTD_outBuffer output{out, capacity, 0};
+    while (output.pos == 0) {
+      if (input_.pos == input_.size) {
+        size_t n = compressed_->read(input_buffer_.data(), input_buffer_.size());
+        if (n == 0) {
+          // A frame left open at the end of the file means the writer was killed mid-block.
+          truncated_ = frame_open_;
+          return 0;
+        }
+        input_ = ZSTD_inBuffer{input_buffer_.data(), n, 0};
+      }
+      size_t hint = ZSTD_decompressStream(stream_, &output, &input_);
+      if (ZSTD_isError(hint)) {
+        throw std::runtime_error(std::string("zstd: ") + ZSTD_getErrorName(hint));
+      }
+      frame_open_ = hint != 0;
+    }
+    return output.pos;
+  }
+  bool truncated() const override { return truncated_; }
+
+ private:
+  std::unique_ptr<ByteSource> compressed_;
+  ZSTD_DStream* stream_;
+  std::vector<char> input_buffer_;
+  ZSTD_inBuffer input_{nullptr, 0, 0};
+  bool frame_open_ = false;
+  bool truncated_ = false;
+};
+
+class MemorySource : public ByteSource {
+ public:
+  explicit MemorySource(std::string_view bytes) : bytes_(bytes) {}
+  size_t read(char* out, size_t capacity) override {
+    size_t n = std::min(capacity, bytes_.size());
+    std::memcpy(out, bytes_.data(), n);
+    bytes_.remove_prefix(n);
+    return n;
+  }
+
+ private:
+  std::string_view bytes_;
+};
+
+bool ends_with(const std::string& s, std::string_view suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+}  // namespace
+
+std::unique_ptr<ByteSource> open_byte_source(const std::string& path) {
+  auto file = std::make_unique<FileSource>(path);
+  if (ends_with(path, ".zst")) return std::make_unique<ZstdSource>(std::move(file));
+  return file;
+}
+
+std::unique_ptr<ByteSource> memory_byte_source(std::string_view bytes) {
+  return std::make_unique<MemorySource>(bytes);
+}
+
+}  // namespace gpumemtrace::report

@@ -1,0 +1,30 @@
+// report/reader/byte_source.h — where a trace's bytes come from: a plain file, a zstd-compressed
+// file, or memory (tests and the fuzzer). The line reader sits on top and never knows which.
+#pragma once
+
+#include <cstddef>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <string_view>
+
+namespace gpumemtrace::report {
+
+class ByteSource {
+ public:
+  virtual ~ByteSource() = default;
+  // Fills up to `capacity` bytes; returns how many, 0 at the end. Throws std::runtime_error on an
+  // I/O or decompression error (corrupt data, not a cut-short stream).
+  virtual size_t read(char* out, size_t capacity) = 0;
+  // True when the input ended in the middle of a compressed frame: a killed writer.
+  virtual bool truncated() const { return false; }
+};
+
+// Opens `path`, decompressing when the name ends in ".zst". Throws std::runtime_error when the
+// file cannot be opened.
+std::unique_ptr<ByteSource> open_byte_source(const std::string& path);
+
+// Bytes held by the caller (must outlive the source).
+std::unique_ptr<ByteSource> memory_byte_source(std::string_view bytes);
+
+}  // namespace gpumemtrace::report

@@ -1,0 +1,88 @@
+// report/reader/records.h — what the reader hands to the analyses: one plain struct per record type
+// of trace/format.h, already validated (ids resolved, addresses parsed, sizes in range).
+//
+// Lifetime: string_views inside Event point into the reader's parse buffer and are valid only
+// during the TraceHandler callback that receives them; copy what must outlive it.
+#pragma once
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "trace/format.h"
+
+namespace gpumemtrace::report {
+
+using format::Kind;
+using format::Op;
+
+// A malformed trace: names the file and the 1-based line (0: the file as a whole, e.g. it cannot
+// be opened). The CLI turns it into exit status 2.
+class TraceError : public std::runtime_error {
+ public:
+  TraceError(const std::string& file, uint64_t line, const std::string& message)
+      : std::runtime_error(file + (line ? ":" + std::to_string(line) : std::string()) + ": " + message),
+        file_(file), line_(line), message_(message) {}
+  const std::string& file() const { return file_; }
+  uint64_t line() const { return line_; }
+  const std::string& message() const { return message_; }
+
+ private:
+  std::string file_;
+  uint64_t line_;
+  std::string message_;
+};
+
+struct Header {
+  int64_t pid = -1;
+  int64_t ppid = -1;
+  std::string exe;
+  std::string host;
+  std::string library;
+  std::string backend;
+  std::vector<std::string> cmdline;
+  uint64_t start_time_ns = 0;
+  uint64_t clock_start_ns = 0;
+};
+
+struct DeviceInfo {
+  int32_t device = -1;
+  std::string name;
+  uint64_t total = 0;  // 0 = unknown
+  uint64_t free = 0;
+  bool has_free = false;
+};
+
+// One event line. Optional fields carry a has_* flag where 0 is a meaningful value.
+struct Event {
+  uint64_t seq = 0;
+  uint64_t t = 0;
+  uint64_t tid = 0;
+  Op op = Op::Mark;
+  Kind kind = Kind::None;
+  uint64_t addr = 0;
+  uint64_t size = 0;
+  int32_t device = -1;
+  uint32_t stack = 0;    // 0 = no stack
+  int64_t result = 0;    // CUDA error code, 0 = success (also when absent)
+  uint64_t segment = 0;  // valid when has_segment
+  uint64_t handle = 0;   // valid when has_handle
+  uint64_t free = 0;     // meminfo, valid when has_meminfo
+  uint64_t total = 0;
+  bool has_segment = false;
+  bool has_handle = false;
+  bool has_meminfo = false;
+  std::string_view pool;  // "" when absent; a "0x..." handle or an allocator pool name
+  std::string_view label;
+  std::string_view api;
+};
+
+struct Footer {
+  uint64_t events = 0;
+  uint64_t dropped_total = 0;
+  uint64_t end_time = 0;
+};
+
+}  // namespace gpumemtrace::report

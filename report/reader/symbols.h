@@ -1,0 +1,64 @@
+// report/reader/symbols.h — the modules, frames and stacks of one trace, interned as they are read.
+//
+// Memory grows with the number of unique frames and stacks, never with the number of events.
+// Invariant: every id stored here was defined on an earlier line (the reader checks it), so
+// resolve() never meets a dangling id.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace gpumemtrace::report {
+
+// One logical frame: a real frame or one of the functions inlined into it.
+struct LogicalFrame {
+  std::string function;
+  std::string file;      // "" when unknown
+  uint32_t line = 0;     // 0 when unknown
+  std::string module;    // module path, "" when unknown (and for Python frames)
+  bool python = false;
+  bool inlined = false;  // an inlined function, not the real frame at this ip
+};
+
+using Stack = std::vector<LogicalFrame>;
+
+class SymbolTable {
+ public:
+  struct InlinedCall {
+    std::string function;
+    std::string file;
+    uint32_t line = 0;
+  };
+  struct Frame {
+    std::string function;
+    std::string file;
+    uint32_t line = 0;
+    uint32_t module = 0;  // 0 = none
+    bool python = false;
+    std::vector<InlinedCall> inlined;  // innermost first
+  };
+
+  void add_module(uint32_t id, std::string path) { modules_[id] = std::move(path); }
+  bool has_module(uint32_t id) const { return modules_.count(id) != 0; }
+  // Returns false when the id is already taken (a trace defines each frame once).
+  bool add_frame(uint32_t id, Frame frame) { return frames_.emplace(id, std::move(frame)).second; }
+  bool has_frame(uint32_t id) const { return frames_.count(id) != 0; }
+  bool add_stack(uint32_t id, std::vector<uint32_t> frame_ids) {
+    return stacks_.emplace(id, std::move(frame_ids)).second;
+  }
+  bool has_stack(uint32_t id) const { return id == 0 || stacks_.count(id) != 0; }
+
+  // The stack's logical frames, innermost first, inlined functions expanded before the frame
+  // that contains them. Stack 0 resolves to an empty stack.
+  Stack resolve(uint32_t stack_id) const;
+
+ private:
+  std::unordered_map<uint32_t, std::string> modules_;
+  std::unordered_map<uint32_t, Frame> frames_;
+  std::unordered_map<uint32_t, std::vector<uint32_t>> stacks_;
+};
+
+}  // namespace gpumemtrace::report

@@ -1,0 +1,452 @@
+#include "report/reader/trace_reader.h"
+
+#include <simdjson.h>
+
+#include <cstring>
+
+#include "report/reader/line_reader.h"
+
+namespace gpumemtrace::report {
+namespace fmt = gpumemtrace::format;
+namespace od = simdjson::ondemand;
+
+static_assert(kLinePadding >= simdjson::SIMDJSON_PADDING, "lines must carry simdjson's padding");
+
+namespace {
+
+// Sizes and counters are written as integers below 2^53 (format.h); anything larger is corrupt.
+constexpr uint64_t kMaxSize = uint64_t{1} << 53;
+// Ids are "small positive integers"; this bound keeps a corrupt id from looking valid.
+constexpr uint64_t kMaxId = uint64_t{1} << 32;
+
+// Thrown inside one line's parse; read_trace adds the file and line number.
+struct LineError {
+  std::string message;
+};
+
+[[noreturn]] void fail(std::string message) { throw LineError{std::move(message)}; }
+
+void check(simdjson::error_code error, std::string_view field, const char* expected) {
+  if (error) fail("field \"" + std::string(field) + "\": expected " + expected);
+}
+
+uint64_t parse_hex(std::string_view text, std::string_view field) {
+  if (text.size() < 3 || text.size() > 18 || text[0] != '0' || (text[1] != 'x' && text[1] != 'X')) {
+    fail("field \"" + std::string(field) + "\": expected a \"0x...\" hex string");
+  }
+  uint64_t value = 0;
+  for (char c : text.substr(2)) {
+    int digit = (c >= '0' && c <= '9') ? c - '0'
+                : (c >= 'a' && c <= 'f') ? c - 'a' + 10
+                : (c >= 'A' && c <= 'F') ? c - 'A' + 10 : -1;
+    if (digit < 0) fail("field \"" + std::string(field) + "\": bad hex digit");
+    value = value << 4 | static_cast<uint64_t>(digit);
+  }
+  return value;
+}
+
+// Every field of every record type, gathered in one pass over the object (simdjson's on-demand
+// API is fastest when each value is visited once, in document order).
+struct Fields {
+  enum Bit : uint32_t {
+    kType = 1u << 0, kVersion = 1u << 1, kId = 1u << 2, kSeq = 1u << 3, kOp = 1u << 4,
+    kSize = 1u << 5, kDevice = 1u << 6, kFree = 1u << 7, kTotal = 1u << 8, kFrames = 1u << 9,
+    kSegment = 1u << 10, kHandle = 1u << 11, kCount = 1u << 12, kModule = 1u << 13,
+    kFormat = 1u << 14,
+  };
+  uint32_t present = 0;
+  bool has(Bit bit) const { return (present & bit) != 0; }
+
+  std::string_view type, format, op, kind, pool, label, api, function, file, path, exe, host,
+      library, backend, name, lang;
+  uint64_t version = 0, id = 0, seq = 0, t = 0, tid = 0, size = 0, stack = 0, module = 0, line = 0,
+           free = 0, total = 0, count = 0, dropped_total = 0, events = 0, end_time = 0,
+           start_time = 0, clock_start = 0, addr = 0, segment = 0, handle = 0;
+  int64_t device = -1, result = 0, pid = -1, ppid = -1;
+  std::vector<uint32_t> frames;
+  std::vector<SymbolTable::InlinedCall> inlined;
+  std::vector<std::string> cmdline;
+  bool want_strings = false;  // header/frame lines keep their string lists; events never need them
+
+  void clear() {
+    // The vectors keep their capacity: no allocation per line in the steady state.
+    frames.clear();
+    inlined.clear();
+    cmdline.clear();
+    std::vector<uint32_t> f = std::move(frames);
+    std::vector<SymbolTable::InlinedCall> i = std::move(inlined);
+    std::vector<std::string> c = std::move(cmdline);
+    *this = Fields{};
+    frames = std::move(f);
+    inlined = std::move(i);
+    cmdline = std::move(c);
+  }
+};
+
+std::string_view key_of(od::field& field) {
+  // Keys in this format never contain escapes; a key that does simply matches no known name.
+  const char* raw = field.key().raw();
+  const char* end = static_cast<const char*>(std::memchr(raw, '"', 256));
+  return end ? std::string_view(raw, static_cast<size_t>(end - raw)) : std::string_view();
+}
+
+uint64_t get_u64(od::value& value, std::string_view key, uint64_t max = kMaxSize) {
+  uint64_t out = 0;
+  check(value.get_uint64().get(out), key, "an unsigned integer");
+  if (out > max) fail("field \"" + std::string(key) + "\": value out of range");
+  return out;
+}
+
+int64_t get_i64(od::value& value, std::string_view key) {
+  int64_t out = 0;
+  check(value.get_int64().get(out), key, "an integer");
+  return out;
+}
+
+std::string_view get_str(od::value& value, std::string_view key) {
+  std::string_view out;
+  check(value.get_string().get(out), key, "a string");
+  return out;
+}
+
+void parse_inlined(od::value& value, Fields& f) {
+  od::array calls;
+  check(value.get_array().get(calls), "inlined", "a list");
+  for (auto element : calls) {
+    od::object call;
+    check(element.get_object().get(call), "inlined", "a list of objects");
+    SymbolTable::InlinedCall parsed;
+    for (auto field_result : call) {
+      od::field field;
+      check(std::move(field_result).get(field), "inlined", "a list of objects");
+      std::string_view key = key_of(field);
+      od::value v = field.value();
+      if (key == fmt::kFieldFunction) parsed.function = std::string(get_str(v, key));
+      else if (key == fmt::kFieldFile) parsed.file = std::string(get_str(v, key));
+      else if (key == fmt::kFieldLine) parsed.line = static_cast<uint32_t>(get_u64(v, key, UINT32_MAX));
+    }
+    f.inlined.push_back(std::move(parsed));
+  }
+}
+
+void parse_field(std::string_view key, od::value& v, Fields& f) {
+  using B = Fields::Bit;
+  // Ordered roughly by frequency: event fields first.
+  if (key == fmt::kFieldSeq) { f.seq = get_u64(v, key, UINT64_MAX); f.present |= B::kSeq; }
+  else if (key == fmt::kFieldTime) f.t = get_u64(v, key, UINT64_MAX);
+  else if (key == fmt::kFieldTid) f.tid = get_u64(v, key, UINT64_MAX);
+  else if (key == fmt::kFieldApi) f.api = get_str(v, key);
+  else if (key == fmt::kFieldOp) { f.op = get_str(v, key); f.present |= B::kOp; }
+  else if (key == fmt::kFieldKind) f.kind = get_str(v, key);
+  else if (key == fmt::kFieldAddr) f.addr = parse_hex(get_str(v, key), key);
+  else if (key == fmt::kFieldSize) { f.size = get_u64(v, key); f.present |= B::kSize; }
+  else if (key == fmt::kFieldDevice) {
+    f.device = get_i64(v, key);
+    if (f.device < -1 || f.device > INT32_MAX) fail("field \"device\": value out of range");
+    f.present |= B::kDevice;
+  }
+  else if (key == fmt::kFieldStack) f.stack = get_u64(v, key, kMaxId);
+  else if (key == fmt::kFieldResult) f.result = get_i64(v, key);
+  else if (key == fmt::kFieldType) { f.type = get_str(v, key); f.present |= B::kType; }
+  else if (key == fmt::kFieldPool) f.pool = get_str(v, key);
+  else if (key == fmt::kFieldSegment) { f.segment = parse_hex(get_str(v, key), key); f.present |= B::kSegment; }
+  else if (key == fmt::kFieldHandle) { f.handle = parse_hex(get_str(v, key), key); f.present |= B::kHandle; }
+  else if (key == fmt::kFieldLabel) f.label = get_str(v, key);
+  else if (key == fmt::kFieldFree) { f.free = get_u64(v, key); f.present |= B::kFree; }
+  else if (key == fmt::kFieldTotal) { f.total = get_u64(v, key); f.present |= B::kTotal; }
+  else if (key == fmt::kFieldId) { f.id = get_u64(v, key, kMaxId); f.present |= B::kId; }
+  else if (key == fmt::kFieldFunction) f.function = get_str(v, key);
+  else if (key == fmt::kFieldFile) f.file = get_str(v, key);
+  else if (key == fmt::kFieldLine) f.line = get_u64(v, key, UINT32_MAX);
+  else if (key == fmt::kFieldModule) { f.module = get_u64(v, key, kMaxId); f.present |= B::kModule; }
+  else if (key == fmt::kFieldLang) f.lang = get_str(v, key);
+  else if (key == fmt::kFieldInlined) parse_inlined(v, f);
+  else if (key == fmt::kFieldFrames) {
+    od::array ids;
+    check(v.get_array().get(ids), key, "a list of frame ids");
+    for (auto element : ids) {
+      uint64_t id = 0;
+      check(element.get_uint64().get(id), key, "a list of frame ids");
+      if (id == 0 || id >= kMaxId) fail("field \"frames\": frame id out of range");
+      f.frames.push_back(static_cast<uint32_t>(id));
+    }
+    f.present |= B::kFrames;
+  }
+  else if (key == fmt::kFieldPath) f.path = get_str(v, key);
+  else if (key == fmt::kFieldName) f.name = get_str(v, key);
+  else if (key == fmt::kFieldCount) { f.count = get_u64(v, key); f.present |= B::kCount; }
+  else if (key == fmt::kFieldDroppedTotal) f.dropped_total = get_u64(v, key);
+  else if (key == fmt::kFieldEvents) f.events = get_u64(v, key);
+  else if (key == fmt::kFieldEndTime) f.end_time = get_u64(v, key, UINT64_MAX);
+  else if (key == fmt::kFieldFormat) { f.format = get_str(v, key); f.present |= B::kFormat; }
+  else if (key == fmt::kFieldVersion) { f.version = get_u64(v, key, UINT64_MAX); f.present |= B::kVersion; }
+  else if (key == fmt::kFieldPid) f.pid = get_i64(v, key);
+  else if (key == fmt::kFieldPpid) f.ppid = get_i64(v, key);
+  else if (key == fmt::kFieldExe) f.exe = get_str(v, key);
+  else if (key == fmt::kFieldHost) f.host = get_str(v, key);
+  else if (key == fmt::kFieldLibrary) f.library = get_str(v, key);
+  else if (key == fmt::kFieldBackend) f.backend = get_str(v, key);
+  else if (key == fmt::kFieldStartTime) f.start_time = get_u64(v, key, UINT64_MAX);
+  else if (key == fmt::kFieldClockStart) f.clock_start = get_u64(v, key, UINT64_MAX);
+  else if (key == fmt::kFieldCmdline) {
+    od::array args;
+    check(v.get_array().get(args), key, "a list of strings");
+    for (auto element : args) {
+      std::string_view arg;
+      check(element.get_string().get(arg), key, "a list of strings");
+      f.cmdline.emplace_back(arg);
+    }
+  }
+  // Unknown fields are ignored (format rule): newer writers may add optional ones.
+}
+
+bool parse_op(std::string_view text, Op& op) {
+#define GPUMEMTRACE_OP_MATCH(name, str) \
+  if (text == str) {                    \
+    op = Op::name;                      \
+    return true;                        \
+  }
+  GPUMEMTRACE_OPS(GPUMEMTRACE_OP_MATCH)
+#undef GPUMEMTRACE_OP_MATCH
+  return false;
+}
+
+bool parse_kind(std::string_view text, Kind& kind) {
+#define GPUMEMTRACE_KIND_MATCH(name, str) \
+  if (text == str) {                      \
+    kind = Kind::name;                    \
+    return true;                          \
+  }
+  GPUMEMTRACE_KINDS(GPUMEMTRACE_KIND_MATCH)
+#undef GPUMEMTRACE_KIND_MATCH
+  return false;
+}
+
+// Reads one line into `f`. Throws LineError when it is not a JSON object or a field has the
+// wrong type.
+void parse_line(od::parser& parser, const Line& line, Fields& f) {
+  f.clear();
+  od::document doc;
+  if (parser.iterate(line.text.data(), line.text.size(), line.text.size() + kLinePadding).get(doc)) {
+    fail("not valid JSON");
+  }
+  od::object object;
+  if (doc.get_object().get(object)) fail("not a JSON object");
+  for (auto field_result : object) {
+    od::field field;
+    if (std::move(field_result).get(field)) fail("not valid JSON");
+    std::string_view key = key_of(field);
+    od::value value = field.value();
+    parse_field(key, value, f);
+  }
+  // After the object, only the end of the line may remain.
+  if (!doc.current_location().error()) fail("not valid JSON (characters after the object)");
+}
+
+bool blank(std::string_view text) {
+  for (char c : text) {
+    if (c != ' ' && c != '\t' && c != '\r') return false;
+  }
+  return true;
+}
+
+class Dispatcher {
+ public:
+  Dispatcher(SymbolTable& symbols, TraceHandler& handler, ReadResult& result)
+      : symbols_(symbols), handler_(handler), result_(result) {}
+
+  void dispatch(const Fields& f, uint64_t line_number) {
+    using B = Fields::Bit;
+    if (!f.has(B::kType)) fail("record without \"type\"");
+    if (line_number == first_line_) {
+      if (f.type != fmt::kTypeHeader) fail("not a gpumemtrace trace (the first line is not a header)");
+      return header(f);
+    }
+    if (result_.footer_seen && !warned_after_footer_) {
+      result_.warnings.push_back("line " + std::to_string(line_number) + ": records after the footer");
+      warned_after_footer_ = true;
+    }
+    if (f.type == fmt::kTypeEvent) return event(f);
+    if (f.type == fmt::kTypeFrame) return frame(f);
+    if (f.type == fmt::kTypeStack) return stack(f);
+    if (f.type == fmt::kTypeModule) {
+      if (!f.has(B::kId) || f.id == 0) fail("module without a valid \"id\"");
+      symbols_.add_module(static_cast<uint32_t>(f.id), std::string(f.path));
+      return;
+    }
+    if (f.type == fmt::kTypeDevice) {
+      if (!f.has(B::kDevice)) fail("device record without \"device\"");
+      DeviceInfo info;
+      info.device = static_cast<int32_t>(f.device);
+      info.name = std::string(f.name);
+      info.total = f.total;
+      info.free = f.free;
+      info.has_free = f.has(B::kFree);
+      return handler_.on_device(info);
+    }
+    if (f.type == fmt::kTypeDropped) {
+      if (!f.has(B::kCount)) fail("dropped record without \"count\"");
+      return handler_.on_dropped(f.count);
+    }
+    if (f.type == fmt::kTypeFooter) {
+      result_.footer_seen = true;
+      return handler_.on_footer(Footer{f.events, f.dropped_total, f.end_time});
+    }
+    if (f.type == fmt::kTypeHeader) fail("a second header");
+    // Unknown record types are skipped: version 1 readers ignore what they do not know.
+  }
+
+  void set_first_line(uint64_t line) { first_line_ = line; }
+
+ private:
+  void header(const Fields& f) {
+    using B = Fields::Bit;
+    if (!f.has(B::kFormat) || f.format != fmt::kFormatName) {
+      fail("not a gpumemtrace trace (header \"format\" is not \"gpumemtrace\")");
+    }
+    if (!f.has(B::kVersion)) fail("header without \"version\"");
+    if (f.version != static_cast<uint64_t>(fmt::kVersion)) {
+      fail("unsupported trace version " + std::to_string(f.version) + " (this reader knows " +
+           std::to_string(fmt::kVersion) + ")");
+    }
+    Header h;
+    h.pid = f.pid;
+    h.ppid = f.ppid;
+    h.exe = std::string(f.exe);
+    h.host = std::string(f.host);
+    h.library = std::string(f.library);
+    h.backend = std::string(f.backend);
+    h.cmdline = f.cmdline;
+    h.start_time_ns = f.start_time;
+    h.clock_start_ns = f.clock_start;
+    handler_.on_header(h);
+  }
+
+  void frame(const Fields& f) {
+    using B = Fields::Bit;
+    if (!f.has(B::kId) || f.id == 0) fail("frame without a valid \"id\"");
+    if (f.has(B::kModule) && f.module != 0 && !symbols_.has_module(static_cast<uint32_t>(f.module))) {
+      fail("frame refers to undefined module " + std::to_string(f.module));
+    }
+    SymbolTable::Frame frame;
+    frame.function = std::string(f.function);
+    frame.file = std::string(f.file);
+    frame.line = static_cast<uint32_t>(f.line);
+    frame.module = static_cast<uint32_t>(f.module);
+    frame.python = f.lang == "python";
+    frame.inlined = f.inlined;
+    if (!symbols_.add_frame(static_cast<uint32_t>(f.id), std::move(frame))) {
+      fail("frame id " + std::to_string(f.id) + " defined twice");
+    }
+  }
+
+  void stack(const Fields& f) {
+    using B = Fields::Bit;
+    if (!f.has(B::kId) || f.id == 0) fail("stack without a valid \"id\"");
+    if (!f.has(B::kFrames)) fail("stack without \"frames\"");
+    for (uint32_t id : f.frames) {
+      if (!symbols_.has_frame(id)) fail("stack refers to undefined frame " + std::to_string(id));
+    }
+    if (!symbols_.add_stack(static_cast<uint32_t>(f.id), f.frames)) {
+      fail("stack id " + std::to_string(f.id) + " defined twice");
+    }
+  }
+
+  void event(const Fields& f) {
+    using B = Fields::Bit;
+    if (!f.has(B::kSeq)) fail("event without \"seq\"");
+    if (f.seq <= last_seq_) {
+      fail("event seq " + std::to_string(f.seq) + " does not increase (previous " +
+           std::to_string(last_seq_) + ")");
+    }
+    last_seq_ = f.seq;
+    Event e;
+    if (!f.has(B::kOp)) fail("event without \"op\"");
+    if (!parse_op(f.op, e.op)) fail("unknown op \"" + std::string(f.op) + "\"");
+    if (!f.kind.empty() && !parse_kind(f.kind, e.kind)) {
+      fail("unknown kind \"" + std::string(f.kind) + "\"");
+    }
+    if (!symbols_.has_stack(static_cast<uint32_t>(f.stack))) {
+      fail("event refers to undefined stack " + std::to_string(f.stack));
+    }
+    if (f.addr > UINT64_MAX - f.size) fail("address range overflows 64 bits");
+    e.seq = f.seq;
+    e.t = f.t;
+    e.tid = f.tid;
+    e.addr = f.addr;
+    e.size = f.size;
+    e.device = static_cast<int32_t>(f.device);
+    e.stack = static_cast<uint32_t>(f.stack);
+    e.result = f.result;
+    e.segment = f.segment;
+    e.has_segment = f.has(B::kSegment);
+    e.handle = f.handle;
+    e.has_handle = f.has(B::kHandle);
+    e.free = f.free;
+    e.total = f.total;
+    e.has_meminfo = f.has(B::kFree) || f.has(B::kTotal);
+    e.pool = f.pool;
+    e.label = f.label;
+    e.api = f.api;
+    ++result_.events;
+    handler_.on_event(e);
+  }
+
+  SymbolTable& symbols_;
+  TraceHandler& handler_;
+  ReadResult& result_;
+  uint64_t first_line_ = 1;
+  uint64_t last_seq_ = 0;
+  bool warned_after_footer_ = false;
+};
+
+}  // namespace
+
+ReadResult read_trace(ByteSource& source, const std::string& name, SymbolTable& symbols,
+                      TraceHandler& handler) {
+  ReadResult result;
+  LineReader lines(source);
+  od::parser parser;
+  Fields fields;
+  Dispatcher dispatcher(symbols, handler, result);
+  Line line;
+  bool seen_header = false;
+  try {
+    while (lines.next(line)) {
+      result.lines = line.number;
+      if (blank(line.text)) {
+        if (!seen_header) dispatcher.set_first_line(line.number + 1);
+        continue;
+      }
+      try {
+        parse_line(parser, line, fields);
+      } catch (const LineError& error) {
+        // A writer killed mid-line leaves an unterminated last line: warn and keep what came before.
+        if (!line.terminated && seen_header) {
+          result.truncated = true;
+          result.warnings.push_back("line " + std::to_string(line.number) +
+                                    ": truncated last line ignored (process killed?)");
+          break;
+        }
+        if (!seen_header) throw LineError{"not a gpumemtrace trace (the first line is not a JSON header)"};
+        throw;
+      }
+      dispatcher.dispatch(fields, line.number);
+      seen_header = true;
+    }
+  } catch (const LineError& error) {
+    throw TraceError(name, line.number, error.message);
+  } catch (const std::runtime_error& error) {
+    if (dynamic_cast<const TraceError*>(&error)) throw;
+    throw TraceError(name, line.number + 1, error.what());  // I/O or zstd error
+  }
+  if (!seen_header) throw TraceError(name, 1, "empty file: not a gpumemtrace trace");
+  if (source.truncated() && !result.truncated) {
+    result.truncated = true;
+    result.warnings.push_back("compressed stream cut short after line " + std::to_string(result.lines) +
+                              " (process killed?)");
+  }
+  return result;
+}
+
+}  // namespace gpumemtrace::report

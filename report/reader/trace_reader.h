@@ -1,0 +1,42 @@
+// report/reader/trace_reader.h — reads one trace (JSON Lines, trace/format.h), validates every line
+// and hands typed records to a TraceHandler, streaming: nothing is kept per event.
+//
+// Errors: any malformed line except a cut-short last one throws TraceError (file and line).
+// A last line without '\n' that does not parse is the mark of a killed writer: it becomes a
+// warning and reading ends normally.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "report/reader/byte_source.h"
+#include "report/reader/records.h"
+#include "report/reader/symbols.h"
+
+namespace gpumemtrace::report {
+
+class TraceHandler {
+ public:
+  virtual ~TraceHandler() = default;
+  virtual void on_header(const Header&) {}
+  virtual void on_device(const DeviceInfo&) {}
+  virtual void on_event(const Event&) {}
+  virtual void on_dropped(uint64_t /*count*/) {}
+  virtual void on_footer(const Footer&) {}
+};
+
+struct ReadResult {
+  uint64_t lines = 0;
+  uint64_t events = 0;
+  bool footer_seen = false;      // false: the process was killed or is still running
+  bool truncated = false;        // the last line or the compressed stream was cut short
+  std::vector<std::string> warnings;
+};
+
+// Reads `source` to the end. `name` is the file name used in messages. Symbols (modules, frames,
+// stacks) go to `symbols`, everything else to `handler`. Throws TraceError.
+ReadResult read_trace(ByteSource& source, const std::string& name, SymbolTable& symbols,
+                      TraceHandler& handler);
+
+}  // namespace gpumemtrace::report
