@@ -9,6 +9,13 @@ SNAPSHOT_IMPORT_OBJS := $(SNAPSHOT_IMPORT_SRCS:%.cpp=$(BUILD)/%.o)
 
 PROGRAMS += $(BUILD)/gpumem-snapshot2trace
 
+# The CLI's main and the fuzz target are .cc files on purpose: report/module.mk puts every report/**/*.cpp
+# but main.cpp into libgpumem-report.a and its fuzzer, and a second main() or LLVMFuzzerTestOneInput
+# there would break them.
+$(BUILD)/report/import/%.o: report/import/%.cc
+	@mkdir -p $(@D)
+	$(CXX) $(CPPFLAGS) $(ALL_CXXFLAGS) -c $< -o $@
+
 $(BUILD)/gpumem-snapshot2trace: $(BUILD)/report/import/snapshot2trace_main.o $(SNAPSHOT_IMPORT_OBJS)
 	$(CXX) $(ALL_CXXFLAGS) $^ -o $@
 
@@ -23,7 +30,7 @@ $(SNAPSHOT_UNIT_TEST): $(BUILD)/tests/unit/snapshot_pickle_test.o $(BUILD)/tests
 # libFuzzer target (clang): tests/snapshot/test_snapshot_fuzz.py runs it briefly in `make test`,
 # `make fuzz` at length (FUZZ_SECONDS, default 300).
 SNAPSHOT_FUZZER := $(BUILD)/fuzz/snapshot_pickle_fuzzer
-SNAPSHOT_FUZZ_SRCS := report/import/pickle_fuzzer.cpp $(SNAPSHOT_IMPORT_SRCS)
+SNAPSHOT_FUZZ_SRCS := report/import/pickle_fuzzer.cc $(SNAPSHOT_IMPORT_SRCS)
 TEST_BINS += $(SNAPSHOT_FUZZER) $(BUILD)/gpumem-snapshot2trace
 FUZZ_TARGETS += fuzz-snapshot-pickle
 

@@ -1,4 +1,4 @@
-// report/import/pickle_fuzzer.cpp — libFuzzer target for the restricted pickle reader and the
+// report/import/pickle_fuzzer.cc — libFuzzer target for the restricted pickle reader and the
 // snapshot converter: any input must give either a trace or an error, never a crash, a hang, a leak
 // or undefined behaviour (built with -fsanitize=fuzzer,address,undefined; tools/module.mk).
 #include <cstddef>

@@ -1,4 +1,4 @@
-// report/import/snapshot2trace_main.cpp — `gpumem-snapshot2trace SNAPSHOT OUT.jsonl`: converts a
+// report/import/snapshot2trace_main.cc — `gpumem-snapshot2trace SNAPSHOT OUT.jsonl`: converts a
 // PyTorch memory snapshot (torch.cuda.memory._dump_snapshot) into a gpumemtrace timeline.
 // OUT may be "-" for stdout. Exit status: 0 converted, 2 bad usage or bad input (one line on stderr).
 #include <cstdio>
