@@ -130,6 +130,10 @@ struct DeviceState {
   RangeSet mapped;                            // mapped ranges of expandable segments
   std::map<uint64_t, uint64_t> expandable;    // expandable segments of the final state: base -> end
   std::map<uint64_t, Block> blocks;           // live blocks by address
+  // Forward pass only: the physical chunks behind the mapped ranges, start -> (end, stack). Each one
+  // is reported like cuMemCreate (an `alloc` of kind physical whose addr is the handle; the chunk's
+  // start address serves as handle) so that reserved memory counts it.
+  std::map<uint64_t, std::pair<uint64_t, uint32_t>> chunks;
 };
 
 void json_string(std::string* out, std::string_view s) {
@@ -232,6 +236,8 @@ class Converter {
     ++stats_.events;
   }
   void emit_initial_state();
+  void map_chunk(uint64_t t, int device, uint64_t start, uint64_t end, uint32_t stack, bool with_map_event);
+  void unmap_range(uint64_t t, int device, uint64_t start, uint64_t end, uint32_t stack);
   void emit_entry(const Entry& e);
   DeviceState& dev(int device) { return devices_[device]; }
   bool segment_of(int device, uint64_t addr, uint64_t* segment);
@@ -467,6 +473,45 @@ bool Converter::segment_of(int device, uint64_t addr, uint64_t* segment) {
   return d.mapped.find(addr, segment);
 }
 
+// segment_map: physical memory created (alloc, kind physical, handle = start) then mapped at start.
+void Converter::map_chunk(uint64_t t, int device, uint64_t start, uint64_t end, uint32_t stack, bool with_map_event) {
+  DeviceState& d = dev(device);
+  auto old = d.chunks.find(start);
+  if (old != d.chunks.end()) unmap_range(t, device, start, old->second.first, 0);  // remapped without an unmap
+  begin_event(t, "torch.segment_map", fmt::Op::Alloc, fmt::Kind::Physical, start, end - start, device, stack);
+  line_ += ",\"result\":0";
+  end_event();
+  if (with_map_event) {
+    begin_event(t, "torch.segment_map", fmt::Op::Map, fmt::Kind::Physical, start, end - start, device, stack);
+    line_ += ",\"handle\":" + hex_addr(start) + ",\"result\":0";
+    end_event();
+  }
+  d.chunks[start] = {end, stack};
+}
+
+// segment_unmap: the range is unmapped, and the physical chunks it covers are released; the parts of
+// a chunk outside the range stay (re-reported as chunks of their own, with the original stack).
+void Converter::unmap_range(uint64_t t, int device, uint64_t start, uint64_t end, uint32_t stack) {
+  DeviceState& d = dev(device);
+  begin_event(t, "torch.segment_unmap", fmt::Op::Unmap, fmt::Kind::Physical, start, end - start, device, stack);
+  line_ += ",\"result\":0";
+  end_event();
+  auto it = d.chunks.upper_bound(start);
+  if (it != d.chunks.begin() && std::prev(it)->second.first > start) --it;
+  std::vector<std::pair<uint64_t, std::pair<uint64_t, uint32_t>>> keep;
+  while (it != d.chunks.end() && it->first < end) {
+    const uint64_t cs = it->first, ce = it->second.first;
+    const uint32_t cstack = it->second.second;
+    begin_event(t, "torch.segment_unmap", fmt::Op::Free, fmt::Kind::Physical, cs, ce - cs, device, stack);
+    line_ += ",\"result\":0";
+    end_event();
+    if (cs < start) keep.push_back({cs, {start, cstack}});
+    if (ce > end) keep.push_back({end, {ce, cstack}});
+    it = d.chunks.erase(it);
+  }
+  for (auto& [ks, kv] : keep) map_chunk(t, device, ks, kv.first, kv.second, false);
+}
+
 void Converter::emit_initial_state() {
   for (auto& [device, d] : devices_) {
     for (auto& [addr, s] : d.regular) {
@@ -478,9 +523,7 @@ void Converter::emit_initial_state() {
     }
     for (auto& [start, end] : d.mapped.ranges()) {
       ++stats_.initial_segments;
-      begin_event(0, "torch.segment_map", fmt::Op::Map, fmt::Kind::Physical, start, end - start, device, 0);
-      line_ += ",\"result\":0";
-      end_event();
+      map_chunk(0, device, start, end, 0, true);
     }
   }
   for (auto& [device, d] : devices_) {
@@ -537,14 +580,18 @@ void Converter::emit_entry(const Entry& e) {
     }
     case Action::SegmentMap:
     case Action::SegmentUnmap: {
-      const bool map = e.action == Action::SegmentMap;
       uint32_t stack = stack_of(e.frames);
-      begin_event(t, map ? "torch.segment_map" : "torch.segment_unmap", map ? fmt::Op::Map : fmt::Op::Unmap,
-                  fmt::Kind::Physical, e.addr, e.size, e.device, stack);
-      line_ += ",\"stream\":" + hex_addr(e.stream) + ",\"result\":0";
-      end_event();
-      if (map) d.mapped.add(e.addr, e.addr + e.size);
-      else d.mapped.remove(e.addr, e.addr + e.size);
+      if (e.size == 0 || e.addr > UINT64_MAX - e.size) {
+        inconsistent("mapping with an impossible range ignored", e);
+        return;
+      }
+      if (e.action == Action::SegmentMap) {
+        map_chunk(t, e.device, e.addr, e.addr + e.size, stack, true);
+        d.mapped.add(e.addr, e.addr + e.size);
+      } else {
+        unmap_range(t, e.device, e.addr, e.addr + e.size, stack);
+        d.mapped.remove(e.addr, e.addr + e.size);
+      }
       return;
     }
     case Action::Oom: {
