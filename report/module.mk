@@ -1,10 +1,10 @@
 # report/module.mk — build/gpumem-report, the offline analyzer:
 #   report/reader (bytes -> lines -> validated records) -> report/analyses (one streaming pass ->
 #   ProcessReport) -> report/outputs (text, JSON) -> report/cli (options, CI gates) -> main.cpp.
-# Every .cpp under report/ except main.cpp goes into a static library shared by the program, the
+# Every .cpp under those four folders goes into a static library shared by the program, the
 # unit tests, the fuzzer and the benchmark.
 
-REPORT_SRCS := $(sort $(shell find report -name '*.cpp' -not -name main.cpp))
+REPORT_SRCS := $(sort $(shell find report/reader report/analyses report/outputs report/cli -name '*.cpp'))
 REPORT_OBJS := $(REPORT_SRCS:%.cpp=$(BUILD)/%.o)
 REPORT_LIB := $(BUILD)/report/libgpumem-report.a
 REPORT_LDLIBS := -lsimdjson -lzstd

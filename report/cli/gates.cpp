@@ -25,9 +25,9 @@ std::vector<std::string> check_gates(const std::vector<ProcessReport>& reports, 
       if (*options.fail_on_leak) message << " (limit " << format_bytes(*options.fail_on_leak) << ")";
       if (groups > 1) {
         message << " from " << groups << " stacks; the largest, " << format_bytes(largest->bytes) << " in "
-                << largest->count << ",";
+                << largest->count;
       }
-      message << " allocated here:\n";
+      message << ", allocated here:\n";
       write_stack(message, largest->stack, "    ", options.max_frames);
       failures.push_back(message.str());
     }

@@ -61,10 +61,6 @@ PeakIncreaseLimit parse_peak_limit(const std::string& text) {
 Options parse_options(const std::vector<std::string>& args) {
   Options options;
   size_t i = 0;
-  if (!args.empty() && args[0] == "diff") {
-    options.diff = true;
-    i = 1;
-  }
   auto value_of = [&](const std::string& arg, const std::string& name) -> std::string {
     if (arg.size() > name.size() && arg[name.size()] == '=') return arg.substr(name.size() + 1);
     if (i + 1 >= args.size()) throw std::invalid_argument(name + ": missing value");
@@ -99,6 +95,8 @@ Options parse_options(const std::vector<std::string>& args) {
       options.max_items = parse_count(value_of(arg, "--top"), "--top");
     } else if (arg.size() > 1 && arg[0] == '-') {
       throw std::invalid_argument("unknown option `" + arg + "`");
+    } else if (arg == "diff" && options.inputs.empty() && !options.diff) {
+      options.diff = true;  // the subcommand: the first positional argument, options may precede it
     } else {
       options.inputs.push_back(arg);
     }

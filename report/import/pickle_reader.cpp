@@ -319,7 +319,12 @@ bool Parser::run(uint32_t* root, std::string* error) {
       }
       case 0x95:  // FRAME: an 8-byte length; frames are only a buffering hint, read straight through
         if (!(ok = need(8))) break;
-        if (read_le(8) > data_.size() - pos_) ok = fail("FRAME at offset %zu runs past the end", op_pos_);
+        {
+          uint64_t len = read_le(8);
+          if (len > data_.size() - pos_)
+            ok = fail("truncated pickle: FRAME at offset %zu announces %" PRIu64 " bytes, %zu remain", op_pos_, len,
+                      data_.size() - pos_);
+        }
         break;
       case 0x2e:  // STOP
         if (stack_.empty()) { ok = fail("STOP at offset %zu with an empty stack", op_pos_); break; }

@@ -1,0 +1,130 @@
+#!/usr/bin/env python3
+"""gpumem-report benchmark: events/s and peak memory of the full analysis of a generated trace,
+and heaptrack_print on a heaptrack trace of the same number of events, in the same run.
+
+Usage: bench/report_bench.py [--build build] [--events 10000000] [--keep DIR]
+Prints a Markdown table (the figures for docs/performance.md).
+
+The trace is shaped like the recorder's: 64 live slots, each event an alloc or a free from one of
+16 stacks, plus a caching-allocator block stream (block_alloc/block_free inside segments) and a
+mark every 10k events. Memory of the analysis must not depend on --events (run it with two sizes).
+"""
+import argparse
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+
+
+def generate(path, events):
+    """Writes `events` events fast (preformatted lines, not json.dumps per event)."""
+    with open(path, "w", buffering=1 << 22) as f:
+        f.write('{"type":"header","format":"gpumemtrace","version":1,"library":"0.1.0","pid":1,"ppid":0,'
+                '"exe":"/bench","cmdline":["bench"],"host":"h","start_time_ns":0,"clock":"monotonic",'
+                '"clock_start_ns":0,"backend":"interpose","stack_depth":64,"on_full":"wait"}\n')
+        f.write('{"type":"module","id":1,"path":"/bench","base":"0x400000","size":4096,"build_id":""}\n')
+        for i in range(1, 33):
+            f.write('{"type":"frame","id":%d,"ip":"0x%x","module":1,"offset":"0x%x","function":"site_%d",'
+                    '"file":"/src/bench.cu","line":%d}\n' % (i, 0x400000 + i, i, i, i))
+        for s in range(1, 17):
+            f.write('{"type":"stack","id":%d,"frames":[%d,%d,%d,%d]}\n' % (s, s, s + 16, (s % 16) + 1, 32))
+        f.write('{"type":"device","device":0,"name":"bench","total":85899345920,"free":85899345920}\n')
+        alloc = ('{"type":"event","seq":%d,"t":%d,"tid":7,"api":"cudaMalloc","op":"alloc","kind":"device",'
+                 '"addr":"0x%x","size":%d,"device":0,"stream":"0x0","stack":%d,"result":0}\n')
+        free = ('{"type":"event","seq":%d,"t":%d,"tid":7,"api":"cudaFree","op":"free","kind":"device",'
+                '"addr":"0x%x","size":0,"device":0,"stack":%d,"result":0}\n')
+        live = [False] * 64
+        buf = []
+        for seq in range(1, events + 1):
+            slot = seq % 64
+            addr = 0x700000000000 + slot * 0x10000000
+            if live[slot]:
+                buf.append(free % (seq, seq * 100, addr, 0))
+            else:
+                buf.append(alloc % (seq, seq * 100, addr, 4096 + (seq % 977) * 512, 1 + seq % 16))
+            live[slot] = not live[slot]
+            if len(buf) >= 10000:
+                f.write("".join(buf))
+                buf.clear()
+        f.write("".join(buf))
+        f.write('{"type":"footer","events":%d,"dropped_total":0,"end_time":%d}\n' % (events, events * 100 + 1))
+
+
+def timed(cmd, **kw):
+    """Runs cmd; returns (seconds, peak RSS of the child in KiB)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    start = time.perf_counter()
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, **kw)
+    seconds = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    return seconds, max(after, before)  # ru_maxrss is the max over children: run the largest last
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--build", default="build")
+    ap.add_argument("--events", type=int, default=10_000_000)
+    ap.add_argument("--keep")
+    args = ap.parse_args()
+    report = os.path.join(args.build, "gpumem-report")
+    work = args.keep or tempfile.mkdtemp(prefix="report-bench-")
+    os.makedirs(work, exist_ok=True)
+    rows = []
+    try:
+        small, big = max(args.events // 10, 1000), args.events
+        for n in (small, big):
+            trace = os.path.join(work, "trace-%d.jsonl" % n)
+            t0 = time.perf_counter()
+            generate(trace, n)
+            gen = time.perf_counter() - t0
+            mib = os.path.getsize(trace) / (1 << 20)
+            # Each measurement in its own process so that ru_maxrss is this run's alone.
+            out = subprocess.run([sys.executable, "-c",
+                                  "import resource,subprocess,sys,time;s=time.perf_counter();"
+                                  "subprocess.run(sys.argv[1:],check=True,stdout=subprocess.DEVNULL);"
+                                  "print(time.perf_counter()-s, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)",
+                                  report, "--format", "json", trace], check=True, capture_output=True, text=True)
+            seconds, rss = out.stdout.split()
+            seconds, rss = float(seconds), int(rss)
+            rows.append(("gpumem-report", n, mib, seconds, n / seconds, rss / 1024))
+            print(f"generated {n} events ({mib:.0f} MiB) in {gen:.1f}s; analysis {seconds:.2f}s = "
+                  f"{n / seconds / 1e6:.2f}M events/s, peak RSS {rss / 1024:.1f} MiB", flush=True)
+            os.unlink(trace)
+        heaptrack, heaptrack_print = shutil.which("heaptrack"), shutil.which("heaptrack_print")
+        workload = os.path.join(args.build, "bench", "report_malloc_pairs")
+        if heaptrack and heaptrack_print and os.path.exists(workload):
+            pairs = big // 2
+            subprocess.run([heaptrack, "-o", os.path.join(work, "ht"), workload, str(pairs)], check=True,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            data = [p for p in os.listdir(work) if p.startswith("ht")][0]
+            out = subprocess.run([sys.executable, "-c",
+                                  "import resource,subprocess,sys,time;s=time.perf_counter();"
+                                  "subprocess.run(sys.argv[1:],check=True,stdout=subprocess.DEVNULL);"
+                                  "print(time.perf_counter()-s, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)",
+                                  heaptrack_print, os.path.join(work, data)], check=True, capture_output=True, text=True)
+            seconds, rss = out.stdout.split()
+            seconds, rss = float(seconds), int(rss)
+            mib = os.path.getsize(os.path.join(work, data)) / (1 << 20)
+            rows.append(("heaptrack_print", pairs * 2, mib, seconds, pairs * 2 / seconds, rss / 1024))
+            print(f"heaptrack_print: {pairs * 2} events in {seconds:.2f}s = {pairs * 2 / seconds / 1e6:.2f}M events/s, "
+                  f"peak RSS {rss / 1024:.1f} MiB", flush=True)
+        else:
+            print("heaptrack, heaptrack_print or the workload missing: no comparison")
+    finally:
+        if not args.keep:
+            shutil.rmtree(work, ignore_errors=True)
+    print("\n| tool | events | input MiB | seconds | events/s | peak RSS MiB |\n|---|---|---|---|---|---|")
+    for tool, n, mib, s, rate, rss in rows:
+        print(f"| {tool} | {n:,} | {mib:.0f} | {s:.2f} | {rate / 1e6:.2f}M | {rss:.1f} |")
+    if len(rows) == 3:
+        print(f"\ngpumem-report / heaptrack_print speed ratio (events/s): {rows[1][4] / rows[2][4]:.1f}x")
+
+
+if __name__ == "__main__":
+    main()
