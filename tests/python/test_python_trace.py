@@ -1,0 +1,92 @@
+"""End to end: Python frames in the trace of a Python program under LD_PRELOAD=libgpumemtrace.so.
+
+tests/python/progs/python_cuda_prog.py calls the simulated runtime (build/sim/libcudart.so.13) through
+ctypes from named functions, with the GIL released (CDLL) and held (PyDLL), on the main thread and a
+worker thread, on every CPython 3.9-3.13 the machine has. The trace's stacks must name those functions
+with file and line, merged with the native frames; the program's output and exit code are unchanged.
+"""
+import json
+import os
+import subprocess
+import tempfile
+import unittest
+
+from test_python_stacks import interpreters
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BUILD = os.environ.get("GPUMEMTRACE_BUILD", os.path.join(ROOT, "build"))
+LIB = os.path.join(BUILD, "libgpumemtrace.so")
+SIM = os.path.join(BUILD, "sim", "libcudart.so.13")
+PROG = os.path.join(ROOT, "tests", "python", "progs", "python_cuda_prog.py")
+
+
+def prog_line(marker):
+    with open(PROG, encoding="utf-8") as f:
+        return next(i for i, l in enumerate(f.read().splitlines(), 1) if marker in l)
+
+
+def read_trace(path):
+    frames, stacks, events = {}, {}, []
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            r = json.loads(line)
+            if r["type"] == "frame":
+                frames[r["id"]] = r
+            elif r["type"] == "stack":
+                stacks[r["id"]] = r["frames"]
+            elif r["type"] == "event":
+                events.append(r)
+    def stack_of(ev):
+        return [frames[i] for i in stacks.get(ev.get("stack", 0), [])]
+    return events, stack_of
+
+
+@unittest.skipUnless(os.path.exists(LIB) and os.path.exists(SIM),
+                     "needs build/libgpumemtrace.so and build/sim/libcudart.so.13")
+class PythonTraceTest(unittest.TestCase):
+    def run_prog(self, exe, mode, extra_env=None):
+        with tempfile.TemporaryDirectory() as d:
+            out = os.path.join(d, "trace.jsonl")
+            env = dict(os.environ, LD_PRELOAD=LIB, GPUMEMTRACE_OUTPUT=out, GPUMEMTRACE_QUIET="1")
+            env.update(extra_env or {})
+            proc = subprocess.run([exe, PROG, SIM, mode], capture_output=True, text=True, env=env,
+                                  timeout=120)
+            self.assertEqual(proc.returncode, 3, proc.stderr[-3000:])
+            self.assertEqual(proc.stdout, "program output\n")
+            return read_trace(out)
+
+    def test_stacks_name_python_lines(self):
+        malloc_line, free_line = prog_line("LINE_MALLOC"), prog_line("LINE_FREE")
+        for label, exe in interpreters():
+            for mode in ("cdll", "pydll"):
+                with self.subTest(python=label, mode=mode):
+                    events, stack_of = self.run_prog(exe, mode)
+                    allocs = [e for e in events if e["op"] == "alloc" and e.get("api") == "cudaMalloc"]
+                    self.assertEqual(len(allocs), 2, events)
+                    for ev, caller in zip(allocs, ("forward", "worker")):
+                        st = stack_of(ev)
+                        py = [f for f in st if f.get("lang") == "python"]
+                        self.assertTrue(py, f"no Python frames: {st}")
+                        self.assertEqual(py[0]["function"], "allocate_activations")
+                        self.assertEqual((py[0]["file"], py[0]["line"]), (PROG, malloc_line))
+                        self.assertTrue(py[1]["function"].endswith(caller), py)
+                        # merged, not appended: native frames both inside and outside the Python run
+                        first = st.index(py[0])
+                        self.assertGreater(first, 0)
+                        self.assertNotIn("_PyEval_EvalFrameDefault",
+                                         [f.get("function") for f in st if f.get("lang") != "python"])
+                    frees = [e for e in events if e["op"] == "free" and e.get("api") == "cudaFree"]
+                    self.assertEqual(len(frees), 2)
+                    py = [f for f in stack_of(frees[0]) if f.get("lang") == "python"]
+                    self.assertEqual((py[0]["function"], py[0]["line"]), ("release", free_line))
+
+    def test_disabled(self):
+        label, exe = interpreters()[0]
+        events, stack_of = self.run_prog(exe, "cdll", {"GPUMEMTRACE_PYTHON": "0"})
+        allocs = [e for e in events if e["op"] == "alloc"]
+        self.assertTrue(allocs)
+        self.assertFalse([f for f in stack_of(allocs[0]) if f.get("lang") == "python"])
+
+
+if __name__ == "__main__":
+    unittest.main()
