@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <cstring>
+#include <mutex>
 
 #include "interpose/recorder/recorder.h"
 
@@ -31,6 +32,8 @@ std::atomic<size_t> g_arena_used{0};
 std::atomic<uint64_t> g_count{0};
 std::atomic<uint64_t> g_overflows{0};
 std::atomic<bool> g_warned{false};
+std::atomic<bool> g_table_ready{false};
+std::mutex g_init_mutex;
 
 inline uintptr_t rd_ptr(uintptr_t a) { return *reinterpret_cast<const uintptr_t*>(a); }
 inline int32_t rd_i32(uintptr_t a) { return *reinterpret_cast<const int32_t*>(a); }
@@ -228,11 +231,16 @@ int decode_line(int minor, const uint8_t* table, uint32_t len, int first_line, i
 
 bool code_table_init(const PythonOffsets* offsets, const void* code_type, const void* unicode_type,
                      const void* bytes_type) {
+  if (offsets) {
+    // Written before the frame reader's state turns ready (release), read after (acquire).
+    g_off = offsets;
+    g_code_type = reinterpret_cast<uintptr_t>(code_type);
+    g_unicode_type = reinterpret_cast<uintptr_t>(unicode_type);
+    g_bytes_type = reinterpret_cast<uintptr_t>(bytes_type);
+  }
+  if (g_table_ready.load(std::memory_order_acquire)) return true;
+  std::lock_guard<std::mutex> lock(g_init_mutex);  // init only: never on the capture path
   if (g_entries) return true;
-  g_off = offsets;
-  g_code_type = reinterpret_cast<uintptr_t>(code_type);
-  g_unicode_type = reinterpret_cast<uintptr_t>(unicode_type);
-  g_bytes_type = reinterpret_cast<uintptr_t>(bytes_type);
   size_t table_bytes = sizeof(Entry) * kCodeTableSlots;
   void* t = mmap(nullptr, table_bytes + kCodeArenaBytes, PROT_READ | PROT_WRITE,
                  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
@@ -240,11 +248,12 @@ bool code_table_init(const PythonOffsets* offsets, const void* code_type, const 
   // Zero-filled pages are a valid empty table (std::atomic of integers: all-zero = 0).
   g_arena = static_cast<char*>(t) + table_bytes;
   g_entries = static_cast<Entry*>(t);
+  g_table_ready.store(true, std::memory_order_release);
   return true;
 }
 
 uint32_t code_table_lookup_or_insert(uintptr_t code) {
-  if (!g_entries || code == 0) return 0;
+  if (!g_entries || !g_off || code == 0) return 0;
   const PythonOffsets& o = *g_off;
   if (rd_ptr(code + kObType) != g_code_type) return 0;
   uintptr_t filename = rd_ptr(code + o.code_filename);
@@ -287,6 +296,55 @@ uint32_t code_table_lookup_or_insert(uintptr_t code) {
   return 0;
 }
 
+uint32_t code_table_insert_external(const char* file, size_t file_len, const char* function,
+                                    size_t function_len) {
+  if (!code_table_init(nullptr, nullptr, nullptr, nullptr)) return 0;
+  if (file_len > 4096) file_len = 4096;
+  if (function_len > 4096) function_len = 4096;
+  uint64_t h1 = 1469598103934665603ull, h2 = 0x9e3779b97f4a7c15ull;
+  for (size_t i = 0; i < file_len; ++i) h1 = (h1 ^ uint8_t(file[i])) * 1099511628211ull;
+  h1 = (h1 ^ 0xff) * 1099511628211ull;
+  for (size_t i = 0; i < function_len; ++i) h2 = (h2 ^ uint8_t(function[i])) * 1099511628211ull;
+  // Odd keys: a real code object is 8-byte aligned, so external entries never meet real ones.
+  const uintptr_t key = static_cast<uintptr_t>(h1 ^ (h2 << 1)) | 1;
+  const uintptr_t check = static_cast<uintptr_t>(h2);
+  constexpr uint32_t kMask = kCodeTableSlots - 1;
+  uint32_t h = hash_ptr(key);
+  for (int probe = 0; probe < 64; ++probe) {
+    uint32_t idx = (h + probe) & kMask;
+    Entry* e = &g_entries[idx];
+    uintptr_t k = e->code.load(std::memory_order_acquire);
+    if (k == 0 && e->code.compare_exchange_strong(k, key, std::memory_order_acq_rel)) {
+      e->first_line = 0;
+      e->filename_obj = check;
+      e->name_obj = 0;
+      e->linetable_obj = 0;
+      e->lt_len = 0;
+      char* f = arena_alloc(file_len, &e->file_off);
+      char* g = f ? arena_alloc(function_len, &e->func_off) : nullptr;
+      if (!g) {
+        e->ready.store(2, std::memory_order_release);
+        overflow();
+        return 0;
+      }
+      memcpy(f, file, file_len);
+      memcpy(g, function, function_len);
+      e->file_len = static_cast<uint32_t>(file_len);
+      e->func_len = static_cast<uint32_t>(function_len);
+      e->ready.store(1, std::memory_order_release);
+      g_count.fetch_add(1, std::memory_order_relaxed);
+      return idx + 1;
+    }
+    if (k != key) continue;
+    int spins = 0;
+    while (e->ready.load(std::memory_order_acquire) == 0 && ++spins < 4096) __builtin_ia32_pause();
+    if (e->ready.load(std::memory_order_acquire) != 1) return 0;
+    if (e->filename_obj == check) return idx + 1;
+  }
+  overflow();
+  return 0;
+}
+
 bool code_table_get(uint32_t id, CodeInfo* out) {
   if (!g_entries || id == 0 || id > kCodeTableSlots) return false;
   const Entry& e = g_entries[id - 1];
@@ -303,6 +361,7 @@ int code_table_line(uint32_t id, int64_t lasti) {
   if (!g_entries || id == 0 || id > kCodeTableSlots) return 0;
   const Entry& e = g_entries[id - 1];
   if (e.ready.load(std::memory_order_acquire) != 1) return 0;
+  if (!g_off) return e.first_line;
   return decode_line(g_off->minor, reinterpret_cast<const uint8_t*>(g_arena + e.lt_off), e.lt_len,
                      e.first_line, lasti);
 }

@@ -41,6 +41,12 @@ bool code_table_init(const PythonOffsets* offsets, const void* code_type, const 
 // what the offsets say (then the frame is skipped). `code` must be alive (held by a running frame).
 uint32_t code_table_lookup_or_insert(uintptr_t code);
 
+// Frames that do not come from the running interpreter (PyTorch's allocator history reports file,
+// function and line as text, long after the fact): an entry keyed by the strings' hash. Any thread;
+// copies the strings; same bounds and failure rules as above. Works whether or not the frame reader
+// is enabled (reserves the table on first use). Returns id + 1 or 0.
+uint32_t code_table_insert_external(const char* file, size_t file_len, const char* function, size_t function_len);
+
 // Any thread, for an id returned above. Text is UTF-8.
 struct CodeInfo {
   const char* file;

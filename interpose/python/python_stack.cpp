@@ -155,6 +155,7 @@ inline uint8_t rd_u8(uintptr_t a) { return *reinterpret_cast<const uint8_t*>(a);
 
 // Ref encoding: a = valid bit 63 | eval group << 32 | code table id; b = instruction byte offset.
 constexpr uint64_t kValid = 1ull << 63;
+constexpr uint64_t kExternal = 1ull << 62;  // reported as text (bridge): b is the line itself
 inline PythonFrameRef make_ref(uint32_t id, uint32_t group, int64_t lasti) {
   return PythonFrameRef{kValid | (uint64_t(group & 0xffff) << 32) | id, static_cast<uint64_t>(lasti)};
 }
@@ -168,8 +169,20 @@ constexpr int kMaxWalk = 4096;  // guards against a corrupted (cyclic) chain
 
 }  // namespace
 
+namespace {
+// ExternalFramesScope state. Trivially destructible, as hook-path TLS must be.
+thread_local const PythonFrameRef* t_external_refs = nullptr;
+thread_local int t_external_count = -1;  // -1: no scope open
+}  // namespace
+
 int capture_python_stack(PythonFrameRef* out, int max) {
-  if (max <= 0 || !ready()) return 0;
+  if (max <= 0) return 0;
+  if (t_external_count >= 0) {
+    int n = t_external_count < max ? t_external_count : max;
+    for (int i = 0; i < n; ++i) out[i] = t_external_refs[i];
+    return n;
+  }
+  if (!ready()) return 0;
   const Runtime& rt = g_rt;
   if (!rt.is_initialized() || rt.is_finalizing()) return 0;
   uintptr_t ts = reinterpret_cast<uintptr_t>(rt.this_thread_state());
@@ -248,6 +261,11 @@ bool is_eval_ip(uintptr_t ip) {
 void merge_stacks(const uintptr_t* native, int native_depth, const PythonFrameRef* refs, int python_depth,
                   std::vector<MergedFrame>* out) {
   out->clear();
+  if (python_depth > 0 && (refs[0].a & kExternal)) {
+    // Reported after the fact: the native stack is the reporting code's, not the allocation's.
+    for (int i = 0; i < python_depth; ++i) out->push_back(MergedFrame{true, 0, i});
+    return;
+  }
   if (python_depth <= 0 || g_state.load(std::memory_order_acquire) != kReady) {
     for (int i = 0; i < native_depth; ++i) out->push_back(MergedFrame{false, native[i], -1});
     return;
@@ -280,7 +298,8 @@ bool resolve_python_frame(const PythonFrameRef& ref, PythonFrame* out) {
   if (!code_table_get(ref_id(ref), &info)) return false;
   out->function.assign(info.function, info.function_len);
   out->file.assign(info.file, info.file_len);
-  out->line = code_table_line(ref_id(ref), static_cast<int64_t>(ref.b));
+  out->line = (ref.a & kExternal) ? static_cast<int>(ref.b)
+                                   : code_table_line(ref_id(ref), static_cast<int64_t>(ref.b));
   return true;
 }
 
@@ -294,10 +313,44 @@ uint64_t python_frame_key(const PythonFrameRef& ref) {
   uint64_t h = (ref.a * 0x9e3779b97f4a7c15ull) ^ (ref.b * 0xc2b2ae3d27d4eb4full);
   CacheEntry& c = cache[(h >> 32) & 1023];
   if (c.key != 0 && c.a == ref.a && c.b == ref.b) return c.key;
-  int line = (ref.a & kValid) ? code_table_line(ref_id(ref), static_cast<int64_t>(ref.b)) : 0;
+  int line = !(ref.a & kValid)    ? 0
+             : (ref.a & kExternal) ? static_cast<int>(ref.b)
+                                   : code_table_line(ref_id(ref), static_cast<int64_t>(ref.b));
   uint64_t key = (uint64_t(ref_id(ref)) << 32) | static_cast<uint32_t>(line);
   c = CacheEntry{ref.a, ref.b, key};
   return key;
+}
+
+// ---- external frames ----
+
+int make_external_frames(const char* frames, PythonFrameRef* out, int max) {
+  if (!frames || max <= 0) return 0;
+  int n = 0;
+  const char* p = frames;
+  while (*p && n < max) {
+    const char* end = strchr(p, '\x1e');
+    if (!end) end = p + strlen(p);
+    const char* f1 = static_cast<const char*>(memchr(p, '\x1f', end - p));
+    const char* f2 = f1 ? static_cast<const char*>(memchr(f1 + 1, '\x1f', end - f1 - 1)) : nullptr;
+    if (f1 && f2) {
+      long line = strtol(f2 + 1, nullptr, 10);
+      uint32_t id = code_table_insert_external(p, f1 - p, f1 + 1, f2 - f1 - 1);
+      if (id) out[n++] = PythonFrameRef{kValid | kExternal | id, static_cast<uint64_t>(line < 0 ? 0 : line)};
+    }
+    p = *end ? end + 1 : end;
+  }
+  return n;
+}
+
+ExternalFramesScope::ExternalFramesScope(const PythonFrameRef* refs, int count) noexcept
+    : saved_refs_(t_external_refs), saved_count_(t_external_count) {
+  t_external_refs = refs;
+  t_external_count = count < 0 ? 0 : count;
+}
+
+ExternalFramesScope::~ExternalFramesScope() noexcept {
+  t_external_refs = saved_refs_;
+  t_external_count = saved_count_;
 }
 
 }  // namespace gpumemtrace::python

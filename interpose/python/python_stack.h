@@ -52,4 +52,26 @@ bool resolve_python_frame(const PythonFrameRef& ref, PythonFrame* out);
 // Two refs with equal keys resolve to the same PythonFrame.
 uint64_t python_frame_key(const PythonFrameRef& ref);
 
+// ---- Frames reported after the fact (the PyTorch bridge, interpose/hooks/torch_bridge.cpp) ----
+
+// Builds references for frames given as text: `frames` holds records "file\x1ffunction\x1fline"
+// separated by '\x1e', innermost first. Any thread; copies the strings into the code table (same
+// bounds as captured frames). Returns the count written to `out` (at most `max`).
+int make_external_frames(const char* frames, PythonFrameRef* out, int max);
+
+// While an ExternalFramesScope is open on a thread, capture_python_stack() on that thread returns
+// these references instead of reading the interpreter, and they form a stack of their own (merge puts
+// them before the native frames, which then are the reporting code's). Thread-local, RAII, nests.
+class ExternalFramesScope {
+ public:
+  ExternalFramesScope(const PythonFrameRef* refs, int count) noexcept;
+  ~ExternalFramesScope() noexcept;
+  ExternalFramesScope(const ExternalFramesScope&) = delete;
+  ExternalFramesScope& operator=(const ExternalFramesScope&) = delete;
+
+ private:
+  const PythonFrameRef* saved_refs_;
+  int saved_count_;
+};
+
 }  // namespace gpumemtrace::python

@@ -1,0 +1,116 @@
+// interpose/hooks/torch_bridge.cpp — the C entry point through which the PyTorch startup hook
+// (tools/python/gpumemtrace_torch) puts PyTorch's caching-allocator events into the same trace.
+//
+// The hook drains torch.cuda.memory's allocation history (docs/pytorch.md explains why that route)
+// and calls gpumemtrace_record_external() once per event, through ctypes, from a Python thread. The
+// event gets the next sequence number like any other; its stack is the Python stack PyTorch recorded
+// for the allocation (passed as text), not the stack of the draining code (see ExternalFramesScope).
+//
+// Thread-safety: any thread, any time; the recorder's rules apply (record() never blocks except in
+// GPUMEMTRACE_ON_FULL=wait mode). Never throws; bad arguments are ignored (returns 0).
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+
+#include "interpose/python/python_stack.h"
+#include "interpose/recorder/recorder.h"
+
+namespace f = gpumemtrace::format;
+using gpumemtrace::EventFacts;
+using gpumemtrace::HookScope;
+
+namespace {
+
+// The event's own time (PyTorch's time_us converted to CLOCK_MONOTONIC by the caller). EventFacts has
+// no time field yet: when the recorder adds `uint64_t time_ns` (0 = now), this picks it up; until
+// then the event carries the drain time and the trace keeps PyTorch's time nowhere.
+template <class T, class = void>
+struct HasTime : std::false_type {};
+template <class T>
+struct HasTime<T, std::void_t<decltype(std::declval<T&>().time_ns)>> : std::true_type {};
+template <class T>
+void set_time(T& facts, uint64_t t) {
+  if constexpr (HasTime<T>::value) facts.time_ns = t;
+}
+
+bool op_from_name(const char* name, f::Op* op) {
+  if (!name) return false;
+#define GPUMEMTRACE_OP_MATCH(id, str) \
+  if (strcmp(name, str) == 0) {       \
+    *op = f::Op::id;                  \
+    return true;                      \
+  }
+  GPUMEMTRACE_OPS(GPUMEMTRACE_OP_MATCH)
+#undef GPUMEMTRACE_OP_MATCH
+  return false;
+}
+
+// `api` must be static for the recorder (it stores the pointer): map the caller's text onto ours.
+const char* static_api(const char* api) {
+  static const char* const kApis[] = {"torch.block_alloc",   "torch.block_free",  "torch.block_oom",
+                                      "torch.segment_alloc", "torch.segment_free", "torch.segment_map",
+                                      "torch.segment_unmap", "torch.mark"};
+  if (api)
+    for (const char* a : kApis)
+      if (strcmp(api, a) == 0) return a;
+  return "torch.external";
+}
+
+}  // namespace
+
+extern "C" {
+
+// Records one event reported after the fact. op: an op name of trace/format.h ("block_alloc",
+// "block_free", "block_oom", "alloc", "free", "map", "unmap", "mark"); api: "torch.<action>";
+// segment: containing segment of a block (0 = none); time_ns: CLOCK_MONOTONIC of the event (0 = now);
+// free_bytes: device free bytes for block_oom (0 = unknown); pool: allocator pool name or null;
+// frames: "file\x1ffunction\x1fline" records separated by '\x1e', innermost first (null = none).
+// Returns 1 when recorded.
+__attribute__((visibility("default"))) int gpumemtrace_record_external(
+    const char* op, const char* api, uint64_t addr, uint64_t size, int device, uint64_t stream,
+    uint64_t segment, uint64_t time_ns, uint64_t free_bytes, const char* pool, const char* frames) {
+  f::Op parsed;
+  if (!op_from_name(op, &parsed)) return 0;
+  HookScope scope;
+  if (!scope.recording()) return 0;
+  gpumemtrace::python::PythonFrameRef refs[gpumemtrace::python::kMaxPythonFrames];
+  int n = gpumemtrace::python::make_external_frames(frames, refs, gpumemtrace::python::kMaxPythonFrames);
+  gpumemtrace::python::ExternalFramesScope external(refs, n);
+  EventFacts facts;
+  facts.op = parsed;
+  switch (parsed) {
+    case f::Op::BlockAlloc:
+    case f::Op::BlockFree:
+    case f::Op::BlockOom:
+      facts.kind = f::Kind::Block;
+      break;
+    case f::Op::Mark:
+      facts.kind = f::Kind::None;
+      break;
+    case f::Op::Map:
+    case f::Op::Unmap:
+      facts.kind = f::Kind::Physical;
+      break;
+    default:
+      facts.kind = f::Kind::Device;
+  }
+  facts.api = static_api(api);
+  facts.addr = addr;
+  facts.size = size;
+  facts.device = device;
+  facts.has_result = false;
+  facts.has_stream = stream != 0;
+  facts.stream = stream;
+  facts.has_segment = segment != 0;
+  facts.segment = segment;
+  if (parsed == f::Op::BlockOom && free_bytes != 0) {
+    facts.has_meminfo = true;
+    facts.free_bytes = free_bytes;
+  }
+  facts.pool_name = pool;
+  if (parsed == f::Op::Mark) facts.label = pool ? pool : "";
+  set_time(facts, time_ns);
+  return gpumemtrace::record(facts) ? 1 : 0;
+}
+
+}  // extern "C"
