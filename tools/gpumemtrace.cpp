@@ -107,6 +107,15 @@ bool exists(const std::string& path, mode_t type) {
   return stat(path.c_str(), &st) == 0 && (st.st_mode & S_IFMT) == type;
 }
 
+bool is_elf(const std::string& path) {
+  FILE* f = fopen(path.c_str(), "rb");
+  if (!f) return false;
+  char magic[4] = {0, 0, 0, 0};
+  size_t n = fread(magic, 1, 4, f);
+  fclose(f);
+  return n == 4 && memcmp(magic, "\x7f" "ELF", 4) == 0;
+}
+
 std::string self_dir() {
   char buf[PATH_MAX];
   ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
@@ -277,8 +286,15 @@ int main(int argc, char** argv) {
   if (cmd.empty()) return usage_error("no command after '--'");
   if (output_given && output.empty()) return usage_error("-o needs a directory");
   if (output.empty()) output = default_output_dir();
-  for (const auto& opt : report_options)
-    if (opt.empty() || opt[0] != '-') return usage_error("unexpected argument '%s' before '--'", opt.c_str());
+  // A word that is not an option is only accepted as the value of the option before it
+  // (`--format json`); gpumem-report validates the options themselves.
+  for (size_t i = 0; i < report_options.size(); ++i) {
+    const std::string& opt = report_options[i];
+    const bool is_option = opt.size() > 1 && opt[0] == '-';
+    const bool after_option = i > 0 && report_options[i - 1].size() > 1 && report_options[i - 1][0] == '-' &&
+                              report_options[i - 1].find('=') == std::string::npos;
+    if (!is_option && !after_option) return usage_error("unexpected argument '%s' before '--'", opt.c_str());
+  }
 
   const std::string bindir = self_dir();
   const char* lib_env = getenv("GPUMEMTRACE_LIBRARY");
@@ -287,6 +303,10 @@ int main(int argc, char** argv) {
   const std::string report = report_env && *report_env ? std::string(report_env) : bindir + "/gpumem-report";
   if (!exists(library, S_IFREG)) {
     fprintf(stderr, "gpumemtrace: the recorder library %s does not exist (build it with make, or set GPUMEMTRACE_LIBRARY)\n", library.c_str());
+    return 2;
+  }
+  if (!is_elf(library)) {  // ld.so would only warn, in every process, and nothing would be traced
+    fprintf(stderr, "gpumemtrace: the recorder library %s is not an ELF shared object\n", library.c_str());
     return 2;
   }
   if (access(report.c_str(), X_OK) != 0) {

@@ -1,0 +1,43 @@
+"""Shared helpers for the launcher tests (build/gpumemtrace)."""
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+BUILD = os.environ.get("GPUMEMTRACE_BUILD", os.path.join(ROOT, "build"))
+LAUNCHER = os.path.join(BUILD, "gpumemtrace")
+LIB = os.path.join(BUILD, "libgpumemtrace.so")
+REPORT = os.path.join(BUILD, "gpumem-report")
+CUDART = os.path.join(BUILD, "sim", "libcudart.so.13")
+PROG = os.path.join(HERE, "launcher_prog.py")
+PYTHON = os.path.realpath(sys.executable)  # the interpreter itself, not a pyenv shim script
+
+
+def is_elf(path):
+    try:
+        with open(path, "rb") as f:
+            return f.read(4) == b"\x7fELF"
+    except OSError:
+        return False
+
+
+class LauncherTestCase(unittest.TestCase):
+    def setUp(self):
+        if not os.access(LAUNCHER, os.X_OK):
+            self.skipTest(f"{LAUNCHER} not built")
+        self.tmp = tempfile.mkdtemp(prefix="gpumem-launcher-test-")
+        self.addCleanup(shutil.rmtree, self.tmp, True)
+
+    def launch(self, args, env=None, cwd=None, timeout=120):
+        e = dict(os.environ)
+        e.pop("LD_PRELOAD", None)
+        for k in ("GPUMEMTRACE_LIBRARY", "GPUMEMTRACE_REPORT", "GPUMEMTRACE_OUTPUT"):
+            e.pop(k, None)
+        if env:
+            e.update(env)
+        return subprocess.run([LAUNCHER, *args], env=e, cwd=cwd or self.tmp, capture_output=True, text=True,
+                              timeout=timeout)
