@@ -11,6 +11,7 @@ REPORT_LDLIBS := -lsimdjson -lzstd
 
 $(REPORT_LIB): $(REPORT_OBJS)
 	@mkdir -p $(@D)
+	@rm -f $@  # ar only adds members: start over so removed sources leave no stale objects
 	$(AR) rcs $@ $^
 
 $(BUILD)/gpumem-report: $(BUILD)/report/main.o $(REPORT_LIB)

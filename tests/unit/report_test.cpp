@@ -1,0 +1,123 @@
+// Unit tests of gpumem-report's pieces: line splitting, reader validation, verdict rules, sizes,
+// suppressions. The end-to-end behaviour is tested in tests/report/.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "report/analyses/analyze.h"
+#include "report/analyses/suppressions.h"
+#include "report/analyses/verdicts.h"
+#include "report/outputs/units.h"
+#include "report/reader/line_reader.h"
+
+using namespace gpumemtrace::report;
+
+namespace {
+constexpr uint64_t MiB = 1 << 20;
+const char* kHeader = R"({"type":"header","format":"gpumemtrace","version":1,"pid":7})";
+
+ProcessReport analyze_text(const std::string& text) {
+  auto source = memory_byte_source(text);
+  return analyze_source(*source, "mem", Suppressions());
+}
+}  // namespace
+
+TEST(LineReader, SplitsAcrossChunksAndKeepsAnUnterminatedLastLine) {
+  std::string text = "a\nbbbbbbbbbbbbbbbbbbbb\n\nccc";
+  auto source = memory_byte_source(text);
+  LineReader reader(*source, 4);  // chunk smaller than a line: forces growth and compaction
+  Line line;
+  ASSERT_TRUE(reader.next(line));
+  EXPECT_EQ(line.text, "a");
+  ASSERT_TRUE(reader.next(line));
+  EXPECT_EQ(line.text, "bbbbbbbbbbbbbbbbbbbb");
+  ASSERT_TRUE(reader.next(line));
+  EXPECT_EQ(line.text, "");
+  ASSERT_TRUE(reader.next(line));
+  EXPECT_EQ(line.text, "ccc");
+  EXPECT_FALSE(line.terminated);
+  EXPECT_EQ(line.number, 4u);
+  EXPECT_FALSE(reader.next(line));
+}
+
+TEST(Reader, RejectsACorruptMiddleLineWithItsNumber) {
+  std::string text = std::string(kHeader) + "\n{\"type\":\"ev\n{\"type\":\"footer\"}\n";
+  try {
+    analyze_text(text);
+    FAIL() << "no error";
+  } catch (const TraceError& error) {
+    EXPECT_EQ(error.line(), 2u);
+    EXPECT_EQ(error.file(), "mem");
+  }
+}
+
+TEST(Reader, TruncatedLastLineIsAWarning) {
+  ProcessReport r = analyze_text(std::string(kHeader) + "\n{\"type\":\"ev");
+  EXPECT_TRUE(r.truncated);
+  EXPECT_FALSE(r.complete);
+  ASSERT_EQ(r.warnings.size(), 1u);
+}
+
+TEST(Reader, IgnoresUnknownFieldsAndRecordTypes) {
+  ProcessReport r = analyze_text(std::string(kHeader) +
+                                 "\n{\"type\":\"future\",\"x\":[1,{\"y\":2}]}\n"
+                                 "{\"type\":\"event\",\"seq\":1,\"op\":\"alloc\",\"kind\":\"device\","
+                                 "\"addr\":\"0x10\",\"size\":5,\"device\":0,\"new_field\":{\"a\":1}}\n");
+  EXPECT_EQ(r.events, 1u);
+  EXPECT_EQ(r.leaked_bytes(), 5u);
+}
+
+TEST(Verdict, IssueExampleIsFragmentation) {
+  FragmentationPoint p;
+  p.reserved = 100 * MiB;
+  p.allocated = 60 * MiB;
+  p.free_in_reserved = 40 * MiB;
+  p.largest_free_block = 10 * MiB;
+  EXPECT_EQ(oom_verdict(20 * MiB, p, true, 5 * MiB), Verdict::Fragmentation);
+  EXPECT_EQ(oom_verdict(50 * MiB, p, true, 5 * MiB), Verdict::Capacity);
+  EXPECT_EQ(oom_verdict(8 * MiB, p, true, 5 * MiB), Verdict::Unknown);
+  EXPECT_DOUBLE_EQ(p.ratio(), 0.75);
+}
+
+TEST(Verdict, NoBlockDataIsCapacityWhenTheDeviceIsFull) {
+  EXPECT_EQ(oom_verdict(20 * MiB, FragmentationPoint{}, true, 5 * MiB), Verdict::Capacity);
+  EXPECT_EQ(oom_verdict(20 * MiB, FragmentationPoint{}, false, 0), Verdict::Capacity);
+}
+
+TEST(Growth, RisingEveryWindowGrowsWarmupAndOneOffDoNot) {
+  Ledger::Site steady;
+  steady.rises = 50;
+  steady.first_high = MiB;
+  steady.high = 50 * MiB;
+  steady.windows = 0xFFFFFFFFu;
+  EXPECT_TRUE(is_growing(steady, 32));
+  Ledger::Site warmup = steady;
+  warmup.windows = 0x3;  // all highs in the first two windows
+  EXPECT_FALSE(is_growing(warmup, 32));
+  Ledger::Site one_off;
+  one_off.rises = 1;
+  one_off.first_high = one_off.high = MiB;
+  one_off.windows = 1;
+  EXPECT_FALSE(is_growing(one_off, 32));
+}
+
+TEST(Units, ParsesAndFormatsSizes) {
+  EXPECT_EQ(parse_size("0"), 0u);
+  EXPECT_EQ(parse_size("10K"), 10240u);
+  EXPECT_EQ(parse_size("1.5MiB"), 1572864u);
+  EXPECT_EQ(parse_size("2G"), 2147483648u);
+  EXPECT_FALSE(parse_size("lots"));
+  EXPECT_FALSE(parse_size("-1"));
+  EXPECT_FALSE(parse_size("10X"));
+  EXPECT_EQ(format_bytes(512), "512 B");
+  EXPECT_EQ(format_bytes(3 * MiB), "3.0 MiB");
+}
+
+TEST(Suppressions, MatchLikeLsan) {
+  EXPECT_TRUE(suppression_matches("plant_*", "plant_leak"));
+  EXPECT_TRUE(suppression_matches("leak", "plant_leak"));
+  EXPECT_FALSE(suppression_matches("^leak", "plant_leak"));
+  EXPECT_TRUE(suppression_matches("libfoo.so$", "/usr/lib/libfoo.so"));
+  EXPECT_FALSE(suppression_matches("libfoo.so$", "/usr/lib/libfoo.so.1"));
+  EXPECT_THROW(Suppressions::parse("race:foo\n", "s"), std::runtime_error);
+}
