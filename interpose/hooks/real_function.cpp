@@ -30,6 +30,7 @@ int find_library(dl_phdr_info* info, size_t, void* data) {
 
 void* resolve_real_symbol(const char* name, Library library) {
   if (void* p = dlsym(RTLD_NEXT, name)) return p;
+  if (library == Library::Libc) return nullptr;
   Search search{library == Library::CudaRuntime ? "libcudart.so" : "libcuda.so", {}};
   if (!dl_iterate_phdr(find_library, &search)) return nullptr;
   void* handle = dlopen(search.path, RTLD_LAZY | RTLD_NOLOAD);

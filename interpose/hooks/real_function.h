@@ -11,7 +11,7 @@
 
 namespace gpumemtrace {
 
-enum class Library { CudaRuntime, CudaDriver };
+enum class Library { CudaRuntime, CudaDriver, Libc };
 
 // Finds `name` in the next definition after this library, or in a loaded copy of `library`.
 // Null when there is none. Takes the loader's lock (dlsym): first call per function only.

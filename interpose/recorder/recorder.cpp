@@ -79,12 +79,27 @@ std::string exe_base_name() {
   return slash ? slash + 1 : path;
 }
 
+// "dir/name.jsonl.zst", 2 -> "dir/name-2.jsonl.zst": the number goes before the trace suffix, so
+// readers still recognise the file by its extension.
+std::string numbered_path(const std::string& path, int n) {
+  const size_t slash = path.rfind('/');
+  const size_t dot = path.find(".jsonl", slash == std::string::npos ? 0 : slash + 1);
+  const size_t at = dot == std::string::npos ? path.size() : dot;
+  return path.substr(0, at) + "-" + std::to_string(n) + path.substr(at);
+}
+
 void disable(const char* why) {
   g_state.store(kDisabled, std::memory_order_release);
   if (why) log_line(why);
 }
 
+pthread_mutex_t g_loader_walk_mutex = PTHREAD_MUTEX_INITIALIZER;
+
+void on_fork_prepare() { pthread_mutex_lock(&g_loader_walk_mutex); }
+void on_fork_parent() { pthread_mutex_unlock(&g_loader_walk_mutex); }
+
 void on_fork_child() {
+  pthread_mutex_unlock(&g_loader_walk_mutex);
   // Only the forking thread exists here. The parent's writer thread is gone: forget its state (leak
   // it, its locks may be held), close its file so the child can never write into the parent's trace,
   // and let the child's first event start a trace of its own.
@@ -107,7 +122,7 @@ void start() {
   const int saved_errno = errno;
   static bool atfork_registered = false;
   if (!atfork_registered) {
-    pthread_atfork(nullptr, nullptr, on_fork_child);
+    pthread_atfork(on_fork_prepare, on_fork_parent, on_fork_child);
     atfork_registered = true;
   }
   if (!g_shared) {
@@ -122,8 +137,17 @@ void start() {
   const Config& cfg = g_shared->config;
   if (cfg.disabled) return disable(nullptr);
 
-  const std::string path = expand_output_path(cfg.output, getpid(), exe_base_name());
-  const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  std::string path = expand_output_path(cfg.output, getpid(), exe_base_name());
+  // Never overwrite a trace: the same name comes back after exec (same pid) or with pid reuse.
+  int fd = -1;
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    const std::string candidate = attempt ? numbered_path(path, attempt) : path;
+    fd = open(candidate.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd >= 0 || errno != EEXIST) {
+      path = candidate;
+      break;
+    }
+  }
   if (fd < 0) {
     std::string msg = "cannot open " + path + ": " + strerror(errno) + "; running untraced";
     errno = saved_errno;
@@ -212,6 +236,9 @@ void HookScope::note_driver_api(const char* driver_api) noexcept {
 
 void mark_thread_internal() noexcept { t_internal = true; }
 
+void lock_loader_walks() noexcept { pthread_mutex_lock(&g_loader_walk_mutex); }
+void unlock_loader_walks() noexcept { pthread_mutex_unlock(&g_loader_walk_mutex); }
+
 bool recorder_disabled() noexcept { return g_state.load(std::memory_order_relaxed) == kDisabled; }
 
 void log_line(const char* msg) noexcept { write_stderr_line("gpumemtrace: ", msg); }
@@ -257,7 +284,7 @@ bool record(const EventFacts& facts) noexcept {
 }
 
 void record_device_info(int32_t device, const char* name, uint64_t total_bytes, uint64_t free_bytes) noexcept {
-  if (!g_shared || device < 0 || device >= kMaxDevices) return;
+  if (device < 0 || device >= kMaxDevices || !ensure_active()) return;
   DeviceInfoSlot& slot = g_shared->devices[device];
   int expected = 0;
   if (!slot.state.compare_exchange_strong(expected, 1, std::memory_order_acq_rel)) return;
@@ -268,6 +295,21 @@ void record_device_info(int32_t device, const char* name, uint64_t total_bytes, 
   slot.total_bytes = total_bytes;
   slot.free_bytes = free_bytes;
   slot.state.store(2, std::memory_order_release);
+}
+
+void recorder_before_exec() noexcept {
+  int st = kActive;
+  if (!g_state.compare_exchange_strong(st, kStopped, std::memory_order_acq_rel)) return;
+  if (g_writer && !g_writer->stop(g_shared->config.exit_timeout_ms))
+    log_line("the writer did not finish in time before exec; the trace may be incomplete");
+}
+
+void recorder_exec_failed() noexcept {
+  int st = kStopped;
+  if (!g_state.compare_exchange_strong(st, kStarting, std::memory_order_acq_rel)) return;
+  g_writer = nullptr;  // finished; leaked on purpose (a straggling producer may still read it)
+  g_shared->ring->reset();
+  start();
 }
 
 // Flush everything at exit. An ELF destructor of a preloaded library runs after the program's atexit

@@ -85,6 +85,12 @@ bool record(const EventFacts& facts) noexcept;
 // Device facts for the "device" line (name, total, free), e.g. from cudaGetDeviceProperties.
 void record_device_info(int32_t device, const char* name, uint64_t total_bytes, uint64_t free_bytes) noexcept;
 
+// The exec hooks call these around the real exec: the trace is finished (drained, footer, closed)
+// before the program image is replaced, so nothing recorded so far is lost; the new image writes its
+// own trace. When exec fails, the next event starts a new trace file.
+void recorder_before_exec() noexcept;
+void recorder_exec_failed() noexcept;
+
 // True once the recorder has been disabled (configuration, unwritable output, internal failure): hooks
 // are then pure pass-throughs.
 bool recorder_disabled() noexcept;

@@ -35,6 +35,13 @@ struct RecorderShared {
 // Used by the writer thread.
 void mark_thread_internal() noexcept;
 
+// Held by the writer thread while it walks the loaded objects (dl_iterate_phdr), and by fork() from
+// its prepare handler to its end. Why: dl_iterate_phdr holds the loader's lock, and glibc (2.36)
+// does not reset that lock in a fork child: a fork in the middle of our walk left the child blocked
+// forever on its first unwind. Never taken on the hook's hot path.
+void lock_loader_walks() noexcept;
+void unlock_loader_walks() noexcept;
+
 // Info line (suppressed by GPUMEMTRACE_QUIET); log_line() in recorder.h is for warnings.
 void log_info(const char* msg) noexcept;
 

@@ -6,6 +6,7 @@
 
 #include <fstream>
 
+#include "interpose/recorder/recorder_state.h"
 #include "interpose/writer/json_line.h"
 #include "trace/format.h"
 
@@ -91,7 +92,9 @@ void TraceSerializer::header(const HeaderInfo& info) {
 
 void TraceSerializer::refresh_modules() {
   new_modules_.clear();
+  lock_loader_walks();
   modules_.refresh(&new_modules_);
+  unlock_loader_walks();
   if (new_modules_.empty()) return;
   if (symbolizer_) symbolizer_->refresh();
   for (uint32_t id : new_modules_) {

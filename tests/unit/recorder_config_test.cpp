@@ -1,0 +1,87 @@
+// tests/unit/recorder_config_test.cpp — configuration parsing: defaults, valid values, and one
+// warning plus the default for every bad value.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "interpose/recorder/config.h"
+
+namespace gpumemtrace {
+namespace {
+
+std::map<std::string, std::string> g_env;
+std::vector<std::string> g_warnings;
+
+const char* fake_getenv(const char* name) {
+  auto it = g_env.find(name);
+  return it == g_env.end() ? nullptr : it->second.c_str();
+}
+void collect_warning(const char* msg) { g_warnings.push_back(msg); }
+
+Config parse(std::map<std::string, std::string> env) {
+  g_env = std::move(env);
+  g_warnings.clear();
+  return parse_config(fake_getenv, collect_warning);
+}
+
+TEST(Config, Defaults) {
+  Config c = parse({});
+  EXPECT_FALSE(c.disabled);
+  EXPECT_EQ(c.output, "gpumemtrace.%e.%p.jsonl");
+  EXPECT_EQ(c.stack_depth, 64);
+  EXPECT_EQ(c.on_full, OnFull::Wait);
+  EXPECT_EQ(c.ring_events, 16384u);
+  EXPECT_EQ(c.flush_ms, 100);
+  EXPECT_TRUE(c.symbolize);
+  EXPECT_TRUE(g_warnings.empty());
+}
+
+TEST(Config, ValidValues) {
+  Config c = parse({{"GPUMEMTRACE_DISABLE", "yes"},
+                    {"GPUMEMTRACE_OUTPUT", "/tmp/x/"},
+                    {"GPUMEMTRACE_STACK_DEPTH", "12"},
+                    {"GPUMEMTRACE_ON_FULL", "DROP"},
+                    {"GPUMEMTRACE_RING_EVENTS", "1024"},
+                    {"GPUMEMTRACE_FLUSH_MS", "10"},
+                    {"GPUMEMTRACE_SYMBOLIZE", "0"}});
+  EXPECT_TRUE(c.disabled);
+  EXPECT_EQ(c.output, "/tmp/x/");
+  EXPECT_EQ(c.stack_depth, 12);
+  EXPECT_EQ(c.on_full, OnFull::Drop);
+  EXPECT_EQ(c.ring_events, 1024u);
+  EXPECT_EQ(c.flush_ms, 10);
+  EXPECT_FALSE(c.symbolize);
+  EXPECT_TRUE(g_warnings.empty());
+}
+
+TEST(Config, EachBadValueWarnsOnceAndKeepsTheDefault) {
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {"GPUMEMTRACE_STACK_DEPTH", "-1"}, {"GPUMEMTRACE_STACK_DEPTH", "65"}, {"GPUMEMTRACE_STACK_DEPTH", "12x"},
+      {"GPUMEMTRACE_ON_FULL", "block"},  {"GPUMEMTRACE_RING_EVENTS", "1000"}, {"GPUMEMTRACE_RING_EVENTS", "128"},
+      {"GPUMEMTRACE_FLUSH_MS", "0"},     {"GPUMEMTRACE_FLUSH_MS", "1000"},    {"GPUMEMTRACE_DISABLE", "maybe"},
+      {"GPUMEMTRACE_OUTPUT", ""}};
+  const Config defaults = parse({});
+  for (const auto& [name, value] : bad) {
+    Config c = parse({{name, value}});
+    ASSERT_EQ(g_warnings.size(), 1u) << name << "=" << value;
+    EXPECT_NE(g_warnings[0].find(name), std::string::npos) << g_warnings[0];
+    EXPECT_EQ(c.stack_depth, defaults.stack_depth);
+    EXPECT_EQ(c.on_full, defaults.on_full);
+    EXPECT_EQ(c.ring_events, defaults.ring_events);
+    EXPECT_EQ(c.flush_ms, defaults.flush_ms);
+    EXPECT_EQ(c.disabled, defaults.disabled);
+    EXPECT_EQ(c.output, defaults.output);
+  }
+}
+
+TEST(Config, OutputTemplate) {
+  EXPECT_EQ(expand_output_path("gpumemtrace.%e.%p.jsonl", 42, "python3"), "gpumemtrace.python3.42.jsonl");
+  EXPECT_EQ(expand_output_path("/out/", 7, "app"), "/out/gpumemtrace.app.7.jsonl");
+  EXPECT_EQ(expand_output_path("run-%p-100%%.jsonl.zst", 9, "x"), "run-9-100%.jsonl.zst");
+  EXPECT_EQ(expand_output_path("odd%q%", 1, "x"), "odd%q%");
+}
+
+}  // namespace
+}  // namespace gpumemtrace

@@ -1,0 +1,145 @@
+// tests/unit/recorder_serializer_test.cpp — the writer's output: every line is valid JSON with the
+// documented fields, stacks and frames are written once and referred to by id, Python frames are
+// tagged, strings are escaped.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "interpose/writer/json_line.h"
+#include "interpose/writer/serializer.h"
+#include "trace/format.h"
+
+namespace gpumemtrace {
+namespace {
+
+using nlohmann::json;
+
+std::vector<json> parse_lines(const std::string& text) {
+  std::vector<json> out;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) out.push_back(json::parse(line));  // throws on invalid JSON
+  return out;
+}
+
+__attribute__((noinline)) uintptr_t here() { return reinterpret_cast<uintptr_t>(__builtin_return_address(0)); }
+
+EventRecord make_event(uint64_t seq, format::Op op, uint64_t addr, uint64_t size, std::vector<uintptr_t> stack) {
+  EventRecord r{};
+  r.seq = seq;
+  r.time_ns = 1000 + seq;
+  r.tid = 77;
+  r.op = op;
+  r.kind = format::Kind::Device;
+  r.api = "cudaMalloc";
+  r.addr = addr;
+  r.size = size;
+  r.device = 0;
+  r.flags = kHasResult;
+  r.native_depth = static_cast<int16_t>(stack.size());
+  for (size_t i = 0; i < stack.size(); ++i) r.native[i] = stack[i];
+  return r;
+}
+
+TEST(JsonLine, EscapesAndKeepsUtf8Valid) {
+  std::string out;
+  JsonLine::append_string(&out, "a\"b\\c\n\x01 \xC3\xA9 \xFF");
+  json parsed = json::parse(out);
+  EXPECT_EQ(parsed.get<std::string>(), "a\"b\\c\n\x01 \xC3\xA9 \xEF\xBF\xBD");
+}
+
+TEST(JsonLine, IntegersAtTheEdges) {
+  std::string out;
+  JsonLine j(&out);
+  j.begin("x").num("min", INT64_MIN).num("neg", -1).unum("max", UINT64_MAX).hex("h", 0xdeadbeef).end();
+  json parsed = json::parse(out);
+  EXPECT_EQ(parsed["min"].get<int64_t>(), INT64_MIN);
+  EXPECT_EQ(parsed["neg"].get<int64_t>(), -1);
+  EXPECT_EQ(parsed["max"].get<uint64_t>(), UINT64_MAX);
+  EXPECT_EQ(parsed["h"], "0xdeadbeef");
+}
+
+TEST(Serializer, HeaderEventsStacksFooter) {
+  std::string out;
+  TraceSerializer s(&out, /*symbolize=*/true);
+  s.header(current_process_header(64, false));
+  const uintptr_t ip = here();
+  s.event(make_event(1, format::Op::Alloc, 0x7000, 4096, {ip, ip + 1}));
+  s.event(make_event(2, format::Op::Alloc, 0x8000, 8192, {ip, ip + 1}));  // same stack: no new lines
+  s.event(make_event(3, format::Op::Free, 0x7000, 0, {ip}));               // new stack, known frame
+  s.dropped(5, 5);
+  s.footer(3, 5, 999);
+  auto lines = parse_lines(out);
+
+  ASSERT_FALSE(lines.empty());
+  EXPECT_EQ(lines[0]["type"], "header");
+  EXPECT_EQ(lines[0]["format"], "gpumemtrace");
+  EXPECT_EQ(lines[0]["version"], 1);
+  EXPECT_EQ(lines[0]["pid"], getpid());
+  int frames = 0, stacks = 0, events = 0, modules = 0;
+  std::map<int, json> frame_by_id;
+  for (const json& l : lines) {
+    if (l["type"] == "module") ++modules;
+    if (l["type"] == "frame") frame_by_id[l["id"]] = l, ++frames;
+    if (l["type"] == "stack") {
+      ++stacks;
+      for (const json& id : l["frames"]) EXPECT_TRUE(frame_by_id.count(id)) << "frame used before defined";
+    }
+    if (l["type"] == "event") ++events;
+  }
+  EXPECT_GT(modules, 0);
+  EXPECT_EQ(frames, 2);  // ip and ip+1, each written once
+  EXPECT_EQ(stacks, 2);
+  EXPECT_EQ(events, 3);
+  // The frame of `here()`'s caller is this test function, found by the symbolizer.
+  const json& f1 = frame_by_id.begin()->second;
+  EXPECT_NE(f1["function"].get<std::string>().find("Serializer_HeaderEventsStacksFooter"), std::string::npos)
+      << f1.dump();
+  EXPECT_NE(f1["file"].get<std::string>().find("recorder_serializer_test.cpp"), std::string::npos);
+  EXPECT_GT(f1["line"].get<int>(), 0);
+
+  std::vector<json> evs;
+  for (const json& l : lines)
+    if (l["type"] == "event") evs.push_back(l);
+  EXPECT_EQ(evs[0]["stack"], evs[1]["stack"]);
+  EXPECT_NE(evs[0]["stack"], evs[2]["stack"]);
+  EXPECT_EQ(evs[0]["addr"], "0x7000");
+  EXPECT_EQ(evs[1]["size"], 8192);
+  EXPECT_EQ(evs[2]["op"], "free");
+  EXPECT_EQ(evs[0]["result"], 0);
+  EXPECT_EQ(lines[lines.size() - 2]["type"], "dropped");
+  EXPECT_EQ(lines[lines.size() - 2]["count"], 5);
+  EXPECT_EQ(lines.back()["type"], "footer");
+  EXPECT_EQ(lines.back()["events"], 3);
+}
+
+TEST(Serializer, OptionalFieldsFollowFlags) {
+  std::string out;
+  TraceSerializer s(&out, /*symbolize=*/false);
+  EventRecord r = make_event(1, format::Op::BlockAlloc, 0x7100, 100, {});
+  r.kind = format::Kind::Block;
+  r.flags = kHasSegment | kPoolIsName;
+  r.segment = 0x7000;
+  strcpy(r.label, "my \"pool\"");
+  s.event(r);
+  EventRecord m = make_event(2, format::Op::MemInfo, 0, 0, {});
+  m.flags = kHasMemInfo;
+  m.free_bytes = 10;
+  m.total_bytes = 20;
+  s.event(m);
+  auto lines = parse_lines(out);
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_EQ(lines[0]["segment"], "0x7000");
+  EXPECT_EQ(lines[0]["pool"], "my \"pool\"");
+  EXPECT_EQ(lines[0]["stack"], 0);
+  EXPECT_FALSE(lines[0].contains("result"));
+  EXPECT_FALSE(lines[1].contains("addr"));
+  EXPECT_EQ(lines[1]["free"], 10);
+  EXPECT_EQ(lines[1]["total"], 20);
+}
+
+}  // namespace
+}  // namespace gpumemtrace
