@@ -11,7 +11,6 @@ mark every 10k events. Memory of the analysis must not depend on --events (run i
 """
 import argparse
 import os
-import resource
 import shutil
 import subprocess
 import sys
@@ -56,14 +55,15 @@ def generate(path, events):
         f.write('{"type":"footer","events":%d,"dropped_total":0,"end_time":%d}\n' % (events, events * 100 + 1))
 
 
-def timed(cmd, **kw):
-    """Runs cmd; returns (seconds, peak RSS of the child in KiB)."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    start = time.perf_counter()
-    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, **kw)
-    seconds = time.perf_counter() - start
-    after = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    return seconds, max(after, before)  # ru_maxrss is the max over children: run the largest last
+def measure(cmd):
+    """Wall seconds and peak RSS (KiB) of cmd, measured in a fresh Python process so that
+    ru_maxrss (the maximum over all children ever) belongs to this command alone."""
+    probe = ("import resource,subprocess,sys,time;s=time.perf_counter();"
+             "subprocess.run(sys.argv[1:],check=True,stdout=subprocess.DEVNULL);"
+             "print(time.perf_counter()-s, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)")
+    out = subprocess.run([sys.executable, "-c", probe, *cmd], check=True, capture_output=True, text=True)
+    seconds, rss = out.stdout.split()
+    return float(seconds), int(rss)
 
 
 def main():
@@ -84,14 +84,7 @@ def main():
             generate(trace, n)
             gen = time.perf_counter() - t0
             mib = os.path.getsize(trace) / (1 << 20)
-            # Each measurement in its own process so that ru_maxrss is this run's alone.
-            out = subprocess.run([sys.executable, "-c",
-                                  "import resource,subprocess,sys,time;s=time.perf_counter();"
-                                  "subprocess.run(sys.argv[1:],check=True,stdout=subprocess.DEVNULL);"
-                                  "print(time.perf_counter()-s, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)",
-                                  report, "--format", "json", trace], check=True, capture_output=True, text=True)
-            seconds, rss = out.stdout.split()
-            seconds, rss = float(seconds), int(rss)
+            seconds, rss = measure([report, "--format", "json", trace])
             rows.append(("gpumem-report", n, mib, seconds, n / seconds, rss / 1024))
             print(f"generated {n} events ({mib:.0f} MiB) in {gen:.1f}s; analysis {seconds:.2f}s = "
                   f"{n / seconds / 1e6:.2f}M events/s, peak RSS {rss / 1024:.1f} MiB", flush=True)
@@ -103,13 +96,7 @@ def main():
             subprocess.run([heaptrack, "-o", os.path.join(work, "ht"), workload, str(pairs)], check=True,
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             data = [p for p in os.listdir(work) if p.startswith("ht")][0]
-            out = subprocess.run([sys.executable, "-c",
-                                  "import resource,subprocess,sys,time;s=time.perf_counter();"
-                                  "subprocess.run(sys.argv[1:],check=True,stdout=subprocess.DEVNULL);"
-                                  "print(time.perf_counter()-s, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)",
-                                  heaptrack_print, os.path.join(work, data)], check=True, capture_output=True, text=True)
-            seconds, rss = out.stdout.split()
-            seconds, rss = float(seconds), int(rss)
+            seconds, rss = measure([heaptrack_print, os.path.join(work, data)])
             mib = os.path.getsize(os.path.join(work, data)) / (1 << 20)
             rows.append(("heaptrack_print", pairs * 2, mib, seconds, pairs * 2 / seconds, rss / 1024))
             print(f"heaptrack_print: {pairs * 2} events in {seconds:.2f}s = {pairs * 2 / seconds / 1e6:.2f}M events/s, "
