@@ -1,0 +1,192 @@
+// interpose/hooks/driver_table.cpp — lookups and slot wrapping for the driver hooks (driver_table.h).
+#include "interpose/hooks/driver_table.h"
+
+#include <dlfcn.h>
+#include <link.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "interpose/hooks/dlsym.h"
+#include "interpose/hooks/driver_cuda.h"
+#include "interpose/recorder/recorder.h"
+
+namespace gpumemtrace::driver {
+
+const FnInfo kFnInfo[kFnCount] = {
+#define GPUMEMTRACE_DRIVER_HOOK(symbol, proc, since, stream, need, params, args) \
+  {#symbol, #proc, since, Stream::stream, need},
+#include "interpose/hooks/driver_hooks.def"
+#undef GPUMEMTRACE_DRIVER_HOOK
+};
+
+std::atomic<void*> g_real[kFnCount][kSlots];
+
+Stats& stats() noexcept {
+  static Stats s;  // trivially constructible atomics: no constructor ordering issue
+  return s;
+}
+
+int find_symbol(const char* symbol) noexcept {
+  if (!symbol || symbol[0] != 'c' || symbol[1] != 'u') return -1;
+  for (int i = 0; i < kFnCount; ++i)
+    if (strcmp(kFnInfo[i].symbol, symbol) == 0) return i;
+  return -1;
+}
+
+int find_proc(const char* proc, int cuda_version, uint64_t flags) noexcept {
+  if (!proc || proc[0] != 'c' || proc[1] != 'u') return -1;
+  const bool per_thread = (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) != 0;
+  int best = -1;
+  for (int i = 0; i < kFnCount; ++i) {
+    const FnInfo& f = kFnInfo[i];
+    if (strcmp(f.proc, proc) != 0 || f.since > cuda_version) continue;
+    if (f.stream == Stream::Legacy && per_thread) continue;
+    if (f.stream == Stream::PerThread && !per_thread) continue;
+    if (best < 0 || f.since > kFnInfo[best].since) best = i;
+  }
+  return best;
+}
+
+namespace {
+
+const void* own_base() noexcept {
+  static std::atomic<const void*> base{nullptr};
+  const void* b = base.load(std::memory_order_acquire);
+  if (!b) {
+    Dl_info info{};
+    if (dladdr(reinterpret_cast<void*>(&own_base), &info) && info.dli_fbase) b = info.dli_fbase;
+    base.store(b, std::memory_order_release);
+  }
+  return b;
+}
+
+struct LibcudaSearch {
+  char path[4096];
+};
+
+int find_libcuda(dl_phdr_info* info, size_t, void* data) {
+  const char* name = info->dlpi_name;
+  if (!name || !*name) return 0;
+  const char* base = strrchr(name, '/');
+  base = base ? base + 1 : name;
+  if (strncmp(base, "libcuda.so", 10) != 0) return 0;
+  auto* s = static_cast<LibcudaSearch*>(data);
+  snprintf(s->path, sizeof(s->path), "%s", name);
+  return 1;
+}
+
+// `symbol` from the next object after us, else from a libcuda loaded RTLD_LOCAL (invisible to
+// RTLD_NEXT, e.g. dlopen'ed by a Python extension). Takes the loader's lock: resolution paths only.
+void* resolve_driver_symbol(const char* symbol) noexcept {
+  if (void* p = real_dlsym(RTLD_NEXT, symbol)) return p;
+  LibcudaSearch search{};
+  if (!dl_iterate_phdr(find_libcuda, &search)) return nullptr;
+  void* handle = dlopen(search.path, RTLD_LAZY | RTLD_NOLOAD);
+  if (!handle) return nullptr;
+  void* p = real_dlsym(handle, symbol);
+  dlclose(handle);  // RTLD_NOLOAD took a reference; the owner keeps the library loaded
+  return p;
+}
+
+std::atomic<void*> g_resolver_v2{nullptr};  // real cuGetProcAddress_v2
+std::atomic<void*> g_resolver_v1{nullptr};  // real cuGetProcAddress (4 arguments)
+
+}  // namespace
+
+bool is_own_code(const void* p) noexcept {
+  if (!p) return false;
+  Dl_info info{};
+  return dladdr(p, &info) && info.dli_fbase && info.dli_fbase == own_base();
+}
+
+void* wrap(int fn, void* real) noexcept {
+  if (fn < 0 || fn >= kFnCount || !real || is_own_code(real)) return real;
+  if (fn == static_cast<int>(Fn::cuGetProcAddress_v2) || fn == static_cast<int>(Fn::cuGetProcAddress))
+    note_real_resolver(fn, real);
+  for (int s = 0; s < kSlots; ++s) {
+    void* cur = g_real[fn][s].load(std::memory_order_acquire);
+    if (!cur && g_real[fn][s].compare_exchange_strong(cur, real, std::memory_order_acq_rel)) cur = real;
+    if (cur == real) {
+      stats().wrapped.fetch_add(1, std::memory_order_relaxed);
+      return kSlotWrappers[fn][s];
+    }
+  }
+  if (stats().slots_full.fetch_add(1, std::memory_order_relaxed) == 0)
+    log_line("driver hooks: more distinct driver entry points than wrapper slots; some calls are not traced");
+  return real;
+}
+
+void* export_real(Fn fn) noexcept {
+  static std::atomic<void*> cache[kFnCount];
+  const int i = static_cast<int>(fn);
+  void* p = cache[i].load(std::memory_order_acquire);
+  if (p) return p;
+  p = resolve_driver_symbol(kFnInfo[i].symbol);
+  if (p && is_own_code(p)) p = nullptr;  // never call ourselves
+  if (p) cache[i].store(p, std::memory_order_release);
+  return p;
+}
+
+void note_real_resolver(int fn, void* real) noexcept {
+  void* expected = nullptr;
+  if (fn == static_cast<int>(Fn::cuGetProcAddress_v2))
+    g_resolver_v2.compare_exchange_strong(expected, real, std::memory_order_acq_rel);
+  else if (fn == static_cast<int>(Fn::cuGetProcAddress))
+    g_resolver_v1.compare_exchange_strong(expected, real, std::memory_order_acq_rel);
+}
+
+void* query_function(Query q) noexcept {
+  struct QueryInfo {
+    const char* proc;
+    int version;
+    const char* symbol;
+  };
+  static const QueryInfo kQueries[] = {
+      {"cuCtxGetDevice", 2000, "cuCtxGetDevice"},
+      {"cuCtxGetDevice", 13000, "cuCtxGetDevice_v2"},  // (CUdevice*, CUcontext)
+      {"cuMemGetInfo", 3020, "cuMemGetInfo_v2"},
+      {"cuDeviceGetName", 2000, "cuDeviceGetName"},
+      {"cuDeviceTotalMem", 3020, "cuDeviceTotalMem_v2"},
+  };
+  static std::atomic<void*> cache[static_cast<int>(Query::kCount)];
+  static std::atomic<int> attempts[static_cast<int>(Query::kCount)];
+  const int i = static_cast<int>(q);
+  void* p = cache[i].load(std::memory_order_acquire);
+  if (p) return p;
+  // A driver without the function would otherwise cost a dlsym (a lock) per event.
+  if (attempts[i].fetch_add(1, std::memory_order_relaxed) >= 8) return nullptr;
+  const QueryInfo& qi = kQueries[i];
+  if (void* r = g_resolver_v2.load(std::memory_order_acquire)) {
+    using Pfn = CUresult (*)(const char*, void**, int, cuuint64_t, CUdriverProcAddressQueryResult*);
+    if (reinterpret_cast<Pfn>(r)(qi.proc, &p, qi.version, 0, nullptr) != CUDA_SUCCESS) p = nullptr;
+  } else if (void* r1 = g_resolver_v1.load(std::memory_order_acquire)) {
+    using Pfn = CUresult (*)(const char*, void**, int, cuuint64_t);
+    if (reinterpret_cast<Pfn>(r1)(qi.proc, &p, qi.version, 0) != 0) p = nullptr;
+  }
+  if (!p) p = resolve_driver_symbol(qi.symbol);
+  if (p && is_own_code(p)) p = nullptr;
+  if (p) cache[i].store(p, std::memory_order_release);
+  return p;
+}
+
+namespace {
+
+// GPUMEMTRACE_DRIVER_STATS=1: one line at exit with what the driver hooks saw. Lets tests check that
+// the runtime's cuGetProcAddress traffic went through us even when it makes no allocation.
+__attribute__((destructor)) void print_stats() {
+  const char* env = getenv("GPUMEMTRACE_DRIVER_STATS");
+  if (!env || strcmp(env, "1") != 0) return;
+  char line[256];
+  snprintf(line, sizeof(line),
+           "driver stats: dlsym_driver=%llu procaddr_calls=%llu wrapped=%llu slots_full=%llu",
+           static_cast<unsigned long long>(stats().dlsym_driver.load()),
+           static_cast<unsigned long long>(stats().procaddr_calls.load()),
+           static_cast<unsigned long long>(stats().wrapped.load()),
+           static_cast<unsigned long long>(stats().slots_full.load()));
+  log_line(line);
+}
+
+}  // namespace
+}  // namespace gpumemtrace::driver

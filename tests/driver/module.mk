@@ -1,0 +1,47 @@
+# tests/driver/module.mk — the fake CUDA driver and the driver-capture test programs (issue 4).
+# Included by the top-level Makefile. Tests: tests/driver/test_driver_*.py (make test).
+
+SIM_LIBCUDA := $(BUILD)/sim/libcuda.so.1
+
+## build/sim/libcuda.so.1: simulated CUDA driver (tests/sim/fake_libcuda.cpp) for GPU-less tests
+$(SIM_LIBCUDA): tests/sim/fake_libcuda.cpp
+	@mkdir -p $(@D)
+	$(CXX) $(CPPFLAGS) $(ALL_CXXFLAGS) -fvisibility=hidden -shared -Wl,-soname,libcuda.so.1 $< -o $@
+
+# Test programs: -O0 and frame pointers so that their named steps appear in the stacks.
+DRV_TEST_DIR := $(BUILD)/tests/driver
+DRV_PROG_FLAGS = -std=c++17 $(WARN) -O0 -g -fno-omit-frame-pointer -fno-inline
+
+$(DRV_TEST_DIR)/drv_direct: tests/driver/drv_prog.cpp $(SIM_LIBCUDA)
+	@mkdir -p $(@D)
+	$(CXX) $(CPPFLAGS) $(DRV_PROG_FLAGS) -DROUTE_DIRECT $< -o $@ -L$(BUILD)/sim -l:libcuda.so.1 \
+	  -Wl,-rpath,$(abspath $(BUILD)/sim)
+
+$(DRV_TEST_DIR)/drv_dlsym: tests/driver/drv_prog.cpp
+	@mkdir -p $(@D)
+	$(CXX) $(CPPFLAGS) $(DRV_PROG_FLAGS) -DROUTE_DLSYM $< -o $@ -ldl
+
+$(DRV_TEST_DIR)/drv_procaddr: tests/driver/drv_prog.cpp
+	@mkdir -p $(@D)
+	$(CXX) $(CPPFLAGS) $(DRV_PROG_FLAGS) -DROUTE_PROCADDR $< -o $@ -ldl
+
+# The real runtime from the toolkit. DT_RPATH (not RUNPATH) so that it wins over LD_LIBRARY_PATH,
+# which the tests point at build/sim for the fake libcuda.so.1 (where the fake libcudart also lives).
+$(DRV_TEST_DIR)/drv_cudart: tests/driver/drv_cudart.cpp
+	@mkdir -p $(@D)
+	$(CXX) $(CPPFLAGS) $(DRV_PROG_FLAGS) $< -o $@ -L$(CUDA_HOME)/lib64 -l:libcudart.so.13 \
+	  -Wl,--disable-new-dtags -Wl,-rpath,$(CUDA_HOME)/lib64
+
+# nvcc's default: the runtime linked statically; it still reaches the driver through dlsym.
+$(DRV_TEST_DIR)/drv_cudart_static: tests/driver/drv_cudart.cpp
+	@mkdir -p $(@D)
+	$(CXX) $(CPPFLAGS) $(DRV_PROG_FLAGS) $< -o $@ $(CUDA_HOME)/lib64/libcudart_static.a -ldl -lpthread -lrt
+
+DRV_TEST_PROGRAMS := $(SIM_LIBCUDA) $(addprefix $(DRV_TEST_DIR)/,drv_direct drv_dlsym drv_procaddr drv_cudart \
+                     drv_cudart_static)
+TEST_BINS += $(DRV_TEST_PROGRAMS)
+
+## driver-tests: build the fake driver and the driver test programs, run tests/driver/test_driver_*.py
+driver-tests: $(BUILD)/libgpumemtrace.so $(DRV_TEST_PROGRAMS)
+	GPUMEMTRACE_BUILD=$(abspath $(BUILD)) $(PYTHON) -m unittest discover -s tests/driver -p 'test_driver_*.py' -v
+.PHONY: driver-tests
