@@ -1,0 +1,37 @@
+"""A stand-in `torch` for tests (no PyTorch on the test machine). It offers exactly the surface the
+gpumemtrace hook uses, shaped like PyTorch 2.4-2.11: torch.__version__, torch.version, lazy CUDA init
+with torch.cuda._lazy_call, torch.cuda.memory._record_memory_history/_snapshot (a bounded history ring
+whose _snapshot() appends a "snapshot" entry after copying, entries with time_us in realtime µs and
+Python frames innermost first), torch._C._cuda_attach_out_of_memory_observer, memory_stats counters,
+max_memory_reserved/allocated. A tiny caching allocator stands behind torch.empty(nbytes, device="cuda").
+
+Knobs (environment): FAKE_TORCH_VERSION (default 2.11.0+cu130), FAKE_TORCH_BACKEND (native),
+FAKE_TORCH_LIMIT (bytes the device can reserve, default 1 GiB), FAKE_TORCH_CUDART (path of a CUDA
+runtime, e.g. the simulated one: segments then come from its cudaMalloc, bound through the global
+scope so that libgpumemtrace.so sees them).
+"""
+import os
+
+__version__ = os.environ.get("FAKE_TORCH_VERSION", "2.11.0+cu130")
+
+from . import version  # noqa: E402
+from . import _C  # noqa: E402
+from . import cuda  # noqa: E402
+
+
+class Tensor:
+    def __init__(self, block):
+        self._block = block
+
+    def __del__(self):
+        b, self._block = self._block, None
+        if b is not None:
+            cuda._allocator().free(b)
+
+    def data_ptr(self):
+        return self._block.addr
+
+
+def empty(nbytes, device="cuda"):
+    cuda._lazy_init()
+    return Tensor(cuda._allocator().malloc(int(nbytes)))

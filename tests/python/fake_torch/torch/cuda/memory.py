@@ -1,0 +1,55 @@
+import collections
+import threading
+import time
+import traceback
+
+_lock = threading.Lock()
+_history = None  # deque(maxlen=max_entries) when enabled
+_stacks = "python"
+
+
+def _record_memory_history(enabled="all", context="all", stacks="all", max_entries=1 << 62, device=None,
+                           clear_history=False, compile_context=False, global_record_annotations=False,
+                           skip_actions=None):
+    global _history, _stacks
+    from . import _lazy_init
+    _lazy_init()  # like PyTorch: recording needs the allocator
+    with _lock:
+        if enabled is None:
+            _history = None
+            return
+        if _history is None or clear_history or _history.maxlen != max_entries:
+            old = list(_history or [])
+            _history = collections.deque([] if clear_history else old, maxlen=max_entries)
+        _stacks = stacks
+
+
+def _frames():
+    out = []
+    for fs in reversed(traceback.extract_stack()[:-3]):  # innermost first, without the allocator
+        if "/fake_torch/torch/" in fs.filename:
+            continue
+        out.append({"filename": fs.filename, "line": fs.lineno, "name": fs.name})
+    return out
+
+
+def _record(action, addr, size):
+    with _lock:
+        if _history is None:
+            return
+        _history.append({"action": action, "addr": addr, "size": size, "stream": 0,
+                         "time_us": time.time_ns() // 1000, "frames": _frames(),
+                         **({"device_free": addr} if action == "oom" else {})})
+
+
+def _snapshot(device=None):
+    from . import _allocator
+    a = _allocator()
+    with _lock:
+        trace = [dict(e) for e in (_history or [])]
+        if _history is not None:
+            _history.append({"action": "snapshot", "addr": 0, "size": 0, "stream": 0,
+                             "time_us": time.time_ns() // 1000, "frames": []})
+    segs = [{"device": 0, "address": s[0], "total_size": s[1], "stream": 0, "segment_type": "large",
+             "allocated_size": 0, "active_size": 0, "blocks": []} for s in a.segments]
+    return {"segments": segs, "device_traces": [trace]}

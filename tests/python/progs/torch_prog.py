@@ -1,0 +1,52 @@
+"""Child program for test_python_torch.py, run with PYTHONPATH=tools/python:fake_torch under
+LD_PRELOAD=libgpumemtrace.so. argv[1]: "train" | "oom" | "sigterm" | "noimport" | "nocuda".
+Prints a fixed line and exits with code 7 so the test can check both are unchanged."""
+import os
+import signal
+import sys
+
+mode = sys.argv[1]
+if mode == "noimport":
+    print("no torch here")
+    sys.exit(7)
+
+import torch  # noqa: E402
+
+if mode == "nocuda":
+    print("torch imported, CUDA never used")
+    sys.exit(7)
+
+
+def make_activation(n):
+    return torch.empty(n, device="cuda")  # LINE_ACT
+
+
+def train(steps):
+    kept = []
+    for step in range(steps):
+        x = make_activation(300000)
+        loss = torch.empty(512, device="cuda")
+        kept.append(loss)  # LINE_LEAK: epoch_loss += loss keeps every step's loss alive
+        del x
+    return kept
+
+
+if mode == "train":
+    kept = train(20)
+    print("reserved", torch.cuda.max_memory_reserved(), "allocated", torch.cuda.max_memory_allocated())
+    sys.exit(7)
+
+if mode == "oom":
+    hold = [make_activation(64 << 20)]
+    try:
+        hold.append(torch.empty(900 << 20, device="cuda"))  # LINE_OOM
+    except torch.cuda.OutOfMemoryError:
+        print("caught OOM")
+    sys.exit(7)
+
+if mode == "sigterm":
+    kept = train(3)
+    sys.stdout.write("about to die\n")
+    sys.stdout.flush()
+    os.kill(os.getpid(), signal.SIGTERM)
+    print("not reached")

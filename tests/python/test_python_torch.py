@@ -1,0 +1,229 @@
+"""The PyTorch startup hook (tools/python/sitecustomize.py + gpumemtrace_torch) against the stand-in
+torch package in tests/python/fake_torch, under LD_PRELOAD=libgpumemtrace.so with the simulated CUDA
+runtime: tensor-level events with Python stacks in the same trace as the driver-level cudaMalloc,
+drained at exit, at OOM and on SIGTERM; version gate; sitecustomize chaining; the program's output and
+exit code unchanged.
+"""
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import unittest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BUILD = os.environ.get("GPUMEMTRACE_BUILD", os.path.join(ROOT, "build"))
+LIB = os.path.join(BUILD, "libgpumemtrace.so")
+SIM = os.path.join(BUILD, "sim", "libcudart.so.13")
+TOOLS = os.path.join(ROOT, "tools", "python")
+FAKE = os.path.join(ROOT, "tests", "python", "fake_torch")
+PROG = os.path.join(ROOT, "tests", "python", "progs", "torch_prog.py")
+sys.path.insert(0, TOOLS)
+
+
+def prog_line(marker):
+    with open(PROG, encoding="utf-8") as f:
+        return next(i for i, l in enumerate(f.read().splitlines(), 1) if marker in l)
+
+
+def read_trace(path):
+    frames, stacks, events = {}, {}, []
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            try:
+                r = json.loads(line)
+            except ValueError:
+                continue
+            if r["type"] == "frame":
+                frames[r["id"]] = r
+            elif r["type"] == "stack":
+                stacks[r["id"]] = r["frames"]
+            elif r["type"] == "event":
+                events.append(r)
+    return events, lambda ev: [frames[i] for i in stacks.get(ev.get("stack", 0), [])]
+
+
+@unittest.skipUnless(os.path.exists(LIB) and os.path.exists(SIM),
+                     "needs build/libgpumemtrace.so and build/sim/libcudart.so.13")
+class TorchHookTest(unittest.TestCase):
+    def run_prog(self, mode, env_extra=None, pythonpath=None, expect_rc=7):
+        d = tempfile.mkdtemp()
+        out = os.path.join(d, "trace.jsonl")
+        env = dict(os.environ, LD_PRELOAD=LIB, GPUMEMTRACE_OUTPUT=out, GPUMEMTRACE_QUIET="1",
+                   FAKE_TORCH_CUDART=SIM, FAKE_TORCH_LIMIT=str(512 << 20),
+                   PYTHONPATH=os.pathsep.join(pythonpath or [TOOLS, FAKE]))
+        env.pop("PYTHONSTARTUP", None)
+        env.update(env_extra or {})
+        proc = subprocess.run([sys.executable, PROG, mode], capture_output=True, text=True, env=env,
+                              timeout=120)
+        self.assertEqual(proc.returncode, expect_rc, proc.stderr[-3000:])
+        events, stack_of = read_trace(out) if os.path.exists(out) else ([], None)
+        return proc, events, stack_of
+
+    def test_train_block_events_with_python_stacks(self):
+        proc, events, stack_of = self.run_prog("train")
+        self.assertTrue(proc.stdout.startswith("reserved "), proc.stdout)
+        self.assertNotIn("gpumemtrace:", proc.stderr)
+        blocks = [e for e in events if e["op"] == "block_alloc"]
+        self.assertEqual(len(blocks), 40)  # 20 steps x (activation + loss)
+        frees = [e for e in events if e["op"] == "block_free"]
+        self.assertEqual(len(frees), 20)   # activations freed; the kept losses are not (before exit)
+        # The leaking line is named, with the file, on the loss blocks.
+        leak_line = prog_line("kept.append(loss)") - 1
+        loss_blocks = [e for e in blocks if e["size"] == 512]
+        self.assertEqual(len(loss_blocks), 20)
+        py = [f for f in stack_of(loss_blocks[0]) if f.get("lang") == "python"]
+        self.assertEqual((py[0]["file"], py[0]["function"], py[0]["line"]), (PROG, "train", leak_line))
+        act = [e for e in blocks if e["size"] == 300000][0]
+        py = [f for f in stack_of(act) if f.get("lang") == "python"]
+        self.assertEqual((py[0]["function"], py[0]["line"]), ("make_activation", prog_line("LINE_ACT")))
+        self.assertEqual(py[1]["function"], "train")
+        # Segments: PyTorch's view, marked, matching the driver-level cudaMalloc by address.
+        segs = [e for e in events if e["op"] == "alloc" and e["api"] == "torch.segment_alloc"]
+        mallocs = [e for e in events if e["op"] == "alloc" and e["api"] == "cudaMalloc"]
+        self.assertTrue(segs)
+        self.assertEqual(sorted(e["addr"] for e in segs), sorted(e["addr"] for e in mallocs))
+        seg_addrs = {e["addr"] for e in segs}
+        for b in blocks:
+            self.assertIn(b.get("segment"), seg_addrs, b)
+        # Reserved from the events equals PyTorch's own max_memory_reserved.
+        reserved = int(proc.stdout.split()[1])
+        self.assertEqual(sum(e["size"] for e in segs), reserved)
+        # Order: seq strictly increasing; times monotonic-clock values close to the driver events'.
+        seqs = [e["seq"] for e in events]
+        self.assertEqual(seqs, sorted(seqs))
+
+    def test_oom_drained_before_exception(self):
+        proc, events, stack_of = self.run_prog("oom")
+        self.assertEqual(proc.stdout, "caught OOM\n")
+        ooms = [e for e in events if e["op"] == "block_oom"]
+        self.assertEqual(len(ooms), 1, [e["op"] for e in events])
+        py = [f for f in stack_of(ooms[0]) if f.get("lang") == "python"]
+        self.assertEqual((py[0]["function"], py[0]["line"]), ("<module>", prog_line("LINE_OOM")))
+        self.assertIn("free", ooms[0])
+
+    def test_sigterm_drains_and_still_dies_of_sigterm(self):
+        proc, events, _ = self.run_prog("sigterm", expect_rc=-signal.SIGTERM)
+        self.assertEqual(proc.stdout, "about to die\n")
+        self.assertEqual(len([e for e in events if e["op"] == "block_alloc"]), 6)
+
+    def test_unsupported_version_warns_once(self):
+        proc, events, _ = self.run_prog("train", {"FAKE_TORCH_VERSION": "2.3.1+cu121"})
+        self.assertEqual(proc.stderr.count("gpumemtrace:"), 1, proc.stderr)
+        self.assertIn("2.3.1+cu121 is not supported", proc.stderr)
+        self.assertFalse([e for e in events if e["op"].startswith("block_")])
+        self.assertTrue([e for e in events if e["api"] == "cudaMalloc"])  # driver level still there
+
+    def test_async_backend_falls_back(self):
+        proc, events, _ = self.run_prog("train", {"FAKE_TORCH_BACKEND": "cudaMallocAsync"})
+        self.assertEqual(proc.stderr.count("gpumemtrace:"), 1, proc.stderr)
+        self.assertFalse([e for e in events if e["op"].startswith("block_")])
+
+    def test_disabled_by_env(self):
+        proc, events, _ = self.run_prog("train", {"GPUMEMTRACE_TORCH": "0"})
+        self.assertFalse([e for e in events if e["op"].startswith("block_")])
+
+    def test_no_torch_no_cuda_untouched(self):
+        proc, events, _ = self.run_prog("noimport")
+        self.assertEqual((proc.stdout, proc.stderr), ("no torch here\n", ""))
+        proc, events, _ = self.run_prog("nocuda")
+        self.assertEqual(proc.stdout, "torch imported, CUDA never used\n")
+        self.assertEqual(proc.stderr, "")
+
+    def test_small_ring_counts_loss(self):
+        proc, events, _ = self.run_prog("train", {"GPUMEMTRACE_TORCH_ENTRIES": "1024"})
+        # 20 steps stay far below 1024 entries: nothing lost, no warning.
+        self.assertNotIn("wrapped", proc.stderr)
+
+
+class SitecustomizeChainTest(unittest.TestCase):
+    """Without the library: the hook stays off, and an existing sitecustomize still runs."""
+
+    def test_chains_existing_sitecustomize(self):
+        with tempfile.TemporaryDirectory() as d:
+            marker = os.path.join(d, "ran")
+            with open(os.path.join(d, "sitecustomize.py"), "w") as f:
+                f.write("import os\nopen(%r, 'w').write('yes')\nCHAINED = True\n" % marker)
+            code = "import sys; print(sys.modules['sitecustomize'].__file__)"
+            env = dict(os.environ, PYTHONPATH=os.pathsep.join([TOOLS, d]))
+            env.pop("LD_PRELOAD", None)
+            proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+            self.assertEqual(proc.returncode, 0, proc.stderr)
+            self.assertEqual(proc.stderr, "")
+            self.assertTrue(os.path.exists(marker), "the existing sitecustomize did not run")
+            self.assertEqual(proc.stdout.strip(), os.path.join(TOOLS, "sitecustomize.py"))
+
+    def test_failing_sitecustomize_does_not_break_program(self):
+        with tempfile.TemporaryDirectory() as d:
+            with open(os.path.join(d, "sitecustomize.py"), "w") as f:
+                f.write("raise RuntimeError('boom')\n")
+            env = dict(os.environ, PYTHONPATH=os.pathsep.join([TOOLS, d]))
+            proc = subprocess.run([sys.executable, "-c", "print('ok')"], capture_output=True, text=True,
+                                  env=env)
+            self.assertEqual((proc.returncode, proc.stdout), (0, "ok\n"))
+            self.assertIn("boom", proc.stderr)
+
+    def test_version_gate(self):
+        from gpumemtrace_torch import parse_version, MIN_VERSION, MAX_VERSION
+        for text, ok in [("2.4.0", True), ("2.11.0a0+git12", True), ("2.3.1+cu121", False),
+                         ("2.12.0", False), ("1.13.1", False), ("garbage", False)]:
+            v = parse_version(text)
+            self.assertEqual(v is not None and MIN_VERSION <= v <= MAX_VERSION, ok, text)
+
+
+class HistoryDeltaTest(unittest.TestCase):
+    """The drain's delta logic on hand-made histories (no library needed)."""
+
+    class Rec:
+        def __init__(self):
+            self.events, self.marks = [], []
+
+        def record(self, op, api, **kw):
+            self.events.append((op, api, kw))
+
+        def mark(self, label):
+            self.marks.append(label)
+
+    def entry(self, action, addr, size, t, frames=()):
+        return {"action": action, "addr": addr, "size": size, "stream": 0, "time_us": t,
+                "frames": [{"filename": f, "name": n, "line": l} for f, n, l in frames]}
+
+    def test_delta_and_wrap(self):
+        from gpumemtrace_torch.history import HistoryDrain
+        rec = self.Rec()
+        d = HistoryDrain(rec)
+        h = [self.entry("segment_alloc", 0x1000, 0x200000, 1),
+             self.entry("alloc", 0x1000, 512, 2, [("a.py", "f", 3)])]
+        d.drain({"device_traces": [list(h)]})
+        self.assertEqual([e[0] for e in rec.events], ["alloc", "block_alloc"])
+        self.assertEqual(rec.events[1][2]["segment"], 0x1000)
+        self.assertEqual(rec.events[1][2]["frames"], [("a.py", "f", 3)])
+        h += [self.entry("snapshot", 0, 0, 3), self.entry("free_requested", 0x1000, 512, 4),
+              self.entry("free_completed", 0x1000, 512, 5)]
+        d.drain({"device_traces": [list(h)]})
+        self.assertEqual([e[0] for e in rec.events], ["alloc", "block_alloc", "block_free"])
+        self.assertEqual(rec.marks, [])
+        # The ring wrapped past the anchor: everything in the copy is forwarded, the loss marked.
+        d.drain({"device_traces": [[self.entry("alloc", 0x2000, 64, 9)]]})
+        self.assertEqual(rec.events[-1][0], "block_alloc")
+        self.assertEqual(d.lost_drains, 1)
+        self.assertEqual(len(rec.marks), 1)
+
+    def test_time_conversion_and_oom(self):
+        import time
+        from gpumemtrace_torch.history import HistoryDrain
+        rec = self.Rec()
+        d = HistoryDrain(rec)
+        now_us = time.time_ns() // 1000
+        e = self.entry("oom", 12345, 1 << 30, now_us)
+        e["device_free"] = 12345
+        d.drain({"device_traces": [[e]]})
+        op, api, kw = rec.events[0]
+        self.assertEqual((op, api, kw["free_bytes"], kw["size"]), ("block_oom", "torch.block_oom", 12345, 1 << 30))
+        mono = time.clock_gettime_ns(time.CLOCK_MONOTONIC)
+        self.assertLess(abs(kw["time_ns"] - mono), 5 * 10**9)
+
+
+if __name__ == "__main__":
+    unittest.main()
