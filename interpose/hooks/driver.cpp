@@ -63,8 +63,10 @@ void note_device(int32_t device) noexcept {
 // The common part of every hook: the re-entry scope, and turning facts into an event.
 class DriverCall {
  public:
+  // Nested: names itself as the driver call serving the outer (runtime) event. cuMemGetInfo is left
+  // out: the runtime hooks' own free-memory queries would otherwise overwrite cudaMalloc's driver_api.
   explicit DriverCall(Fn fn) noexcept : api_(kFnInfo[static_cast<int>(fn)].symbol) {
-    if (!scope_.recording()) HookScope::note_driver_api(api_);
+    if (!scope_.recording() && fn != Fn::cuMemGetInfo_v2) HookScope::note_driver_api(api_);
   }
   DriverCall(const DriverCall&) = delete;
   DriverCall& operator=(const DriverCall&) = delete;

@@ -37,8 +37,17 @@ $(DRV_TEST_DIR)/drv_cudart_static: tests/driver/drv_cudart.cpp
 	@mkdir -p $(@D)
 	$(CXX) $(CPPFLAGS) $(DRV_PROG_FLAGS) $< -o $@ $(CUDA_HOME)/lib64/libcudart_static.a -ldl -lpthread -lrt
 
+# A miniature runtime that reaches the driver like the real one, for "one event per allocation".
+$(DRV_TEST_DIR)/libdrvminirt.so: tests/driver/drv_minirt.cpp
+	@mkdir -p $(@D)
+	$(CXX) $(CPPFLAGS) $(ALL_CXXFLAGS) -shared $< -o $@ -ldl
+
+$(DRV_TEST_DIR)/drv_layered: tests/driver/drv_layered.cpp $(DRV_TEST_DIR)/libdrvminirt.so
+	@mkdir -p $(@D)
+	$(CXX) $(CPPFLAGS) $(DRV_PROG_FLAGS) $< -o $@ -L$(DRV_TEST_DIR) -ldrvminirt -Wl,-rpath,$(abspath $(DRV_TEST_DIR))
+
 DRV_TEST_PROGRAMS := $(SIM_LIBCUDA) $(addprefix $(DRV_TEST_DIR)/,drv_direct drv_dlsym drv_procaddr drv_cudart \
-                     drv_cudart_static)
+                     drv_cudart_static libdrvminirt.so drv_layered)
 TEST_BINS += $(DRV_TEST_PROGRAMS)
 
 ## driver-tests: build the fake driver and the driver test programs, run tests/driver/test_driver_*.py
