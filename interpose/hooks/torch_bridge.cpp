@@ -47,8 +47,8 @@ bool op_from_name(const char* name, f::Op* op) {
 
 // `api` must be static for the recorder (it stores the pointer): map the caller's text onto ours.
 const char* static_api(const char* api) {
-  static const char* const kApis[] = {"torch.block_alloc",   "torch.block_free",  "torch.block_oom",
-                                      "torch.segment_alloc", "torch.segment_free", "torch.segment_map",
+  static const char* const kApis[] = {"torch.alloc",         "torch.free_requested", "torch.oom",
+                                      "torch.segment_alloc", "torch.segment_free",   "torch.segment_map",
                                       "torch.segment_unmap", "torch.mark"};
   if (api)
     for (const char* a : kApis)
@@ -61,7 +61,7 @@ const char* static_api(const char* api) {
 extern "C" {
 
 // Records one event reported after the fact. op: an op name of trace/format.h ("block_alloc",
-// "block_free", "block_oom", "alloc", "free", "map", "unmap", "mark"); api: "torch.<action>";
+// "block_free", "block_oom", "alloc", "free", "map", "unmap", "mark"); api: "torch.<PyTorch action>";
 // segment: containing segment of a block (0 = none); time_ns: CLOCK_MONOTONIC of the event (0 = now);
 // free_bytes: device free bytes for block_oom (0 = unknown); pool: allocator pool name or null;
 // frames: "file\x1ffunction\x1fline" records separated by '\x1e', innermost first (null = none).

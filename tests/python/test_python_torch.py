@@ -220,7 +220,7 @@ class HistoryDeltaTest(unittest.TestCase):
         e["device_free"] = 12345
         d.drain({"device_traces": [[e]]})
         op, api, kw = rec.events[0]
-        self.assertEqual((op, api, kw["free_bytes"], kw["size"]), ("block_oom", "torch.block_oom", 12345, 1 << 30))
+        self.assertEqual((op, api, kw["free_bytes"], kw["size"]), ("block_oom", "torch.oom", 12345, 1 << 30))
         mono = time.clock_gettime_ns(time.CLOCK_MONOTONIC)
         self.assertLess(abs(kw["time_ns"] - mono), 5 * 10**9)
 

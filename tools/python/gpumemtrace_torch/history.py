@@ -15,16 +15,17 @@ import time
 
 ANCHOR = 4
 
-# action -> (gpumemtrace op, api). free_completed is left out: the block's bytes stop counting at
+# action -> (gpumemtrace op, api); apis are "torch.<action>" as in the snapshot importer
+# (docs/trace-format.md). free_completed is left out: the block's bytes stop counting at
 # free_requested (that is when PyTorch's allocated_bytes drops); completion only matters for reuse.
 ACTIONS = {
-    "alloc": ("block_alloc", "torch.block_alloc"),
-    "free_requested": ("block_free", "torch.block_free"),
+    "alloc": ("block_alloc", "torch.alloc"),
+    "free_requested": ("block_free", "torch.free_requested"),
     "segment_alloc": ("alloc", "torch.segment_alloc"),
     "segment_free": ("free", "torch.segment_free"),
     "segment_map": ("map", "torch.segment_map"),
     "segment_unmap": ("unmap", "torch.segment_unmap"),
-    "oom": ("block_oom", "torch.block_oom"),
+    "oom": ("block_oom", "torch.oom"),
 }
 
 
