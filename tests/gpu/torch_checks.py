@@ -1,0 +1,167 @@
+#!/usr/bin/env python3
+"""GPU checks of issue 5 (PyTorch 2.4-2.11 on an NVIDIA GPU). Not part of `make test` (no GPU there):
+run `python3 tests/gpu/torch_checks.py [--build build]` on a GPU machine. Prints SKIP and exits 0
+where torch or a GPU is missing. Each check runs a child under LD_PRELOAD=libgpumemtrace.so with
+PYTHONPATH=tools/python and inspects the trace:
+  growth      planted `epoch_loss += loss`: the live blocks at exit are named by that line
+  oom         planted OOM: block_oom event whose stack names the allocating line, with device free bytes
+  expandable  PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True: map events, reserved agreement
+  async       backend:cudaMallocAsync: one warning, driver-level events only, program unchanged
+  agreement   reserved peak from events == torch.cuda.max_memory_reserved(); allocated peak vs
+              max_memory_allocated() (printed; equal where rounding is reproducible)
+  overhead    ms per training step: plain, driver-level only (GPUMEMTRACE_TORCH=0
+              GPUMEMTRACE_PYTHON=0), full (targets: <= 3% and <= 15%)
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+CHILD = r'''
+import os, sys, time, torch
+mode = sys.argv[1]
+dev = "cuda"
+model = torch.nn.Sequential(torch.nn.Linear(1024, 4096), torch.nn.ReLU(), torch.nn.Linear(4096, 1024)).to(dev)
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+def step():
+    x = torch.randn(256, 1024, device=dev)
+    loss = model(x).pow(2).mean()
+    opt.zero_grad(); loss.backward(); opt.step()
+    return loss
+if mode in ("growth", "expandable", "async", "agreement"):
+    epoch_loss = 0
+    for i in range(50):
+        loss = step()
+        epoch_loss += loss  # PLANTED_GROWTH
+    torch.cuda.synchronize()
+    print(json.dumps({"reserved": torch.cuda.max_memory_reserved(),
+                      "allocated": torch.cuda.max_memory_allocated()}) if False else
+          "%d %d" % (torch.cuda.max_memory_reserved(), torch.cuda.max_memory_allocated()))
+elif mode == "oom":
+    free, total = torch.cuda.mem_get_info()
+    try:
+        big = torch.empty(int(total * 2), dtype=torch.uint8, device=dev)  # PLANTED_OOM
+    except torch.cuda.OutOfMemoryError:
+        print("caught")
+elif mode == "overhead":
+    for _ in range(20): step()
+    torch.cuda.synchronize()
+    t = time.perf_counter()
+    for _ in range(200): step()
+    torch.cuda.synchronize()
+    print("%.4f" % ((time.perf_counter() - t) / 200 * 1000))
+'''
+
+
+def have_gpu_torch():
+    try:
+        import torch  # noqa: F401
+        return torch.cuda.is_available()
+    except Exception:
+        return False
+
+
+def run(build, mode, env_extra=None, traced=True):
+    d = tempfile.mkdtemp()
+    out = os.path.join(d, "trace.jsonl")
+    env = dict(os.environ)
+    if traced:
+        env.update(LD_PRELOAD=os.path.join(build, "libgpumemtrace.so"), GPUMEMTRACE_OUTPUT=out,
+                   GPUMEMTRACE_QUIET="1",
+                   PYTHONPATH=os.pathsep.join([os.path.join(ROOT, "tools", "python"),
+                                               env.get("PYTHONPATH", "")]))
+    env.update(env_extra or {})
+    code = "import json\n" + CHILD
+    p = subprocess.run([sys.executable, "-c", code, mode], capture_output=True, text=True, env=env,
+                       timeout=600)
+    events, frames, stacks = [], {}, {}
+    if traced and os.path.exists(out):
+        for line in open(out, encoding="utf-8"):
+            try:
+                r = json.loads(line)
+            except ValueError:
+                continue
+            if r["type"] == "event":
+                events.append(r)
+            elif r["type"] == "frame":
+                frames[r["id"]] = r
+            elif r["type"] == "stack":
+                stacks[r["id"]] = r["frames"]
+    return p, events, lambda e: [frames[i] for i in stacks.get(e.get("stack", 0), [])]
+
+
+def reserved_peak(events):
+    cur = peak = 0
+    for e in sorted(events, key=lambda e: (e["t"], e["seq"])):
+        if e.get("api") == "torch.segment_alloc" or e.get("api") == "torch.segment_map":
+            cur += e["size"]
+        elif e.get("api") in ("torch.segment_free", "torch.segment_unmap"):
+            cur -= e["size"]
+        peak = max(peak, cur)
+    return peak
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--build", default=os.path.join(ROOT, "build"))
+    args = ap.parse_args()
+    if not have_gpu_torch():
+        print("SKIP: needs PyTorch with a CUDA GPU")
+        return 0
+    failures = 0
+
+    def check(name, ok, detail):
+        nonlocal failures
+        failures += 0 if ok else 1
+        print("%s %s: %s" % ("PASS" if ok else "FAIL", name, detail), flush=True)
+
+    p, ev, stack_of = run(args.build, "growth")
+    live = {}
+    for e in ev:
+        if e["op"] == "block_alloc":
+            live[e["addr"]] = e
+        elif e["op"] == "block_free":
+            live.pop(e["addr"], None)
+    named = [e for e in live.values()
+             if any(f.get("lang") == "python" and "epoch_loss" in open(f["file"]).read().splitlines()[f["line"] - 1]
+                    for f in stack_of(e) if os.path.exists(f.get("file", "")))] if live else []
+    check("growth", p.returncode == 0 and len(named) >= 40,
+          "%d live blocks at exit, %d named by the planted line" % (len(live), len(named)))
+
+    p, ev, stack_of = run(args.build, "oom")
+    ooms = [e for e in ev if e["op"] == "block_oom"]
+    check("oom", p.stdout.strip() == "caught" and ooms and "free" in ooms[0]
+          and any(f.get("lang") == "python" for f in stack_of(ooms[0])),
+          "%d block_oom events; stdout %r" % (len(ooms), p.stdout.strip()))
+
+    for name, conf in (("agreement", None), ("expandable", "expandable_segments:True")):
+        p, ev, _ = run(args.build, name, {"PYTORCH_CUDA_ALLOC_CONF": conf} if conf else None)
+        try:
+            reserved, allocated = map(int, p.stdout.split())
+        except ValueError:
+            check(name, False, p.stderr[-500:])
+            continue
+        got = reserved_peak(ev)
+        check(name, got == reserved, "reserved peak from events %d vs max_memory_reserved %d "
+              "(max_memory_allocated %d)" % (got, reserved, allocated))
+
+    p, ev, _ = run(args.build, "async", {"PYTORCH_CUDA_ALLOC_CONF": "backend:cudaMallocAsync"})
+    check("async", p.returncode == 0 and p.stderr.count("gpumemtrace:") == 1
+          and not [e for e in ev if e["op"].startswith("block_")],
+          "driver-level events %d, stderr %r" % (len(ev), p.stderr.strip()[-200:]))
+
+    base = float(run(args.build, "overhead", traced=False)[0].stdout or "nan")
+    drv = float(run(args.build, "overhead", {"GPUMEMTRACE_TORCH": "0", "GPUMEMTRACE_PYTHON": "0"})[0].stdout or "nan")
+    full = float(run(args.build, "overhead")[0].stdout or "nan")
+    check("overhead", drv <= base * 1.03 and full <= base * 1.15,
+          "step %.3f ms plain, %.3f ms driver-level (%+.1f%%), %.3f ms full (%+.1f%%)"
+          % (base, drv, (drv / base - 1) * 100, full, (full / base - 1) * 100))
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
