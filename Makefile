@@ -34,8 +34,8 @@ CLEAN_EXTRA :=
 BENCH_TARGETS := # phony targets run by `make bench`
 FUZZ_TARGETS  := # phony targets run by `make fuzz`
 
-include trace/module.mk interpose/module.mk cupti/module.mk report/module.mk tools/module.mk \
-        tests/module.mk bench/module.mk examples/module.mk
+include trace/module.mk interpose/module.mk cupti/module.mk report/module.mk tools/module.mk tests/module.mk \
+        bench/module.mk examples/module.mk
 -include tests/driver/module.mk tests/python/module.mk
 
 ## all: build the library and the tools (build/libgpumemtrace.so, build/gpumem-report, build/gpumemtrace)

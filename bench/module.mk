@@ -1,1 +1,14 @@
-# bench/module.mk — see the top-level Makefile
+# bench/module.mk — benchmarks (make bench). Figures go to docs/performance.md.
+$(BUILD)/bench/alloc_loop: bench/alloc_loop.cpp $(SIM_RUNTIME)
+	@mkdir -p $(@D)
+	$(CXX) -std=c++17 -O2 -g -fno-omit-frame-pointer -isystem $(CUDA_HOME)/include $< -o $@ -L$(SIM_DIR) -lcudart
+
+$(BUILD)/bench/recorder_microbench: $(BUILD)/bench/recorder_microbench.o $(RECORDER_TEST_LIB_OBJS)
+	@mkdir -p $(@D)
+	$(CXX) -o $@ $^ -lbenchmark -lpthread $(LIB_LDLIBS)
+
+## bench-recorder: recorder hot path, ring throughput, side by side with heaptrack
+bench-recorder: $(BUILD)/libgpumemtrace.so $(BUILD)/bench/alloc_loop $(BUILD)/bench/recorder_microbench
+	$(PYTHON) bench/recorder_bench.py --build $(BUILD)
+.PHONY: bench-recorder
+BENCH_TARGETS += bench-recorder

@@ -40,6 +40,9 @@ int find_own_range(dl_phdr_info* info, size_t, void* data) {
 
 void init_own_code_range() {
   dl_iterate_phdr(find_own_range, reinterpret_cast<void*>(&capture_native_stack));
+  // libunwind's default cache is global and guarded by a lock (with signals masked around it); a
+  // per-thread cache takes neither, which is what the hot path needs (heaptrack does the same).
+  unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD);
 }
 
 int capture_native_stack(uintptr_t* out, int max_depth) {

@@ -21,36 +21,37 @@ int utf8_sequence_length(const unsigned char* s) {
 
 }  // namespace
 
-void JsonLine::append_string(std::string* out, const char* s) {
+void JsonLine::append_escaped(const char* s) {
   static const char kHex[] = "0123456789abcdef";
-  out->push_back('"');
   const unsigned char* p = reinterpret_cast<const unsigned char*>(s ? s : "");
+  put("\"", 1);
   while (*p) {
+    // Copy the longest run that needs no escaping in one go (the common case: all of it).
+    const unsigned char* run = p;
+    while (*p >= 0x20 && *p < 0x80 && *p != '"' && *p != '\\') ++p;
+    if (p > run) put(reinterpret_cast<const char*>(run), static_cast<size_t>(p - run));
     const unsigned char c = *p;
+    if (!c) break;
     if (c == '"' || c == '\\') {
-      out->push_back('\\');
-      out->push_back(static_cast<char>(c));
+      const char esc[2] = {'\\', static_cast<char>(c)};
+      put(esc, 2);
       ++p;
     } else if (c < 0x20) {
-      out->append("\\u00");
-      out->push_back(kHex[c >> 4]);
-      out->push_back(kHex[c & 15]);
-      ++p;
-    } else if (c < 0x80) {
-      out->push_back(static_cast<char>(c));
+      const char esc[6] = {'\\', 'u', '0', '0', kHex[c >> 4], kHex[c & 15]};
+      put(esc, 6);
       ++p;
     } else {
       const int len = utf8_sequence_length(p);
       if (len == 0) {
-        out->append("\xEF\xBF\xBD");  // U+FFFD
+        put("\xEF\xBF\xBD", 3);  // U+FFFD
         ++p;
       } else {
-        out->append(reinterpret_cast<const char*>(p), len);
+        put(reinterpret_cast<const char*>(p), static_cast<size_t>(len));
         p += len;
       }
     }
   }
-  out->push_back('"');
+  put("\"", 1);
 }
 
 }  // namespace gpumemtrace

@@ -27,14 +27,13 @@ uint64_t clock_ns(clockid_t id) {
 constexpr uint64_t kPythonKeyTag = 1ull << 63;
 
 void append_location(std::string* out, const SourceLocation& loc) {
-  JsonLine j(out);
   out->append("{\"function\":");
-  j.append_string(loc.function.c_str());
+  JsonLine::append_string(out, loc.function.c_str());
   if (!loc.file.empty()) {
     out->append(",\"file\":");
-    j.append_string(loc.file.c_str());
+    JsonLine::append_string(out, loc.file.c_str());
     out->append(",\"line\":");
-    j.append_uint(static_cast<uint64_t>(loc.line));
+    JsonLine::append_uint(out, static_cast<uint64_t>(loc.line));
   }
   out->push_back('}');
 }
@@ -162,12 +161,17 @@ uint32_t TraceSerializer::python_frame_id(const python::PythonFrameRef& ref) {
 
 uint32_t TraceSerializer::stack_id(const EventRecord& r) {
   if (r.native_depth == 0 && r.python_depth == 0) return 0;
-  python::merge_stacks(r.native, r.native_depth, r.python, r.python_depth, &merged_);
   key_.clear();
-  for (const python::MergedFrame& m : merged_)
-    key_.push_back(m.is_python ? (python::python_frame_key(r.python[m.python_index]) | kPythonKeyTag) : m.ip);
+  if (r.python_depth == 0) {  // the common case: the stack is the native one, no merge needed
+    key_.assign(r.native, r.native + r.native_depth);
+  } else {
+    python::merge_stacks(r.native, r.native_depth, r.python, r.python_depth, &merged_);
+    for (const python::MergedFrame& m : merged_)
+      key_.push_back(m.is_python ? (python::python_frame_key(r.python[m.python_index]) | kPythonKeyTag) : m.ip);
+  }
   auto it = stacks_.find(key_);
   if (it != stacks_.end()) return it->second;
+  if (r.python_depth == 0) python::merge_stacks(r.native, r.native_depth, nullptr, 0, &merged_);
 
   frame_ids_.clear();
   for (const python::MergedFrame& m : merged_) {
