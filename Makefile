@@ -78,11 +78,12 @@ clean:
 	rm -rf $(BUILD) $(CLEAN_EXTRA)
 .PHONY: test help clean
 
-$(BUILD)/%.o: %.cpp
+# Order-only on deps-check: with -j, nothing compiles before the packages are installed.
+$(BUILD)/%.o: %.cpp | deps-check
 	@mkdir -p $(@D)
 	$(CXX) $(CPPFLAGS) $(ALL_CXXFLAGS) -c $< -o $@
 
-$(BUILD)/%.o: %.c
+$(BUILD)/%.o: %.c | deps-check
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(ALL_CFLAGS) -c $< -o $@
 
