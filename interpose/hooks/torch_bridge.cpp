@@ -21,18 +21,6 @@ using gpumemtrace::HookScope;
 
 namespace {
 
-// The event's own time (PyTorch's time_us converted to CLOCK_MONOTONIC by the caller). EventFacts has
-// no time field yet: when the recorder adds `uint64_t time_ns` (0 = now), this picks it up; until
-// then the event carries the drain time and the trace keeps PyTorch's time nowhere.
-template <class T, class = void>
-struct HasTime : std::false_type {};
-template <class T>
-struct HasTime<T, std::void_t<decltype(std::declval<T&>().time_ns)>> : std::true_type {};
-template <class T>
-void set_time(T& facts, uint64_t t) {
-  if constexpr (HasTime<T>::value) facts.time_ns = t;
-}
-
 bool op_from_name(const char* name, f::Op* op) {
   if (!name) return false;
 #define GPUMEMTRACE_OP_MATCH(id, str) \
@@ -109,7 +97,7 @@ __attribute__((visibility("default"))) int gpumemtrace_record_external(
   }
   facts.pool_name = pool;
   if (parsed == f::Op::Mark) facts.label = pool ? pool : "";
-  set_time(facts, time_ns);
+  facts.time_ns = time_ns;  // PyTorch's own time (converted by the caller); 0 = now
   return gpumemtrace::record(facts) ? 1 : 0;
 }
 

@@ -251,7 +251,7 @@ void log_info(const char* msg) noexcept {
 bool record(const EventFacts& facts) noexcept {
   if (!ensure_active()) return false;
   const int saved_errno = errno;
-  const uint64_t t = now_ns();
+  const uint64_t t = facts.time_ns ? facts.time_ns : now_ns();
   const Config& cfg = g_shared->config;
   uintptr_t native[kMaxNativeFrames];
   const int native_depth = capture_native_stack(native, cfg.stack_depth);
@@ -312,6 +312,11 @@ void recorder_exec_failed() noexcept {
   start();
 }
 
+bool flush_now(int timeout_ms) noexcept {
+  Writer* w = g_state.load(std::memory_order_acquire) == kActive ? g_writer : nullptr;
+  return w && w->flush(timeout_ms);
+}
+
 // Flush everything at exit. An ELF destructor of a preloaded library runs after the program's atexit
 // handlers and static destructors (which may still free CUDA memory, e.g. a caching allocator emptied
 // at exit), so those frees are in the trace. Bounded by GPUMEMTRACE_EXIT_TIMEOUT_MS: never hang exit.
@@ -323,3 +328,8 @@ __attribute__((destructor)) void gpumemtrace_shutdown() {
 }
 
 }  // namespace gpumemtrace
+
+// For programs and language bindings (the PyTorch hook's SIGTERM path): see flush_now().
+extern "C" __attribute__((visibility("default"))) int gpumemtrace_flush(void) {
+  return gpumemtrace::flush_now(2000) ? 0 : -1;
+}

@@ -49,6 +49,8 @@ struct EventFacts {
   uint64_t total_bytes = 0;
   const char* label = nullptr;      // mark label
   const char* pool_name = nullptr;  // block events: allocator pool name
+  uint64_t time_ns = 0;             // CLOCK_MONOTONIC of the event; 0 = now (events reported late,
+                                    // e.g. drained from PyTorch's history, carry their own time)
 };
 
 // Thread-local re-entry guard, opened first in every entry point (hooks, CUPTI callbacks, the custom
@@ -90,6 +92,10 @@ void record_device_info(int32_t device, const char* name, uint64_t total_bytes, 
 // own trace. When exec fails, the next event starts a new trace file.
 void recorder_before_exec() noexcept;
 void recorder_exec_failed() noexcept;
+
+// Makes everything recorded so far readable in the trace file now (drained, written, flushed), waiting
+// at most `timeout_ms`. True when done in time. For a process about to die (SIGTERM handlers).
+bool flush_now(int timeout_ms) noexcept;
 
 // True once the recorder has been disabled (configuration, unwritable output, internal failure): hooks
 // are then pure pass-throughs.

@@ -25,9 +25,21 @@ namespace {
 
 char* g_debuginfo_path = nullptr;
 
+// Separate debug files are looked up locally only, by build-id (/usr/lib/debug/.build-id, where
+// Debian's -dbgsym packages put them); a module's own DWARF is used directly. Never the standard
+// finder: it may call debuginfod, which makes network requests from inside the profiled program and
+// initialises curl/OpenSSL in the writer thread, racing the program's exit handlers that tear them
+// down (an intermittent SIGSEGV at exit, seen in tests/python).
+int find_local_debuginfo(Dwfl_Module* mod, void** userdata, const char* modname, Dwarf_Addr base,
+                         const char* file_name, const char* debuglink_file, GElf_Word debuglink_crc,
+                         char** debuginfo_file_name) {
+  return dwfl_build_id_find_debuginfo(mod, userdata, modname, base, file_name, debuglink_file, debuglink_crc,
+                                      debuginfo_file_name);
+}
+
 const Dwfl_Callbacks kCallbacks = {
     dwfl_linux_proc_find_elf,
-    dwfl_standard_find_debuginfo,
+    find_local_debuginfo,
     nullptr,
     &g_debuginfo_path,
 };

@@ -77,6 +77,15 @@ bool Writer::stop(int timeout_ms) {
   return true;
 }
 
+bool Writer::flush(int timeout_ms) {
+  const uint64_t ticket = flush_requests_.fetch_add(1, std::memory_order_acq_rel) + 1;
+  for (int waited_us = 0; flushes_done_.load(std::memory_order_acquire) < ticket; waited_us += 200) {
+    if (!alive() || waited_us >= timeout_ms * 1000) return false;
+    sleep_us(200);
+  }
+  return true;
+}
+
 bool Writer::flush_buffer(bool sync_sink) {
   if (output_failed_) {
     buffer_.clear();
@@ -141,7 +150,16 @@ void Writer::run() {
       serializer_->refresh_modules();
       last_module_check = now;
     }
-    if (now - last_flush >= flush_interval_ns) {
+    const uint64_t requested = flush_requests_.load(std::memory_order_acquire);
+    if (requested != flushes_done_.load(std::memory_order_relaxed)) {
+      // Everything published before the request was made is drained by now (unless the ring holds
+      // more than one batch: drain it all).
+      while (drain_once(SIZE_MAX)) {
+      }
+      flush_buffer(true);
+      last_flush = now;
+      flushes_done_.store(requested, std::memory_order_release);
+    } else if (now - last_flush >= flush_interval_ns) {
       flush_buffer(true);
       last_flush = now;
     }

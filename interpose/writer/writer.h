@@ -28,6 +28,10 @@ class Writer {
   // `timeout_ms`. True when it finished in time. Safe from any thread, e.g. an ELF destructor.
   bool stop(int timeout_ms);
 
+  // Asks the thread to drain, write and flush everything published so far; waits at most
+  // `timeout_ms`. True when done in time. Safe from any thread.
+  bool flush(int timeout_ms);
+
  private:
   Writer(RecorderShared* shared, int fd, bool zstd);
   ~Writer();
@@ -45,6 +49,8 @@ class Writer {
   bool output_failed_ = false;
   uint64_t drops_written_ = 0;
   std::atomic<bool> stop_requested_{false};
+  std::atomic<uint64_t> flush_requests_{0};  // flush() calls so far
+  std::atomic<uint64_t> flushes_done_{0};    // requests the thread has served
   std::atomic<bool> finished_{false};
 };
 

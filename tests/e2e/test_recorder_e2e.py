@@ -265,6 +265,19 @@ class Processes(unittest.TestCase, TraceInvariants):
         self.assertIsNone(t.footer)
         self.assertEqual([e["size"] for e in t.allocs()], [100000 + i for i in range(500)])
 
+    def test_gpumemtrace_flush_makes_events_readable_at_once(self):
+        out = tempdir()
+        env = dict(os.environ, LD_PRELOAD=LIB, LD_LIBRARY_PATH=SIM, GPUMEMTRACE_OUTPUT=out + "/",
+                   GPUMEMTRACE_FLUSH_MS="100")
+        p = subprocess.Popen([program("scenarios"), "flush"], env=env, stdout=subprocess.PIPE, text=True)
+        try:
+            self.assertEqual(p.stdout.readline(), "flush=0\n")
+            t = only_trace(self, out)  # read right away: no waiting for the periodic flush
+            self.assertEqual([e["size"] for e in t.allocs()], [6006])
+        finally:
+            p.kill()
+            p.wait()
+
     def test_exit_from_another_thread_flushes(self):
         out = tempdir()
         proc = run_traced([program("scenarios"), "exit_thread"], out)

@@ -6,7 +6,9 @@
 //   scenarios exit_thread      3 threads allocate in a loop; a 4th calls exit(0) mid-run
 //   scenarios none             never calls CUDA
 //   scenarios depth            allocates 5005 bytes from 10 nested functions
+//   scenarios flush            allocates 6006 bytes, calls gpumemtrace_flush(), prints its result, sleeps
 #include <cuda_runtime_api.h>
+#include <dlfcn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -118,6 +120,14 @@ int main(int argc, char** argv) {
   if (mode == "killed" && argc == 3) return run_killed(atoi(argv[2]));
   if (mode == "exit_thread") return run_exit_thread();
   if (mode == "none") return 0;
+  if (mode == "flush") {
+    void* p = nullptr;
+    cudaMalloc(&p, 6006);
+    auto flush = reinterpret_cast<int (*)()>(dlsym(RTLD_DEFAULT, "gpumemtrace_flush"));
+    printf("flush=%d\n", flush ? flush() : -100);
+    fflush(stdout);
+    for (;;) pause();
+  }
   if (mode == "depth") {
     nest1();
     return 0;
