@@ -22,4 +22,8 @@ void on_driver_contact() noexcept;
 // preference ("interpose" for auto).
 const char* name() noexcept;
 
+// InitializeInjection (CUDA_INJECTION64_PATH): decides now; CUPTI even under the default backend when
+// the library is not also preloaded (then no hook can see anything).
+void decide_from_injection() noexcept;
+
 }  // namespace gpumemtrace::backend

@@ -14,6 +14,7 @@
 
 #include "cupti/backend.h"
 #include "interpose/hooks/driver_cuda.h"
+#include "interpose/hooks/driver_query.h"
 #include "interpose/hooks/driver_table.h"
 #include "interpose/recorder/recorder.h"
 
@@ -21,12 +22,6 @@ namespace gpumemtrace::driver {
 namespace {
 
 namespace f = format;
-
-int32_t current_device() noexcept {
-  auto fn = reinterpret_cast<CUresult (*)(CUdevice*)>(query_function(Query::CtxGetDevice));
-  CUdevice d = -1;
-  return fn && fn(&d) == CUDA_SUCCESS ? d : -1;
-}
 
 void record_meminfo(int32_t device, const char* api) noexcept {
   auto fn = reinterpret_cast<CUresult (*)(size_t*, size_t*)>(query_function(Query::MemGetInfo));

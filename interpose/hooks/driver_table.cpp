@@ -10,6 +10,7 @@
 
 #include "interpose/hooks/dlsym.h"
 #include "interpose/hooks/driver_cuda.h"
+#include "interpose/hooks/driver_query.h"
 #include "interpose/recorder/recorder.h"
 
 namespace gpumemtrace::driver {
@@ -169,6 +170,12 @@ void* query_function(Query q) noexcept {
   if (p && is_own_code(p)) p = nullptr;
   if (p) cache[i].store(p, std::memory_order_release);
   return p;
+}
+
+int32_t current_device() noexcept {
+  auto fn = reinterpret_cast<CUresult (*)(CUdevice*)>(query_function(Query::CtxGetDevice));
+  CUdevice d = -1;
+  return fn && fn(&d) == CUDA_SUCCESS ? d : -1;
 }
 
 namespace {
