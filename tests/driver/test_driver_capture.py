@@ -284,5 +284,37 @@ class RealRuntimeOnFakeDriver(unittest.TestCase):
         self.check("drv_cudart_static")
 
 
+@unittest.skipUnless(os.path.exists(os.path.join(PROGS, "drv_procaddr")), "drv_procaddr not built")
+class BackendChoice(unittest.TestCase):
+    """Without a GPU CUPTI cannot subscribe: the cupti/auto backends must fall back to interposition
+    with ONE warning line, and the program must not notice."""
+
+    def test_cupti_falls_back_to_interposition(self):
+        plain, _, _ = run("drv_procaddr", ["basic"], preload=False)
+        for backend in ("cupti", "auto"):
+            with self.subTest(backend=backend):
+                out, (events, _, _, header), stderr = run("drv_procaddr", ["basic"],
+                                                          env={"GPUMEMTRACE_BACKEND": backend})
+                self.assertEqual(mask_host(plain), mask_host(out))
+                self.assertEqual(len(memory_events(events)), 10)
+                self.assertEqual(header["backend"], "interpose")
+                warnings = [l for l in stderr.splitlines() if "backend cupti" in l]
+                self.assertEqual(len(warnings), 1, stderr)
+                self.assertIn("using interposition", warnings[0])
+
+    def test_bad_value_warns_once_and_interposes(self):
+        _, (events, _, _, _), stderr = run("drv_direct", ["basic"], env={"GPUMEMTRACE_BACKEND": "nvtx"})
+        self.assertEqual(len(memory_events(events)), 10)
+        self.assertEqual(stderr.count("GPUMEMTRACE_BACKEND must be"), 1)
+
+    def test_library_links_no_cuda_library(self):
+        needed = subprocess.run(["readelf", "-d", LIB], capture_output=True, text=True).stdout
+        self.assertNotRegex(needed, r"NEEDED.*\[lib(cuda|cudart|cupti)")
+        syms = subprocess.run(["nm", "-D", "--defined-only", LIB], capture_output=True, text=True).stdout
+        for sym in ("InitializeInjection", "dlsym", "cuGetProcAddress_v2", "cuMemAlloc_v2",
+                    "cudaGetDriverEntryPointByVersion"):
+            self.assertRegex(syms, rf"\b[TW] {sym}\b")
+
+
 if __name__ == "__main__":
     unittest.main()
