@@ -4,7 +4,9 @@
 # Every .cpp under those four folders goes into a static library shared by the program, the
 # unit tests, the fuzzer and the benchmark.
 
-REPORT_SRCS := $(sort $(shell find report/reader report/analyses report/outputs report/cli -name '*.cpp'))
+# report/import (PyTorch snapshot -> trace) too: only its .cpp files; its .cc files are programs
+# (gpumem-snapshot2trace, the pickle fuzzer) built by tools/module.mk.
+REPORT_SRCS := $(sort $(shell find report/reader report/analyses report/outputs report/cli report/import -name '*.cpp'))
 REPORT_OBJS := $(REPORT_SRCS:%.cpp=$(BUILD)/%.o)
 REPORT_LIB := $(BUILD)/report/libgpumem-report.a
 REPORT_LDLIBS := -lsimdjson -lzstd

@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <sstream>
 #include <stdexcept>
 
 #include "report/analyses/process_analyzer.h"
+#include "report/import/snapshot_to_trace.h"
 #include "report/reader/trace_reader.h"
 
 namespace gpumemtrace::report {
@@ -18,6 +20,22 @@ ProcessReport analyze_source(ByteSource& source, const std::string& name,
 }
 
 ProcessReport analyze_file(const std::string& path, const Suppressions& suppressions) {
+  if (snapshot::looks_like_pickle(path)) {
+    // A PyTorch memory snapshot: converted in memory to an ordinary trace (its size is bounded by
+    // the allocator's history ring), then read exactly like a trace file.
+    std::ostringstream converted;
+    std::string error;
+    if (!snapshot::snapshot_to_trace(path, converted, &error)) {
+      throw TraceError(path, 0, "PyTorch snapshot: " + (error.empty() ? std::string("cannot convert") : error));
+    }
+    std::string trace = std::move(converted).str();
+    std::unique_ptr<ByteSource> source = memory_byte_source(trace);
+    try {
+      return analyze_source(*source, path, suppressions);
+    } catch (const TraceError& e) {  // a converter bug: name the pickle, not a line of a trace it never saw
+      throw TraceError(path, 0, "PyTorch snapshot: converted trace is invalid: " + e.message());
+    }
+  }
   std::unique_ptr<ByteSource> source;
   try {
     source = open_byte_source(path);
@@ -33,7 +51,7 @@ bool is_trace_name(const std::string& name) {
     std::string s(suffix);
     return name.size() > s.size() && name.compare(name.size() - s.size(), s.size(), s) == 0;
   };
-  return ends(".jsonl") || ends(".zst");
+  return ends(".jsonl") || ends(".zst") || ends(".pickle") || ends(".pkl");
 }
 }  // namespace
 
@@ -49,7 +67,7 @@ std::vector<std::string> expand_inputs(const std::vector<std::string>& args) {
           found.push_back(entry.path().string());
         }
       }
-      if (found.empty()) throw std::runtime_error(arg + ": directory holds no traces (*.jsonl, *.zst)");
+      if (found.empty()) throw std::runtime_error(arg + ": directory holds no traces (*.jsonl, *.zst, *.pickle)");
       std::sort(found.begin(), found.end());
       files.insert(files.end(), found.begin(), found.end());
     } else if (fs::exists(arg, error)) {

@@ -14,11 +14,13 @@ namespace gpumemtrace::report {
 // Throws TraceError for a malformed trace or one that cannot be read.
 ProcessReport analyze_source(ByteSource& source, const std::string& name,
                              const Suppressions& suppressions);
+// A file that starts like a binary pickle is a PyTorch memory snapshot: converted with
+// report/import/ and analyzed like a trace; a conversion error is a TraceError naming the file.
 ProcessReport analyze_file(const std::string& path, const Suppressions& suppressions);
 
 // Files for the command-line arguments: a file stays as is; a directory becomes its traces
-// (*.jsonl, *.jsonl.zst, *.zst; one per process), sorted by name. Throws std::runtime_error for a
-// missing path or a directory without traces.
+// (*.jsonl, *.jsonl.zst, *.zst, PyTorch snapshots *.pickle/*.pkl; one per process), sorted by
+// name. Throws std::runtime_error for a missing path or a directory without traces.
 std::vector<std::string> expand_inputs(const std::vector<std::string>& args);
 
 }  // namespace gpumemtrace::report

@@ -8,7 +8,8 @@
 namespace gpumemtrace::report {
 
 const char* const kUsage =
-    "usage: gpumem-report [OPTIONS] TRACE...        report on traces (files, .zst, directories)\n"
+    "usage: gpumem-report [OPTIONS] TRACE...        report on traces (files, .zst, directories,\n"
+    "                                               PyTorch snapshot pickles)\n"
     "       gpumem-report diff [OPTIONS] BASE NEW   compare two runs (peak and leaks by stack)\n"
     "\n"
     "options:\n"

@@ -184,8 +184,6 @@ class ReportOnSnapshots(SnapshotTestCase):
         if not os.access(REPORT, os.X_OK):
             self.skipTest(f"{REPORT} not built")
         proc = subprocess.run([REPORT, "--format", "json", path], capture_output=True, text=True, timeout=60)
-        if proc.returncode == 2 and "not a gpumemtrace trace" in proc.stderr:
-            self.skipTest("gpumem-report does not read snapshots yet: " + proc.stderr.strip()[:200])
         self.assertEqual(proc.returncode, 0, proc.stderr)
         report = json.loads(proc.stdout)
         self.assertEqual(max(l["bytes"] for l in report["leaks"]), 4 * MiB)

@@ -1,0 +1,107 @@
+"""gpumem-report reading PyTorch snapshot pickles directly (report/import/ wired into the reader):
+a pickle is analyzed like the trace it converts to; diff and directories take pickles too; a bad
+or hostile pickle is one error line naming the file, exit 2."""
+import os
+import pickle
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "snapshot"))
+
+import snapshot_samples as samples  # noqa: E402
+from reportlib import BUILD, ReportTestCase, report_json, run_report  # noqa: E402
+
+MiB = 1 << 20
+CONVERT = os.path.join(BUILD, "gpumem-snapshot2trace")
+
+
+class Hostile:
+    def __reduce__(self):
+        return (os.system, ("true",))
+
+
+class SnapshotInput(ReportTestCase):
+    def setUp(self):
+        super().setUp()
+        self.dir = tempfile.mkdtemp(prefix="gpumem-report-snapshot-")
+        self.addCleanup(shutil.rmtree, self.dir, True)
+
+    def write(self, name, snap, protocol=4):
+        path = os.path.join(self.dir, name)
+        samples.dump(snap, path, protocol)
+        return path
+
+    def test_pickle_equals_converted_trace(self):
+        path = self.write("leak.pickle", samples.planted_leak())
+        direct = report_json(path)
+        if os.access(CONVERT, os.X_OK):  # the same analysis as the converter's trace file
+            trace = os.path.join(self.dir, "leak.jsonl")
+            subprocess.run([CONVERT, path, trace], check=True, capture_output=True)
+            via_file = report_json(trace)
+            for key in ("summary", "leaks", "peaks", "ooms", "growth"):
+                self.assertEqual(direct[key] if key == "summary" else
+                                 [{k: v for k, v in e.items() if k != "file"} for e in direct[key]],
+                                 via_file[key] if key == "summary" else
+                                 [{k: v for k, v in e.items() if k != "file"} for e in via_file[key]], key)
+        self.assertEqual(direct["leaks"][0]["bytes"], 4 * MiB)
+        self.assertEqual(direct["leaks"][0]["stack"][0]["function"], "leaky_buffer")
+        self.assertEqual(direct["processes"][0]["file"], path)
+        run_report("--fail-on-leak", path, check_rc=1)
+        run_report("--fail-on-leak=8MiB", path, check_rc=0)
+
+    def test_any_file_name(self):
+        # Recognized by content (a binary pickle), not by its name.
+        path = self.write("snapshot.bin", samples.fragmentation_oom(), protocol=2)
+        r = report_json(path)
+        self.assertEqual([o["verdict"] for o in r["ooms"]], ["fragmentation"])
+
+    def test_diff_of_two_pickles(self):
+        base = self.write("base.pickle", samples.clean())
+        new = self.write("new.pickle", samples.planted_leak())
+        d = report_json("diff", base, new)
+        self.assertEqual(d["summary"]["base_leaked_bytes"], 0)
+        self.assertGreaterEqual(d["summary"]["new_leaked_bytes"], 4 * MiB)
+        run_report("diff", "--fail-on-peak-increase=0", new, new, check_rc=0)
+
+    def test_directory_with_pickles(self):
+        sub = os.path.join(self.dir, "runs")
+        os.makedirs(sub)
+        self.write("runs/rank0.pickle", samples.clean())
+        self.write("runs/rank1.pkl", samples.planted_leak())
+        r = report_json(sub)
+        self.assertEqual(r["summary"]["processes"], 2)
+        self.assertEqual([os.path.basename(p["file"]) for p in r["processes"]], ["rank0.pickle", "rank1.pkl"])
+
+    def check_error(self, path, needle):
+        proc = run_report(path, check_rc=2)
+        lines = proc.stderr.strip().splitlines()
+        self.assertEqual(len(lines), 1, proc.stderr)
+        self.assertIn(path, lines[0])
+        self.assertIn(needle, lines[0])
+        self.assertEqual(proc.stdout, "")
+
+    def test_hostile_pickle(self):
+        path = os.path.join(self.dir, "evil.pickle")
+        with open(path, "wb") as f:
+            f.write(pickle.dumps(Hostile(), protocol=4))
+        self.check_error(path, "forbidden pickle opcode")
+
+    def test_truncated_pickle(self):
+        data = pickle.dumps(samples.planted_leak(), protocol=4)
+        path = os.path.join(self.dir, "cut.pickle")
+        with open(path, "wb") as f:
+            f.write(data[: len(data) // 2])
+        self.check_error(path, "PyTorch snapshot")
+
+    def test_not_a_snapshot(self):
+        path = os.path.join(self.dir, "list.pickle")
+        with open(path, "wb") as f:
+            f.write(pickle.dumps(42, protocol=4))
+        self.check_error(path, "PyTorch snapshot")
+
+
+if __name__ == "__main__":
+    unittest.main()
