@@ -1,0 +1,176 @@
+#!/usr/bin/env python3
+"""GPU checks of driver-level capture (issue 4). Run by tests/gpu/run.sh on a machine with an NVIDIA GPU.
+
+Workloads, each under both backends (GPUMEMTRACE_BACKEND=interpose and =cupti):
+  static    nvcc program with the static runtime (tests/gpu/driver_static_cudart.cu): runtime calls seen
+            only at the driver layer, and VMM through cudaGetDriverEntryPointByVersion
+  torch     PyTorch native caching allocator (cudaMalloc per segment)
+  torch_exp PyTorch expandable_segments:True (cuMemAddressReserve/cuMemCreate/cuMemMap)
+  torch_async PyTorch backend:cudaMallocAsync (one cudaMallocAsync per tensor)
+  cupy      CuPy (static runtime copy; its memory pool calls cudaMalloc)
+Checks: the program's output is unchanged by the preload; the expected APIs and sizes are in the
+trace; both backends agree on the number and bytes of successful allocations (physical ones for VMM).
+Prints one line per check and a summary; exits 0 when everything passed or was skipped, 1 otherwise.
+Skips cleanly (exit 0) without a GPU, nvcc, torch or cupy.
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BUILD = os.environ.get("GPUMEMTRACE_BUILD", os.path.join(ROOT, "build"))
+LIB = os.path.join(BUILD, "libgpumemtrace.so")
+RESULTS = {"pass": 0, "fail": 0, "skip": 0}
+
+
+def say(status, name, detail=""):
+    RESULTS[status] += 1
+    print(f"[{status.upper()}] {name}{': ' + detail if detail else ''}", flush=True)
+
+
+def have_gpu():
+    if not shutil.which("nvidia-smi"):
+        return False
+    return subprocess.run(["nvidia-smi", "-L"], capture_output=True).returncode == 0
+
+
+def trace_of(cmd, backend, env=None, preload=True):
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "t.jsonl")
+        e = dict(os.environ, GPUMEMTRACE_OUTPUT=out, GPUMEMTRACE_BACKEND=backend, **(env or {}))
+        if preload:
+            e["LD_PRELOAD"] = LIB
+        p = subprocess.run(cmd, env=e, capture_output=True, text=True, timeout=600)
+        events, header = [], {}
+        if os.path.exists(out):
+            for line in open(out):
+                try:
+                    r = json.loads(line)
+                except ValueError:
+                    continue
+                if r.get("type") == "event":
+                    events.append(r)
+                elif r.get("type") == "header":
+                    header = r
+        return p, events, header
+
+
+def allocs(events, kinds=("device", "async", "managed", "host", "physical")):
+    ok = [e for e in events if e["op"] == "alloc" and e.get("result", 0) == 0 and e["kind"] in kinds]
+    return len(ok), sum(e["size"] for e in ok)
+
+
+def run_workload(name, cmd, expect, env=None):
+    """expect(events) -> error string or None."""
+    base, _, _ = trace_of(cmd, "interpose", env, preload=False)
+    if base.returncode != 0:
+        say("skip" if base.returncode == 77 else "fail", name, f"workload exited {base.returncode}: "
+            f"{(base.stdout + base.stderr)[-400:]}")
+        return
+    per_backend = {}
+    for backend in ("interpose", "cupti"):
+        p, events, header = trace_of(cmd, backend, env)
+        check = f"{name}/{backend}"
+        if p.returncode != 0 or p.stdout != base.stdout:
+            say("fail", check, f"output changed or exit {p.returncode}: {(p.stdout + p.stderr)[-400:]}")
+            continue
+        err = expect(events)
+        if err:
+            say("fail", check, err)
+            continue
+        per_backend[backend] = (allocs(events), header.get("backend"))
+        say("pass", check, f"backend={header.get('backend')} allocations={per_backend[backend][0]}")
+    if len(per_backend) == 2:
+        (a, _), (c, used) = per_backend["interpose"], per_backend["cupti"]
+        if used != "cupti":
+            say("skip", f"{name}/agree", "CUPTI backend not active (subscriber slot taken?)")
+        elif a == c:
+            say("pass", f"{name}/agree", f"{a[0]} allocations, {a[1]} bytes")
+        else:
+            say("fail", f"{name}/agree", f"interpose {a} vs cupti {c}")
+
+
+def need(events, api=None, op="alloc", kind=None, size=None, at_least=1):
+    n = sum(1 for e in events if (api is None or e["api"] == api or e.get("driver_api") == api)
+            and e["op"] == op and (kind is None or e["kind"] == kind) and (size is None or e["size"] == size)
+            and e.get("result", 0) == 0)
+    return None if n >= at_least else f"expected {at_least}x {api} {op} {kind} {size}, found {n}"
+
+
+def first_error(*errors):
+    return next((e for e in errors if e), None)
+
+
+TORCH = r"""
+import sys
+try:
+    import torch
+except ImportError:
+    sys.exit(77)
+if not torch.cuda.is_available():
+    sys.exit(77)
+xs = [torch.empty(n * 1024 * 1024, dtype=torch.uint8, device="cuda") for n in (1, 3, 7, 21)]
+torch.cuda.synchronize()
+print("sizes", [x.numel() for x in xs])
+del xs
+torch.cuda.empty_cache()
+"""
+
+CUPY = r"""
+import sys
+try:
+    import cupy
+except ImportError:
+    sys.exit(77)
+xs = [cupy.empty(n * 1024 * 1024, dtype=cupy.uint8) for n in (1, 3, 7)]
+cupy.cuda.Device().synchronize()
+print("sizes", [x.size for x in xs])
+del xs
+cupy.get_default_memory_pool().free_all_blocks()
+"""
+
+
+def main():
+    if not os.path.exists(LIB):
+        print(f"build {LIB} first (make)")
+        return 1
+    if not have_gpu():
+        say("skip", "driver GPU checks", "no NVIDIA GPU (nvidia-smi -L failed)")
+        return 0
+    subprocess.run(["nvidia-smi", "--query-gpu=name,memory.total,driver_version", "--format=csv"])
+    nvcc = shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
+    if os.path.exists(nvcc):
+        exe = os.path.join(BUILD, "tests", "gpu", "driver_static_cudart")
+        os.makedirs(os.path.dirname(exe), exist_ok=True)
+        b = subprocess.run([nvcc, "-g", "-o", exe, os.path.join(ROOT, "tests/gpu/driver_static_cudart.cu"), "-lcuda"],
+                           capture_output=True, text=True)
+        if b.returncode:
+            say("fail", "static/build", b.stderr[-400:])
+        else:
+            run_workload("static", [exe], lambda ev: first_error(
+                need(ev, "cuMemAlloc_v2", kind="device", size=3145735),
+                need(ev, "cuMemAllocAsync", kind="async", size=1048579),
+                need(ev, "cuMemHostAlloc", kind="host", size=65547),
+                need(ev, "cuMemCreate", kind="physical", size=2 << 20),
+                need(ev, "cuMemMap", op="map"), need(ev, "cuMemAddressReserve", op="reserve", kind="virtual"),
+                None if not any(e["api"].startswith("cuda") for e in ev) else "runtime names in a static build?"))
+    else:
+        say("skip", "static", "nvcc not found")
+    py = sys.executable
+    run_workload("torch", [py, "-c", TORCH], lambda ev: need(ev, "cudaMalloc", kind="device"))
+    run_workload("torch_exp", [py, "-c", TORCH], lambda ev: first_error(
+        need(ev, "cuMemCreate", kind="physical"), need(ev, "cuMemMap", op="map"),
+        need(ev, "cuMemAddressReserve", op="reserve")),
+        env={"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"})
+    run_workload("torch_async", [py, "-c", TORCH], lambda ev: need(ev, "cudaMallocAsync", kind="async", at_least=4),
+                 env={"PYTORCH_CUDA_ALLOC_CONF": "backend:cudaMallocAsync"})
+    run_workload("cupy", [py, "-c", CUPY], lambda ev: need(ev, "cuMemAlloc_v2", kind="device"))
+    print(f"driver GPU checks: {RESULTS['pass']} passed, {RESULTS['fail']} failed, {RESULTS['skip']} skipped")
+    return 1 if RESULTS["fail"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
