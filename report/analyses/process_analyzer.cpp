@@ -5,6 +5,8 @@
 
 namespace gpumemtrace::report {
 
+bool is_torch_api(std::string_view api) { return api.compare(0, 6, "torch.") == 0; }
+
 void ProcessAnalyzer::Sampler::add(const TimelineSample& sample) {
   // Keeps between kMax/2 and kMax evenly spaced samples of the whole run: when full, drop every
   // other one and sample half as often from then on.
@@ -104,9 +106,10 @@ void ProcessAnalyzer::on_event(const Event& e) {
       reservations_.erase(e.addr);
       break;
     case Op::Map:
+      on_map(e);
+      break;
     case Op::Unmap:
-      // Mapping decides where physical memory is visible, not how much exists: usage and
-      // culprits follow the cuMemCreate (physical alloc) that created it.
+      on_unmap(e);
       break;
     case Op::Reset:
       on_reset(e.device, state);
@@ -165,11 +168,27 @@ void ProcessAnalyzer::on_alloc(const Event& e, DeviceState& state) {
     return;
   }
   if (e.kind == Kind::Block) return on_block_alloc(e, state);
+  const bool torch = is_torch_api(e.api);
+  if (torch && e.kind != Kind::Physical) {
+    // Live PyTorch events describe segments the runtime hooks already recorded (cudaMalloc at the
+    // same address): count them once. The torch event only says the range is a segment.
+    auto live = allocations_.find(e.addr);
+    if (live != allocations_.end() && !live->second.torch) {
+      live->second.torch = true;
+      return;
+    }
+    // Not live: the driver-level free came before this drained event; nothing to count.
+    if (driver_allocs_[e.device]) return;
+  } else if (!torch) {
+    driver_allocs_[e.device] = true;
+  }
   Allocation allocation;
   allocation.size = e.size;
   allocation.stack = e.stack;
   allocation.device = e.device;
   allocation.kind = e.kind;
+  allocation.torch = torch;
+  allocation.torch_only = torch;
   if (e.kind == Kind::Physical) {
     // A cuMemCreate handle: "addr" is the handle value, and a free with the same addr ends it.
     auto [it, inserted] = physical_.emplace(e.addr, allocation);
@@ -197,6 +216,7 @@ void ProcessAnalyzer::on_alloc(const Event& e, DeviceState& state) {
 
 void ProcessAnalyzer::end_allocation(std::map<uint64_t, Allocation>::iterator it) {
   const Allocation& allocation = it->second;
+  if (allocation.has_blocks && allocation.block_bytes) end_blocks_in(it->first, allocation.size, allocation.device);
   release(device_state(allocation.device).reserved, allocation.stack, allocation.size);
   if (allocation.pool >= 0) pools_[static_cast<size_t>(allocation.pool)].cached += allocation.size;
   allocations_.erase(it);
@@ -209,11 +229,17 @@ void ProcessAnalyzer::on_free(const Event& e, DeviceState& state) {
   }
   if (e.kind != Kind::Physical) {
     auto it = allocations_.find(e.addr);
+    if (is_torch_api(e.api)) {
+      // torch.segment_free of a segment the runtime hooks recorded: its cudaFree ends it (and may
+      // already have: the address may even hold a new allocation by now).
+      if (it == allocations_.end() || !it->second.torch_only) return;
+    }
     if (it != allocations_.end()) return end_allocation(it);
   }
   auto handle = physical_.find(e.addr);
   if (handle != physical_.end()) {
     release(device_state(handle->second.device).reserved, handle->second.stack, handle->second.size);
+    handle_at_.erase(handle->first);
     physical_.erase(handle);
     return;
   }
@@ -261,6 +287,7 @@ void ProcessAnalyzer::on_block_alloc(const Event& e, DeviceState& state) {
 void ProcessAnalyzer::on_block_free(const Event& e, DeviceState& state) {
   auto it = blocks_.find(e.addr);
   if (it == blocks_.end()) {
+    if (orphans_.erase(e.addr)) return;  // ended with its segment; the allocator's free came later
     if (e.addr != 0) ++state.summary.unmatched_frees;
     return;
   }
@@ -340,6 +367,61 @@ void ProcessAnalyzer::on_trim(const Event& e) {
   Pool& pool = pools_[static_cast<size_t>(pool_index(e.pool, e.device))];
   pool.trimmed = true;
   pool.cached = std::min(pool.cached, e.size);  // "keep at most size bytes"
+}
+
+// A segment freed while blocks inside it are live: the memory is gone, so are the blocks. Counted
+// (a warning), unless the allocator reports their free afterwards (live PyTorch events arrive in
+// drains, after the cudaFree that really happened).
+void ProcessAnalyzer::end_blocks_in(uint64_t start, uint64_t size, int32_t device) {
+  for (auto it = blocks_.lower_bound(start); it != blocks_.end() && it->first < start + size;) {
+    if (it->second.device != device) {
+      ++it;
+      continue;
+    }
+    release(device_state(device).allocated, it->second.stack, it->second.size);
+    if (orphans_.size() < (1u << 20)) orphans_.emplace(it->first, it->second.size);
+    it = blocks_.erase(it);
+  }
+}
+
+void ProcessAnalyzer::on_map(const Event& e) {
+  if (e.has_handle) handle_at_[e.handle] = e.addr;
+  if (is_torch_api(e.api) && e.size) torch_mapped_[e.addr] = std::max(torch_mapped_[e.addr], e.size);
+}
+
+void ProcessAnalyzer::on_unmap(const Event& e) {
+  if (!is_torch_api(e.api)) return;  // the handle stays mapped as far as we know until it is freed
+  auto it = torch_mapped_.lower_bound(e.addr);
+  while (it != torch_mapped_.end() && it->first < e.addr + e.size) it = torch_mapped_.erase(it);
+}
+
+uint64_t ProcessAnalyzer::block_bytes_in(uint64_t start, uint64_t size, int32_t device) const {
+  uint64_t bytes = 0, end = start + size;
+  auto it = blocks_.upper_bound(start);
+  if (it != blocks_.begin()) --it;  // a block that starts before the range may reach into it
+  for (; it != blocks_.end() && it->first < end; ++it) {
+    if (it->second.device != device) continue;
+    uint64_t lo = std::max(start, it->first), hi = std::min(end, it->first + it->second.size);
+    if (hi > lo) bytes += hi - lo;
+  }
+  return bytes;
+}
+
+// A physical chunk (cuMemCreate, or a snapshot's segment_map) that belongs to a caching
+// allocator: PyTorch created or mapped it (api "torch.*", or mapped inside a range a
+// torch.segment_map event named), or blocks live inside it. Only on devices with block data.
+bool ProcessAnalyzer::is_allocator_chunk(uint64_t handle, const Allocation& chunk, uint64_t* block_bytes) const {
+  auto state = devices_.find(chunk.device);
+  if (state == devices_.end() || !state->second.has_blocks) return false;
+  auto mapped = handle_at_.find(handle);
+  uint64_t addr = mapped != handle_at_.end() ? mapped->second : (chunk.torch ? handle : 0);
+  *block_bytes = addr ? block_bytes_in(addr, chunk.size, chunk.device) : 0;
+  if (chunk.torch || *block_bytes) return true;
+  if (!addr) return false;
+  auto range = torch_mapped_.upper_bound(addr);
+  if (range == torch_mapped_.begin()) return false;
+  --range;
+  return addr < range->first + range->second;
 }
 
 FragmentationPoint ProcessAnalyzer::measure_fragmentation(int32_t device) const {

@@ -25,6 +25,9 @@
 
 namespace gpumemtrace::report {
 
+// True for events PyTorch reported (snapshot import, live tensor-level events): api "torch.*".
+bool is_torch_api(std::string_view api);
+
 class ProcessAnalyzer : public TraceHandler {
  public:
   void on_header(const Header& header) override { header_ = header; }
@@ -45,6 +48,8 @@ class ProcessAnalyzer : public TraceHandler {
     bool has_blocks = false;   // a caching allocator's segment: its free part is cached, not leaked
     uint64_t block_bytes = 0;  // live block bytes inside (when has_blocks)
     int32_t pool = -1;         // index into pools_ (async)
+    bool torch = false;        // PyTorch's (api "torch.*": snapshot import, live events)
+    bool torch_only = false;   // created by a torch event (no runtime-level record of it)
   };
   struct Block {
     uint64_t size = 0;
@@ -106,6 +111,12 @@ class ProcessAnalyzer : public TraceHandler {
   int32_t pool_index(std::string_view name, int32_t device);
   std::map<uint64_t, Allocation>::iterator segment_of(const Event& e);
 
+  void on_map(const Event& e);
+  void on_unmap(const Event& e);
+  bool is_allocator_chunk(uint64_t handle, const Allocation& chunk, uint64_t* block_bytes) const;
+  uint64_t block_bytes_in(uint64_t start, uint64_t size, int32_t device) const;
+  void end_blocks_in(uint64_t start, uint64_t size, int32_t device);
+
   FragmentationPoint measure_fragmentation(int32_t device) const;
   void collect_leaks(ProcessReport& out, const SymbolTable& symbols,
                      const Suppressions& suppressions);
@@ -122,6 +133,10 @@ class ProcessAnalyzer : public TraceHandler {
   std::unordered_map<uint64_t, Allocation> physical_; // cuMemCreate handles
   std::map<uint64_t, uint64_t> reservations_;         // virtual ranges: addr -> size
   std::map<uint64_t, Block> blocks_;                  // caching-allocator blocks by address
+  std::unordered_map<uint64_t, uint64_t> handle_at_;  // physical handle -> address it is mapped at
+  std::map<uint64_t, uint64_t> torch_mapped_;         // ranges PyTorch said it mapped: addr -> size
+  std::unordered_map<uint64_t, uint64_t> orphans_;    // blocks ended by their segment's free: addr -> size
+  std::map<int32_t, bool> driver_allocs_;             // device -> saw a non-torch CUDA allocation
   std::map<int32_t, DeviceState> devices_;
   std::vector<Pool> pools_;
   GrowthWindows windows_;

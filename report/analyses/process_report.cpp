@@ -64,6 +64,12 @@ ProcessReport ProcessAnalyzer::finish(const std::string& file, const ReadResult&
     out.warnings.push_back(std::to_string(replaced_live_) +
                            " allocations at an address that was still live (a free was not recorded)");
   }
+  if (!orphans_.empty()) {
+    uint64_t bytes = 0;
+    for (const auto& [addr, size] : orphans_) bytes += size;
+    out.warnings.push_back(std::to_string(orphans_.size()) + " blocks (" + std::to_string(bytes) +
+                           " bytes) were still live when their segment was freed: ended with it, not leaks");
+  }
   out.marks = marks_;
   out.marks_total = marks_total_;
 
@@ -144,6 +150,12 @@ void ProcessAnalyzer::collect_leaks(ProcessReport& out, const SymbolTable& symbo
     add(allocation.device, 0, allocation.kind, allocation.stack, allocation.size);
   }
   for (const auto& [handle, allocation] : physical_) {
+    uint64_t block_bytes = 0;
+    if (is_allocator_chunk(handle, allocation, &block_bytes)) {
+      // Reserved by the caching allocator: its live blocks are reported (as blocks), the rest is cached.
+      device_state(allocation.device).summary.cached_bytes += allocation.size - std::min(allocation.size, block_bytes);
+      continue;
+    }
     add(allocation.device, 1, allocation.kind, allocation.stack, allocation.size);
   }
   for (const auto& [addr, block] : blocks_) add(block.device, 2, Kind::Block, block.stack, block.size);

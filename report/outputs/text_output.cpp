@@ -91,8 +91,8 @@ void write_leaks(std::ostream& out, const ProcessReport& r, const TextOptions& o
   for (const LeakGroup& leak : r.leaks) {
     if (leak.suppressed || shown++ == options.max_items) continue;
     out << "  " << format_bytes(leak.bytes) << " in " << plural(leak.count, "allocation") << " ("
-        << device_name(leak.device) << ", " << leak.kind << (leak.level == "block" ? " block" : "")
-        << "), allocated here:\n";
+        << device_name(leak.device) << ", "
+        << (leak.level == "block" ? std::string("allocator block") : leak.kind) << "), allocated here:\n";
     write_stack(out, leak.stack, "      ", options.max_frames);
   }
 }

@@ -1,8 +1,8 @@
 """End-to-end cases of issue 3 on traces shaped like the recorder's (tracegen.py): a planted leak,
 peak culprit, OOMs (capacity, fragmentation), accumulation, a clean program, the gates and diff.
 
-TODO(recorder): re-point each case at a tiny program run under LD_PRELOAD=build/libgpumemtrace.so
-on the simulated runtime (tests/sim) once the recorder writes traces; the assertions stay.
+The same cases on real recorder traces (programs on the simulated runtime under LD_PRELOAD):
+test_report_recorder_e2e.py.
 """
 import json
 import os
