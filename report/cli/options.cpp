@@ -19,7 +19,7 @@ const char* const kUsage =
     "  --fail-on-leak[=SIZE]       exit 1 when leaked bytes exceed SIZE (default 0; K/M/G, KiB/MiB/GiB)\n"
     "  --fail-on-growth            exit 1 when a call site keeps growing\n"
     "  --fail-on-peak-increase=SIZE|PCT%   (diff) exit 1 when a peak grows by more than that\n"
-    "  --frames N                  frames per stack in text output (default 8)\n"
+    "  --frames N                  frames per stack in text output (default 12)\n"
     "  --top N                     entries per section in text output (default 5)\n"
     "  -h, --help                  this text\n"
     "exit status: 0 fine, 1 a gate failed, 2 bad input or usage\n";

@@ -22,7 +22,7 @@ struct Options {
   std::optional<uint64_t> fail_on_leak;  // bytes
   bool fail_on_growth = false;
   std::optional<PeakIncreaseLimit> fail_on_peak_increase;
-  size_t max_frames = 8;
+  size_t max_frames = 12;
   size_t max_items = 5;
   std::vector<std::string> inputs;  // traces; for diff: BASE NEW
 };

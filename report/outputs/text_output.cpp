@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <initializer_list>
+#include <string>
 
 #include "report/outputs/units.h"
 
@@ -159,25 +161,63 @@ void write_growth(std::ostream& out, const ProcessReport& r, const TextOptions& 
 
 }  // namespace
 
+namespace {
+
+bool starts_with(const std::string& text, const char* prefix) {
+  return text.compare(0, std::char_traits<char>::length(prefix), prefix) == 0;
+}
+
+bool starts_with_any(const std::string& text, std::initializer_list<const char*> prefixes) {
+  for (const char* prefix : prefixes) {
+    if (starts_with(text, prefix)) return true;
+  }
+  return false;
+}
+
+// The C runtime's frames below main(): the same in every stack.
+bool is_startup_frame(const LogicalFrame& frame) {
+  return frame.function == "_start" || starts_with(frame.function, "__libc_start_");
+}
+
+// Native frames of the Python interpreter and of ctypes/libffi: noise between the Python frames
+// that say the same thing (only trimmed when the stack has Python frames).
+bool is_interpreter_frame(const LogicalFrame& frame) {
+  if (frame.python) return false;
+  std::string module = basename_of(frame.module);
+  if (starts_with_any(module, {"libffi", "_ctypes", "libpython", "python"})) return true;
+  return starts_with_any(frame.function, {"_Py", "PyEval_", "PyObject_", "PyVectorcall_", "PyCFunction_",
+                                          "PyCFuncPtr_", "Py_RunMain", "Py_BytesMain", "pymain_", "ffi_call",
+                                          "ffi_closure", "_ctypes_", "_call_function_pointer",
+                                          "cfunction_call", "cfunction_vectorcall", "method_vectorcall",
+                                          "slot_tp_call", "vectorcall_"});
+}
+
+}  // namespace
+
 bool is_internal_frame(const LogicalFrame& frame) {
   std::string module = basename_of(frame.module);
   for (const char* prefix : {"libgpumemtrace", "libcudart", "libcuda.", "libcupti"}) {
-    if (module.compare(0, std::string(prefix).size(), prefix) == 0) return true;
+    if (starts_with(module, prefix)) return true;
   }
-  return frame.function.compare(0, 13, "gpumemtrace::") == 0;
+  // The profiler's namespace, and the C API of include/gpumemtrace.h (inline functions that end up
+  // in the application: gpumemtrace_block_alloc, gpumemtrace_lookup_, ...).
+  return starts_with(frame.function, "gpumemtrace::") || starts_with(frame.function, "gpumemtrace_");
 }
 
 void write_stack(std::ostream& out, const Stack& stack, const std::string& indent, size_t max_frames) {
-  size_t shown = 0, internal = 0;
+  bool has_python = false;
+  for (const LogicalFrame& frame : stack) has_python |= frame.python;
+  size_t shown = 0, internal = 0, more = 0;
   for (const LogicalFrame& frame : stack) {
-    if (is_internal_frame(frame)) {
+    if (is_internal_frame(frame) || is_startup_frame(frame) || (has_python && is_interpreter_frame(frame))) {
       ++internal;
       continue;
     }
-    if (shown++ == max_frames) {
-      out << indent << "...\n";
-      break;
+    if (shown == max_frames) {
+      ++more;
+      continue;
     }
+    ++shown;
     out << indent << (frame.function.empty() ? "??" : frame.function);
     if (!frame.file.empty()) {
       out << " (" << frame.file;
@@ -188,6 +228,7 @@ void write_stack(std::ostream& out, const Stack& stack, const std::string& inden
     }
     out << "\n";
   }
+  if (more) out << indent << "... " << more << " more frame" << (more == 1 ? "" : "s") << "\n";
   if (shown == 0) out << indent << (internal ? "(only CUDA/profiler frames)" : "(no stack recorded)") << "\n";
 }
 
