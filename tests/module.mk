@@ -23,7 +23,10 @@ TEST_BINS += $(E2E_PROGRAMS)
 
 # --- GoogleTest unit tests of the recorder and writer ---
 RECORDER_TEST_SRCS := $(wildcard tests/unit/recorder_*.cpp)
-RECORDER_TEST_LIB_OBJS := $(filter-out $(BUILD)/interpose/hooks/%,$(LIB_OBJS))
+# The recorder and writer without any hook (a test binary must not interpose on itself); the backend
+# query they use comes from a stand-in.
+RECORDER_TEST_LIB_OBJS := $(filter-out $(BUILD)/interpose/hooks/% $(BUILD)/cupti/%,$(LIB_OBJS)) \
+                          $(BUILD)/tests/unit/support/backend_interpose_only.o
 $(BUILD)/tests/unit/recorder_tests: $(RECORDER_TEST_SRCS:%.cpp=$(BUILD)/%.o) $(RECORDER_TEST_LIB_OBJS)
 	@mkdir -p $(@D)
 	$(CXX) -o $@ $^ -lgtest -lgtest_main $(LIB_LDLIBS)

@@ -89,8 +89,8 @@ void record_alloc(const char* api, f::Kind kind, cudaError_t rc, uint64_t addr, 
   facts.size = size;
   facts.result = rc;
   facts.device = current_device(rc);
-  if (rc == cudaSuccess) note_device(facts.device);
   gpumemtrace::record(facts);
+  if (rc == cudaSuccess) note_device(facts.device);  // after: the event keeps its driver_api note
   if (rc == cudaErrorMemoryAllocation) record_meminfo(facts.device);  // how much was really free
   errno = saved_errno;
 }
@@ -142,7 +142,7 @@ uint64_t element_bytes(const cudaChannelFormatDesc* d) {
 extern "C" {
 
 cudaError_t cudaMalloc(void** devPtr, size_t size) {
-  HookScope scope;
+  HookScope scope(gpumemtrace::HookLayer::Runtime);
   REAL_OR_FAIL(cudaMalloc);
   const cudaError_t rc = real(devPtr, size);
   if (scope.recording()) record_alloc("cudaMalloc", f::Kind::Device, rc, out_value(devPtr), size);
@@ -150,14 +150,14 @@ cudaError_t cudaMalloc(void** devPtr, size_t size) {
 }
 
 cudaError_t cudaFree(void* devPtr) {
-  HookScope scope;
+  HookScope scope(gpumemtrace::HookLayer::Runtime);
   REAL_OR_FAIL(cudaFree);
   if (scope.recording()) record_free("cudaFree", f::Kind::Device, devPtr);
   return real(devPtr);
 }
 
 cudaError_t cudaMallocAsync(void** devPtr, size_t size, cudaStream_t stream) {
-  HookScope scope;
+  HookScope scope(gpumemtrace::HookLayer::Runtime);
   REAL_OR_FAIL(cudaMallocAsync);
   const cudaError_t rc = real(devPtr, size, stream);
   if (scope.recording()) record_alloc("cudaMallocAsync", f::Kind::Async, rc, out_value(devPtr), size, on_stream(stream));
@@ -165,7 +165,7 @@ cudaError_t cudaMallocAsync(void** devPtr, size_t size, cudaStream_t stream) {
 }
 
 cudaError_t cudaMallocAsync_ptsz(void** devPtr, size_t size, cudaStream_t stream) {
-  HookScope scope;
+  HookScope scope(gpumemtrace::HookLayer::Runtime);
   REAL_OR_FAIL(cudaMallocAsync_ptsz);
   const cudaError_t rc = real(devPtr, size, stream);
   if (scope.recording())
@@ -174,21 +174,21 @@ cudaError_t cudaMallocAsync_ptsz(void** devPtr, size_t size, cudaStream_t stream
 }
 
 cudaError_t cudaFreeAsync(void* devPtr, cudaStream_t stream) {
-  HookScope scope;
+  HookScope scope(gpumemtrace::HookLayer::Runtime);
   REAL_OR_FAIL(cudaFreeAsync);
   if (scope.recording()) record_free("cudaFreeAsync", f::Kind::Async, devPtr, on_stream(stream));
   return real(devPtr, stream);
 }
 
 cudaError_t cudaFreeAsync_ptsz(void* devPtr, cudaStream_t stream) {
-  HookScope scope;
+  HookScope scope(gpumemtrace::HookLayer::Runtime);
   REAL_OR_FAIL(cudaFreeAsync_ptsz);
   if (scope.recording()) record_free("cudaFreeAsync_ptsz", f::Kind::Async, devPtr, on_stream(stream));
   return real(devPtr, stream);
 }
 
 cudaError_t cudaMallocFromPoolAsync(void** ptr, size_t size, cudaMemPool_t pool, cudaStream_t stream) {
-  HookScope scope;
+  HookScope scope(gpumemtrace::HookLayer::Runtime);
   REAL_OR_FAIL(cudaMallocFromPoolAsync);
   const cudaError_t rc = real(ptr, size, pool, stream);
   if (scope.recording())
@@ -197,7 +197,7 @@ cudaError_t cudaMallocFromPoolAsync(void** ptr, size_t size, cudaMemPool_t pool,
 }
 
 cudaError_t cudaMallocFromPoolAsync_ptsz(void** ptr, size_t size, cudaMemPool_t pool, cudaStream_t stream) {
-  HookScope scope;
+  HookScope scope(gpumemtrace::HookLayer::Runtime);
   REAL_OR_FAIL(cudaMallocFromPoolAsync_ptsz);
   const cudaError_t rc = real(ptr, size, pool, stream);
   if (scope.recording())
@@ -207,7 +207,7 @@ cudaError_t cudaMallocFromPoolAsync_ptsz(void** ptr, size_t size, cudaMemPool_t 
 }
 
 cudaError_t cudaMallocManaged(void** devPtr, size_t size, unsigned int flags) {
-  HookScope scope;
+  HookScope scope(gpumemtrace::HookLayer::Runtime);
   REAL_OR_FAIL(cudaMallocManaged);
   const cudaError_t rc = real(devPtr, size, flags);
   if (scope.recording()) record_alloc("cudaMallocManaged", f::Kind::Managed, rc, out_value(devPtr), size);
@@ -215,7 +215,7 @@ cudaError_t cudaMallocManaged(void** devPtr, size_t size, unsigned int flags) {
 }
 
 cudaError_t cudaMallocHost(void** ptr, size_t size) {
-  HookScope scope;
+  HookScope scope(gpumemtrace::HookLayer::Runtime);
   REAL_OR_FAIL(cudaMallocHost);
   const cudaError_t rc = real(ptr, size);
   if (scope.recording()) record_alloc("cudaMallocHost", f::Kind::Host, rc, out_value(ptr), size);
@@ -223,7 +223,7 @@ cudaError_t cudaMallocHost(void** ptr, size_t size) {
 }
 
 cudaError_t cudaHostAlloc(void** pHost, size_t size, unsigned int flags) {
-  HookScope scope;
+  HookScope scope(gpumemtrace::HookLayer::Runtime);
   REAL_OR_FAIL(cudaHostAlloc);
   const cudaError_t rc = real(pHost, size, flags);
   if (scope.recording()) record_alloc("cudaHostAlloc", f::Kind::Host, rc, out_value(pHost), size);
@@ -231,14 +231,14 @@ cudaError_t cudaHostAlloc(void** pHost, size_t size, unsigned int flags) {
 }
 
 cudaError_t cudaFreeHost(void* ptr) {
-  HookScope scope;
+  HookScope scope(gpumemtrace::HookLayer::Runtime);
   REAL_OR_FAIL(cudaFreeHost);
   if (scope.recording()) record_free("cudaFreeHost", f::Kind::Host, ptr);
   return real(ptr);
 }
 
 cudaError_t cudaMallocPitch(void** devPtr, size_t* pitch, size_t width, size_t height) {
-  HookScope scope;
+  HookScope scope(gpumemtrace::HookLayer::Runtime);
   REAL_OR_FAIL(cudaMallocPitch);
   const cudaError_t rc = real(devPtr, pitch, width, height);
   // The real footprint is pitch * height; on failure only the requested width * height is known.
@@ -248,7 +248,7 @@ cudaError_t cudaMallocPitch(void** devPtr, size_t* pitch, size_t width, size_t h
 }
 
 cudaError_t cudaMalloc3D(cudaPitchedPtr* pitchedDevPtr, cudaExtent extent) {
-  HookScope scope;
+  HookScope scope(gpumemtrace::HookLayer::Runtime);
   REAL_OR_FAIL(cudaMalloc3D);
   const cudaError_t rc = real(pitchedDevPtr, extent);
   const bool ok = rc == cudaSuccess && pitchedDevPtr;
@@ -262,7 +262,7 @@ cudaError_t cudaMalloc3D(cudaPitchedPtr* pitchedDevPtr, cudaExtent extent) {
 
 cudaError_t cudaMallocArray(cudaArray_t* array, const cudaChannelFormatDesc* desc, size_t width, size_t height,
                             unsigned int flags) {
-  HookScope scope;
+  HookScope scope(gpumemtrace::HookLayer::Runtime);
   REAL_OR_FAIL(cudaMallocArray);
   const cudaError_t rc = real(array, desc, width, height, flags);
   // Arrays have an opaque layout: width * height * element size is a lower bound of the footprint.
@@ -273,14 +273,14 @@ cudaError_t cudaMallocArray(cudaArray_t* array, const cudaChannelFormatDesc* des
 }
 
 cudaError_t cudaFreeArray(cudaArray_t array) {
-  HookScope scope;
+  HookScope scope(gpumemtrace::HookLayer::Runtime);
   REAL_OR_FAIL(cudaFreeArray);
   if (scope.recording()) record_free("cudaFreeArray", f::Kind::Array, array);
   return real(array);
 }
 
 cudaError_t cudaMemPoolTrimTo(cudaMemPool_t memPool, size_t minBytesToKeep) {
-  HookScope scope;
+  HookScope scope(gpumemtrace::HookLayer::Runtime);
   REAL_OR_FAIL(cudaMemPoolTrimTo);
   const cudaError_t rc = real(memPool, minBytesToKeep);
   if (scope.recording()) {
@@ -299,7 +299,7 @@ cudaError_t cudaMemPoolTrimTo(cudaMemPool_t memPool, size_t minBytesToKeep) {
 }
 
 cudaError_t cudaDeviceReset(void) {
-  HookScope scope;
+  HookScope scope(gpumemtrace::HookLayer::Runtime);
   REAL_OR_FAIL(cudaDeviceReset);
   if (scope.recording()) {  // before the reset: every allocation of the device ends here
     EventFacts facts;
@@ -314,7 +314,7 @@ cudaError_t cudaDeviceReset(void) {
 }
 
 cudaError_t cudaMemGetInfo(size_t* free, size_t* total) {
-  HookScope scope;
+  HookScope scope(gpumemtrace::HookLayer::Runtime);
   REAL_OR_FAIL(cudaMemGetInfo);
   const cudaError_t rc = real(free, total);
   if (scope.recording() && rc == cudaSuccess && free && total) {

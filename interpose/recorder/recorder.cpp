@@ -26,6 +26,7 @@
 #include <new>
 #include <string>
 
+#include "cupti/backend.h"
 #include "interpose/python/python_stack.h"
 #include "interpose/recorder/recorder_state.h"
 #include "interpose/recorder/unwind.h"
@@ -219,7 +220,14 @@ void fill_record(EventRecord& r, uint64_t seq, const EventFacts& f, uint64_t t, 
 
 }  // namespace
 
-HookScope::HookScope() noexcept {
+HookScope::HookScope(HookLayer layer) noexcept {
+  // Under the CUPTI backend a runtime hook must not open a scope: the CUPTI callback fired inside
+  // the real call would find itself nested and record nothing.
+  counted_ = layer != HookLayer::Runtime || backend::interpose_recording();
+  if (!counted_) {
+    recording_ = false;
+    return;
+  }
   recording_ = t_depth++ == 0 && !t_internal;
   if (recording_) {
     t_driver_api = nullptr;
@@ -228,7 +236,9 @@ HookScope::HookScope() noexcept {
   }
 }
 
-HookScope::~HookScope() noexcept { --t_depth; }
+HookScope::~HookScope() noexcept {
+  if (counted_) --t_depth;
+}
 
 void HookScope::note_driver_api(const char* driver_api) noexcept {
   if (t_depth > 1) t_driver_api = driver_api;
@@ -279,6 +289,8 @@ bool record(const EventFacts& facts) noexcept {
     }
   }
   if (!pushed) g_shared->dropped.fetch_add(1, std::memory_order_relaxed);
+  // The noted driver call served this event only (not, say, the meminfo recorded after an OOM).
+  t_driver_api = nullptr;
   errno = saved_errno;
   return pushed;
 }

@@ -60,9 +60,14 @@ struct EventFacts {
 //
 // Invariant: scopes nest strictly (RAII); the thread-local state is trivially destructible, so a hook
 // running during thread exit stays safe.
+enum class HookLayer {
+  Runtime,  // CUDA runtime hooks: stand aside entirely while CUPTI is the recording backend
+  Other,    // driver hooks, CUPTI callbacks, the custom allocator API
+};
+
 class HookScope {
  public:
-  HookScope() noexcept;
+  explicit HookScope(HookLayer layer = HookLayer::Other) noexcept;
   ~HookScope() noexcept;
   HookScope(const HookScope&) = delete;
   HookScope& operator=(const HookScope&) = delete;
@@ -76,6 +81,7 @@ class HookScope {
 
  private:
   bool recording_;
+  bool counted_;  // false: a runtime hook under the CUPTI backend, invisible to nesting
 };
 
 // Records one event: timestamp, thread, native (and Python) stack, global sequence number. Starts the

@@ -6,6 +6,7 @@
 
 #include <fstream>
 
+#include "cupti/backend.h"
 #include "interpose/recorder/recorder_state.h"
 #include "interpose/writer/json_line.h"
 #include "trace/format.h"
@@ -82,7 +83,7 @@ void TraceSerializer::header(const HeaderInfo& info) {
       .unum(f::kFieldStartTime, info.start_realtime_ns)
       .str(f::kFieldClock, "monotonic")
       .unum(f::kFieldClockStart, info.start_monotonic_ns)
-      .str(f::kFieldBackend, "interpose")
+      .str(f::kFieldBackend, backend::name())
       .num(f::kFieldStackDepth, info.stack_depth)
       .str(f::kFieldOnFull, info.drop_when_full ? "drop" : "wait")
       .end();

@@ -85,10 +85,11 @@ class RuntimeApis(unittest.TestCase, TraceInvariants):
             ("cudaMalloc", "alloc", "device", 1 << 50, "allocate_too_much()"),
             ("cudaMemGetInfo", "meminfo", "none", None, "allocate_too_much()"),
         ]
-        # The first event is the start-of-run meminfo, recorded with the first allocation.
-        self.assertEqual(t.events[0]["op"], "meminfo")
-        self.assertEqual(t.events[0]["total"], 16 << 30)
-        events = t.events[1:]
+        # The first allocation is followed by the start-of-run meminfo of its device.
+        self.assertEqual(t.events[1]["op"], "meminfo")
+        self.assertEqual(t.events[1]["total"], 16 << 30)
+        self.assertEqual(t.events[1]["free"], (16 << 30) - (3 * 1024 * 1024 + 512))
+        events = t.events[:1] + t.events[2:]
         self.assertEqual(len(events), len(expected), [e["api"] for e in events])
         for e, (api, op, kind, size, fn) in zip(events, expected):
             with self.subTest(api=api, fn=fn):
