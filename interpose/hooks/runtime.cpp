@@ -69,7 +69,10 @@ void record_meminfo(int32_t device) {
 // First successful event on a device: its name and memory, and a meminfo event ("at start").
 std::atomic<bool> g_device_seen[64];
 void note_device(int32_t device) {
-  if (device < 0 || device >= 64 || g_device_seen[device].exchange(true, std::memory_order_relaxed)) return;
+  // A plain load first: the exchange (a locked instruction) runs once per device, not per event.
+  if (device < 0 || device >= 64 || g_device_seen[device].load(std::memory_order_relaxed) ||
+      g_device_seen[device].exchange(true, std::memory_order_relaxed))
+    return;
   size_t free_bytes = 0, total_bytes = 0;
   if (real_cudaMemGetInfo && real_cudaMemGetInfo()(&free_bytes, &total_bytes) != cudaSuccess) return;
   cudaDeviceProp props{};
@@ -78,10 +81,10 @@ void note_device(int32_t device) {
   record_meminfo(device);
 }
 
-// Records an allocation after the real call returned `rc`. Keeps errno as the real call left it.
-void record_alloc(const char* api, f::Kind kind, cudaError_t rc, uint64_t addr, uint64_t size,
-                  EventFacts facts = {}) {
-  const int saved_errno = errno;
+// The facts of an allocation whose real call returned `rc` (built in place: hooks pass the result
+// straight to record_alloc, so the struct is never copied).
+EventFacts alloc_facts(const char* api, f::Kind kind, cudaError_t rc, uint64_t addr, uint64_t size) {
+  EventFacts facts;
   facts.op = f::Op::Alloc;
   facts.kind = kind;
   facts.api = api;
@@ -89,40 +92,40 @@ void record_alloc(const char* api, f::Kind kind, cudaError_t rc, uint64_t addr, 
   facts.size = size;
   facts.result = rc;
   facts.device = current_device(rc);
-  gpumemtrace::record(facts);
-  if (rc == cudaSuccess) note_device(facts.device);  // after: the event keeps its driver_api note
-  if (rc == cudaErrorMemoryAllocation) record_meminfo(facts.device);  // how much was really free
-  errno = saved_errno;
+  return facts;
 }
 
-// Records a free before the real call. Freeing null is a no-op in CUDA (and a common way to
-// initialise the context), so it is not an event.
-void record_free(const char* api, f::Kind kind, const void* ptr, EventFacts facts = {}) {
-  if (!ptr) return;
-  const int saved_errno = errno;
+// The facts of a free, before the real call: its result is not known yet.
+EventFacts free_facts(const char* api, f::Kind kind, const void* ptr) {
+  EventFacts facts;
   facts.op = f::Op::Free;
   facts.kind = kind;
   facts.api = api;
   facts.addr = reinterpret_cast<uint64_t>(ptr);
-  facts.has_result = false;  // recorded before the call: the result is not known yet
+  facts.has_result = false;
   facts.device = current_device(cudaSuccess);
+  return facts;
+}
+
+// Records an allocation (after the real call). Keeps errno as the real call left it.
+void record_alloc(const EventFacts& facts) {
+  const int saved_errno = errno;
+  gpumemtrace::record(facts);
+  if (facts.result == cudaSuccess) note_device(facts.device);  // after: the event keeps its driver_api note
+  if (facts.result == cudaErrorMemoryAllocation) record_meminfo(facts.device);  // how much was really free
+  errno = saved_errno;
+}
+
+// Records a free (before the real call). Freeing null is a no-op in CUDA (and a common way to
+// initialise the context), so it is not an event.
+void record_free(const EventFacts& facts) {
+  if (!facts.addr) return;
+  const int saved_errno = errno;
   gpumemtrace::record(facts);
   errno = saved_errno;
 }
 
-EventFacts on_stream(cudaStream_t stream) {
-  EventFacts facts;
-  facts.has_stream = true;
-  facts.stream = reinterpret_cast<uint64_t>(stream);
-  return facts;
-}
-
-EventFacts on_pool_stream(cudaMemPool_t pool, cudaStream_t stream) {
-  EventFacts facts = on_stream(stream);
-  facts.has_pool = true;
-  facts.pool = reinterpret_cast<uint64_t>(pool);
-  return facts;
-}
+uint64_t handle(const void* p) { return reinterpret_cast<uint64_t>(p); }
 
 uint64_t out_value(void* const* out) { return out ? reinterpret_cast<uint64_t>(*out) : 0; }
 
@@ -145,14 +148,14 @@ cudaError_t cudaMalloc(void** devPtr, size_t size) {
   HookScope scope(gpumemtrace::HookLayer::Runtime);
   REAL_OR_FAIL(cudaMalloc);
   const cudaError_t rc = real(devPtr, size);
-  if (scope.recording()) record_alloc("cudaMalloc", f::Kind::Device, rc, out_value(devPtr), size);
+  if (scope.recording()) record_alloc(alloc_facts("cudaMalloc", f::Kind::Device, rc, out_value(devPtr), size));
   return rc;
 }
 
 cudaError_t cudaFree(void* devPtr) {
   HookScope scope(gpumemtrace::HookLayer::Runtime);
   REAL_OR_FAIL(cudaFree);
-  if (scope.recording()) record_free("cudaFree", f::Kind::Device, devPtr);
+  if (scope.recording()) record_free(free_facts("cudaFree", f::Kind::Device, devPtr));
   return real(devPtr);
 }
 
@@ -160,7 +163,7 @@ cudaError_t cudaMallocAsync(void** devPtr, size_t size, cudaStream_t stream) {
   HookScope scope(gpumemtrace::HookLayer::Runtime);
   REAL_OR_FAIL(cudaMallocAsync);
   const cudaError_t rc = real(devPtr, size, stream);
-  if (scope.recording()) record_alloc("cudaMallocAsync", f::Kind::Async, rc, out_value(devPtr), size, on_stream(stream));
+  if (scope.recording()) record_alloc(alloc_facts("cudaMallocAsync", f::Kind::Async, rc, out_value(devPtr), size).with_stream(handle(stream)));
   return rc;
 }
 
@@ -169,21 +172,21 @@ cudaError_t cudaMallocAsync_ptsz(void** devPtr, size_t size, cudaStream_t stream
   REAL_OR_FAIL(cudaMallocAsync_ptsz);
   const cudaError_t rc = real(devPtr, size, stream);
   if (scope.recording())
-    record_alloc("cudaMallocAsync_ptsz", f::Kind::Async, rc, out_value(devPtr), size, on_stream(stream));
+    record_alloc(alloc_facts("cudaMallocAsync_ptsz", f::Kind::Async, rc, out_value(devPtr), size).with_stream(handle(stream)));
   return rc;
 }
 
 cudaError_t cudaFreeAsync(void* devPtr, cudaStream_t stream) {
   HookScope scope(gpumemtrace::HookLayer::Runtime);
   REAL_OR_FAIL(cudaFreeAsync);
-  if (scope.recording()) record_free("cudaFreeAsync", f::Kind::Async, devPtr, on_stream(stream));
+  if (scope.recording()) record_free(free_facts("cudaFreeAsync", f::Kind::Async, devPtr).with_stream(handle(stream)));
   return real(devPtr, stream);
 }
 
 cudaError_t cudaFreeAsync_ptsz(void* devPtr, cudaStream_t stream) {
   HookScope scope(gpumemtrace::HookLayer::Runtime);
   REAL_OR_FAIL(cudaFreeAsync_ptsz);
-  if (scope.recording()) record_free("cudaFreeAsync_ptsz", f::Kind::Async, devPtr, on_stream(stream));
+  if (scope.recording()) record_free(free_facts("cudaFreeAsync_ptsz", f::Kind::Async, devPtr).with_stream(handle(stream)));
   return real(devPtr, stream);
 }
 
@@ -192,7 +195,7 @@ cudaError_t cudaMallocFromPoolAsync(void** ptr, size_t size, cudaMemPool_t pool,
   REAL_OR_FAIL(cudaMallocFromPoolAsync);
   const cudaError_t rc = real(ptr, size, pool, stream);
   if (scope.recording())
-    record_alloc("cudaMallocFromPoolAsync", f::Kind::Async, rc, out_value(ptr), size, on_pool_stream(pool, stream));
+    record_alloc(alloc_facts("cudaMallocFromPoolAsync", f::Kind::Async, rc, out_value(ptr), size).with_pool(handle(pool)).with_stream(handle(stream)));
   return rc;
 }
 
@@ -201,8 +204,9 @@ cudaError_t cudaMallocFromPoolAsync_ptsz(void** ptr, size_t size, cudaMemPool_t 
   REAL_OR_FAIL(cudaMallocFromPoolAsync_ptsz);
   const cudaError_t rc = real(ptr, size, pool, stream);
   if (scope.recording())
-    record_alloc("cudaMallocFromPoolAsync_ptsz", f::Kind::Async, rc, out_value(ptr), size,
-                 on_pool_stream(pool, stream));
+    record_alloc(alloc_facts("cudaMallocFromPoolAsync_ptsz", f::Kind::Async, rc, out_value(ptr), size)
+                     .with_pool(handle(pool))
+                     .with_stream(handle(stream)));
   return rc;
 }
 
@@ -210,7 +214,7 @@ cudaError_t cudaMallocManaged(void** devPtr, size_t size, unsigned int flags) {
   HookScope scope(gpumemtrace::HookLayer::Runtime);
   REAL_OR_FAIL(cudaMallocManaged);
   const cudaError_t rc = real(devPtr, size, flags);
-  if (scope.recording()) record_alloc("cudaMallocManaged", f::Kind::Managed, rc, out_value(devPtr), size);
+  if (scope.recording()) record_alloc(alloc_facts("cudaMallocManaged", f::Kind::Managed, rc, out_value(devPtr), size));
   return rc;
 }
 
@@ -218,7 +222,7 @@ cudaError_t cudaMallocHost(void** ptr, size_t size) {
   HookScope scope(gpumemtrace::HookLayer::Runtime);
   REAL_OR_FAIL(cudaMallocHost);
   const cudaError_t rc = real(ptr, size);
-  if (scope.recording()) record_alloc("cudaMallocHost", f::Kind::Host, rc, out_value(ptr), size);
+  if (scope.recording()) record_alloc(alloc_facts("cudaMallocHost", f::Kind::Host, rc, out_value(ptr), size));
   return rc;
 }
 
@@ -226,14 +230,14 @@ cudaError_t cudaHostAlloc(void** pHost, size_t size, unsigned int flags) {
   HookScope scope(gpumemtrace::HookLayer::Runtime);
   REAL_OR_FAIL(cudaHostAlloc);
   const cudaError_t rc = real(pHost, size, flags);
-  if (scope.recording()) record_alloc("cudaHostAlloc", f::Kind::Host, rc, out_value(pHost), size);
+  if (scope.recording()) record_alloc(alloc_facts("cudaHostAlloc", f::Kind::Host, rc, out_value(pHost), size));
   return rc;
 }
 
 cudaError_t cudaFreeHost(void* ptr) {
   HookScope scope(gpumemtrace::HookLayer::Runtime);
   REAL_OR_FAIL(cudaFreeHost);
-  if (scope.recording()) record_free("cudaFreeHost", f::Kind::Host, ptr);
+  if (scope.recording()) record_free(free_facts("cudaFreeHost", f::Kind::Host, ptr));
   return real(ptr);
 }
 
@@ -243,7 +247,7 @@ cudaError_t cudaMallocPitch(void** devPtr, size_t* pitch, size_t width, size_t h
   const cudaError_t rc = real(devPtr, pitch, width, height);
   // The real footprint is pitch * height; on failure only the requested width * height is known.
   const uint64_t bytes = rc == cudaSuccess && pitch ? *pitch * height : width * height;
-  if (scope.recording()) record_alloc("cudaMallocPitch", f::Kind::Device, rc, out_value(devPtr), bytes);
+  if (scope.recording()) record_alloc(alloc_facts("cudaMallocPitch", f::Kind::Device, rc, out_value(devPtr), bytes));
   return rc;
 }
 
@@ -255,8 +259,8 @@ cudaError_t cudaMalloc3D(cudaPitchedPtr* pitchedDevPtr, cudaExtent extent) {
   const uint64_t rows = extent.height * (extent.depth ? extent.depth : 1);
   const uint64_t bytes = (ok ? pitchedDevPtr->pitch : extent.width) * rows;
   if (scope.recording())
-    record_alloc("cudaMalloc3D", f::Kind::Device, rc, ok ? reinterpret_cast<uint64_t>(pitchedDevPtr->ptr) : 0,
-                 bytes);
+    record_alloc(alloc_facts("cudaMalloc3D", f::Kind::Device, rc, ok ? reinterpret_cast<uint64_t>(pitchedDevPtr->ptr) : 0,
+                 bytes));
   return rc;
 }
 
@@ -268,14 +272,14 @@ cudaError_t cudaMallocArray(cudaArray_t* array, const cudaChannelFormatDesc* des
   // Arrays have an opaque layout: width * height * element size is a lower bound of the footprint.
   const uint64_t bytes = element_bytes(desc) * width * (height ? height : 1);
   if (scope.recording())
-    record_alloc("cudaMallocArray", f::Kind::Array, rc, array ? reinterpret_cast<uint64_t>(*array) : 0, bytes);
+    record_alloc(alloc_facts("cudaMallocArray", f::Kind::Array, rc, array ? reinterpret_cast<uint64_t>(*array) : 0, bytes));
   return rc;
 }
 
 cudaError_t cudaFreeArray(cudaArray_t array) {
   HookScope scope(gpumemtrace::HookLayer::Runtime);
   REAL_OR_FAIL(cudaFreeArray);
-  if (scope.recording()) record_free("cudaFreeArray", f::Kind::Array, array);
+  if (scope.recording()) record_free(free_facts("cudaFreeArray", f::Kind::Array, array));
   return real(array);
 }
 

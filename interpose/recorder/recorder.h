@@ -51,6 +51,17 @@ struct EventFacts {
   const char* pool_name = nullptr;  // block events: allocator pool name
   uint64_t time_ns = 0;             // CLOCK_MONOTONIC of the event; 0 = now (events reported late,
                                     // e.g. drained from PyTorch's history, carry their own time)
+
+  EventFacts& with_stream(uint64_t s) {
+    has_stream = true;
+    stream = s;
+    return *this;
+  }
+  EventFacts& with_pool(uint64_t p) {
+    has_pool = true;
+    pool = p;
+    return *this;
+  }
 };
 
 // Thread-local re-entry guard, opened first in every entry point (hooks, CUPTI callbacks, the custom
