@@ -23,26 +23,17 @@ namespace {
 
 namespace f = format;
 
-void record_meminfo(int32_t device, const char* api) noexcept {
+// Records the device's free/total bytes as the driver reports them (nothing when it cannot say).
+void record_driver_meminfo(int32_t device) noexcept {
   auto fn = reinterpret_cast<CUresult (*)(size_t*, size_t*)>(query_function(Query::MemGetInfo));
   size_t free_bytes = 0, total_bytes = 0;
-  if (!fn || fn(&free_bytes, &total_bytes) != CUDA_SUCCESS) return;
-  EventFacts m;
-  m.op = f::Op::MemInfo;
-  m.kind = f::Kind::None;
-  m.api = api;
-  m.device = device;
-  m.has_result = false;
-  m.has_meminfo = true;
-  m.free_bytes = free_bytes;
-  m.total_bytes = total_bytes;
-  (void)record(m);
+  if (fn && fn(&free_bytes, &total_bytes) == CUDA_SUCCESS)
+    record_meminfo(device, "cuMemGetInfo_v2", free_bytes, total_bytes);
 }
 
 // First event on a device: its name and memory ("device" line) and a meminfo event.
-std::atomic<bool> g_device_seen[64];
 void note_device(int32_t device) noexcept {
-  if (device < 0 || device >= 64 || g_device_seen[device].exchange(true, std::memory_order_relaxed)) return;
+  if (!first_event_on_device(device)) return;
   auto get_name = reinterpret_cast<CUresult (*)(char*, int, CUdevice)>(query_function(Query::DeviceGetName));
   auto total_mem = reinterpret_cast<CUresult (*)(size_t*, CUdevice)>(query_function(Query::DeviceTotalMem));
   auto mem_info = reinterpret_cast<CUresult (*)(size_t*, size_t*)>(query_function(Query::MemGetInfo));
@@ -52,7 +43,7 @@ void note_device(int32_t device) noexcept {
   if (!total_mem || total_mem(&total, device) != CUDA_SUCCESS) total = 0;
   if (!mem_info || mem_info(&free_bytes, &total2) != CUDA_SUCCESS) free_bytes = 0;
   record_device_info(device, name, total, free_bytes);
-  record_meminfo(device, "cuMemGetInfo_v2");
+  record_driver_meminfo(device);
 }
 
 // The common part of every hook: the re-entry scope, and turning facts into an event.
@@ -84,7 +75,7 @@ class DriverCall {
     const int saved = errno;
     if (e.result == CUDA_SUCCESS) note_device(e.device);
     (void)gpumemtrace::record(e);
-    if (e.op == f::Op::Alloc && e.result != CUDA_SUCCESS) record_meminfo(e.device, "cuMemGetInfo_v2");
+    if (e.op == f::Op::Alloc && e.result != CUDA_SUCCESS) record_driver_meminfo(e.device);
     errno = saved;
   }
 

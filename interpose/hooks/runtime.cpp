@@ -51,34 +51,22 @@ int32_t current_device(cudaError_t rc) {
   return device;
 }
 
-void record_meminfo(int32_t device) {
+// Records the device's free/total bytes as the runtime reports them (nothing when it cannot say).
+void record_runtime_meminfo(int32_t device) {
   size_t free_bytes = 0, total_bytes = 0;
-  if (!real_cudaMemGetInfo || real_cudaMemGetInfo()(&free_bytes, &total_bytes) != cudaSuccess) return;
-  EventFacts m;
-  m.op = f::Op::MemInfo;
-  m.kind = f::Kind::None;
-  m.api = "cudaMemGetInfo";
-  m.device = device;
-  m.has_meminfo = true;
-  m.free_bytes = free_bytes;
-  m.total_bytes = total_bytes;
-  m.has_result = false;
-  gpumemtrace::record(m);
+  if (real_cudaMemGetInfo && real_cudaMemGetInfo()(&free_bytes, &total_bytes) == cudaSuccess)
+    gpumemtrace::record_meminfo(device, "cudaMemGetInfo", free_bytes, total_bytes);
 }
 
 // First successful event on a device: its name and memory, and a meminfo event ("at start").
-std::atomic<bool> g_device_seen[64];
 void note_device(int32_t device) {
-  // A plain load first: the exchange (a locked instruction) runs once per device, not per event.
-  if (device < 0 || device >= 64 || g_device_seen[device].load(std::memory_order_relaxed) ||
-      g_device_seen[device].exchange(true, std::memory_order_relaxed))
-    return;
+  if (!gpumemtrace::first_event_on_device(device)) return;
   size_t free_bytes = 0, total_bytes = 0;
-  if (real_cudaMemGetInfo && real_cudaMemGetInfo()(&free_bytes, &total_bytes) != cudaSuccess) return;
+  if (!real_cudaMemGetInfo || real_cudaMemGetInfo()(&free_bytes, &total_bytes) != cudaSuccess) return;
   cudaDeviceProp props{};
   const bool named = real_get_properties && real_get_properties()(&props, device) == cudaSuccess;
   gpumemtrace::record_device_info(device, named ? props.name : "", total_bytes, free_bytes);
-  record_meminfo(device);
+  gpumemtrace::record_meminfo(device, "cudaMemGetInfo", free_bytes, total_bytes);
 }
 
 // The facts of an allocation whose real call returned `rc` (built in place: hooks pass the result
@@ -112,7 +100,7 @@ void record_alloc(const EventFacts& facts) {
   const int saved_errno = errno;
   gpumemtrace::record(facts);
   if (facts.result == cudaSuccess) note_device(facts.device);  // after: the event keeps its driver_api note
-  if (facts.result == cudaErrorMemoryAllocation) record_meminfo(facts.device);  // how much was really free
+  if (facts.result == cudaErrorMemoryAllocation) record_runtime_meminfo(facts.device);  // how much was free
   errno = saved_errno;
 }
 
@@ -323,15 +311,7 @@ cudaError_t cudaMemGetInfo(size_t* free, size_t* total) {
   const cudaError_t rc = real(free, total);
   if (scope.recording() && rc == cudaSuccess && free && total) {
     const int saved_errno = errno;
-    EventFacts facts;
-    facts.op = f::Op::MemInfo;
-    facts.kind = f::Kind::None;
-    facts.api = "cudaMemGetInfo";
-    facts.has_meminfo = true;
-    facts.free_bytes = *free;
-    facts.total_bytes = *total;
-    facts.device = current_device(rc);
-    gpumemtrace::record(facts);
+    gpumemtrace::record_meminfo(current_device(rc), "cudaMemGetInfo", *free, *total);
     errno = saved_errno;
   }
   return rc;

@@ -113,6 +113,7 @@ void on_fork_child() {
     g_shared->ring->reset();
     g_shared->dropped.store(0, std::memory_order_relaxed);
     for (auto& d : g_shared->devices) d.state.store(0, std::memory_order_relaxed);
+    for (auto& seen : g_shared->device_seen) seen.store(false, std::memory_order_relaxed);
   }
   g_state.store(kUninit, std::memory_order_release);
 }
@@ -293,6 +294,26 @@ bool record(const EventFacts& facts) noexcept {
   t_driver_api = nullptr;
   errno = saved_errno;
   return pushed;
+}
+
+bool first_event_on_device(int32_t device) noexcept {
+  if (device < 0 || device >= kMaxDevices || !ensure_active()) return false;
+  // A plain load first: the exchange (a locked instruction) runs once per device, not per event.
+  std::atomic<bool>& seen = g_shared->device_seen[device];
+  return !seen.load(std::memory_order_relaxed) && !seen.exchange(true, std::memory_order_relaxed);
+}
+
+void record_meminfo(int32_t device, const char* api, uint64_t free_bytes, uint64_t total_bytes) noexcept {
+  EventFacts m;
+  m.op = format::Op::MemInfo;
+  m.kind = format::Kind::None;
+  m.api = api;
+  m.device = device;
+  m.has_result = false;
+  m.has_meminfo = true;
+  m.free_bytes = free_bytes;
+  m.total_bytes = total_bytes;
+  record(m);
 }
 
 void record_device_info(int32_t device, const char* name, uint64_t total_bytes, uint64_t free_bytes) noexcept {

@@ -101,6 +101,13 @@ class HookScope {
 // recorder shut down). Call only when HookScope::recording() is true.
 bool record(const EventFacts& facts) noexcept;
 
+// True for exactly one call per device and process (a fork child starts over): the hook that gets
+// true records the device's facts (record_device_info) and a start-of-run meminfo event.
+bool first_event_on_device(int32_t device) noexcept;
+
+// Records a "meminfo" event: the device's free and total bytes, as `api` reported them.
+void record_meminfo(int32_t device, const char* api, uint64_t free_bytes, uint64_t total_bytes) noexcept;
+
 // Device facts for the "device" line (name, total, free), e.g. from cudaGetDeviceProperties.
 void record_device_info(int32_t device, const char* name, uint64_t total_bytes, uint64_t free_bytes) noexcept;
 

@@ -29,6 +29,7 @@ struct RecorderShared {
   EventRing* ring = nullptr;
   std::atomic<uint64_t> dropped{0};   // events lost (drop mode, or after the writer stopped)
   DeviceInfoSlot devices[kMaxDevices];
+  std::atomic<bool> device_seen[kMaxDevices] = {};  // first_event_on_device()
 };
 
 // Marks the calling thread as internal to the recorder: nothing it does is ever recorded.

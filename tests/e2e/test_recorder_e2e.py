@@ -230,6 +230,9 @@ class Processes(unittest.TestCase, TraceInvariants):
         self.assertIn("allocate_in_child()", child.functions(child.allocs()[0]))
         self.assertEqual(child.header["ppid"], parent.header["pid"])
         self.assertEqual(child.events[0]["seq"], 1)
+        # The child describes its device again in its own trace.
+        for t in (parent, child):
+            self.assertEqual(len([r for r in t.records if r["type"] == "device"]), 1)
 
     def test_exec_gets_its_own_file(self):
         out = tempdir()
