@@ -25,6 +25,7 @@ SIM = os.path.join(BUILD, "sim")
 PROGS = os.path.join(BUILD, "tests", "driver")
 ROUTES = ["direct", "dlsym", "procaddr"]
 GIB = 1 << 30
+SIM_TOTAL = 16 * GIB  # tests/sim/sim_settings.h default
 
 
 def load_trace(path):
@@ -141,7 +142,7 @@ class DriverRoutes(unittest.TestCase):
                 # The program's own cuMemGetInfo is an event; so is the device's first sighting.
                 infos = [e for e in events if e["op"] == "meminfo"]
                 self.assertGreaterEqual(len(infos), 2)
-                self.assertTrue(all(e["total"] == GIB for e in infos))
+                self.assertTrue(all(e["total"] == SIM_TOTAL for e in infos))
                 seqs = [e["seq"] for e in events]
                 self.assertEqual(seqs, sorted(seqs))
 
@@ -156,7 +157,7 @@ class DriverRoutes(unittest.TestCase):
                                  "alloc_too_much")
                 after = events[events.index(failed[0]) + 1]
                 self.assertEqual(after["op"], "meminfo")
-                self.assertEqual((after["free"], after["total"]), (GIB - 3146240, GIB))  # 3145735 rounded up to 512
+                self.assertEqual((after["free"], after["total"]), (SIM_TOTAL - 3146240, SIM_TOTAL))  # 3145735 rounded up to 512
 
     def test_vmm_expandable_segments_pattern(self):
         for route in ROUTES:

@@ -7,8 +7,7 @@
 // so out-of-memory and fragmentation can be provoked. Host (pinned, managed) memory is real memory,
 // because programs touch it.
 //
-// Settings: GPUMEMTRACE_SIM_CAPACITY (bytes per device, default 16 GiB; suffixes K/M/G accepted),
-//           GPUMEMTRACE_SIM_DEVICES (default 1).
+// Settings: tests/sim/sim_settings.h.
 // Thread-safety: one mutex around the address space (it is a test double, not a fast path).
 #include <cuda_runtime_api.h>
 
@@ -18,23 +17,12 @@
 #include <mutex>
 #include <unordered_map>
 
+#include "tests/sim/sim_settings.h"
+
 namespace {
 
 constexpr uint64_t kAlign = 512;
 constexpr int kMaxDevices = 8;
-
-uint64_t parse_size(const char* text, uint64_t fallback) {
-  if (!text || !*text) return fallback;
-  char* end = nullptr;
-  unsigned long long v = strtoull(text, &end, 10);
-  switch (*end) {
-    case 'K': case 'k': v <<= 10; break;
-    case 'M': case 'm': v <<= 20; break;
-    case 'G': case 'g': v <<= 30; break;
-    default: break;
-  }
-  return v ? v : fallback;
-}
 
 struct Device {
   uint64_t base = 0;
@@ -50,9 +38,8 @@ struct Sim {
   Device devices[kMaxDevices];
   std::unordered_map<uint64_t, int> owner;          // device allocation -> device
   Sim() {
-    device_count = static_cast<int>(parse_size(getenv("GPUMEMTRACE_SIM_DEVICES"), 1));
-    if (device_count < 1 || device_count > kMaxDevices) device_count = 1;
-    const uint64_t capacity = parse_size(getenv("GPUMEMTRACE_SIM_CAPACITY"), 16ull << 30);
+    device_count = gpumemtrace::sim::device_count(kMaxDevices);
+    const uint64_t capacity = gpumemtrace::sim::device_capacity();
     for (int d = 0; d < device_count; ++d) {
       Device& dev = devices[d];
       dev.base = 0x700000000000ull + (static_cast<uint64_t>(d) << 40);

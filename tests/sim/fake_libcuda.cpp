@@ -10,8 +10,7 @@
 //
 // Device memory is a fake address space (bump allocator, 512-byte aligned; never dereferenceable) with
 // a capacity per device, so out-of-memory can be provoked; host memory is real memory.
-// Settings: GPUMEMTRACE_SIM_CAPACITY (bytes per device, default 1 GiB; K/M/G suffixes),
-//           GPUMEMTRACE_SIM_DEVICES (default 1), GPUMEMTRACE_SIM_NO_DEVICE=1 (cuInit fails with 100).
+// Settings: tests/sim/sim_settings.h, and GPUMEMTRACE_SIM_NO_DEVICE=1 (cuInit fails with 100).
 // Thread-safety: one mutex around all state (a test double, not a fast path).
 #define __CUDA_API_VERSION_INTERNAL 1
 #include <cuda.h>
@@ -21,6 +20,8 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+
+#include "tests/sim/sim_settings.h"
 
 extern "C" {
 CUresult cuMemAllocAsync_ptsz(CUdeviceptr* dptr, size_t bytesize, CUstream hStream);
@@ -33,19 +34,6 @@ namespace {
 constexpr uint64_t kAlign = 512;
 constexpr uint64_t kGranularity = 2 << 20;
 constexpr int kMaxDevices = 8;
-
-uint64_t parse_size(const char* text, uint64_t fallback) {
-  if (!text || !*text) return fallback;
-  char* end = nullptr;
-  unsigned long long v = strtoull(text, &end, 10);
-  switch (*end) {
-    case 'K': case 'k': v <<= 10; break;
-    case 'M': case 'm': v <<= 20; break;
-    case 'G': case 'g': v <<= 30; break;
-    default: break;
-  }
-  return v;
-}
 
 struct FakeCtx {
   int device;
@@ -86,10 +74,8 @@ struct State {
 State& st() {
   static State* s = [] {
     auto* s = new State;
-    s->devices = static_cast<int>(parse_size(getenv("GPUMEMTRACE_SIM_DEVICES"), 1));
-    if (s->devices < 1) s->devices = 1;
-    if (s->devices > kMaxDevices) s->devices = kMaxDevices;
-    s->capacity = parse_size(getenv("GPUMEMTRACE_SIM_CAPACITY"), 1ull << 30);
+    s->devices = gpumemtrace::sim::device_count(kMaxDevices);
+    s->capacity = gpumemtrace::sim::device_capacity();
     for (int d = 0; d < kMaxDevices; ++d) {
       s->next_addr[d] = 0x7f0000000000ull + (uint64_t(d) << 36);
       s->primary[d] = {d, true};
