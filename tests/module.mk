@@ -21,6 +21,12 @@ $(BUILD)/tests/programs/%: tests/e2e/programs/%.cpp $(SIM_RUNTIME)
 	  -rdynamic $< -o $@ -L$(SIM_DIR) -lcudart -lpthread -ldl -Wl,-rpath,'$$ORIGIN/../../sim'
 TEST_BINS += $(E2E_PROGRAMS)
 
+# A library dlopen'ed by `scenarios dlopen` (module lines after dlopen).
+$(BUILD)/tests/programs/libplugin_alloc.so: tests/e2e/plugin/plugin_alloc.cpp $(SIM_RUNTIME)
+	@mkdir -p $(@D)
+	$(CXX) -std=c++17 -O0 -g -fPIC -shared -isystem $(CUDA_HOME)/include $< -o $@ -L$(SIM_DIR) -lcudart
+TEST_BINS += $(BUILD)/tests/programs/libplugin_alloc.so
+
 # --- GoogleTest unit tests of the recorder and writer ---
 RECORDER_TEST_SRCS := $(wildcard tests/unit/recorder_*.cpp)
 # The recorder and writer without any hook (a test binary must not interpose on itself); the backend

@@ -153,6 +153,13 @@ class Transparency(unittest.TestCase):
         self.assertEqual(traced.stdout, bare.stdout)
         self.assertEqual(traced.stdout, "rc=2 last=2 errno=1234\n")
 
+    def test_simulated_runtime_looks_like_the_real_one(self):
+        lib = os.path.join(SIM, "libcudart.so.13")
+        dynamic = subprocess.run(["readelf", "-d", lib], capture_output=True, text=True).stdout
+        self.assertIn("Library soname: [libcudart.so.13]", dynamic)
+        symbols = subprocess.run(["readelf", "--dyn-syms", "-W", lib], capture_output=True, text=True).stdout
+        self.assertIn("cudaMalloc@@libcudart.so.13", symbols)
+
     def test_library_links_no_cuda_library(self):
         needed = subprocess.run(["readelf", "-d", LIB], capture_output=True, text=True).stdout
         for lib in ("libcudart", "libcuda.so", "libcupti"):
@@ -246,6 +253,23 @@ class Processes(unittest.TestCase, TraceInvariants):
         for t in traces:
             self.check_invariants(t)
         self.assertEqual(len({t.header["pid"] for t in traces}), 1)  # same pid, two files
+
+    def test_library_loaded_later_gets_a_module_line_and_symbols(self):
+        out = tempdir()
+        plugin = program("libplugin_alloc.so")
+        proc = run_traced([program("scenarios"), "dlopen", plugin], out)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        t = only_trace(self, out)
+        self.check_invariants(t)
+        event = [e for e in t.allocs() if e["size"] == 8008][0]
+        frame = t.frames[t.stacks[event["stack"]]["frames"][0]]
+        self.assertEqual(frame["function"], "plugin_allocate")
+        self.assertTrue(frame["file"].endswith("plugin_alloc.cpp"))
+        module = t.modules[frame["module"]]
+        self.assertEqual(module["path"], plugin)
+        # Its module line comes after the trace started (it was not loaded then).
+        first_event = t.records.index(t.events[0])
+        self.assertGreater(t.records.index(module), first_event)
 
     def test_no_cuda_call_leaves_no_file(self):
         out = tempdir()

@@ -6,6 +6,7 @@
 //   scenarios exit_thread      3 threads allocate in a loop; a 4th calls exit(0) mid-run
 //   scenarios none             never calls CUDA
 //   scenarios depth            allocates 5005 bytes from 10 nested functions
+//   scenarios dlopen PLUGIN   allocates 1 byte, dlopens PLUGIN, calls its plugin_allocate() (8008 bytes)
 //   scenarios flush            allocates 6006 bytes, calls gpumemtrace_flush(), prints its result, sleeps
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
@@ -120,6 +121,15 @@ int main(int argc, char** argv) {
   if (mode == "killed" && argc == 3) return run_killed(atoi(argv[2]));
   if (mode == "exit_thread") return run_exit_thread();
   if (mode == "none") return 0;
+  if (mode == "dlopen" && argc == 3) {
+    void* p = nullptr;
+    cudaMalloc(&p, 1);  // the trace starts before the plugin is loaded ...
+    if (auto flush = reinterpret_cast<int (*)()>(dlsym(RTLD_DEFAULT, "gpumemtrace_flush"))) flush();  // ... for sure
+    void* plugin = dlopen(argv[2], RTLD_NOW | RTLD_LOCAL);
+    if (!plugin) return 3;
+    reinterpret_cast<void (*)()>(dlsym(plugin, "plugin_allocate"))();
+    return 0;
+  }
   if (mode == "flush") {
     void* p = nullptr;
     cudaMalloc(&p, 6006);
