@@ -55,3 +55,8 @@ asan:
 	  LIB_LDLIBS="-fsanitize=address,undefined $(SANITIZE_LDLIBS)" $(BUILD)/asan/tests/unit/recorder_tests
 	$(BUILD)/asan/tests/unit/recorder_tests
 .PHONY: tsan asan
+
+## gpu-test: the GPU checks (tests/gpu/run.sh: nvcc static cudart, PyTorch, CuPy); SKIP without a GPU
+gpu-test: $(BUILD)/libgpumemtrace.so $(BUILD)/gpumem-report
+	tests/gpu/run.sh
+.PHONY: gpu-test
