@@ -15,6 +15,10 @@
 //
 // Invariants the reader may rely on (the writer guarantees them; docs/trace-format.md repeats them):
 //  - "seq" of events strictly increases line by line within one file (the ring's total order).
+//    Events marked "delayed":true were reported after the fact (PyTorch's allocation history): their
+//    seq is the report's, their t the moment they happened. A "sync" event at t = D promises that
+//    every delayed event with t <= D is on an earlier line: the timeline is the live events merged
+//    with the delayed ones by t (report/reader/event_merger.h).
 //  - Addresses, instruction pointers, streams and pools are strings "0x..." (64-bit values do not
 //    survive JSON readers that use doubles, such as jq and JavaScript). Sizes are integers < 2^53.
 //  - A stack/frame/module id is defined before the first line that uses it.
@@ -57,7 +61,10 @@ inline constexpr const char* kTypeFooter = "footer";
   X(Reset, "reset")            /* device reset / context destroyed: every allocation of     */  \
                                /* the device ends here                                      */  \
   X(MemInfo, "meminfo")        /* device free/total bytes ("free", "total" fields)          */  \
-  X(Mark, "mark")              /* user phase marker ("label" field)                         */
+  X(Mark, "mark")              /* user phase marker ("label" field)                         */  \
+  X(Sync, "sync")              /* (kind none, no range) every "delayed" event with          */  \
+                               /* t <= this event's t is on an earlier line (readers merge  */  \
+                               /* delayed events into the timeline by t up to here)         */
 
 enum class Op : uint8_t {
 #define GPUMEMTRACE_OP_ENUM(name, str) name,
@@ -166,6 +173,9 @@ inline constexpr const char* kFieldResult = "result";       // CUDA error code, 
 inline constexpr const char* kFieldSegment = "segment";     // "0x..." segment of a block event
 inline constexpr const char* kFieldHandle = "handle";       // "0x..." physical handle (map/create)
 inline constexpr const char* kFieldLabel = "label";         // mark text
+inline constexpr const char* kFieldDelayed = "delayed";     // true: reported after the fact with its
+                                                            // own "t" (PyTorch history); its seq is
+                                                            // the report's, order it by t (see sync)
 // meminfo events use kFieldFree and kFieldTotal.
 
 // Dropped / footer

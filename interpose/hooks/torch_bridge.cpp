@@ -5,6 +5,8 @@
 // and calls gpumemtrace_record_external() once per event, through ctypes, from a Python thread. The
 // event gets the next sequence number like any other; its stack is the Python stack PyTorch recorded
 // for the allocation (passed as text), not the stack of the draining code (see ExternalFramesScope).
+// Such events carry "delayed":true in the trace; after each drain the hook calls
+// gpumemtrace_record_sync() so that readers can merge them into the timeline by time.
 //
 // Thread-safety: any thread, any time; the recorder's rules apply (record() never blocks except in
 // GPUMEMTRACE_ON_FULL=wait mode). Never throws; bad arguments are ignored (returns 0).
@@ -58,7 +60,7 @@ __attribute__((visibility("default"))) int gpumemtrace_record_external(
     const char* op, const char* api, uint64_t addr, uint64_t size, int device, uint64_t stream,
     uint64_t segment, uint64_t time_ns, uint64_t free_bytes, const char* pool, const char* frames) {
   f::Op parsed;
-  if (!op_from_name(op, &parsed)) return 0;
+  if (!op_from_name(op, &parsed) || parsed == f::Op::Sync) return 0;  // sync: gpumemtrace_record_sync
   HookScope scope;
   if (!scope.recording()) return 0;
   gpumemtrace::python::PythonFrameRef refs[gpumemtrace::python::kMaxPythonFrames];
@@ -98,6 +100,24 @@ __attribute__((visibility("default"))) int gpumemtrace_record_external(
   facts.pool_name = pool;
   if (parsed == f::Op::Mark) facts.label = pool ? pool : "";
   facts.time_ns = time_ns;  // PyTorch's own time (converted by the caller); 0 = now
+  return gpumemtrace::record(facts) ? 1 : 0;
+}
+
+// Records a `sync` event at time_ns (CLOCK_MONOTONIC, > 0): the caller promises that every event it
+// reports later through gpumemtrace_record_external() has a time above time_ns (docs/trace-format.md:
+// readers merge the delayed events into the timeline by time up to each sync). Returns 1 when
+// recorded.
+__attribute__((visibility("default"))) int gpumemtrace_record_sync(uint64_t time_ns) {
+  if (time_ns == 0) return 0;
+  HookScope scope;
+  if (!scope.recording()) return 0;
+  EventFacts facts;
+  facts.op = f::Op::Sync;
+  facts.kind = f::Kind::None;
+  facts.api = "torch.sync";
+  facts.device = -1;
+  facts.has_result = false;
+  facts.time_ns = time_ns;
   return gpumemtrace::record(facts) ? 1 : 0;
 }
 

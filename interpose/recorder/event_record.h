@@ -49,6 +49,7 @@ enum EventFlags : uint16_t {
   kHasMemInfo = 1 << 5,
   kHasLabel = 1 << 6,
   kPoolIsName = 1 << 7,    // the label holds the pool's name (block events)
+  kDelayed = 1 << 8,       // recorded after the fact with its own time (EventFacts::time_ns != 0)
 };
 
 }  // namespace gpumemtrace

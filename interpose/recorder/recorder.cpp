@@ -212,6 +212,7 @@ void fill_record(EventRecord& r, uint64_t seq, const EventFacts& f, uint64_t t, 
     for (; text[i] && i < kLabelBytes - 1; ++i) r.label[i] = text[i];
     r.label[i] = '\0';
   }
+  if (f.time_ns && f.op != format::Op::Sync) flags |= kDelayed;  // sync's t is a promise, not a moment
   r.flags = flags;
   r.native_depth = static_cast<int16_t>(native_depth);
   memcpy(r.native, native, sizeof(uintptr_t) * native_depth);
@@ -264,10 +265,15 @@ bool record(const EventFacts& facts) noexcept {
   const int saved_errno = errno;
   const uint64_t t = facts.time_ns ? facts.time_ns : now_ns();
   const Config& cfg = g_shared->config;
+  // Releases get no stack unless asked for (like heaptrack's frees): no analysis uses where memory
+  // was given back, and skipping the unwind halves the cost of an allocate/free pair.
+  const bool releases = facts.op == format::Op::Free || facts.op == format::Op::BlockFree ||
+                        facts.op == format::Op::Unmap || facts.op == format::Op::Unreserve;
+  const int depth = releases && !cfg.free_stacks ? 0 : cfg.stack_depth;
   uintptr_t native[kMaxNativeFrames];
-  const int native_depth = capture_native_stack(native, cfg.stack_depth);
+  const int native_depth = capture_native_stack(native, depth);
   python::PythonFrameRef py[python::kMaxPythonFrames];
-  const int python_depth = cfg.stack_depth > 0 ? python::capture_python_stack(py, python::kMaxPythonFrames) : 0;
+  const int python_depth = depth > 0 ? python::capture_python_stack(py, python::kMaxPythonFrames) : 0;
 
   EventRing& ring = *g_shared->ring;
   auto fill = [&](EventRecord& r, uint64_t seq) {

@@ -201,7 +201,8 @@ void TraceSerializer::event(const EventRecord& r) {
       .str(f::kFieldApi, r.api ? r.api : "");
   if (r.driver_api) j.str(f::kFieldDriverApi, r.driver_api);
   j.str(f::kFieldOp, f::op_name(r.op)).str(f::kFieldKind, f::kind_name(r.kind));
-  const bool no_range = r.op == f::Op::Mark || r.op == f::Op::MemInfo || r.op == f::Op::Reset;
+  const bool no_range =
+      r.op == f::Op::Mark || r.op == f::Op::MemInfo || r.op == f::Op::Reset || r.op == f::Op::Sync;
   if (!no_range && r.op != f::Op::Trim) j.hex(f::kFieldAddr, r.addr);
   if (!no_range) j.unum(f::kFieldSize, r.size);  // frees: 0 when the API does not say
   j.num(f::kFieldDevice, r.device);
@@ -216,6 +217,10 @@ void TraceSerializer::event(const EventRecord& r) {
   if (r.flags & kHasLabel) j.str(f::kFieldLabel, r.label);
   j.unum(f::kFieldStack, stack);
   if (r.flags & kHasResult) j.num(f::kFieldResult, r.result);
+  if (r.flags & kDelayed) {
+    static const std::string kTrue = "true";
+    j.raw(f::kFieldDelayed, kTrue);
+  }
   j.end();
   ++events_;
 }

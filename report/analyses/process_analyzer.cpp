@@ -47,9 +47,10 @@ void ProcessAnalyzer::on_event(const Event& e) {
   ++events_;
   if (events_ == 1) first_time_ = e.t;
   last_time_ = std::max(last_time_, e.t);
-  last_seq_ = e.seq;
   bool widened = false;
-  window_ = windows_.window_of(e.seq, &widened);
+  // Growth windows count positions in the (time-ordered) stream, not seq: merged delayed events
+  // carry the seq of their drain (docs/trace-format.md).
+  window_ = windows_.window_of(events_, &widened);
   if (widened) {
     for (auto& [device, state] : devices_) {
       state.reserved.fold_windows();
@@ -120,6 +121,8 @@ void ProcessAnalyzer::on_event(const Event& e) {
     case Op::Trim:
     case Op::Mark:
       break;  // handled above
+    case Op::Sync:
+      break;  // consumed by the reader (event_merger.h)
   }
   state.timeline.add(TimelineSample{e.t, state.reserved.live(), state.allocated.live()});
 }
@@ -169,18 +172,21 @@ void ProcessAnalyzer::on_alloc(const Event& e, DeviceState& state) {
   }
   if (e.kind == Kind::Block) return on_block_alloc(e, state);
   const bool torch = is_torch_api(e.api);
-  if (torch && e.kind != Kind::Physical) {
-    // Live PyTorch events describe segments the runtime hooks already recorded (cudaMalloc at the
-    // same address): count them once. The torch event only says the range is a segment.
+  if (e.kind != Kind::Physical) {
+    // Live PyTorch events describe segments the runtime hooks also record (cudaMalloc at the same
+    // address): count them once, in whichever order they come (PyTorch's microsecond times and ours
+    // can be a microsecond apart either way). The torch event only says the range is a segment.
     auto live = allocations_.find(e.addr);
-    if (live != allocations_.end() && !live->second.torch) {
-      live->second.torch = true;
-      return;
+    if (live != allocations_.end() && live->second.device == e.device) {
+      if (torch && !live->second.torch) {
+        live->second.torch = true;
+        return;
+      }
+      if (!torch && live->second.torch_only && live->second.size == e.size) {
+        live->second.torch_only = false;  // the runtime-level record of that segment: its free ends it
+        return;
+      }
     }
-    // Not live: the driver-level free came before this drained event; nothing to count.
-    if (driver_allocs_[e.device]) return;
-  } else if (!torch) {
-    driver_allocs_[e.device] = true;
   }
   Allocation allocation;
   allocation.size = e.size;
@@ -230,8 +236,8 @@ void ProcessAnalyzer::on_free(const Event& e, DeviceState& state) {
   if (e.kind != Kind::Physical) {
     auto it = allocations_.find(e.addr);
     if (is_torch_api(e.api)) {
-      // torch.segment_free of a segment the runtime hooks recorded: its cudaFree ends it (and may
-      // already have: the address may even hold a new allocation by now).
+      // torch.segment_free of a segment the runtime hooks recorded: its cudaFree ends it (which may
+      // come just before or just after it).
       if (it == allocations_.end() || !it->second.torch_only) return;
     }
     if (it != allocations_.end()) return end_allocation(it);
@@ -287,7 +293,6 @@ void ProcessAnalyzer::on_block_alloc(const Event& e, DeviceState& state) {
 void ProcessAnalyzer::on_block_free(const Event& e, DeviceState& state) {
   auto it = blocks_.find(e.addr);
   if (it == blocks_.end()) {
-    if (orphans_.erase(e.addr)) return;  // ended with its segment; the allocator's free came later
     if (e.addr != 0) ++state.summary.unmatched_frees;
     return;
   }
@@ -370,8 +375,8 @@ void ProcessAnalyzer::on_trim(const Event& e) {
 }
 
 // A segment freed while blocks inside it are live: the memory is gone, so are the blocks. Counted
-// (a warning), unless the allocator reports their free afterwards (live PyTorch events arrive in
-// drains, after the cudaFree that really happened).
+// (a warning). Live PyTorch events are merged into the timeline by time (the reader), so their block
+// frees come before the cudaFree of the segment, as they happened.
 void ProcessAnalyzer::end_blocks_in(uint64_t start, uint64_t size, int32_t device) {
   for (auto it = blocks_.lower_bound(start); it != blocks_.end() && it->first < start + size;) {
     if (it->second.device != device) {
@@ -379,7 +384,8 @@ void ProcessAnalyzer::end_blocks_in(uint64_t start, uint64_t size, int32_t devic
       continue;
     }
     release(device_state(device).allocated, it->second.stack, it->second.size);
-    if (orphans_.size() < (1u << 20)) orphans_.emplace(it->first, it->second.size);
+    ++orphan_blocks_;
+    orphan_bytes_ += it->second.size;
     it = blocks_.erase(it);
   }
 }

@@ -49,7 +49,7 @@ class ProcessAnalyzer : public TraceHandler {
     uint64_t block_bytes = 0;  // live block bytes inside (when has_blocks)
     int32_t pool = -1;         // index into pools_ (async)
     bool torch = false;        // PyTorch's (api "torch.*": snapshot import, live events)
-    bool torch_only = false;   // created by a torch event (no runtime-level record of it)
+    bool torch_only = false;   // created by a torch event (no runtime-level record of it, yet)
   };
   struct Block {
     uint64_t size = 0;
@@ -126,7 +126,6 @@ class ProcessAnalyzer : public TraceHandler {
   uint64_t end_time_ = 0;
   uint64_t first_time_ = 0;
   uint64_t last_time_ = 0;
-  uint64_t last_seq_ = 0;
   uint64_t events_ = 0;
   uint64_t replaced_live_ = 0;  // allocations at an address that was still live
   std::map<uint64_t, Allocation> allocations_;        // CUDA-level ranges by start address
@@ -135,8 +134,8 @@ class ProcessAnalyzer : public TraceHandler {
   std::map<uint64_t, Block> blocks_;                  // caching-allocator blocks by address
   std::unordered_map<uint64_t, uint64_t> handle_at_;  // physical handle -> address it is mapped at
   std::map<uint64_t, uint64_t> torch_mapped_;         // ranges PyTorch said it mapped: addr -> size
-  std::unordered_map<uint64_t, uint64_t> orphans_;    // blocks ended by their segment's free: addr -> size
-  std::map<int32_t, bool> driver_allocs_;             // device -> saw a non-torch CUDA allocation
+  uint64_t orphan_blocks_ = 0;                        // blocks ended by their segment's free
+  uint64_t orphan_bytes_ = 0;
   std::map<int32_t, DeviceState> devices_;
   std::vector<Pool> pools_;
   GrowthWindows windows_;

@@ -64,10 +64,8 @@ ProcessReport ProcessAnalyzer::finish(const std::string& file, const ReadResult&
     out.warnings.push_back(std::to_string(replaced_live_) +
                            " allocations at an address that was still live (a free was not recorded)");
   }
-  if (!orphans_.empty()) {
-    uint64_t bytes = 0;
-    for (const auto& [addr, size] : orphans_) bytes += size;
-    out.warnings.push_back(std::to_string(orphans_.size()) + " blocks (" + std::to_string(bytes) +
+  if (orphan_blocks_) {
+    out.warnings.push_back(std::to_string(orphan_blocks_) + " blocks (" + std::to_string(orphan_bytes_) +
                            " bytes) were still live when their segment was freed: ended with it, not leaks");
   }
   out.marks = marks_;
@@ -75,7 +73,7 @@ ProcessReport ProcessAnalyzer::finish(const std::string& file, const ReadResult&
 
   collect_leaks(out, symbols, suppressions);
 
-  uint32_t windows_used = windows_.used(last_seq_);
+  uint32_t windows_used = windows_.used(events_);
   for (auto& [device, state] : devices_) {
     DeviceSummary summary = state.summary;
     summary.peak_reserved = state.reserved.peak();

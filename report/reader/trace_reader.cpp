@@ -4,6 +4,7 @@
 
 #include <cstring>
 
+#include "report/reader/event_merger.h"
 #include "report/reader/line_reader.h"
 
 namespace gpumemtrace::report {
@@ -63,6 +64,7 @@ struct Fields {
            free = 0, total = 0, count = 0, dropped_total = 0, events = 0, end_time = 0,
            start_time = 0, clock_start = 0, addr = 0, segment = 0, handle = 0;
   int64_t device = -1, result = 0, pid = -1, ppid = -1;
+  bool delayed = false;
   std::vector<uint32_t> frames;
   std::vector<SymbolTable::InlinedCall> inlined;
   std::vector<std::string> cmdline;
@@ -115,6 +117,12 @@ uint64_t get_u64(od::value& value, std::string_view key, uint64_t max = kMaxSize
 int64_t get_i64(od::value& value, std::string_view key) {
   int64_t out = 0;
   check(value.get_int64().get(out), key, "an integer");
+  return out;
+}
+
+bool get_bool(od::value& value, std::string_view key) {
+  bool out = false;
+  check(value.get_bool().get(out), key, "true or false");
   return out;
 }
 
@@ -263,6 +271,7 @@ void parse_field(std::string_view key, od::value& v, Fields& f) {
         case 'l': if (is(fmt::kFieldLibrary)) f.library = get_str(v, key); return;
         case 'b': if (is(fmt::kFieldBackend)) f.backend = get_str(v, key); return;
         case 'c': if (is(fmt::kFieldCmdline)) parse_cmdline(v, key, f); return;
+        case 'd': if (is(fmt::kFieldDelayed)) f.delayed = get_bool(v, key); return;
         default: return;
       }
     case 8:
@@ -334,7 +343,23 @@ bool blank(std::string_view text) {
 class Dispatcher {
  public:
   Dispatcher(SymbolTable& symbols, TraceHandler& handler, ReadResult& result)
-      : symbols_(symbols), handler_(handler), result_(result) {}
+      : symbols_(symbols), handler_(handler), result_(result), merger_(handler) {}
+
+  // End of the trace (or of what could be read): the events still held for merging go out.
+  void finish() {
+    merger_.finish();
+    if (merger_.late()) {
+      result_.warnings.push_back(std::to_string(merger_.late()) +
+                                 " delayed events came after a sync that covered their time: merged at the "
+                                 "next sync (their order is approximate)");
+    }
+    if (merger_.forced()) {
+      result_.warnings.push_back(std::to_string(merger_.forced()) +
+                                 " events handed on before their sync (more than " +
+                                 std::to_string(EventMerger::kDefaultMaxBuffered) +
+                                 " between two syncs): the order around them is approximate");
+    }
+  }
 
   void dispatch(const Fields& f, uint64_t line_number) {
     using B = Fields::Bit;
@@ -371,6 +396,7 @@ class Dispatcher {
     }
     if (f.type == fmt::kTypeFooter) {
       result_.footer_seen = true;
+      merger_.finish();  // the events before the footer, before it
       return handler_.on_footer(Footer{f.events, f.dropped_total, f.end_time});
     }
     if (f.type == fmt::kTypeHeader) fail("a second header");
@@ -469,13 +495,16 @@ class Dispatcher {
     e.pool = f.pool;
     e.label = f.label;
     e.api = f.api;
+    e.delayed = f.delayed;
+    if (e.op == Op::Sync) return merger_.sync(e.t);  // a promise for the reader, not a memory event
     ++result_.events;
-    handler_.on_event(e);
+    merger_.push(e);
   }
 
   SymbolTable& symbols_;
   TraceHandler& handler_;
   ReadResult& result_;
+  EventMerger merger_;
   uint64_t first_line_ = 1;
   uint64_t last_seq_ = 0;
   bool warned_after_footer_ = false;
@@ -522,6 +551,7 @@ ReadResult read_trace(ByteSource& source, const std::string& name, SymbolTable& 
     throw TraceError(name, line.number + 1, error.what());  // I/O or zstd error
   }
   if (!seen_header) throw TraceError(name, 1, "empty file: not a gpumemtrace trace");
+  dispatcher.finish();
   if (source.truncated() && !result.truncated) {
     result.truncated = true;
     result.warnings.push_back("compressed stream cut short after line " + std::to_string(result.lines) +

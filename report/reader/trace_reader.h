@@ -1,5 +1,8 @@
 // report/reader/trace_reader.h — reads one trace (JSON Lines, trace/format.h), validates every line
-// and hands typed records to a TraceHandler, streaming: nothing is kept per event.
+// and hands typed records to a TraceHandler, streaming: nothing is kept per event — except, in a
+// trace with `sync` events, the events of one drain interval while delayed (PyTorch) events are merged
+// into the timeline by time (event_merger.h). Events reach the handler in time order; `sync` events
+// themselves are consumed by the reader.
 //
 // Errors: any malformed line except a cut-short last one throws TraceError (file and line).
 // A last line without '\n' that does not parse is the mark of a killed writer: it becomes a

@@ -10,12 +10,15 @@ forwards it into the trace through libgpumemtrace.so:
   - from PyTorch's out-of-memory observer, before OutOfMemoryError is raised;
   - at exit (atexit) and on SIGTERM (then the default action runs as before: the process still dies
     of SIGTERM).
+Each drain ends with a `sync` event (and one is written when recording starts): the events reach the
+trace late, marked "delayed", and readers merge them into the timeline by time up to each sync.
 Supported: PyTorch 2.4 to 2.11 with the native caching allocator; anything else gets one warning and
 the trace keeps the driver-level events only. Nothing here may raise into the program.
 """
 import os
 import sys
 import threading
+import time
 
 from . import bridge as _bridge_mod
 from .history import HistoryDrain
@@ -153,8 +156,12 @@ def _enable():
             return
         entries = _env_int("GPUMEMTRACE_TORCH_ENTRIES", 65536, 1024, 1 << 26)
         mem = torch.cuda.memory
-        mem._record_memory_history(enabled="all", context="all", stacks="python", max_entries=entries)
         drain = HistoryDrain(_state["bridge"])
+        # Every history entry is newer than this: the first sync (readers start merging the delayed
+        # events into the timeline by time from here).
+        start_us = time.time_ns() // 1000
+        mem._record_memory_history(enabled="all", context="all", stacks="python", max_entries=entries)
+        drain.sync_at(drain.boundary_ns([], start_us))
         drain.entries = entries
         try:
             drain.seed_segments(mem._snapshot())
@@ -180,7 +187,8 @@ def drain_now():
             return
         try:
             import torch
-            d.drain(torch.cuda.memory._snapshot())
+            called_us = time.time_ns() // 1000
+            d.drain(torch.cuda.memory._snapshot(), called_us)
         except Exception as e:
             _warn("PyTorch history drain failed: %r" % (e,))
 

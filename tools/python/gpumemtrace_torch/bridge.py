@@ -10,10 +10,11 @@ _SEP_FRAME = "\x1e"
 
 
 class Bridge:
-    def __init__(self, fn, mark, flush=None):
+    def __init__(self, fn, mark, flush=None, sync=None):
         self._fn = fn
         self._mark = mark
         self._flush = flush
+        self._sync = sync
 
     def flush(self):
         """Before the process dies of a signal: get the recorded events to the file. Uses the
@@ -41,6 +42,13 @@ class Bridge:
                         stream & 0xFFFFFFFFFFFFFFFF, segment & 0xFFFFFFFFFFFFFFFF, time_ns,
                         free_bytes, pool.encode() if pool else None, text)
 
+    def sync(self, time_ns):
+        """A `sync` event: every event reported later has a time above time_ns (CLOCK_MONOTONIC).
+        Without gpumemtrace_record_sync (an older library) nothing is written: readers then keep the
+        file's order."""
+        if self._sync is not None and time_ns > 0:
+            self._sync(time_ns)
+
     def mark(self, label):
         if self._mark is not None:
             self._mark(label.encode("utf-8", "replace"))
@@ -65,4 +73,8 @@ def load():
     if flush is not None:
         flush.argtypes = []
         flush.restype = None
-    return Bridge(fn, mark, flush)
+    sync = getattr(glob, "gpumemtrace_record_sync", None)
+    if sync is not None:
+        sync.argtypes = [u64]
+        sync.restype = ctypes.c_int
+    return Bridge(fn, mark, flush, sync)

@@ -14,6 +14,9 @@ import bisect
 import time
 
 ANCHOR = 4
+# How far PyTorch's clock (TSC fitted to CLOCK_REALTIME) may be from time.time_ns(): the sync
+# boundary never relies on the two agreeing more closely than this.
+CLOCK_SLACK_US = 10000
 
 # action -> (gpumemtrace op, api); apis are "torch.<action>" as in the snapshot importer
 # (docs/trace-format.md). free_completed is left out: the block's bytes stop counting at
@@ -54,6 +57,7 @@ class HistoryDrain:
         self.forwarded = 0
         self.lost_drains = 0       # drains that found the ring had wrapped past the anchor
         self.offset_ns = realtime_to_monotonic_offset_ns()
+        self.last_sync_ns = 0      # syncs only go forward
 
     # -- segments, for the "segment" field of block events --
     def seed_segments(self, snapshot):
@@ -115,7 +119,9 @@ class HistoryDrain:
             self.anchors[dev] = [_key(e) for e in trace[-ANCHOR:]]
         return trace[start:]
 
-    def drain(self, snapshot):
+    def drain(self, snapshot, called_us=None):
+        """Forwards the entries new since the last drain, then a sync (see boundary_ns). called_us:
+        time.time_ns() // 1000 taken just before the _snapshot() call that produced `snapshot`."""
         traces = snapshot.get("device_traces", []) or []
         batch = []
         for dev, trace in enumerate(traces):
@@ -124,6 +130,34 @@ class HistoryDrain:
         batch.sort(key=lambda t: (t[0], t[1]))  # stable: keeps each device's ring order
         for _, dev, e in batch:
             self.forward(dev, e)
+        if called_us is not None:
+            self.sync_at(self.boundary_ns(traces, called_us))
+
+    def boundary_ns(self, traces, called_us):
+        """The sync time after a drain: a time below that of every entry a LATER drain can deliver.
+        Each device's history is its own ring, appended in time order under that device's allocator
+        lock, and _snapshot() copies the rings one after the other. So an entry missing from this
+        copy of device d came after the copy: its time is >= the newest entry of d in the copy
+        (PyTorch's own clock), and >= the moment the copy started, i.e. >= called_us (time.time_ns,
+        allowed CLOCK_SLACK_US of disagreement). The boundary is the smallest per-device bound (an idle
+        device must not let another device's newer entries through), minus 1 us: a later entry may
+        share the microsecond of the newest one."""
+        floor_us = called_us - CLOCK_SLACK_US
+        bound = None
+        for trace in traces or [[]]:
+            newest = 0
+            for e in reversed(trace or []):
+                newest = int(e.get("time_us", 0) or 0)
+                if newest:
+                    break
+            b = max(newest, floor_us)
+            bound = b if bound is None else min(bound, b)
+        return (bound - 1) * 1000 + self.offset_ns
+
+    def sync_at(self, time_ns):
+        if time_ns > self.last_sync_ns:
+            self.last_sync_ns = time_ns
+            self.bridge.sync(time_ns)
 
     def forward(self, dev, e):
         action = e.get("action")
