@@ -19,6 +19,8 @@ SIM = os.path.join(BUILD, "sim", "libcudart.so.13")
 TOOLS = os.path.join(ROOT, "tools", "python")
 FAKE = os.path.join(ROOT, "tests", "python", "fake_torch")
 PROG = os.path.join(ROOT, "tests", "python", "progs", "torch_prog.py")
+REPORT = os.path.join(BUILD, "gpumem-report")
+MiB = 1 << 20
 sys.path.insert(0, TOOLS)
 
 
@@ -59,6 +61,7 @@ class TorchHookTest(unittest.TestCase):
                               timeout=120)
         self.assertEqual(proc.returncode, expect_rc, proc.stderr[-3000:])
         events, stack_of = read_trace(out) if os.path.exists(out) else ([], None)
+        self.last_trace = out
         return proc, events, stack_of
 
     def test_train_block_events_with_python_stacks(self):
@@ -93,6 +96,68 @@ class TorchHookTest(unittest.TestCase):
         # Order: seq strictly increasing; times monotonic-clock values close to the driver events'.
         seqs = [e["seq"] for e in events]
         self.assertEqual(seqs, sorted(seqs))
+
+    def test_delayed_events_and_syncs_in_the_trace(self):
+        # docs/trace-format.md: events PyTorch reported after the fact carry "delayed":true, the
+        # live ones do not; sync events (kind none, no range) start the recording and end every
+        # drain, and keep their promise: no delayed event after a sync is older than it.
+        proc, events, _ = self.run_prog("train")
+        torch_ev = [e for e in events if e["api"].startswith("torch.") and e["op"] != "sync"]
+        self.assertTrue(torch_ev)
+        self.assertTrue(all(e.get("delayed") is True for e in torch_ev))
+        self.assertFalse([e for e in events if not e["api"].startswith("torch.") and "delayed" in e])
+        syncs = [e for e in events if e["op"] == "sync"]
+        self.assertGreaterEqual(len(syncs), 2)  # at the start, after the exit drain
+        for s in syncs:
+            self.assertEqual(s["kind"], "none")
+            self.assertNotIn("addr", s)
+            self.assertNotIn("size", s)
+            self.assertNotIn("delayed", s)
+        first = events.index(syncs[0])
+        self.assertFalse([e for e in events[:first] if e.get("delayed")])
+        synced = 0
+        for e in events:
+            if e["op"] == "sync":
+                self.assertGreater(e["t"], synced)
+                synced = e["t"]
+            elif e.get("delayed"):
+                self.assertGreater(e["t"], synced, e)
+        # Each torch segment_alloc happened after the first sync and near its cudaMalloc.
+        mallocs = {e["addr"]: e["t"] for e in events if e["api"] == "cudaMalloc"}
+        for e in torch_ev:
+            if e["api"] == "torch.segment_alloc":
+                self.assertLess(abs(e["t"] - mallocs[e["addr"]]), 50 * 10**6)
+
+    def test_segment_freed_before_the_drain_of_its_blocks(self):
+        # empty_cache's cudaFree is recorded live, before the exit drain that delivers the segment's
+        # block events: the report sees them merged by time, as they happened.
+        proc, events, _ = self.run_prog("emptycache")
+        frees = [e for e in events if e["api"] == "cudaFree" and e["op"] == "free"]
+        self.assertEqual(len(frees), 1)
+        block_events = [e for e in events if e["op"] in ("block_alloc", "block_free")]
+        self.assertTrue(all(e["seq"] > frees[0]["seq"] for e in block_events))  # the misordering
+        reserved, allocated = int(proc.stdout.split()[1]), int(proc.stdout.split()[3])
+        self.assertEqual(reserved, 6 * MiB)
+        out = subprocess.run([REPORT, "--format", "json", self.last_trace], capture_output=True, text=True)
+        self.assertIn(out.returncode, (0, 1), out.stderr)
+        r = json.loads(out.stdout)
+        p = r["processes"][0]
+        self.assertEqual(p["warnings"], [])
+        dev = p["devices"][0]
+        self.assertEqual(dev["unmatched_frees"], 0)
+        self.assertEqual(dev["peak_bytes"], 6 * MiB)
+        # Allocated: requested sizes (PyTorch counts 512-byte rounded blocks: the same here). The peak
+        # is before the segment's cudaFree, with both segments reserved (the merged order).
+        self.assertEqual(dev["peak_allocated_bytes"], (3 << 20) + 1024)
+        self.assertEqual(dev["peak_allocated_bytes"], allocated)
+        peak = r["peaks"][0]
+        self.assertEqual(peak["bytes"], 6 * MiB)
+        self.assertLess(peak["allocated"]["time_ns"], frees[0]["t"])
+        self.assertEqual(peak["fragmentation"]["reserved"], 6 * MiB)
+        leaks = [(l["level"], l["bytes"]) for l in r["leaks"]]
+        self.assertEqual(leaks, [("block", 1024)])
+        self.assertEqual(r["leaks"][0]["stack"][0]["line"], prog_line("LINE_SMALL"))
+        self.assertEqual(dev["cached_bytes"], 2 * MiB - 1024)
 
     def test_oom_drained_before_exception(self):
         proc, events, stack_of = self.run_prog("oom")

@@ -107,16 +107,47 @@ class AllocatorCases(ReportTestCase):
         self.assertIn("2 blocks (2097152 bytes) were still live when their segment was freed", warnings[0])
         self.assertEqual(r["fragmentation"][0]["timeline"][-1]["allocated"], 0)
 
-    def test_late_block_free_after_segment_free_is_not_counted(self):
-        # Live PyTorch: the drained free_requested comes after the cudaFree of the segment.
+    def test_delayed_block_free_merged_before_segment_free(self):
+        # Live PyTorch: the drained block events (delayed, with their own times) come after the
+        # cudaFree of their segment in the file; the reader merges them back by time up to the sync.
         t = self.trace("late.jsonl")
         seg, blk = t.stack("grow_pool", 70), t.stack("make_block", 71)
+        t.sync()
         t.alloc(SEG, 8 * MiB, seg)
-        self.torch_block(t, "block_alloc", SEG, MiB, blk, SEG)
-        t.free(SEG)
-        self.torch_block(t, "block_free", SEG, MiB, blk, SEG)
+        t0 = t.t
+        t.free(SEG, dt=10000)
+        t.alloc(SEG + 8 * MiB, 2 * MiB, seg)  # still live at the end: a leak the order does not change
+        t.delayed("block_alloc", "block", SEG, MiB, blk, t0 + 1000, "torch.alloc", segment="0x%x" % SEG)
+        t.delayed("block_free", "block", SEG, MiB, blk, t0 + 2000, "torch.free_requested",
+                  segment="0x%x" % SEG)
+        t.sync(t0 + 5000)
+        t.close()
+        r = report_json(t.path)
+        self.assertEqual([(l["level"], l["bytes"]) for l in r["leaks"]], [("allocation", 2 * MiB)])
+        self.assertEqual(r["processes"][0]["warnings"], [])
+        dev = r["processes"][0]["devices"][0]
+        self.assertEqual((dev["unmatched_frees"], dev["peak_allocated_bytes"]), (0, MiB))
+        self.assertEqual(r["peaks"][0]["allocated"]["time_ns"], t0 + 1000)
+        self.assertEqual(r["processes"][0]["events"], 5)  # syncs are not memory events
+
+    def test_torch_segment_just_before_its_cudamalloc_counted_once(self):
+        # PyTorch's microsecond times and the recorder's can be a microsecond apart either way: the
+        # merged torch.segment_alloc (and a block in it) may precede the cudaMalloc it describes.
+        t = self.trace("jitter.jsonl")
+        native, py = t.stack("c10::cuda::CUDACachingAllocator::malloc", 80), t.stack("forward", 81)
+        t.sync()
+        t.alloc(SEG, 20 * MiB, native)
+        t1 = t.t
+        t.free(SEG, dt=10000)
+        t.delayed("alloc", "device", SEG, 20 * MiB, py, t1 - 400, "torch.segment_alloc")
+        t.delayed("block_alloc", "block", SEG, 4 * MiB, py, t1 - 300, "torch.alloc", segment="0x%x" % SEG)
+        t.delayed("block_free", "block", SEG, 4 * MiB, py, t1 + 100, "torch.free_requested")
+        t.delayed("free", "device", SEG, 20 * MiB, py, t.t + 200, "torch.segment_free")
+        t.sync()
         t.close()
         r = report_json(t.path)
         self.assertEqual(r["leaks"], [])
         self.assertEqual(r["processes"][0]["warnings"], [])
-        self.assertEqual(r["processes"][0]["devices"][0]["unmatched_frees"], 0)
+        dev = r["processes"][0]["devices"][0]
+        self.assertEqual((dev["peak_bytes"], dev["peak_allocated_bytes"], dev["unmatched_frees"]),
+                         (20 * MiB, 4 * MiB, 0))

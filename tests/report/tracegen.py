@@ -106,6 +106,20 @@ class Trace:
     def mark(self, label):
         self.event("mark", "none", 0, 0, 0, device=-1, api="gpumemtrace_mark", label=label)
 
+    def delayed(self, op, kind, addr, size, stack, t, api, **extra):
+        """An event reported after the fact ("delayed":true) that happened at t (not the clock now)."""
+        self.seq += 1
+        record = {"type": "event", "seq": self.seq, "t": t, "tid": 4243, "api": api, "op": op, "kind": kind,
+                  "addr": "0x%x" % addr, "size": size, "device": 0, "stack": stack, "delayed": True}
+        record.update(extra)
+        self._write(record)
+
+    def sync(self, t=None):
+        """A sync event: every delayed event with a time <= t is on an earlier line (t: now)."""
+        self.seq += 1
+        self._write({"type": "event", "seq": self.seq, "t": self.t if t is None else t, "tid": 4243,
+                     "api": "torch.sync", "op": "sync", "kind": "none", "device": -1, "stack": 0})
+
     def dropped(self, count):
         self._write({"type": "dropped", "count": count, "dropped_total": count})
 

@@ -1,5 +1,6 @@
 """Child program for test_python_torch.py, run with PYTHONPATH=tools/python:fake_torch under
-LD_PRELOAD=libgpumemtrace.so. argv[1]: "train" | "oom" | "sigterm" | "noimport" | "nocuda".
+LD_PRELOAD=libgpumemtrace.so. argv[1]: "train" | "oom" | "sigterm" | "emptycache" | "noimport" |
+"nocuda".
 Prints a fixed line and exits with code 7 so the test can check both are unchanged."""
 import os
 import signal
@@ -42,6 +43,18 @@ if mode == "oom":
         hold.append(torch.empty(900 << 20, device="cuda"))  # LINE_OOM
     except torch.cuda.OutOfMemoryError:
         print("caught OOM")
+    sys.exit(7)
+
+if mode == "emptycache":
+    # The live cudaFree of a segment (empty_cache) comes before the drain (at exit) that delivers the
+    # events of the blocks that lived in it.
+    small = torch.empty(1024, device="cuda")  # LINE_SMALL: 2 MiB segment, kept to the end
+    big = torch.empty(3 << 20, device="cuda")  # LINE_BIG: a 4 MiB segment of its own
+    del big
+    torch.cuda.empty_cache()  # cudaFree of the 4 MiB segment
+    again = torch.empty(512 << 10, device="cuda")  # LINE_AGAIN: fits in the 2 MiB segment
+    del again
+    print("reserved", torch.cuda.max_memory_reserved(), "allocated", torch.cuda.max_memory_allocated())
     sys.exit(7)
 
 if mode == "sigterm":

@@ -154,11 +154,27 @@ class _Allocator:
         memory._record("alloc", b.addr, requested)
         return b
 
+    def empty_cache(self):
+        for seg in list(self.segments):
+            if sum(n for _, n in seg[2]) != seg[1]:
+                continue  # a live block inside
+            memory._record("segment_free", seg[0], seg[1])
+            if self.rt is not None:
+                self.rt.cudaFree(ctypes.c_void_p(seg[0]))
+            self.segments.remove(seg)
+            self.reserved -= seg[1]
+
     def free(self, b):
         memory._record("free_requested", b.addr, b.requested)
         memory._record("free_completed", b.addr, b.requested)
         self.allocated -= b.size
         b.segment[2].append((b.addr - b.segment[0], b.size))
+
+
+def empty_cache():
+    """Releases the segments with no live block (segment_free in the history, then cudaFree)."""
+    if _initialized:
+        _alloc.empty_cache()
 
 
 def _now_us():
