@@ -275,6 +275,24 @@ class HistoryDeltaTest(unittest.TestCase):
         self.assertEqual(d.lost_drains, 1)
         self.assertEqual(len(rec.marks), 1)
 
+    def test_sync_boundary(self):
+        # docs/trace-format.md "Delayed events and sync": below every entry a later drain can deliver.
+        from gpumemtrace_torch.history import HistoryDrain, CLOCK_SLACK_US
+        rec = self.Rec()
+        rec.syncs = []
+        rec.sync = rec.syncs.append
+        d = HistoryDrain(rec)
+        d.offset_ns = 0
+        called = 10**9
+        busy = [self.entry("alloc", 0x1000, 512, called + 500)]  # newest entry after the call
+        old = [self.entry("alloc", 0x2000, 512, called - 10**6)]  # an idle device's old entry
+        d.drain({"device_traces": [busy]}, called)
+        self.assertEqual(rec.syncs, [(called + 500 - 1) * 1000])
+        d.drain({"device_traces": [busy, old]}, called + 10)
+        self.assertEqual(len(rec.syncs), 1)  # would go back: not written
+        d.drain({"device_traces": [[], []]}, called + 10**6)
+        self.assertEqual(rec.syncs[-1], (called + 10**6 - CLOCK_SLACK_US - 1) * 1000)
+
     def test_time_conversion_and_oom(self):
         import time
         from gpumemtrace_torch.history import HistoryDrain
