@@ -60,6 +60,7 @@ Config parse_config(const char* (*getenv_fn)(const char*), void (*warn)(const ch
   bool_setting("GPUMEMTRACE_DISABLE", &c.disabled);
   bool_setting("GPUMEMTRACE_SYMBOLIZE", &c.symbolize);
   bool_setting("GPUMEMTRACE_QUIET", &c.quiet);
+  bool_setting("GPUMEMTRACE_FREE_STACKS", &c.free_stacks);
   if (const char* v = getenv_fn("GPUMEMTRACE_OUTPUT")) {
     if (*v)
       c.output = v;

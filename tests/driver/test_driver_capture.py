@@ -56,6 +56,7 @@ def run(prog, args=(), preload=True, env=None, timeout=60):
         e.pop("LD_PRELOAD", None)
         e["LD_LIBRARY_PATH"] = SIM
         e["GPUMEMTRACE_OUTPUT"] = out
+        e["GPUMEMTRACE_FREE_STACKS"] = "1"  # these tests check the stack of every event, frees included
         if preload:
             e["LD_PRELOAD"] = LIB
         e.update(env or {})

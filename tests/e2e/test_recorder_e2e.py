@@ -96,10 +96,24 @@ class RuntimeApis(unittest.TestCase, TraceInvariants):
                 self.assertEqual((e["api"], e["op"], e["kind"]), (api, op, kind))
                 if size is not None:
                     self.assertEqual(e["size"], size)
+                if op in ("free", "block_free"):  # releases carry no stack by default
+                    self.assertEqual(e["stack"], 0)
+                    continue
                 funcs = t.functions(e)
                 self.assertIn(fn, funcs)
                 self.assertIn("main", funcs)
                 self.assertFalse(any("gpumemtrace::" in f for f in funcs), "library frames must be skipped")
+
+    def test_free_stacks_on_request(self):
+        out = tempdir()
+        run_traced([program("runtime_apis")], out, env={"GPUMEMTRACE_FREE_STACKS": "1"})
+        t = only_trace(self, out)
+        frees = [e for e in t.events if e["op"] in ("free", "block_free")]
+        self.assertEqual(len(frees), 7)  # array, 2 async, block, 2 host, device
+        for e in frees:
+            self.assertNotEqual(e["stack"], 0)
+        weights_free = [e for e in frees if e["api"] == "cudaFree"][0]
+        self.assertEqual(t.functions(weights_free)[0], "free_weights()")
 
     def test_stack_frames_have_file_and_line(self):
         e = self.trace.allocs(api="cudaMalloc")[0]

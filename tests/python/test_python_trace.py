@@ -47,7 +47,8 @@ class PythonTraceTest(unittest.TestCase):
     def run_prog(self, exe, mode, extra_env=None):
         with tempfile.TemporaryDirectory() as d:
             out = os.path.join(d, "trace.jsonl")
-            env = dict(os.environ, LD_PRELOAD=LIB, GPUMEMTRACE_OUTPUT=out, GPUMEMTRACE_QUIET="1")
+            env = dict(os.environ, LD_PRELOAD=LIB, GPUMEMTRACE_OUTPUT=out, GPUMEMTRACE_QUIET="1",
+                       GPUMEMTRACE_FREE_STACKS="1")  # stacks of every event, frees included
             env.update(extra_env or {})
             proc = subprocess.run([exe, PROG, SIM, mode], capture_output=True, text=True, env=env,
                                   timeout=120)

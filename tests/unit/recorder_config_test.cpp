@@ -31,6 +31,7 @@ TEST(Config, Defaults) {
   EXPECT_FALSE(c.disabled);
   EXPECT_EQ(c.output, "gpumemtrace.%e.%p.jsonl");
   EXPECT_EQ(c.stack_depth, 64);
+  EXPECT_FALSE(c.free_stacks);
   EXPECT_EQ(c.on_full, OnFull::Wait);
   EXPECT_EQ(c.ring_events, 16384u);
   EXPECT_EQ(c.flush_ms, 100);
@@ -45,7 +46,8 @@ TEST(Config, ValidValues) {
                     {"GPUMEMTRACE_ON_FULL", "DROP"},
                     {"GPUMEMTRACE_RING_EVENTS", "1024"},
                     {"GPUMEMTRACE_FLUSH_MS", "10"},
-                    {"GPUMEMTRACE_SYMBOLIZE", "0"}});
+                    {"GPUMEMTRACE_SYMBOLIZE", "0"},
+                    {"GPUMEMTRACE_FREE_STACKS", "on"}});
   EXPECT_TRUE(c.disabled);
   EXPECT_EQ(c.output, "/tmp/x/");
   EXPECT_EQ(c.stack_depth, 12);
@@ -53,6 +55,7 @@ TEST(Config, ValidValues) {
   EXPECT_EQ(c.ring_events, 1024u);
   EXPECT_EQ(c.flush_ms, 10);
   EXPECT_FALSE(c.symbolize);
+  EXPECT_TRUE(c.free_stacks);
   EXPECT_TRUE(g_warnings.empty());
 }
 
