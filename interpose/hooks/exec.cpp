@@ -46,6 +46,16 @@ bool collect_args(const char* arg, va_list ap, char** argv, char*** envp) {
   return true;
 }
 
+// The execl* variants: the argument list becomes an argv (and envp for execle), then `exec` runs the
+// matching exec*v* hook above.
+template <typename Exec>
+int exec_list(const char* arg, va_list ap, bool with_env, Exec&& exec) {
+  char* argv[kMaxListArgs];
+  char** envp = nullptr;
+  if (!collect_args(arg, ap, argv, with_env ? &envp : nullptr)) return errno = E2BIG, -1;
+  return exec(argv, envp);
+}
+
 }  // namespace
 
 extern "C" {
@@ -75,34 +85,27 @@ int execvpe(const char* file, char* const argv[], char* const envp[]) {
 }
 
 int execl(const char* path, const char* arg, ...) {
-  char* argv[kMaxListArgs];
   va_list ap;
   va_start(ap, arg);
-  const bool ok = collect_args(arg, ap, argv, nullptr);
+  const int rc = exec_list(arg, ap, false, [&](char** argv, char**) { return execv(path, argv); });
   va_end(ap);
-  if (!ok) return errno = E2BIG, -1;
-  return execv(path, argv);
+  return rc;
 }
 
 int execlp(const char* file, const char* arg, ...) {
-  char* argv[kMaxListArgs];
   va_list ap;
   va_start(ap, arg);
-  const bool ok = collect_args(arg, ap, argv, nullptr);
+  const int rc = exec_list(arg, ap, false, [&](char** argv, char**) { return execvp(file, argv); });
   va_end(ap);
-  if (!ok) return errno = E2BIG, -1;
-  return execvp(file, argv);
+  return rc;
 }
 
 int execle(const char* path, const char* arg, ...) {
-  char* argv[kMaxListArgs];
-  char** envp = nullptr;
   va_list ap;
   va_start(ap, arg);
-  const bool ok = collect_args(arg, ap, argv, &envp);
+  const int rc = exec_list(arg, ap, true, [&](char** argv, char** envp) { return execve(path, argv, envp); });
   va_end(ap);
-  if (!ok) return errno = E2BIG, -1;
-  return execve(path, argv, envp);
+  return rc;
 }
 
 }  // extern "C"

@@ -256,17 +256,19 @@ class Processes(unittest.TestCase, TraceInvariants):
             self.assertEqual(len([r for r in t.records if r["type"] == "device"]), 1)
 
     def test_exec_gets_its_own_file(self):
-        out = tempdir()
-        proc = run_traced([program("scenarios"), "exec", program("scenarios"), "depth"], out)
-        self.assertEqual(proc.returncode, 0, proc.stderr)
-        traces = [Trace(p) for p in trace_files(out)]
-        self.assertEqual(len(traces), 2)
-        sizes = sorted(e["size"] for t in traces for e in t.allocs())
-        self.assertEqual(sizes, [4004, 5005])
-        # exec finishes the old image's trace (footer included) before the image is replaced.
-        for t in traces:
-            self.check_invariants(t)
-        self.assertEqual(len({t.header["pid"] for t in traces}), 1)  # same pid, two files
+        for args in (["exec", program("scenarios"), "depth"], ["execl", program("scenarios")]):
+            with self.subTest(via=args[0]):
+                out = tempdir()
+                proc = run_traced([program("scenarios")] + args, out)
+                self.assertEqual(proc.returncode, 0, proc.stderr)
+                traces = [Trace(p) for p in trace_files(out)]
+                self.assertEqual(len(traces), 2)
+                sizes = sorted(e["size"] for t in traces for e in t.allocs())
+                self.assertEqual(sizes, [4004, 5005])
+                # exec finishes the old image's trace (footer included) before the image is replaced.
+                for t in traces:
+                    self.check_invariants(t)
+                self.assertEqual(len({t.header["pid"] for t in traces}), 1)  # same pid, two files
 
     def test_library_loaded_later_gets_a_module_line_and_symbols(self):
         out = tempdir()

@@ -12,10 +12,8 @@ import sys
 import tempfile
 import unittest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-BUILD = os.environ.get("GPUMEMTRACE_BUILD", os.path.join(ROOT, "build"))
-LIB = os.path.join(BUILD, "libgpumemtrace.so")
-SIM = os.path.join(BUILD, "sim", "libcudart.so.13")
+import python_testlib
+from python_testlib import BUILD, LIB, ROOT, SIM, read_trace
 TOOLS = os.path.join(ROOT, "tools", "python")
 FAKE = os.path.join(ROOT, "tests", "python", "fake_torch")
 PROG = os.path.join(ROOT, "tests", "python", "progs", "torch_prog.py")
@@ -25,25 +23,7 @@ sys.path.insert(0, TOOLS)
 
 
 def prog_line(marker):
-    with open(PROG, encoding="utf-8") as f:
-        return next(i for i, l in enumerate(f.read().splitlines(), 1) if marker in l)
-
-
-def read_trace(path):
-    frames, stacks, events = {}, {}, []
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            try:
-                r = json.loads(line)
-            except ValueError:
-                continue
-            if r["type"] == "frame":
-                frames[r["id"]] = r
-            elif r["type"] == "stack":
-                stacks[r["id"]] = r["frames"]
-            elif r["type"] == "event":
-                events.append(r)
-    return events, lambda ev: [frames[i] for i in stacks.get(ev.get("stack", 0), [])]
+    return python_testlib.prog_line(PROG, marker)
 
 
 @unittest.skipUnless(os.path.exists(LIB) and os.path.exists(SIM),

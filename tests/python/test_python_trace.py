@@ -5,7 +5,6 @@ ctypes from named functions, with the GIL released (CDLL) and held (PyDLL), on t
 worker thread, on every CPython 3.9-3.13 the machine has. The trace's stacks must name those functions
 with file and line, merged with the native frames; the program's output and exit code are unchanged.
 """
-import json
 import os
 import subprocess
 import tempfile
@@ -13,32 +12,13 @@ import unittest
 
 from test_python_stacks import interpreters
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-BUILD = os.environ.get("GPUMEMTRACE_BUILD", os.path.join(ROOT, "build"))
-LIB = os.path.join(BUILD, "libgpumemtrace.so")
-SIM = os.path.join(BUILD, "sim", "libcudart.so.13")
+import python_testlib
+from python_testlib import BUILD, LIB, ROOT, SIM, read_trace
 PROG = os.path.join(ROOT, "tests", "python", "progs", "python_cuda_prog.py")
 
 
 def prog_line(marker):
-    with open(PROG, encoding="utf-8") as f:
-        return next(i for i, l in enumerate(f.read().splitlines(), 1) if marker in l)
-
-
-def read_trace(path):
-    frames, stacks, events = {}, {}, []
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            r = json.loads(line)
-            if r["type"] == "frame":
-                frames[r["id"]] = r
-            elif r["type"] == "stack":
-                stacks[r["id"]] = r["frames"]
-            elif r["type"] == "event":
-                events.append(r)
-    def stack_of(ev):
-        return [frames[i] for i in stacks.get(ev.get("stack", 0), [])]
-    return events, stack_of
+    return python_testlib.prog_line(PROG, marker)
 
 
 @unittest.skipUnless(os.path.exists(LIB) and os.path.exists(SIM),

@@ -2,6 +2,7 @@
 //   scenarios threads N M      N threads, each M cudaMalloc/cudaFree pairs of size 4096*(thread+1)+i%7
 //   scenarios fork             parent allocates 1001 bytes, child 2002 bytes, parent 3003 after wait
 //   scenarios exec PROGRAM...  allocates 4004 bytes, then execs PROGRAM (inherits LD_PRELOAD)
+//   scenarios execl PROGRAM    the same through execl(PROGRAM, PROGRAM, "depth", NULL)
 //   scenarios killed K         K allocations, prints "ready", then sleeps until killed
 //   scenarios exit_thread      3 threads allocate in a loop; a 4th calls exit(0) mid-run
 //   scenarios none             never calls CUDA
@@ -118,6 +119,12 @@ int main(int argc, char** argv) {
   if (mode == "threads" && argc == 4) return run_threads(atoi(argv[2]), atoi(argv[3]));
   if (mode == "fork") return run_fork();
   if (mode == "exec" && argc > 2) return run_exec(argv + 2);
+  if (mode == "execl" && argc == 3) {
+    void* p = nullptr;
+    cudaMalloc(&p, 4004);
+    execl(argv[2], argv[2], "depth", static_cast<char*>(nullptr));
+    return 1;
+  }
   if (mode == "killed" && argc == 3) return run_killed(atoi(argv[2]));
   if (mode == "exit_thread") return run_exit_thread();
   if (mode == "none") return 0;

@@ -1,0 +1,34 @@
+"""Shared by the tests/python suites: paths, and reading a trace into events + stacks."""
+import json
+import os
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BUILD = os.environ.get("GPUMEMTRACE_BUILD", os.path.join(ROOT, "build"))
+LIB = os.path.join(BUILD, "libgpumemtrace.so")
+SIM = os.path.join(BUILD, "sim", "libcudart.so.13")
+PROGS = os.path.join(ROOT, "tests", "python", "progs")
+
+
+def prog_line(prog, marker):
+    """The 1-based line of `prog` that contains `marker` (programs tag their planted lines)."""
+    with open(prog, encoding="utf-8") as f:
+        return next(i for i, l in enumerate(f.read().splitlines(), 1) if marker in l)
+
+
+def read_trace(path):
+    """(events, stack_of): the trace's events, and a function giving an event's frames, innermost
+    first. A line cut short by a killed process is skipped."""
+    frames, stacks, events = {}, {}, []
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            try:
+                r = json.loads(line)
+            except ValueError:
+                continue
+            if r["type"] == "frame":
+                frames[r["id"]] = r
+            elif r["type"] == "stack":
+                stacks[r["id"]] = r["frames"]
+            elif r["type"] == "event":
+                events.append(r)
+    return events, lambda ev: [frames[i] for i in stacks.get(ev.get("stack", 0), [])]
