@@ -128,13 +128,16 @@ void start() {
     atfork_registered = true;
   }
   if (!g_shared) {
-    g_shared = new (std::nothrow) RecorderShared();
-    if (!g_shared) return disable("out of memory at start; tracing disabled");
-    g_shared->config = parse_config([](const char* name) -> const char* { return getenv(name); }, log_line);
-    g_shared->ring = new (std::nothrow) EventRing();
-    if (!g_shared->ring || !g_shared->ring->init(g_shared->config.ring_events))
+    // Built completely before it is published: a fork from another thread may run on_fork_child()
+    // at any moment, and that handler uses g_shared's ring.
+    auto* shared = new (std::nothrow) RecorderShared();
+    if (!shared) return disable("out of memory at start; tracing disabled");
+    shared->config = parse_config([](const char* name) -> const char* { return getenv(name); }, log_line);
+    shared->ring = new (std::nothrow) EventRing();
+    if (!shared->ring || !shared->ring->init(shared->config.ring_events))
       return disable("cannot allocate the event ring; tracing disabled");
     init_own_code_range();
+    g_shared = shared;
   }
   const Config& cfg = g_shared->config;
   if (cfg.disabled) return disable(nullptr);
