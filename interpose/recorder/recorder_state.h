@@ -32,6 +32,10 @@ struct RecorderShared {
   std::atomic<bool> device_seen[kMaxDevices] = {};  // first_event_on_device()
 };
 
+// Turns every hook into a pass-through from now on (an internal failure, e.g. the trace can no longer
+// be written). Events already in the ring are still drained.
+void stop_recording() noexcept;
+
 // Marks the calling thread as internal to the recorder: nothing it does is ever recorded.
 // Used by the writer thread.
 void mark_thread_internal() noexcept;

@@ -68,22 +68,26 @@ Writer* Writer::start(RecorderShared* shared, int fd, const std::string& path, s
   return w;
 }
 
-bool Writer::stop(int timeout_ms) {
-  stop_requested_.store(true, std::memory_order_release);
-  for (int waited_us = 0; alive(); waited_us += 1000) {
-    if (waited_us >= timeout_ms * 1000) return false;
-    sleep_us(1000);
+// Polls `done` every 200 us for at most `timeout_ms`; false on time-out.
+template <typename Done>
+bool wait_until(Done&& done, int timeout_ms) {
+  for (long waited_us = 0; !done(); waited_us += 200) {
+    if (waited_us >= timeout_ms * 1000L) return false;
+    sleep_us(200);
   }
   return true;
 }
 
+bool Writer::stop(int timeout_ms) {
+  stop_requested_.store(true, std::memory_order_release);
+  return wait_until([&] { return !alive(); }, timeout_ms);
+}
+
 bool Writer::flush(int timeout_ms) {
   const uint64_t ticket = flush_requests_.fetch_add(1, std::memory_order_acq_rel) + 1;
-  for (int waited_us = 0; flushes_done_.load(std::memory_order_acquire) < ticket; waited_us += 200) {
-    if (!alive() || waited_us >= timeout_ms * 1000) return false;
-    sleep_us(200);
-  }
-  return true;
+  return wait_until([&] { return flushes_done_.load(std::memory_order_acquire) >= ticket || !alive(); },
+                    timeout_ms) &&
+         flushes_done_.load(std::memory_order_acquire) >= ticket;
 }
 
 bool Writer::flush_buffer(bool sync_sink) {
@@ -97,6 +101,7 @@ bool Writer::flush_buffer(bool sync_sink) {
   if (!ok) {
     // Keep draining (so no producer waits forever) but stop tracing: hooks become pass-throughs.
     output_failed_ = true;
+    stop_recording();
     log_line(("cannot write the trace: " + sink_->error() + "; tracing stopped").c_str());
   }
   return ok;
@@ -139,29 +144,20 @@ void Writer::run() {
 
   const uint64_t flush_interval_ns = static_cast<uint64_t>(cfg.flush_ms) * 1000000ull;
   uint64_t last_flush = monotonic_ns();
-  uint64_t last_module_check = last_flush;
   for (;;) {
     const bool stopping = stop_requested_.load(std::memory_order_acquire);
     const bool got = drain_once(4096);
     publish_devices();
     note_drops();
     const uint64_t now = monotonic_ns();
-    if (now - last_module_check >= flush_interval_ns) {  // dlopen'ed libraries: new module lines
-      serializer_->refresh_modules();
-      last_module_check = now;
-    }
     const uint64_t requested = flush_requests_.load(std::memory_order_acquire);
-    if (requested != flushes_done_.load(std::memory_order_relaxed)) {
-      // Everything published before the request was made is drained by now (unless the ring holds
-      // more than one batch: drain it all).
-      while (drain_once(SIZE_MAX)) {
-      }
+    const bool flush_asked = requested != flushes_done_.load(std::memory_order_relaxed);
+    if (flush_asked || now - last_flush >= flush_interval_ns) {
+      drain_once(SIZE_MAX);  // everything published before a flush request
+      serializer_->refresh_modules();  // libraries dlopen'ed since the last flush: new module lines
       flush_buffer(true);
       last_flush = now;
       flushes_done_.store(requested, std::memory_order_release);
-    } else if (now - last_flush >= flush_interval_ns) {
-      flush_buffer(true);
-      last_flush = now;
     }
     if (stopping && !got) {
       // A producer may hold a ticket it has not published yet: give it a moment, then finish.

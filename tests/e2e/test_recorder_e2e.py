@@ -374,6 +374,15 @@ class Configuration(unittest.TestCase, TraceInvariants):
         self.assertEqual(len(lines), 1, proc.stderr)
         self.assertIn("running untraced", lines[0])
 
+    def test_trace_that_cannot_be_written_stops_tracing_once(self):
+        # /dev/full opens, but every write fails with ENOSPC.
+        proc = run_traced([program("scenarios"), "threads", "2", "2000"], "/tmp",
+                          env={"GPUMEMTRACE_OUTPUT": "/dev/full", "GPUMEMTRACE_QUIET": "1"})
+        self.assertEqual(proc.returncode, 0)
+        lines = [l for l in proc.stderr.splitlines() if l.startswith("gpumemtrace:")]
+        self.assertEqual(len(lines), 1, proc.stderr)
+        self.assertIn("cannot write the trace", lines[0])
+
     def test_disable(self):
         out = tempdir()
         proc = run_traced([program("runtime_apis")], out, env={"GPUMEMTRACE_DISABLE": "1"})
