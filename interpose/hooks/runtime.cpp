@@ -8,13 +8,16 @@
 // after a successful call or an out-of-memory error, when they cannot fail.
 #include <cuda_runtime_api.h>
 
+#include <atomic>
 #include <cerrno>
+#include <cstdio>
 
 #include "interpose/hooks/real_function.h"
 #include "interpose/recorder/recorder.h"
 
 using gpumemtrace::EventFacts;
 using gpumemtrace::HookScope;
+using gpumemtrace::KeepErrno;
 namespace f = gpumemtrace::format;
 
 // Per-thread default stream variants are only declared when compiling with per-thread streams.
@@ -26,9 +29,12 @@ cudaError_t cudaMallocFromPoolAsync_ptsz(void** ptr, size_t size, cudaMemPool_t 
 
 namespace {
 
-// The real functions, resolved on first use (see real_function.h for how, and why lazily).
-#define RUNTIME_HOOK(name, required) \
-  gpumemtrace::RealFunction<decltype(&::name)> real_##name{#name, gpumemtrace::Library::CudaRuntime};
+// The real functions, resolved on first use (see real_function.h for how, and why lazily), and
+// whether every CUDA runtime we support has them.
+constexpr bool Required = true, Optional = false;
+#define RUNTIME_HOOK(name, required)                                                                   \
+  gpumemtrace::RealFunction<decltype(&::name)> real_##name{#name, gpumemtrace::Library::CudaRuntime}; \
+  constexpr bool kRequired_##name = required;
 #include "interpose/hooks/runtime_hooks.def"
 #undef RUNTIME_HOOK
 
@@ -39,13 +45,23 @@ gpumemtrace::RealFunction<cudaError_t (*)(cudaDeviceProp*, int)> real_get_proper
     "cudaGetDeviceProperties_v2", gpumemtrace::Library::CudaRuntime};
 
 // Returned when the real function cannot be found (cannot happen for a program that links it; kept
-// so a broken installation fails loudly instead of crashing).
-constexpr cudaError_t kNoRealFunction = cudaErrorSharedObjectSymbolNotFound;
+// so a broken installation fails loudly instead of crashing), with one line saying which.
+cudaError_t missing_real_function(const char* name, bool required, std::atomic<bool>* logged) {
+  if (!logged->exchange(true)) {
+    char msg[160];
+    snprintf(msg, sizeof(msg), "no real %s in this process (%s); returning cudaErrorSharedObjectSymbolNotFound",
+             name, required ? "every supported CUDA runtime has it: a broken installation?"
+                            : "optional: this CUDA runtime lacks it");
+    gpumemtrace::log_line(msg);
+  }
+  return cudaErrorSharedObjectSymbolNotFound;
+}
 
 // A runtime call we add can only be trusted not to disturb the error state after these results.
 bool safe_to_query(cudaError_t rc) { return rc == cudaSuccess || rc == cudaErrorMemoryAllocation; }
 
 int32_t current_device(cudaError_t rc) {
+  KeepErrno keep;
   int device = -1;
   if (safe_to_query(rc) && real_get_device && real_get_device()(&device) != cudaSuccess) device = -1;
   return device;
@@ -95,22 +111,18 @@ EventFacts free_facts(const char* api, f::Kind kind, const void* ptr) {
   return facts;
 }
 
-// Records an allocation (after the real call). Keeps errno as the real call left it.
+// Records an allocation (after the real call). record() keeps errno; the queries added here too.
 void record_alloc(const EventFacts& facts) {
-  const int saved_errno = errno;
+  KeepErrno keep;
   gpumemtrace::record(facts);
   if (facts.result == cudaSuccess) note_device(facts.device);  // after: the event keeps its driver_api note
   if (facts.result == cudaErrorMemoryAllocation) record_runtime_meminfo(facts.device);  // how much was free
-  errno = saved_errno;
 }
 
 // Records a free (before the real call). Freeing null is a no-op in CUDA (and a common way to
 // initialise the context), so it is not an event.
 void record_free(const EventFacts& facts) {
-  if (!facts.addr) return;
-  const int saved_errno = errno;
-  gpumemtrace::record(facts);
-  errno = saved_errno;
+  if (facts.addr) gpumemtrace::record(facts);
 }
 
 uint64_t handle(const void* p) { return reinterpret_cast<uint64_t>(p); }
@@ -126,9 +138,12 @@ uint64_t element_bytes(const cudaChannelFormatDesc* d) {
 }  // namespace
 
 // One line for "resolve or fail": every hook starts with it.
-#define REAL_OR_FAIL(name)                    \
-  auto real = real_##name();                  \
-  if (!real) return kNoRealFunction
+#define REAL_OR_FAIL(name)                                                 \
+  auto real = real_##name();                                               \
+  if (!real) {                                                             \
+    static std::atomic<bool> logged{false};                                \
+    return missing_real_function(#name, kRequired_##name, &logged);        \
+  }
 
 extern "C" {
 
@@ -309,11 +324,8 @@ cudaError_t cudaMemGetInfo(size_t* free, size_t* total) {
   HookScope scope(gpumemtrace::HookLayer::Runtime);
   REAL_OR_FAIL(cudaMemGetInfo);
   const cudaError_t rc = real(free, total);
-  if (scope.recording() && rc == cudaSuccess && free && total) {
-    const int saved_errno = errno;
+  if (scope.recording() && rc == cudaSuccess && free && total)
     gpumemtrace::record_meminfo(current_device(rc), "cudaMemGetInfo", *free, *total);
-    errno = saved_errno;
-  }
   return rc;
 }
 
