@@ -3,7 +3,7 @@
 # It links no CUDA library (no NEEDED libcudart/libcuda/libcupti): CUDA is found at run time.
 
 GPUMEMTRACE_VERSION := 0.1.0
-LIB_SRCS := $(sort $(shell find interpose cupti -name '*.cpp' -not -path '*/test*'))
+LIB_SRCS := $(sort $(shell find interpose cupti -name '*.cpp' -not -path '*/test*') trace/json_line.cpp)
 LIB_OBJS := $(LIB_SRCS:%.cpp=$(BUILD)/%.o)
 LIB_LDLIBS := -lunwind -ldw -lelf -lzstd -ldl -lpthread
 

@@ -8,7 +8,7 @@
 
 #include "cupti/backend.h"
 #include "interpose/recorder/recorder_state.h"
-#include "interpose/writer/json_line.h"
+#include "trace/json_line.h"
 #include "trace/format.h"
 
 namespace gpumemtrace {
@@ -152,7 +152,7 @@ uint32_t TraceSerializer::python_frame_id(const python::PythonFrameRef& ref) {
   JsonLine(out_)
       .begin(f::kTypeFrame)
       .unum(f::kFieldId, id)
-      .str(f::kFieldLang, "python")
+      .str(f::kFieldLang, f::kLangPython)
       .str(f::kFieldFunction, frame.function)
       .str(f::kFieldFile, frame.file)
       .num(f::kFieldLine, frame.line)
@@ -172,12 +172,15 @@ uint32_t TraceSerializer::stack_id(const EventRecord& r) {
   }
   auto it = stacks_.find(key_);
   if (it != stacks_.end()) return it->second;
-  if (r.python_depth == 0) python::merge_stacks(r.native, r.native_depth, nullptr, 0, &merged_);
 
   frame_ids_.clear();
-  for (const python::MergedFrame& m : merged_) {
-    const uint32_t id = m.is_python ? python_frame_id(r.python[m.python_index]) : native_frame_id(m.ip);
-    if (id) frame_ids_.push_back(id);
+  if (r.python_depth == 0) {
+    for (uint64_t ip : key_) frame_ids_.push_back(native_frame_id(ip));
+  } else {
+    for (const python::MergedFrame& m : merged_) {
+      const uint32_t id = m.is_python ? python_frame_id(r.python[m.python_index]) : native_frame_id(m.ip);
+      if (id) frame_ids_.push_back(id);  // 0: a Python frame that could not be resolved
+    }
   }
   const uint32_t id = next_stack_id_++;
   stacks_.emplace(key_, id);
@@ -217,10 +220,7 @@ void TraceSerializer::event(const EventRecord& r) {
   if (r.flags & kHasLabel) j.str(f::kFieldLabel, r.label);
   j.unum(f::kFieldStack, stack);
   if (r.flags & kHasResult) j.num(f::kFieldResult, r.result);
-  if (r.flags & kDelayed) {
-    static const std::string kTrue = "true";
-    j.raw(f::kFieldDelayed, kTrue);
-  }
+  if (r.flags & kDelayed) j.flag(f::kFieldDelayed);
   j.end();
   ++events_;
 }

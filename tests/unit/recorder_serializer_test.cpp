@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "interpose/writer/json_line.h"
+#include "trace/json_line.h"
 #include "interpose/writer/serializer.h"
 #include "trace/format.h"
 
@@ -49,6 +49,19 @@ TEST(JsonLine, EscapesAndKeepsUtf8Valid) {
   JsonLine::append_string(&out, "a\"b\\c\n\x01 \xC3\xA9 \xFF");
   json parsed = json::parse(out);
   EXPECT_EQ(parsed.get<std::string>(), "a\"b\\c\n\x01 \xC3\xA9 \xEF\xBF\xBD");
+}
+
+TEST(JsonLine, RejectsWhatStrictReadersReject) {
+  // Surrogates, code points above U+10FFFF and overlong forms become U+FFFD; valid 4-byte text stays.
+  for (const char* bad : {"\xED\xA0\x80", "\xF4\x90\x80\x80", "\xC0\xAF", "\xE0\x80\xAF"}) {
+    std::string out;
+    JsonLine::append_string(&out, bad);
+    EXPECT_EQ(out.find(bad), std::string::npos) << out;
+    EXPECT_NE(out.find("\xEF\xBF\xBD"), std::string::npos) << out;
+  }
+  std::string out;
+  JsonLine::append_string(&out, "\xF0\x9F\x98\x80");  // U+1F600
+  EXPECT_EQ(json::parse(out).get<std::string>(), "\xF0\x9F\x98\x80");
 }
 
 TEST(JsonLine, IntegersAtTheEdges) {

@@ -1,21 +1,27 @@
-// interpose/writer/json_line.cpp
-#include "interpose/writer/json_line.h"
+// trace/json_line.cpp
+#include "trace/json_line.h"
 
 namespace gpumemtrace {
 namespace {
 
-// Length of the valid UTF-8 sequence starting at s, or 0 when it is not valid.
+// Length of the valid UTF-8 sequence starting at s, or 0 when it is not valid: overlong forms,
+// surrogates (U+D800..U+DFFF) and code points above U+10FFFF are invalid (RFC 3629), as every strict
+// JSON reader, ours included, treats them.
 int utf8_sequence_length(const unsigned char* s) {
   const unsigned char c = s[0];
-  int len;
   if (c < 0x80) return 1;
-  if ((c & 0xE0) == 0xC0) len = 2;
-  else if ((c & 0xF0) == 0xE0) len = 3;
-  else if ((c & 0xF8) == 0xF0) len = 4;
+  int len;
+  uint32_t cp;
+  if ((c & 0xE0) == 0xC0) len = 2, cp = c & 0x1F;
+  else if ((c & 0xF0) == 0xE0) len = 3, cp = c & 0x0F;
+  else if ((c & 0xF8) == 0xF0) len = 4, cp = c & 0x07;
   else return 0;
-  for (int i = 1; i < len; ++i)
+  for (int i = 1; i < len; ++i) {
     if ((s[i] & 0xC0) != 0x80) return 0;
-  if (len == 2 && c < 0xC2) return 0;  // overlong
+    cp = (cp << 6) | (s[i] & 0x3F);
+  }
+  static const uint32_t kMinForLength[5] = {0, 0, 0x80, 0x800, 0x10000};
+  if (cp < kMinForLength[len] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return 0;
   return len;
 }
 

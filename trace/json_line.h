@@ -1,4 +1,4 @@
-// interpose/writer/json_line.h — builds one JSON object per line, fast, at the end of a string.
+// trace/json_line.h — builds one JSON object per line, fast, at the end of a string.
 // The writer formats millions of lines; nlohmann/json would allocate per value, and many small
 // std::string appends cost more than the rest of the writer together (measured: bench
 // BM_SerializeEvent). So the builder reserves room and writes through a cursor, growing the string
@@ -77,6 +77,12 @@ class JsonLine {
     memcpy(p + 3, buf + i, 20 - i);
     p[23 - i] = '"';
     pos_ += 24 - i;
+    return *this;
+  }
+  // `"k":true`
+  JsonLine& flag(const char* k) {
+    key(k);
+    put("true", 4);
     return *this;
   }
   // Raw JSON value (already well formed), e.g. a list built by the caller.
