@@ -28,6 +28,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string_view>
 
 namespace gpumemtrace::format {
 
@@ -112,6 +113,23 @@ inline constexpr const char* kind_name(Kind kind) {
   return "unknown";
 }
 
+// The inverse of op_name / kind_name: false for a name this version does not know.
+inline constexpr bool parse_op(std::string_view name, Op* op) {
+#define GPUMEMTRACE_OP_PARSE(id, str) \
+  if (name == str) return *op = Op::id, true;
+  GPUMEMTRACE_OPS(GPUMEMTRACE_OP_PARSE)
+#undef GPUMEMTRACE_OP_PARSE
+  return false;
+}
+
+inline constexpr bool parse_kind(std::string_view name, Kind* kind) {
+#define GPUMEMTRACE_KIND_PARSE(id, str) \
+  if (name == str) return *kind = Kind::id, true;
+  GPUMEMTRACE_KINDS(GPUMEMTRACE_KIND_PARSE)
+#undef GPUMEMTRACE_KIND_PARSE
+  return false;
+}
+
 // ---- field names ----
 // Header
 inline constexpr const char* kFieldFormat = "format";       // always kFormatName
@@ -146,6 +164,7 @@ inline constexpr const char* kFieldLine = "line";
 inline constexpr const char* kFieldInlined = "inlined";     // list of {function,file,line}, the
                                                             // inlined callees at ip, innermost first
 inline constexpr const char* kFieldLang = "lang";           // "native" (default) | "python"
+inline constexpr const char* kLangPython = "python";  // value of "lang" for Python frames
 
 // Stack
 inline constexpr const char* kFieldFrames = "frames";       // list of frame ids, innermost first
