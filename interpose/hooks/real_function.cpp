@@ -4,6 +4,7 @@
 #include <dlfcn.h>
 #include <link.h>
 
+#include <cstdio>
 #include <cstring>
 
 namespace gpumemtrace {
@@ -11,7 +12,8 @@ namespace {
 
 struct Search {
   const char* soname_prefix;
-  char path[4096];
+  char* path;
+  size_t path_size;
 };
 
 int find_library(dl_phdr_info* info, size_t, void* data) {
@@ -21,19 +23,24 @@ int find_library(dl_phdr_info* info, size_t, void* data) {
   const char* base = strrchr(name, '/');
   base = base ? base + 1 : name;
   if (strncmp(base, s->soname_prefix, strlen(s->soname_prefix)) != 0) return 0;
-  strncpy(s->path, name, sizeof(s->path) - 1);
-  s->path[sizeof(s->path) - 1] = '\0';
+  snprintf(s->path, s->path_size, "%s", name);
   return 1;
 }
 
 }  // namespace
 
+bool find_loaded_library(const char* soname_prefix, char* path, size_t path_size) {
+  Search search{soname_prefix, path, path_size};
+  return dl_iterate_phdr(find_library, &search) != 0;
+}
+
 void* resolve_real_symbol(const char* name, Library library) {
   if (void* p = dlsym(RTLD_NEXT, name)) return p;
   if (library == Library::Libc) return nullptr;
-  Search search{library == Library::CudaRuntime ? "libcudart.so" : "libcuda.so", {}};
-  if (!dl_iterate_phdr(find_library, &search)) return nullptr;
-  void* handle = dlopen(search.path, RTLD_LAZY | RTLD_NOLOAD);
+  char path[4096];
+  if (!find_loaded_library(library == Library::CudaRuntime ? "libcudart.so" : "libcuda.so", path, sizeof(path)))
+    return nullptr;
+  void* handle = dlopen(path, RTLD_LAZY | RTLD_NOLOAD);
   if (!handle) return nullptr;
   void* p = dlsym(handle, name);
   dlclose(handle);  // RTLD_NOLOAD took a reference; the library stays loaded by its owner

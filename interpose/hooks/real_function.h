@@ -8,10 +8,15 @@
 #pragma once
 
 #include <atomic>
+#include <cstddef>
 
 namespace gpumemtrace {
 
 enum class Library { CudaRuntime, CudaDriver, Libc };
+
+// The path of a loaded object whose file name starts with `soname_prefix` (e.g. "libcudart.so"),
+// copied into `path`; false when none is loaded. Walks the loaded objects: start-up paths only.
+bool find_loaded_library(const char* soname_prefix, char* path, size_t path_size);
 
 // Finds `name` in the next definition after this library, or in a loaded copy of `library`.
 // Null when there is none. Takes the loader's lock (dlsym): first call per function only.

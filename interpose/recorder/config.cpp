@@ -61,6 +61,9 @@ Config parse_config(const char* (*getenv_fn)(const char*), void (*warn)(const ch
   bool_setting("GPUMEMTRACE_SYMBOLIZE", &c.symbolize);
   bool_setting("GPUMEMTRACE_QUIET", &c.quiet);
   bool_setting("GPUMEMTRACE_FREE_STACKS", &c.free_stacks);
+  if (const char* v = getenv_fn("GPUMEMTRACE_PYTHON"); v && strcasecmp(v, "auto") != 0 &&
+                                                       !parse_bool(v, &c.python_frames))
+    warn_bad(warn, "GPUMEMTRACE_PYTHON", v, "auto, 0 or 1");
   if (const char* v = getenv_fn("GPUMEMTRACE_OUTPUT")) {
     if (*v)
       c.output = v;

@@ -19,6 +19,7 @@ struct Config {
   size_t ring_events = 16384;                             // GPUMEMTRACE_RING_EVENTS (power of two)
   int flush_ms = 100;                                     // GPUMEMTRACE_FLUSH_MS, 1..100
   bool symbolize = true;                                  // GPUMEMTRACE_SYMBOLIZE
+  bool python_frames = true;                              // GPUMEMTRACE_PYTHON (auto = on)
   bool quiet = false;                                     // GPUMEMTRACE_QUIET
   int exit_timeout_ms = 5000;                             // GPUMEMTRACE_EXIT_TIMEOUT_MS
 };

@@ -16,10 +16,12 @@
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstring>
@@ -144,10 +146,14 @@ void start() {
 
   std::string path = expand_output_path(cfg.output, getpid(), exe_base_name());
   // Never overwrite a trace: the same name comes back after exec (same pid) or with pid reuse.
+  // A name that is not a regular file (a FIFO, /dev/stdout) is written to as it is.
   int fd = -1;
   for (int attempt = 0; attempt < 100; ++attempt) {
     const std::string candidate = attempt ? numbered_path(path, attempt) : path;
     fd = open(candidate.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    struct stat st;
+    if (fd < 0 && errno == EEXIST && stat(candidate.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
+      fd = open(candidate.c_str(), O_WRONLY | O_CLOEXEC);
     if (fd >= 0 || errno != EEXIST) {
       path = candidate;
       break;
@@ -254,6 +260,11 @@ void mark_thread_internal() noexcept { t_internal = true; }
 void lock_loader_walks() noexcept { pthread_mutex_lock(&g_loader_walk_mutex); }
 void unlock_loader_walks() noexcept { pthread_mutex_unlock(&g_loader_walk_mutex); }
 
+void stop_recording() noexcept {
+  int st = kActive;
+  g_state.compare_exchange_strong(st, kDisabled, std::memory_order_acq_rel);
+}
+
 bool recorder_disabled() noexcept { return g_state.load(std::memory_order_relaxed) == kDisabled; }
 
 void log_line(const char* msg) noexcept { write_stderr_line("gpumemtrace: ", msg); }
@@ -269,14 +280,23 @@ bool record(const EventFacts& facts) noexcept {
   const uint64_t t = facts.time_ns ? facts.time_ns : now_ns();
   const Config& cfg = g_shared->config;
   // Releases get no stack unless asked for (like heaptrack's frees): no analysis uses where memory
-  // was given back, and skipping the unwind halves the cost of an allocate/free pair.
+  // was given back, and skipping the unwind halves the cost of an allocate/free pair. A sync marker
+  // is bookkeeping of the PyTorch hook's drain thread: its stack says nothing.
   const bool releases = facts.op == format::Op::Free || facts.op == format::Op::BlockFree ||
                         facts.op == format::Op::Unmap || facts.op == format::Op::Unreserve;
-  const int depth = releases && !cfg.free_stacks ? 0 : cfg.stack_depth;
+  const bool stackless = facts.op == format::Op::Sync || (releases && !cfg.free_stacks);
+  const int depth = stackless ? 0 : cfg.stack_depth;
   uintptr_t native[kMaxNativeFrames];
-  const int native_depth = capture_native_stack(native, depth);
-  python::PythonFrameRef py[python::kMaxPythonFrames];
-  const int python_depth = depth > 0 ? python::capture_python_stack(py, python::kMaxPythonFrames) : 0;
+  python::PythonFrameRef captured[python::kMaxPythonFrames];
+  int native_depth = 0, python_depth = 0;
+  const python::PythonFrameRef* py = captured;
+  if (facts.frame_count >= 0) {  // reported late, with its own stack: the reporter's is not wanted
+    py = facts.frames;
+    python_depth = depth > 0 ? std::min(facts.frame_count, python::kMaxPythonFrames) : 0;
+  } else {
+    native_depth = capture_native_stack(native, depth);
+    if (depth > 0 && cfg.python_frames) python_depth = python::capture_python_stack(captured, python::kMaxPythonFrames);
+  }
 
   EventRing& ring = *g_shared->ring;
   auto fill = [&](EventRecord& r, uint64_t seq) {

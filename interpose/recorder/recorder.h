@@ -17,9 +17,11 @@
 // (the first call starts it; see recorder.cpp). They never change errno.
 #pragma once
 
+#include <cerrno>
 #include <cstddef>
 #include <cstdint>
 
+#include "interpose/python/python_stack.h"
 #include "trace/format.h"
 
 namespace gpumemtrace {
@@ -51,6 +53,10 @@ struct EventFacts {
   const char* pool_name = nullptr;  // block events: allocator pool name
   uint64_t time_ns = 0;             // CLOCK_MONOTONIC of the event; 0 = now (events reported late,
                                     // e.g. drained from PyTorch's history, carry their own time)
+  // Events reported late carry the stack recorded when they happened: `frame_count` >= 0 frames
+  // (innermost first) replace the stack of the reporting thread, which is not captured at all.
+  const python::PythonFrameRef* frames = nullptr;
+  int frame_count = -1;
 
   EventFacts& with_stream(uint64_t s) {
     has_stream = true;
@@ -62,6 +68,29 @@ struct EventFacts {
     pool = p;
     return *this;
   }
+  EventFacts& with_segment(uint64_t s) {
+    has_segment = true;
+    segment = s;
+    return *this;
+  }
+  EventFacts& with_handle(uint64_t h) {
+    has_handle = true;
+    handle = h;
+    return *this;
+  }
+};
+
+// Keeps errno as the program's own call left it across the calls a hook adds (device queries,
+// recording). record() keeps errno by itself; hooks that query CUDA use this around the queries.
+class KeepErrno {
+ public:
+  KeepErrno() noexcept : saved_(errno) {}
+  ~KeepErrno() { errno = saved_; }
+  KeepErrno(const KeepErrno&) = delete;
+  KeepErrno& operator=(const KeepErrno&) = delete;
+
+ private:
+  int saved_;
 };
 
 // Thread-local re-entry guard, opened first in every entry point (hooks, CUPTI callbacks, the custom

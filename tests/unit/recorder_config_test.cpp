@@ -47,7 +47,8 @@ TEST(Config, ValidValues) {
                     {"GPUMEMTRACE_RING_EVENTS", "1024"},
                     {"GPUMEMTRACE_FLUSH_MS", "10"},
                     {"GPUMEMTRACE_SYMBOLIZE", "0"},
-                    {"GPUMEMTRACE_FREE_STACKS", "on"}});
+                    {"GPUMEMTRACE_FREE_STACKS", "on"},
+                    {"GPUMEMTRACE_PYTHON", "0"}});
   EXPECT_TRUE(c.disabled);
   EXPECT_EQ(c.output, "/tmp/x/");
   EXPECT_EQ(c.stack_depth, 12);
@@ -56,6 +57,8 @@ TEST(Config, ValidValues) {
   EXPECT_EQ(c.flush_ms, 10);
   EXPECT_FALSE(c.symbolize);
   EXPECT_TRUE(c.free_stacks);
+  EXPECT_FALSE(c.python_frames);
+  EXPECT_TRUE(parse({{"GPUMEMTRACE_PYTHON", "auto"}}).python_frames);
   EXPECT_TRUE(g_warnings.empty());
 }
 
@@ -64,6 +67,7 @@ TEST(Config, EachBadValueWarnsOnceAndKeepsTheDefault) {
       {"GPUMEMTRACE_STACK_DEPTH", "-1"}, {"GPUMEMTRACE_STACK_DEPTH", "65"}, {"GPUMEMTRACE_STACK_DEPTH", "12x"},
       {"GPUMEMTRACE_ON_FULL", "block"},  {"GPUMEMTRACE_RING_EVENTS", "1000"}, {"GPUMEMTRACE_RING_EVENTS", "128"},
       {"GPUMEMTRACE_FLUSH_MS", "0"},     {"GPUMEMTRACE_FLUSH_MS", "1000"},    {"GPUMEMTRACE_DISABLE", "maybe"},
+      {"GPUMEMTRACE_PYTHON", "maybe"},
       {"GPUMEMTRACE_OUTPUT", ""}};
   const Config defaults = parse({});
   for (const auto& [name, value] : bad) {
