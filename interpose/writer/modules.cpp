@@ -13,6 +13,9 @@ namespace gpumemtrace {
 namespace {
 
 struct ScanState {
+  bool scanned_before = false;             // in: a scan with these counters exists
+  unsigned long long known_adds = 0, known_subs = 0;
+  bool unchanged = false;                  // out: nothing loaded or unloaded since that scan
   std::vector<Module> found;
   unsigned long long adds = 0, subs = 0;
 };
@@ -57,6 +60,12 @@ int collect(dl_phdr_info* info, size_t size, void* data) {
   if (size >= offsetof(dl_phdr_info, dlpi_subs) + sizeof(info->dlpi_subs)) {
     state->adds = info->dlpi_adds;
     state->subs = info->dlpi_subs;
+    // The loader's counters are the same in every callback: stop at the first one when unchanged.
+    if (state->found.empty() && state->scanned_before && state->adds == state->known_adds &&
+        state->subs == state->known_subs) {
+      state->unchanged = true;
+      return 1;
+    }
   }
   Module m;
   m.base = info->dlpi_addr;
@@ -80,8 +89,11 @@ int collect(dl_phdr_info* info, size_t size, void* data) {
 
 void ModuleMap::refresh(std::vector<uint32_t>* added) {
   ScanState state;
+  state.scanned_before = scanned_;
+  state.known_adds = adds_;
+  state.known_subs = subs_;
   dl_iterate_phdr(collect, &state);
-  if (scanned_ && state.adds == adds_ && state.subs == subs_) return;
+  if (state.unchanged) return;
   scanned_ = true;
   adds_ = state.adds;
   subs_ = state.subs;

@@ -20,7 +20,7 @@ struct Module {
 class ModuleMap {
  public:
   // Rescans the loaded objects if anything was loaded or unloaded since the last scan (the loader's
-  // dlpi_adds/dlpi_subs counters tell, so an unchanged process costs one dl_iterate_phdr call).
+  // dlpi_adds/dlpi_subs counters tell, so an unchanged process costs one callback).
   // Appends the ids of the modules seen for the first time to `added`.
   void refresh(std::vector<uint32_t>* added);
   const Module& by_id(uint32_t id) const { return modules_[id - 1]; }
