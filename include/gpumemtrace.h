@@ -18,17 +18,12 @@
 #ifndef GPUMEMTRACE_H
 #define GPUMEMTRACE_H
 
+#include <dlfcn.h>
 #include <stddef.h>
 
-#ifndef _GNU_SOURCE
-#define GPUMEMTRACE_UNDEF_GNU_SOURCE
-#define _GNU_SOURCE
-#endif
-#include <dlfcn.h>
-#ifdef GPUMEMTRACE_UNDEF_GNU_SOURCE
-#undef _GNU_SOURCE
-#undef GPUMEMTRACE_UNDEF_GNU_SOURCE
-#endif
+/* RTLD_DEFAULT is only declared with _GNU_SOURCE, which must come before the first libc header: a C
+   file that included <stdio.h> first would not compile. Its value is fixed by the glibc ABI. */
+#define GPUMEMTRACE_RTLD_DEFAULT_ ((void*)0)
 
 #ifdef __cplusplus
 extern "C" {
@@ -42,18 +37,24 @@ typedef void (*gpumemtrace_mark_fn)(const char* label);
 /* Looks `name` up once; returns NULL when gpumemtrace is not loaded. */
 static inline void* gpumemtrace_lookup_(void** cache, int* looked, const char* name) {
   if (!__atomic_load_n(looked, __ATOMIC_ACQUIRE)) {
-    void* fn = dlsym(RTLD_DEFAULT, name);
+    void* fn = dlsym(GPUMEMTRACE_RTLD_DEFAULT_, name);
     __atomic_store_n(cache, fn, __ATOMIC_RELAXED);
     __atomic_store_n(looked, 1, __ATOMIC_RELEASE);
   }
   return __atomic_load_n(cache, __ATOMIC_RELAXED);
 }
 
+/* The union turns dlsym's object pointer into a function pointer, which ISO C does not allow as a
+   cast (the header compiles with -std=c11 -pedantic -Werror). */
 #define GPUMEMTRACE_FORWARD_(type, symbol, ...)                                       \
   static void* cache_ = 0;                                                            \
   static int looked_ = 0;                                                             \
-  type fn_ = (type)gpumemtrace_lookup_(&cache_, &looked_, symbol);                    \
-  if (fn_) fn_(__VA_ARGS__)
+  union {                                                                             \
+    void* object;                                                                     \
+    type function;                                                                    \
+  } fn_;                                                                              \
+  fn_.object = gpumemtrace_lookup_(&cache_, &looked_, symbol);                        \
+  if (fn_.object) fn_.function(__VA_ARGS__)
 
 static inline void gpumemtrace_block_alloc(const void* ptr, size_t size, const void* segment, int device,
                                            const char* pool) {

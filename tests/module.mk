@@ -21,6 +21,12 @@ $(BUILD)/tests/programs/%: tests/e2e/programs/%.cpp $(SIM_RUNTIME)
 	  -rdynamic $< -o $@ -L$(SIM_DIR) -lcudart -lpthread -ldl -Wl,-rpath,'$$ORIGIN/../../sim'
 TEST_BINS += $(E2E_PROGRAMS)
 
+# The public header as strict C (tests/e2e/c_api/c_api_check.c).
+$(BUILD)/tests/programs/c_api_check: tests/e2e/c_api/c_api_check.c include/gpumemtrace.h
+	@mkdir -p $(@D)
+	$(CC) -std=c11 -Wall -Wextra -Werror -pedantic -Iinclude $< -o $@ -ldl
+TEST_BINS += $(BUILD)/tests/programs/c_api_check
+
 # A library dlopen'ed by `scenarios dlopen` (module lines after dlopen).
 $(BUILD)/tests/programs/libplugin_alloc.so: tests/e2e/plugin/plugin_alloc.cpp $(SIM_RUNTIME)
 	@mkdir -p $(@D)

@@ -174,6 +174,15 @@ class Transparency(unittest.TestCase):
         symbols = subprocess.run(["readelf", "--dyn-syms", "-W", lib], capture_output=True, text=True).stdout
         self.assertIn("cudaMalloc@@libcudart.so.13", symbols)
 
+    def test_c_api_is_a_no_op_without_the_recorder(self):
+        bare = run_traced([program("c_api_check")], "/tmp", preload=False)
+        self.assertEqual((bare.returncode, bare.stdout), (0, "ok\n"))
+        out = tempdir()
+        traced = run_traced([program("c_api_check")], out)
+        self.assertEqual((traced.returncode, traced.stdout), (0, "ok\n"))
+        ops = [e["op"] for e in only_trace(self, out).events]
+        self.assertEqual(ops, ["mark", "block_alloc", "block_free", "block_oom"])
+
     def test_library_links_no_cuda_library(self):
         needed = subprocess.run(["readelf", "-d", LIB], capture_output=True, text=True).stdout
         for lib in ("libcudart", "libcuda.so", "libcupti"):
