@@ -36,7 +36,6 @@ struct Sim {
   std::mutex mu;
   int device_count = 1;
   Device devices[kMaxDevices];
-  std::unordered_map<uint64_t, int> owner;          // device allocation -> device
   Sim() {
     device_count = gpumemtrace::sim::device_count(kMaxDevices);
     const uint64_t capacity = gpumemtrace::sim::device_capacity();
@@ -77,7 +76,6 @@ cudaError_t device_alloc(void** out, size_t size) {
     if (rest) dev.free_ranges[start + want] = rest;
     dev.live[start] = want;
     dev.used += want;
-    s.owner[start] = t_device;
     *out = reinterpret_cast<void*>(start);
     return cudaSuccess;
   }
@@ -89,12 +87,15 @@ cudaError_t device_free(void* ptr) {
   Sim& s = sim();
   std::lock_guard<std::mutex> lock(s.mu);
   const uint64_t start = reinterpret_cast<uint64_t>(ptr);
-  auto o = s.owner.find(start);
-  if (o == s.owner.end()) return fail(cudaErrorInvalidValue);
-  Device& dev = s.devices[o->second];
-  s.owner.erase(o);
-  uint64_t size = dev.live[start];
-  dev.live.erase(start);
+  // Each device's addresses lie in its own disjoint range [base, base + capacity).
+  Device* owner = nullptr;
+  for (int d = 0; d < s.device_count; ++d)
+    if (start >= s.devices[d].base && start < s.devices[d].base + s.devices[d].capacity) owner = &s.devices[d];
+  auto it = owner ? owner->live.find(start) : decltype(owner->live.end()){};
+  if (!owner || it == owner->live.end()) return fail(cudaErrorInvalidValue);
+  Device& dev = *owner;
+  uint64_t size = it->second;
+  dev.live.erase(it);
   dev.used -= size;
   // Coalesce with the neighbours so fragmentation behaves like a real first-fit heap.
   uint64_t lo = start;
@@ -120,7 +121,6 @@ void reset_device(int d) {
   Sim& s = sim();
   std::lock_guard<std::mutex> lock(s.mu);
   Device& dev = s.devices[d];
-  for (auto& [start, size] : dev.live) s.owner.erase(start);
   dev.live.clear();
   dev.used = 0;
   dev.free_ranges.clear();
