@@ -16,6 +16,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -62,7 +63,6 @@ def main():
           f"median of {args.reps}\n")
     samples = {k: [] for k in ("malloc", "heaptrack", "cuda", "gpumemtrace", "gpumemtrace_wall", "heaptrack_wall")}
     have_heaptrack = shutil.which("heaptrack") is not None
-    import time
     for rep in range(args.reps):
         samples["malloc"].append(loop_ns(run([loop, "malloc", str(args.pairs), str(args.depth)]).stdout))
         samples["cuda"].append(loop_ns(run([loop, "cuda", str(args.pairs), str(args.depth)], simenv).stdout))
