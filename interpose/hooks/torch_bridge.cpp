@@ -3,8 +3,11 @@
 //
 // The hook drains torch.cuda.memory's allocation history (docs/pytorch.md explains why that route)
 // and calls gpumemtrace_record_external() once per event, through ctypes, from a Python thread. The
-// event gets the next sequence number like any other; its stack is the Python stack PyTorch recorded
-// for the allocation (passed as text), not the stack of the draining code (see ExternalFramesScope).
+// event gets the next sequence number like any other; its stack is exactly the Python stack PyTorch
+// recorded for the allocation (passed as text; EventFacts::frames): the draining thread's own stack is
+// never captured, and an event PyTorch recorded no frames for (an autograd-thread allocation) has no
+// stack. These frames are PyTorch's record, not a read of the interpreter, so GPUMEMTRACE_PYTHON=0
+// does not remove them (docs/pytorch.md).
 // Such events carry "delayed":true in the trace; after each drain the hook calls
 // gpumemtrace_record_sync() so that readers can merge them into the timeline by time.
 //
@@ -12,7 +15,6 @@
 // GPUMEMTRACE_ON_FULL=wait mode). Never throws; bad arguments are ignored (returns 0).
 #include <cstdint>
 #include <cstring>
-#include <type_traits>
 
 #include "interpose/python/python_stack.h"
 #include "interpose/recorder/recorder.h"
@@ -23,23 +25,11 @@ using gpumemtrace::HookScope;
 
 namespace {
 
-bool op_from_name(const char* name, f::Op* op) {
-  if (!name) return false;
-#define GPUMEMTRACE_OP_MATCH(id, str) \
-  if (strcmp(name, str) == 0) {       \
-    *op = f::Op::id;                  \
-    return true;                      \
-  }
-  GPUMEMTRACE_OPS(GPUMEMTRACE_OP_MATCH)
-#undef GPUMEMTRACE_OP_MATCH
-  return false;
-}
-
 // `api` must be static for the recorder (it stores the pointer): map the caller's text onto ours.
 const char* static_api(const char* api) {
   static const char* const kApis[] = {"torch.alloc",         "torch.free_requested", "torch.oom",
                                       "torch.segment_alloc", "torch.segment_free",   "torch.segment_map",
-                                      "torch.segment_unmap", "torch.mark"};
+                                      "torch.segment_unmap"};
   if (api)
     for (const char* a : kApis)
       if (strcmp(api, a) == 0) return a;
@@ -51,7 +41,8 @@ const char* static_api(const char* api) {
 extern "C" {
 
 // Records one event reported after the fact. op: an op name of trace/format.h ("block_alloc",
-// "block_free", "block_oom", "alloc", "free", "map", "unmap", "mark"); api: "torch.<PyTorch action>";
+// "block_free", "block_oom", "alloc", "free", "map", "unmap"; marks go through gpumemtrace_report_mark,
+// syncs through gpumemtrace_record_sync); api: "torch.<PyTorch action>";
 // segment: containing segment of a block (0 = none); time_ns: CLOCK_MONOTONIC of the event (0 = now);
 // free_bytes: device free bytes for block_oom (0 = unknown); pool: allocator pool name or null;
 // frames: "file\x1ffunction\x1fline" records separated by '\x1e', innermost first (null = none).
@@ -60,22 +51,20 @@ __attribute__((visibility("default"))) int gpumemtrace_record_external(
     const char* op, const char* api, uint64_t addr, uint64_t size, int device, uint64_t stream,
     uint64_t segment, uint64_t time_ns, uint64_t free_bytes, const char* pool, const char* frames) {
   f::Op parsed;
-  if (!op_from_name(op, &parsed) || parsed == f::Op::Sync) return 0;  // sync: gpumemtrace_record_sync
+  if (!op || !f::parse_op(op, &parsed) || parsed == f::Op::Sync || parsed == f::Op::Mark) return 0;
   HookScope scope;
   if (!scope.recording()) return 0;
   gpumemtrace::python::PythonFrameRef refs[gpumemtrace::python::kMaxPythonFrames];
-  int n = gpumemtrace::python::make_external_frames(frames, refs, gpumemtrace::python::kMaxPythonFrames);
-  gpumemtrace::python::ExternalFramesScope external(refs, n);
   EventFacts facts;
+  facts.frames = refs;
+  facts.frame_count =
+      gpumemtrace::python::make_external_frames(frames, refs, gpumemtrace::python::kMaxPythonFrames);
   facts.op = parsed;
   switch (parsed) {
     case f::Op::BlockAlloc:
     case f::Op::BlockFree:
     case f::Op::BlockOom:
       facts.kind = f::Kind::Block;
-      break;
-    case f::Op::Mark:
-      facts.kind = f::Kind::None;
       break;
     case f::Op::Map:
     case f::Op::Unmap:
@@ -98,7 +87,6 @@ __attribute__((visibility("default"))) int gpumemtrace_record_external(
     facts.free_bytes = free_bytes;
   }
   facts.pool_name = pool;
-  if (parsed == f::Op::Mark) facts.label = pool ? pool : "";
   facts.time_ns = time_ns;  // PyTorch's own time (converted by the caller); 0 = now
   return gpumemtrace::record(facts) ? 1 : 0;
 }

@@ -169,19 +169,8 @@ constexpr int kMaxWalk = 4096;  // guards against a corrupted (cyclic) chain
 
 }  // namespace
 
-namespace {
-// ExternalFramesScope state. Trivially destructible, as hook-path TLS must be.
-thread_local const PythonFrameRef* t_external_refs = nullptr;
-thread_local int t_external_count = -1;  // -1: no scope open
-}  // namespace
-
 int capture_python_stack(PythonFrameRef* out, int max) {
   if (max <= 0) return 0;
-  if (t_external_count >= 0) {
-    int n = t_external_count < max ? t_external_count : max;
-    for (int i = 0; i < n; ++i) out[i] = t_external_refs[i];
-    return n;
-  }
   if (!ready()) return 0;
   const Runtime& rt = g_rt;
   if (!rt.is_initialized() || rt.is_finalizing()) return 0;
@@ -261,16 +250,13 @@ bool is_eval_ip(uintptr_t ip) {
 void merge_stacks(const uintptr_t* native, int native_depth, const PythonFrameRef* refs, int python_depth,
                   std::vector<MergedFrame>* out) {
   out->clear();
-  if (python_depth > 0 && (refs[0].a & kExternal)) {
-    // Reported after the fact: the native stack is the reporting code's, not the allocation's.
-    for (int i = 0; i < python_depth; ++i) out->push_back(MergedFrame{true, 0, i});
-    return;
-  }
-  if (python_depth <= 0 || g_state.load(std::memory_order_acquire) != kReady) {
+  if (python_depth <= 0) {
     for (int i = 0; i < native_depth; ++i) out->push_back(MergedFrame{false, native[i], -1});
     return;
   }
-  std::call_once(g_ranges_once, [] { g_eval_ranges = find_eval_ranges(g_rt.eval_fn); });
+  // Captured refs exist only once the reader is ready; refs reported as text (the PyTorch bridge)
+  // come without native frames, whatever the reader's state: they are the whole stack.
+  if (native_depth > 0) std::call_once(g_ranges_once, [] { g_eval_ranges = find_eval_ranges(g_rt.eval_fn); });
   uint32_t groups = ref_group(refs[python_depth - 1]) + 1;
   int next_ref = 0;
   auto emit_group = [&](uint32_t g) {
@@ -340,17 +326,6 @@ int make_external_frames(const char* frames, PythonFrameRef* out, int max) {
     p = *end ? end + 1 : end;
   }
   return n;
-}
-
-ExternalFramesScope::ExternalFramesScope(const PythonFrameRef* refs, int count) noexcept
-    : saved_refs_(t_external_refs), saved_count_(t_external_count) {
-  t_external_refs = refs;
-  t_external_count = count < 0 ? 0 : count;
-}
-
-ExternalFramesScope::~ExternalFramesScope() noexcept {
-  t_external_refs = saved_refs_;
-  t_external_count = saved_count_;
 }
 
 }  // namespace gpumemtrace::python

@@ -41,7 +41,9 @@ struct MergedFrame {
 };
 
 // Writer thread only. Splices the Python frames into the native stack (innermost first), replacing the
-// interpreter's eval frames. Without Python frames the result is the native stack unchanged.
+// interpreter's eval frames. Without Python frames the result is the native stack unchanged; without
+// native frames (events reported late with their own frames, EventFacts::frames) it is the Python
+// frames alone.
 void merge_stacks(const uintptr_t* native, int native_depth, const PythonFrameRef* refs, int python_depth,
                   std::vector<MergedFrame>* out);
 
@@ -56,22 +58,9 @@ uint64_t python_frame_key(const PythonFrameRef& ref);
 
 // Builds references for frames given as text: `frames` holds records "file\x1ffunction\x1fline"
 // separated by '\x1e', innermost first. Any thread; copies the strings into the code table (same
-// bounds as captured frames). Returns the count written to `out` (at most `max`).
+// bounds as captured frames). Returns the count written to `out` (at most `max`): the event's whole
+// stack (EventFacts::frames). Independent of the frame reader: works with GPUMEMTRACE_PYTHON=0 and in
+// processes whose interpreter is not supported.
 int make_external_frames(const char* frames, PythonFrameRef* out, int max);
-
-// While an ExternalFramesScope is open on a thread, capture_python_stack() on that thread returns
-// these references instead of reading the interpreter, and they form a stack of their own (merge puts
-// them before the native frames, which then are the reporting code's). Thread-local, RAII, nests.
-class ExternalFramesScope {
- public:
-  ExternalFramesScope(const PythonFrameRef* refs, int count) noexcept;
-  ~ExternalFramesScope() noexcept;
-  ExternalFramesScope(const ExternalFramesScope&) = delete;
-  ExternalFramesScope& operator=(const ExternalFramesScope&) = delete;
-
- private:
-  const PythonFrameRef* saved_refs_;
-  int saved_count_;
-};
 
 }  // namespace gpumemtrace::python

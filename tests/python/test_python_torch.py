@@ -77,6 +77,30 @@ class TorchHookTest(unittest.TestCase):
         seqs = [e["seq"] for e in events]
         self.assertEqual(seqs, sorted(seqs))
 
+    def test_torch_stacks_hold_only_pytorchs_frames(self):
+        # The stack of a bridged event is the one PyTorch recorded, never the draining thread's:
+        # no native frame (ctypes, the eval loop) and no frame of the drain code itself.
+        proc, events, stack_of = self.run_prog("train")
+        torch_ev = [e for e in events if e["api"].startswith("torch.") and e["op"] != "sync"]
+        self.assertTrue(torch_ev)
+        for e in torch_ev:
+            st = stack_of(e)
+            self.assertEqual([f for f in st if f.get("lang") != "python"], [], e)
+            self.assertFalse([f for f in st if "gpumemtrace_torch" in f.get("file", "")], e)
+
+    def test_torch_frames_kept_when_python_frames_are_off(self):
+        # GPUMEMTRACE_PYTHON=0 stops reading the interpreter's frames (cudaMalloc's stack is native
+        # only); the frames PyTorch recorded are its own record and stay (docs/pytorch.md).
+        proc, events, stack_of = self.run_prog("train", {"GPUMEMTRACE_PYTHON": "0"})
+        mallocs = [e for e in events if e["api"] == "cudaMalloc"]
+        self.assertTrue(mallocs)
+        for e in mallocs:
+            self.assertFalse([f for f in stack_of(e) if f.get("lang") == "python"], e)
+        loss = [e for e in events if e["op"] == "block_alloc" and e["size"] == 512]
+        self.assertEqual(len(loss), 20)
+        py = stack_of(loss[0])
+        self.assertEqual((py[0]["function"], py[0]["line"]), ("train", prog_line("kept.append(loss)") - 1))
+
     def test_delayed_events_and_syncs_in_the_trace(self):
         # docs/trace-format.md: events PyTorch reported after the fact carry "delayed":true, the
         # live ones do not; sync events (kind none, no range) start the recording and end every
@@ -180,6 +204,36 @@ class TorchHookTest(unittest.TestCase):
         proc, events, _ = self.run_prog("train", {"GPUMEMTRACE_TORCH_ENTRIES": "1024"})
         # 20 steps stay far below 1024 entries: nothing lost, no warning.
         self.assertNotIn("wrapped", proc.stderr)
+
+
+@unittest.skipUnless(os.path.exists(LIB), "needs build/libgpumemtrace.so")
+class BridgeStackTest(unittest.TestCase):
+    """gpumemtrace_record_external() directly: the event's stack is exactly the frames passed."""
+
+    def test_frames_given_or_none(self):
+        code = ("import sys; sys.path.insert(0, %r)\n"
+                "from gpumemtrace_torch import bridge\n"
+                "b = bridge.load()\n"
+                "def drain():\n"
+                "    print(b.record('block_alloc', 'torch.alloc', addr=0x1000, size=64, device=0))\n"
+                "    print(b.record('block_alloc', 'torch.alloc', addr=0x2000, size=128, device=0,\n"
+                "                   frames=[('model.py', 'forward', 12), ('train.py', 'main', 3)]))\n"
+                "    print(b.record('mark', 'torch.mark', pool='label'))\n"
+                "drain()\n" % TOOLS)
+        with tempfile.TemporaryDirectory() as d:
+            out = os.path.join(d, "trace.jsonl")
+            env = dict(os.environ, LD_PRELOAD=LIB, GPUMEMTRACE_OUTPUT=out, GPUMEMTRACE_QUIET="1")
+            env.pop("PYTHONPATH", None)
+            proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                                  timeout=60)
+            self.assertEqual(proc.returncode, 0, proc.stderr)
+            self.assertEqual(proc.stdout.split(), ["1", "1", "0"])  # marks: gpumemtrace_report_mark
+            events, stack_of = read_trace(out)
+        blocks = [e for e in events if e["op"] == "block_alloc"]
+        self.assertEqual(len(blocks), 2)
+        self.assertEqual(blocks[0]["stack"], 0)  # no frames recorded: no stack (not the caller's)
+        self.assertEqual([(f.get("lang"), f["file"], f["function"], f["line"]) for f in stack_of(blocks[1])],
+                         [("python", "model.py", "forward", 12), ("python", "train.py", "main", 3)])
 
 
 class SitecustomizeChainTest(unittest.TestCase):
