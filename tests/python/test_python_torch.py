@@ -253,6 +253,19 @@ class SitecustomizeChainTest(unittest.TestCase):
             self.assertTrue(os.path.exists(marker), "the existing sitecustomize did not run")
             self.assertEqual(proc.stdout.strip(), os.path.join(TOOLS, "sitecustomize.py"))
 
+    def test_chained_sitecustomize_keeps_its_sys_path_changes(self):
+        # A venv's or conda's sitecustomize adds to sys.path; chaining must not undo that.
+        with tempfile.TemporaryDirectory() as d:
+            extra = os.path.join(d, "added-by-chained")
+            with open(os.path.join(d, "sitecustomize.py"), "w") as f:
+                f.write("import sys\nsys.path.append(%r)\nsys.path.insert(0, %r)\n" % (extra, extra + "0"))
+            code = "import sys; print(%r in sys.path, %r in sys.path)" % (extra, extra + "0")
+            env = dict(os.environ, PYTHONPATH=os.pathsep.join([TOOLS, d]))
+            env.pop("LD_PRELOAD", None)
+            proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+            self.assertEqual((proc.returncode, proc.stderr), (0, ""))
+            self.assertEqual(proc.stdout, "True True\n")
+
     def test_failing_sitecustomize_does_not_break_program(self):
         with tempfile.TemporaryDirectory() as d:
             with open(os.path.join(d, "sitecustomize.py"), "w") as f:

@@ -10,27 +10,32 @@ is not preloaded, when GPUMEMTRACE_TORCH=0, or until the program imports torch i
 
 
 def _chain_previous_sitecustomize():
-    import importlib
+    """Runs the `sitecustomize` that this one hides, as Python would have: found on sys.path without
+    our directory, executed as module `sitecustomize`. sys.path itself is never touched, so what that
+    module does to it (a venv's or conda's additions) stays. Afterwards sys.modules["sitecustomize"]
+    is this module again; the chained one is kept as `chained` (its functions may refer to it)."""
+    import importlib.machinery
+    import importlib.util
     import os
     import sys
 
-    here = os.path.dirname(os.path.abspath(__file__))
-    mine = sys.modules.pop("sitecustomize", None)
-    saved = list(sys.path)
+    mine = sys.modules.get("sitecustomize")
     try:
-        sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != here]
-        try:
-            importlib.import_module("sitecustomize")
-        except ImportError as e:
-            if getattr(e, "name", None) != "sitecustomize":
-                raise  # their sitecustomize failed to import something: same as without us
+        here = os.path.dirname(os.path.abspath(__file__))
+        path = [p for p in sys.path if os.path.abspath(p or os.curdir) != here]
+        spec = importlib.machinery.PathFinder.find_spec("sitecustomize", path)
+        if spec is None or spec.loader is None:
+            return
+        module = importlib.util.module_from_spec(spec)
+        globals()["chained"] = module
+        sys.modules["sitecustomize"] = module  # while it runs, as in a plain import
+        spec.loader.exec_module(module)
     except Exception:
         # Python reports a failing sitecustomize as a warning and goes on; do the same.
         import traceback
         sys.stderr.write("Error in sitecustomize; set PYTHONVERBOSE for traceback:\n")
         traceback.print_exc()
     finally:
-        sys.path[:] = saved
         if mine is not None:
             sys.modules["sitecustomize"] = mine
 
