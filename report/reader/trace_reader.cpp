@@ -15,10 +15,12 @@ static_assert(kLinePadding >= simdjson::SIMDJSON_PADDING, "lines must carry simd
 
 namespace {
 
+// The largest values accepted (inclusive, as get_u64's `max`).
 // Sizes and counters are written as integers below 2^53 (format.h); anything larger is corrupt.
-constexpr uint64_t kMaxSize = uint64_t{1} << 53;
-// Ids are "small positive integers"; this bound keeps a corrupt id from looking valid.
-constexpr uint64_t kMaxId = uint64_t{1} << 32;
+constexpr uint64_t kMaxSize = (uint64_t{1} << 53) - 1;
+// Ids are "small positive integers" held as uint32_t; this bound keeps a corrupt id from looking
+// valid (or from wrapping to another id).
+constexpr uint64_t kMaxId = UINT32_MAX;
 
 // Thrown inside one line's parse; read_trace adds the file and line number.
 struct LineError {
@@ -172,7 +174,7 @@ void parse_frames(od::value& v, std::string_view key, Fields& f) {
   for (auto element : ids) {
     uint64_t id = 0;
     check(element.get_uint64().get(id), key, "a list of frame ids");
-    if (id == 0 || id >= kMaxId) fail("field \"frames\": frame id out of range");
+    if (id == 0 || id > kMaxId) fail("field \"frames\": frame id out of range");
     f.frames.push_back(static_cast<uint32_t>(id));
   }
 }
