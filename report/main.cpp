@@ -1,8 +1,11 @@
 // gpumem-report: the offline analyzer. Pipeline: reader/ (lines -> validated records) ->
 // analyses/ (one streaming pass per trace -> ProcessReport) -> outputs/ (text, JSON) -> cli/ gates.
 // Exit status: 0 fine, 1 a gate failed, 2 bad input or usage.
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <iostream>
+#include <stdexcept>
 
 #include "report/analyses/analyze.h"
 #include "report/analyses/diff.h"
@@ -17,6 +20,12 @@ namespace {
 
 constexpr int kExitGate = 1;
 constexpr int kExitBadInput = 2;
+
+// JSON text of a report: file names, frames and labels come from the trace and need not be UTF-8;
+// invalid bytes become U+FFFD instead of an exception.
+std::string dump_json(const nlohmann::json& json) {
+  return json.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
+}
 
 std::vector<ProcessReport> analyze_all(const std::vector<std::string>& args, const Suppressions& suppressions) {
   std::vector<ProcessReport> reports;
@@ -38,7 +47,7 @@ int run(const Options& options) {
   if (options.diff) {
     DiffReport diff = diff_reports(analyze_all({options.inputs[0]}, suppressions),
                                    analyze_all({options.inputs[1]}, suppressions));
-    if (options.json) out << diff_to_json(diff).dump(2) << "\n";
+    if (options.json) out << dump_json(diff_to_json(diff)) << "\n";
     else write_diff_text(out, diff, text);
     failures = check_diff_gates(diff, options);
   } else {
@@ -47,11 +56,19 @@ int run(const Options& options) {
       if (!options.json) break;  // the text report prints its warnings itself
       for (const std::string& warning : r.warnings) std::cerr << "gpumem-report: " << r.file << ": warning: " << warning << "\n";
     }
-    if (options.json) out << reports_to_json(reports).dump(2) << "\n";
+    if (options.json) out << dump_json(reports_to_json(reports)) << "\n";
     else write_text(out, reports, text);
     failures = check_gates(reports, options);
   }
+  // A report that cannot be written (disk full, closed pipe) is an error, not a silent success.
+  errno = 0;
   out.flush();
+  if (file.is_open()) file.close();
+  if (!out) {  // for -o, `out` is the file: close() failing sets its failbit
+    const int error = errno;
+    throw std::runtime_error((options.output.empty() ? std::string("standard output") : options.output) +
+                             ": cannot write the report" + (error ? std::string(": ") + strerror(error) : ""));
+  }
   for (const std::string& failure : failures) std::cerr << "gpumem-report: FAILED: " << failure << (failure.back() == '\n' ? "" : "\n");
   return failures.empty() ? 0 : kExitGate;
 }
