@@ -2,12 +2,17 @@
 """gpumem-report benchmark: events/s and peak memory of the full analysis of a generated trace,
 and heaptrack_print on a heaptrack trace of the same number of events, in the same run.
 
-Usage: bench/report_bench.py [--build build] [--events 10000000] [--keep DIR]
+Usage: bench/report_bench.py [--build build] [--events 10000000] [--climb-events N] [--keep DIR]
 Prints a Markdown table (the figures for docs/performance.md).
 
 The trace is shaped like the recorder's: 64 live slots, each event an alloc or a free from one of
 16 stacks, plus a caching-allocator block stream (block_alloc/block_free inside segments) and a
 mark every 10k events. Memory of the analysis must not depend on --events (run it with two sizes).
+
+A second trace, "climbing" (generate_climbing), is a caching allocator whose live blocks grow
+slowly: every iteration sets a new block-level peak and then frees a temporary block, so the
+fragmentation at the peak is measured nearly every iteration. It is analyzed at --climb-events and
+10x that: the time must grow linearly (it was quadratic while a measurement walked every block).
 """
 import argparse
 import os
@@ -55,6 +60,35 @@ def generate(path, events):
         f.write('{"type":"footer","events":%d,"dropped_total":0,"end_time":%d}\n' % (events, events * 100 + 1))
 
 
+def generate_climbing(path, events):
+    """A slowly climbing caching allocator: per iteration one kept block, one temporary block and
+    its free (3 events), a new 64 MiB segment whenever the current one is full."""
+    segment_size, block = 64 << 20, 4096
+    with open(path, "w", buffering=1 << 22) as f:
+        f.write('{"type":"header","format":"gpumemtrace","version":1,"pid":1}\n')
+        f.write('{"type":"module","id":1,"path":"/bench","base":"0x400000","size":4096,"build_id":""}\n')
+        f.write('{"type":"frame","id":1,"ip":"0x400001","module":1,"offset":"0x1","function":"step"}\n')
+        f.write('{"type":"stack","id":1,"frames":[1]}\n')
+        ev = '{"type":"event","seq":%d,"t":%d,"op":"%s","kind":"%s","addr":"0x%x","size":%d,"device":0,"stack":1}\n'
+        seq, seg, used, buf = 0, 0x10000000, segment_size, []
+        while seq < events:
+            if used + 2 * block > segment_size:
+                seg += segment_size
+                used = 0
+                seq += 1
+                buf.append(ev % (seq, seq, "alloc", "device", seg, segment_size))
+            kept, temp = seg + used, seg + used + block
+            used += block
+            for op, addr, size in (("block_alloc", kept, block), ("block_alloc", temp, block), ("block_free", temp, 0)):
+                seq += 1
+                buf.append(ev % (seq, seq, op, "block", addr, size))
+            if len(buf) >= 10000:
+                f.write("".join(buf))
+                buf.clear()
+        f.write("".join(buf))
+        f.write('{"type":"footer","events":%d,"dropped_total":0,"end_time":%d}\n' % (seq, seq + 1))
+
+
 def measure(cmd):
     """Wall seconds and peak RSS (KiB) of cmd, measured in a fresh Python process so that
     ru_maxrss (the maximum over all children ever) belongs to this command alone."""
@@ -70,6 +104,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", default="build")
     ap.add_argument("--events", type=int, default=10_000_000)
+    ap.add_argument("--climb-events", type=int, default=200_000)
     ap.add_argument("--keep")
     args = ap.parse_args()
     report = os.path.join(args.build, "gpumem-report")
@@ -88,6 +123,15 @@ def main():
             rows.append(("gpumem-report", n, mib, seconds, n / seconds, rss / 1024))
             print(f"generated {n} events ({mib:.0f} MiB) in {gen:.1f}s; analysis {seconds:.2f}s = "
                   f"{n / seconds / 1e6:.2f}M events/s, peak RSS {rss / 1024:.1f} MiB", flush=True)
+            os.unlink(trace)
+        for n in (args.climb_events, args.climb_events * 10):
+            trace = os.path.join(work, "climbing-%d.jsonl" % n)
+            generate_climbing(trace, n)
+            mib = os.path.getsize(trace) / (1 << 20)
+            seconds, rss = measure([report, "--format", "json", trace])
+            rows.append(("gpumem-report (climbing)", n, mib, seconds, n / seconds, rss / 1024))
+            print(f"climbing {n} events: analysis {seconds:.2f}s = {n / seconds / 1e6:.2f}M events/s, "
+                  f"peak RSS {rss / 1024:.1f} MiB", flush=True)
             os.unlink(trace)
         heaptrack, heaptrack_print = shutil.which("heaptrack"), shutil.which("heaptrack_print")
         workload = os.path.join(args.build, "bench", "report_malloc_pairs")
@@ -109,8 +153,8 @@ def main():
     print("\n| tool | events | input MiB | seconds | events/s | peak RSS MiB |\n|---|---|---|---|---|---|")
     for tool, n, mib, s, rate, rss in rows:
         print(f"| {tool} | {n:,} | {mib:.0f} | {s:.2f} | {rate / 1e6:.2f}M | {rss:.1f} |")
-    if len(rows) == 3:
-        print(f"\ngpumem-report / heaptrack_print speed ratio (events/s): {rows[1][4] / rows[2][4]:.1f}x")
+    if len(rows) == 5:
+        print(f"\ngpumem-report / heaptrack_print speed ratio (events/s): {rows[1][4] / rows[4][4]:.1f}x")
 
 
 if __name__ == "__main__":

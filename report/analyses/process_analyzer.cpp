@@ -76,16 +76,14 @@ void ProcessAnalyzer::on_event(const Event& e) {
 
   switch (e.op) {
     case Op::Alloc:
-      if (e.result != 0) {
-        ++summary.failed_allocations;
-        on_oom(e, state);
-      } else {
-        ++summary.allocations;
+      if (e.result == 0) {
         on_alloc(e, state);
+        break;
       }
+      ++summary.failed_allocations;
+      on_oom(e, state);
       break;
     case Op::Free:
-      ++summary.frees;
       on_free(e, state);
       break;
     case Op::BlockAlloc:
@@ -101,11 +99,8 @@ void ProcessAnalyzer::on_event(const Event& e) {
       on_oom(e, state);
       break;
     case Op::Reserve:
-      reservations_[e.addr] = e.size;
-      break;
     case Op::Unreserve:
-      reservations_.erase(e.addr);
-      break;
+      break;  // address space only (docs/report.md)
     case Op::Map:
       on_map(e);
       break;
@@ -165,29 +160,31 @@ int32_t ProcessAnalyzer::pool_index(std::string_view name, int32_t device) {
   return static_cast<int32_t>(pools_.size() - 1);
 }
 
-void ProcessAnalyzer::on_alloc(const Event& e, DeviceState& state) {
-  if (e.kind == Kind::Virtual) {
-    reservations_[e.addr] = e.size;
-    return;
+// Live PyTorch events describe segments the runtime hooks also record (cudaMalloc at the same
+// address): count them once, in whichever order they come (PyTorch's microsecond times and ours can
+// be a microsecond apart either way). True when `e` only completes the record of a live segment.
+bool ProcessAnalyzer::merges_with_live_segment(const Event& e) {
+  auto live = allocations_.find(e.addr);
+  if (live == allocations_.end() || live->second.device != e.device) return false;
+  if (is_torch_api(e.api)) {
+    if (live->second.torch) return false;
+    live->second.torch = true;  // the torch event only says the range is a segment
+    return true;
   }
+  if (live->second.torch_only && live->second.size == e.size) {
+    live->second.torch_only = false;  // the runtime-level record of that segment: its free ends it
+    return true;
+  }
+  return false;
+}
+
+void ProcessAnalyzer::on_alloc(const Event& e, DeviceState& state) {
+  const bool plain = e.kind != Kind::Virtual && e.kind != Kind::Block && e.kind != Kind::Physical;
+  if (plain && merges_with_live_segment(e)) return;
+  ++state.summary.allocations;
+  if (e.kind == Kind::Virtual) return;  // address space only: never counted as memory
   if (e.kind == Kind::Block) return on_block_alloc(e, state);
   const bool torch = is_torch_api(e.api);
-  if (e.kind != Kind::Physical) {
-    // Live PyTorch events describe segments the runtime hooks also record (cudaMalloc at the same
-    // address): count them once, in whichever order they come (PyTorch's microsecond times and ours
-    // can be a microsecond apart either way). The torch event only says the range is a segment.
-    auto live = allocations_.find(e.addr);
-    if (live != allocations_.end() && live->second.device == e.device) {
-      if (torch && !live->second.torch) {
-        live->second.torch = true;
-        return;
-      }
-      if (!torch && live->second.torch_only && live->second.size == e.size) {
-        live->second.torch_only = false;  // the runtime-level record of that segment: its free ends it
-        return;
-      }
-    }
-  }
   Allocation allocation;
   allocation.size = e.size;
   allocation.stack = e.stack;
@@ -221,27 +218,24 @@ void ProcessAnalyzer::on_alloc(const Event& e, DeviceState& state) {
 }
 
 void ProcessAnalyzer::end_allocation(std::map<uint64_t, Allocation>::iterator it) {
-  const Allocation& allocation = it->second;
-  if (allocation.has_blocks && allocation.block_bytes) end_blocks_in(it->first, allocation.size, allocation.device);
+  Allocation& allocation = it->second;
+  const bool live_blocks = allocation.has_blocks && allocation.block_bytes;
+  if (allocation.has_blocks) untrack_segment(it);
+  if (live_blocks) end_blocks_in(it->first, allocation.size, allocation.device);
   release(device_state(allocation.device).reserved, allocation.stack, allocation.size);
   if (allocation.pool >= 0) pools_[static_cast<size_t>(allocation.pool)].cached += allocation.size;
   allocations_.erase(it);
 }
 
 void ProcessAnalyzer::on_free(const Event& e, DeviceState& state) {
-  if (e.kind == Kind::Virtual) {
-    reservations_.erase(e.addr);
-    return;
-  }
-  if (e.kind != Kind::Physical) {
-    auto it = allocations_.find(e.addr);
-    if (is_torch_api(e.api)) {
-      // torch.segment_free of a segment the runtime hooks recorded: its cudaFree ends it (which may
-      // come just before or just after it).
-      if (it == allocations_.end() || !it->second.torch_only) return;
-    }
-    if (it != allocations_.end()) return end_allocation(it);
-  }
+  const bool plain = e.kind != Kind::Virtual && e.kind != Kind::Physical;
+  auto it = plain ? allocations_.find(e.addr) : allocations_.end();
+  // torch.segment_free of a segment the runtime hooks recorded: its cudaFree ends it (which may
+  // come just before or just after it).
+  if (plain && is_torch_api(e.api) && (it == allocations_.end() || !it->second.torch_only)) return;
+  ++state.summary.frees;
+  if (e.kind == Kind::Virtual) return;
+  if (it != allocations_.end()) return end_allocation(it);
   auto handle = physical_.find(e.addr);
   if (handle != physical_.end()) {
     release(device_state(handle->second.device).reserved, handle->second.stack, handle->second.size);
@@ -268,25 +262,23 @@ std::map<uint64_t, ProcessAnalyzer::Allocation>::iterator ProcessAnalyzer::segme
 
 void ProcessAnalyzer::on_block_alloc(const Event& e, DeviceState& state) {
   state.has_blocks = true;
+  if (blocks_.count(e.addr)) {
+    ++replaced_live_;  // a block_free we never saw: the old block ends here
+    on_block_free(e, state);
+  }
   Block block;
   block.size = e.size;
   block.stack = e.stack;
   block.device = e.device;
   auto segment = segment_of(e);
   if (segment != allocations_.end()) {
-    segment->second.has_blocks = true;
+    if (!segment->second.has_blocks) track_segment(segment);
     segment->second.block_bytes += e.size;
+    device_state(segment->second.device).segments.allocated += e.size;
     block.segment = segment->first;
     block.in_segment = true;
   }
-  auto existing = blocks_.find(e.addr);
-  if (existing != blocks_.end()) {
-    ++replaced_live_;
-    Event previous = e;
-    previous.size = existing->second.size;
-    on_block_free(previous, state);
-  }
-  blocks_.emplace(e.addr, block);
+  gaps_around(blocks_.emplace(e.addr, block).first, true);
   acquire(state.allocated, e.stack, e.size, e);
 }
 
@@ -300,9 +292,15 @@ void ProcessAnalyzer::on_block_free(const Event& e, DeviceState& state) {
   if (block.in_segment) {
     auto segment = allocations_.find(block.segment);
     if (segment != allocations_.end()) {
-      segment->second.block_bytes -= std::min(segment->second.block_bytes, block.size);
+      const uint64_t gone = std::min(segment->second.block_bytes, block.size);
+      segment->second.block_bytes -= gone;
+      if (segment->second.has_blocks) {
+        uint64_t& allocated = device_state(segment->second.device).segments.allocated;
+        allocated -= std::min(allocated, gone);
+      }
     }
   }
+  gaps_around(it, false);
   release(device_state(block.device).allocated, block.stack, block.size);
   blocks_.erase(it);
 }
@@ -324,15 +322,18 @@ void ProcessAnalyzer::on_oom(const Event& e, DeviceState& state) {
   if (state.has_blocks) r.fragmentation = measure_fragmentation(e.device);
   record.stack = e.stack;
   record.holders = (state.has_blocks ? state.allocated : state.reserved).top(5, nullptr);
-  // The recorder writes a meminfo right after a failed allocation; until it comes, the latest
-  // one known stands in.
+  // A live PyTorch block_oom carries the device's free bytes itself: that is the reading. Else the
+  // recorder writes a meminfo right after a failed allocation; until it comes, the latest one known
+  // stands in.
+  const bool own_meminfo = e.has_meminfo;
+  if (own_meminfo) on_meminfo(e, state);
   if (state.has_meminfo) {
     r.has_device_free = true;
     r.device_free = state.meminfo_free;
     r.device_total = state.meminfo_total;
   }
   if (!r.device_total) r.device_total = state.summary.total;
-  state.ooms_awaiting_meminfo.push_back(ooms_.size());
+  if (!own_meminfo) state.ooms_awaiting_meminfo.push_back(ooms_.size());
   ooms_.push_back(std::move(record));
 }
 
@@ -366,6 +367,7 @@ void ProcessAnalyzer::on_reset(int32_t device, DeviceState& state) {
   }
   state.reserved.clear_live();
   state.allocated.clear_live();
+  retrack_all();
 }
 
 void ProcessAnalyzer::on_trim(const Event& e) {
@@ -386,6 +388,7 @@ void ProcessAnalyzer::end_blocks_in(uint64_t start, uint64_t size, int32_t devic
     release(device_state(device).allocated, it->second.stack, it->second.size);
     ++orphan_blocks_;
     orphan_bytes_ += it->second.size;
+    gaps_around(it, false);
     it = blocks_.erase(it);
   }
 }
@@ -430,20 +433,109 @@ bool ProcessAnalyzer::is_allocator_chunk(uint64_t handle, const Allocation& chun
   return addr < range->first + range->second;
 }
 
+// ---- fragmentation bookkeeping (SegmentGaps) ----
+
+namespace {
+
+uint64_t end_of(uint64_t start, uint64_t size) { return size > UINT64_MAX - start ? UINT64_MAX : start + size; }
+uint64_t gap(uint64_t from, uint64_t to) { return to > from ? to - from : 0; }
+void add_gap(std::multiset<uint64_t>& gaps, uint64_t size) {
+  if (size) gaps.insert(size);
+}
+void remove_gap(std::multiset<uint64_t>& gaps, uint64_t size) {
+  if (!size) return;
+  auto it = gaps.find(size);
+  if (it != gaps.end()) gaps.erase(it);
+}
+
+}  // namespace
+
+// The segment with block data whose range holds `addr`, or allocations_.end().
+ProcessAnalyzer::AllocationIt ProcessAnalyzer::tracked_segment_at(uint64_t addr) {
+  auto it = allocations_.upper_bound(addr);
+  if (it == allocations_.begin()) return allocations_.end();
+  --it;
+  if (!it->second.has_blocks || addr >= end_of(it->first, it->second.size)) return allocations_.end();
+  return it;
+}
+
+// A segment starts (or stops) carrying block data: its size, block bytes and gaps join (leave)
+// its device's totals. O(blocks inside it), once per segment.
+void ProcessAnalyzer::track_segment(AllocationIt segment) {
+  Allocation& a = segment->second;
+  a.has_blocks = true;
+  SegmentGaps& totals = device_state(a.device).segments;
+  totals.reserved += a.size;
+  totals.allocated += a.block_bytes;
+  const uint64_t end = end_of(segment->first, a.size);
+  uint64_t cursor = segment->first;
+  for (auto b = blocks_.lower_bound(segment->first); b != blocks_.end() && b->first < end; ++b) {
+    add_gap(totals.gaps, gap(cursor, b->first));
+    cursor = end_of(b->first, b->second.size);
+  }
+  add_gap(totals.gaps, gap(cursor, end));
+}
+
+void ProcessAnalyzer::untrack_segment(AllocationIt segment) {
+  Allocation& a = segment->second;
+  SegmentGaps& totals = device_state(a.device).segments;
+  totals.reserved -= std::min(totals.reserved, a.size);
+  totals.allocated -= std::min(totals.allocated, a.block_bytes);
+  const uint64_t end = end_of(segment->first, a.size);
+  uint64_t cursor = segment->first;
+  for (auto b = blocks_.lower_bound(segment->first); b != blocks_.end() && b->first < end; ++b) {
+    remove_gap(totals.gaps, gap(cursor, b->first));
+    cursor = end_of(b->first, b->second.size);
+  }
+  remove_gap(totals.gaps, gap(cursor, end));
+  a.has_blocks = false;
+}
+
+// After a reset: every device's totals again from the live segments (resets are rare, and the
+// reset itself already walks every live allocation).
+void ProcessAnalyzer::retrack_all() {
+  for (auto& [device, state] : devices_) state.segments = SegmentGaps();
+  for (auto it = allocations_.begin(); it != allocations_.end(); ++it) {
+    if (it->second.has_blocks) track_segment(it);
+  }
+}
+
+// `block` was just inserted into blocks_ (or is about to be erased): the gap it sits in splits in
+// two (or the two around it merge). O(log n).
+void ProcessAnalyzer::gaps_around(BlockIt block, bool inserted) {
+  auto segment = tracked_segment_at(block->first);
+  if (segment == allocations_.end()) return;
+  const uint64_t start = segment->first, end = end_of(start, segment->second.size);
+  uint64_t before = start;  // where the gap in front of `block` starts
+  if (block != blocks_.begin()) {
+    auto previous = std::prev(block);
+    if (previous->first >= start) before = end_of(previous->first, previous->second.size);
+  }
+  uint64_t after = end;  // where the gap behind it ends
+  auto next = std::next(block);
+  if (next != blocks_.end() && next->first < end) after = next->first;
+  std::multiset<uint64_t>& gaps = device_state(segment->second.device).segments.gaps;
+  const uint64_t whole = gap(before, after), left = gap(before, block->first),
+                 right = gap(end_of(block->first, block->second.size), after);
+  if (inserted) {
+    remove_gap(gaps, whole);
+    add_gap(gaps, left);
+    add_gap(gaps, right);
+  } else {
+    remove_gap(gaps, left);
+    remove_gap(gaps, right);
+    add_gap(gaps, whole);
+  }
+}
+
 FragmentationPoint ProcessAnalyzer::measure_fragmentation(int32_t device) const {
   FragmentationPoint point;
-  for (const auto& [start, segment] : allocations_) {
-    if (!segment.has_blocks || segment.device != device) continue;
-    uint64_t end = start + segment.size;
-    point.reserved += segment.size;
-    point.allocated += segment.block_bytes;
-    uint64_t cursor = start;
-    for (auto block = blocks_.lower_bound(start); block != blocks_.end() && block->first < end; ++block) {
-      if (block->first > cursor) point.largest_free_block = std::max(point.largest_free_block, block->first - cursor);
-      cursor = std::max(cursor, block->first + block->second.size);
-    }
-    if (end > cursor) point.largest_free_block = std::max(point.largest_free_block, end - cursor);
-  }
+  auto state = devices_.find(device);
+  if (state == devices_.end()) return point;
+  const SegmentGaps& totals = state->second.segments;
+  point.reserved = totals.reserved;
+  point.allocated = totals.allocated;
+  point.largest_free_block = totals.gaps.empty() ? 0 : *totals.gaps.rbegin();
   point.free_in_reserved = point.reserved - std::min(point.reserved, point.allocated);
   return point;
 }

@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -45,7 +46,8 @@ class ProcessAnalyzer : public TraceHandler {
     uint32_t stack = 0;
     int32_t device = -1;
     Kind kind = Kind::Device;
-    bool has_blocks = false;   // a caching allocator's segment: its free part is cached, not leaked
+    bool has_blocks = false;   // a caching allocator's segment: its free part is cached, not leaked;
+                               // its gaps are in its device's SegmentGaps while it is true
     uint64_t block_bytes = 0;  // live block bytes inside (when has_blocks)
     int32_t pool = -1;         // index into pools_ (async)
     bool torch = false;        // PyTorch's (api "torch.*": snapshot import, live events)
@@ -78,8 +80,19 @@ class ProcessAnalyzer : public TraceHandler {
     uint32_t stack = 0;
     std::vector<StackCount> holders;
   };
+  // Fragmentation bookkeeping of one device, updated on every block and segment change in
+  // O(log n), so that a measurement (at each new block-level peak, at each OOM) costs O(1): the
+  // segments with block data (Allocation::has_blocks) and the free gaps inside them. A gap is the
+  // space between a block (or the segment's start) and the next block that starts inside the
+  // segment (or the segment's end); blocks_ never overlap in a well-formed trace.
+  struct SegmentGaps {
+    uint64_t reserved = 0;          // bytes of the segments with block data
+    uint64_t allocated = 0;         // their block_bytes
+    std::multiset<uint64_t> gaps;   // every non-empty gap of those segments
+  };
   struct DeviceState {
     DeviceSummary summary;
+    SegmentGaps segments;
     Ledger reserved;
     Ledger allocated;
     bool has_blocks = false;
@@ -99,6 +112,7 @@ class ProcessAnalyzer : public TraceHandler {
   void acquire(Ledger& ledger, uint32_t stack, uint64_t size, const Event& e);
   void release(Ledger& ledger, uint32_t stack, uint64_t size);
 
+  bool merges_with_live_segment(const Event& e);
   void on_alloc(const Event& e, DeviceState& state);
   void on_free(const Event& e, DeviceState& state);
   void end_allocation(std::map<uint64_t, Allocation>::iterator it);
@@ -117,6 +131,13 @@ class ProcessAnalyzer : public TraceHandler {
   uint64_t block_bytes_in(uint64_t start, uint64_t size, int32_t device) const;
   void end_blocks_in(uint64_t start, uint64_t size, int32_t device);
 
+  using AllocationIt = std::map<uint64_t, Allocation>::iterator;
+  using BlockIt = std::map<uint64_t, Block>::iterator;
+  AllocationIt tracked_segment_at(uint64_t addr);
+  void track_segment(AllocationIt segment);
+  void untrack_segment(AllocationIt segment);
+  void retrack_all();
+  void gaps_around(BlockIt block, bool inserted);
   FragmentationPoint measure_fragmentation(int32_t device) const;
   void collect_leaks(ProcessReport& out, const SymbolTable& symbols,
                      const Suppressions& suppressions);
@@ -130,7 +151,6 @@ class ProcessAnalyzer : public TraceHandler {
   uint64_t replaced_live_ = 0;  // allocations at an address that was still live
   std::map<uint64_t, Allocation> allocations_;        // CUDA-level ranges by start address
   std::unordered_map<uint64_t, Allocation> physical_; // cuMemCreate handles
-  std::map<uint64_t, uint64_t> reservations_;         // virtual ranges: addr -> size
   std::map<uint64_t, Block> blocks_;                  // caching-allocator blocks by address
   std::unordered_map<uint64_t, uint64_t> handle_at_;  // physical handle -> address it is mapped at
   std::map<uint64_t, uint64_t> torch_mapped_;         // ranges PyTorch said it mapped: addr -> size
