@@ -3,7 +3,7 @@
 
 #include <elf.h>
 #include <fcntl.h>
-#include <link.h>
+#include <link.h>  // ElfW
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -13,29 +13,6 @@
 
 namespace gpumemtrace::python {
 namespace {
-
-struct FindModule {
-  uintptr_t addr = 0;
-  uintptr_t bias = 0;
-  std::string path;
-  bool found = false;
-};
-
-int find_module_cb(struct dl_phdr_info* info, size_t, void* data) {
-  auto* f = static_cast<FindModule*>(data);
-  for (int i = 0; i < info->dlpi_phnum; ++i) {
-    const ElfW(Phdr)& ph = info->dlpi_phdr[i];
-    if (ph.p_type != PT_LOAD) continue;
-    uintptr_t lo = info->dlpi_addr + ph.p_vaddr;
-    if (f->addr >= lo && f->addr < lo + ph.p_memsz) {
-      f->bias = info->dlpi_addr;
-      f->path = (info->dlpi_name && info->dlpi_name[0]) ? info->dlpi_name : "/proc/self/exe";
-      f->found = true;
-      return 1;
-    }
-  }
-  return 0;
-}
 
 bool is_eval_name(const char* name) {
   static const char kEval[] = "_PyEval_EvalFrameDefault";
@@ -62,37 +39,41 @@ void scan_symbols(const uint8_t* file, size_t size, const ElfW(Shdr)* shdrs, int
 
 }  // namespace
 
-std::vector<AddressRange> find_eval_ranges(const void* eval_fn) {
-  std::vector<AddressRange> out;
-  if (!eval_fn) return out;
-  FindModule f;
-  f.addr = reinterpret_cast<uintptr_t>(eval_fn);
-  dl_iterate_phdr(find_module_cb, &f);
-  if (!f.found) return out;
-  int fd = open(f.path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return out;
+namespace {
+
+void scan_file(const char* path, uintptr_t bias, std::vector<AddressRange>* out) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return;
   struct stat st;
   if (fstat(fd, &st) != 0 || st.st_size < static_cast<off_t>(sizeof(ElfW(Ehdr)))) {
     close(fd);
-    return out;
+    return;
   }
   size_t size = static_cast<size_t>(st.st_size);
   void* map = mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
   close(fd);
-  if (map == MAP_FAILED) return out;
+  if (map == MAP_FAILED) return;
   const auto* file = static_cast<const uint8_t*>(map);
   const auto* eh = reinterpret_cast<const ElfW(Ehdr)*>(file);
   if (memcmp(eh->e_ident, ELFMAG, SELFMAG) == 0 && eh->e_ident[EI_CLASS] == ELFCLASS64 &&
       eh->e_shentsize == sizeof(ElfW(Shdr)) && eh->e_shoff + eh->e_shnum * sizeof(ElfW(Shdr)) <= size) {
     const auto* sh = reinterpret_cast<const ElfW(Shdr)*>(file + eh->e_shoff);
     // .symtab has the local parts (.cold); .dynsym only the exported symbol. Prefer .symtab.
-    for (int pass = 0; pass < 2 && out.empty(); ++pass) {
+    for (int pass = 0; pass < 2 && out->empty(); ++pass) {
       unsigned want = pass == 0 ? SHT_SYMTAB : SHT_DYNSYM;
       for (int i = 0; i < eh->e_shnum; ++i)
-        if (sh[i].sh_type == want) scan_symbols(file, size, sh, eh->e_shnum, sh[i], f.bias, &out);
+        if (sh[i].sh_type == want) scan_symbols(file, size, sh, eh->e_shnum, sh[i], bias, out);
     }
   }
   munmap(map, size);
+}
+
+}  // namespace
+
+std::vector<AddressRange> find_eval_ranges(const char* path, uintptr_t bias, AddressRange exported) {
+  std::vector<AddressRange> out;
+  if (path && path[0]) scan_file(path, bias, &out);
+  if (out.empty() && exported.end > exported.begin) out.push_back(exported);
   return out;
 }
 

@@ -7,8 +7,8 @@
 // `_PyEval_EvalFrameDefault.cold`: dladdr() misses those local symbols. Found by name, never by a
 // heuristic.
 //
-// Thread-safety: find_eval_ranges() builds the set once (it reads a file and allocates: writer thread
-// only, never the hot path); is_eval_ip() is read-only afterwards.
+// Thread-safety: find_eval_ranges() reads a file and allocates (writer thread, once, never the hot
+// path); it never walks the loaded objects: the caller says which object and where it is loaded.
 #pragma once
 
 #include <cstdint>
@@ -21,9 +21,9 @@ struct AddressRange {
   uintptr_t end;  // exclusive
 };
 
-// Ranges of every `_PyEval_EvalFrameDefault*` symbol in the loaded object containing `eval_fn`
-// (the address dlsym returned). Empty when the object cannot be read; then callers fall back to
-// dladdr() on the exported symbol.
-std::vector<AddressRange> find_eval_ranges(const void* eval_fn);
+// Ranges of every `_PyEval_EvalFrameDefault*` symbol of the ELF file `path`, loaded with bias `bias`.
+// When the file cannot be read (or names none), `exported` alone (the exported symbol's extent, from
+// the loader), if not empty.
+std::vector<AddressRange> find_eval_ranges(const char* path, uintptr_t bias, AddressRange exported);
 
 }  // namespace gpumemtrace::python

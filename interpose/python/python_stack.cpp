@@ -12,11 +12,15 @@
 //
 // Lifecycle: the first capture (on whichever thread) finds CPython with dlsym — never linked — checks
 // the version, and either becomes ready or disables Python frames for good with one warning. A
-// process without CPython pays one failed lookup, then a retry every 65536 captures (a host may load
-// libpython later). GPUMEMTRACE_PYTHON=0 turns the reader off.
+// process without CPython pays one failed lookup and then only a plain load per capture: when a
+// libpython is loaded later (an embedding host), the writer, which watches the loaded objects anyway,
+// says so (note_module_loaded) and the next capture looks again. Nothing here walks the loaded
+// objects from the writer thread (fork safety, interpose/recorder/recorder_state.h).
+// GPUMEMTRACE_PYTHON=0 turns the reader off.
 #include "interpose/python/python_stack.h"
 
 #include <dlfcn.h>
+#include <elf.h>
 #include <link.h>
 
 #include <atomic>
@@ -25,6 +29,7 @@
 #include <cstring>
 #include <mutex>
 
+#include "interpose/hooks/real_function.h"
 #include "interpose/python/python_code_table.h"
 #include "interpose/python/python_eval_ranges.h"
 #include "interpose/python/python_offsets.h"
@@ -42,27 +47,22 @@ struct Runtime {
   int (*is_finalizing)() = nullptr;        // _Py_IsFinalizing (3.9-3.12) / Py_IsFinalizing (3.13)
   const void* eval_fn = nullptr;           // _PyEval_EvalFrameDefault
   void* handle = RTLD_DEFAULT;
+  // Where the eval loop lives, for the writer's merge (found with the loader's own lookup at init,
+  // so the writer never walks the loaded objects): its object's path and load bias, and the exported
+  // symbol's extent (the fallback when the object's symbol table cannot be read).
+  char eval_object[512] = {};
+  uintptr_t eval_bias = 0;
+  AddressRange eval_exported{0, 0};
 };
 
 std::atomic<int> g_state{kUninit};
-std::atomic<uint32_t> g_retry{0};
+// note_module_loaded() calls so far: a try_init() that began before one must not settle on kNoPython.
+std::atomic<uint32_t> g_libpython_notes{0};
 Runtime g_rt;
 
+constexpr char kLibPythonPrefix[] = "libpython3";
+
 // ---- finding CPython ----
-
-struct FindLibPython {
-  char path[512];
-  bool found;
-};
-
-int find_libpython_cb(struct dl_phdr_info* info, size_t, void* data) {
-  auto* f = static_cast<FindLibPython*>(data);
-  const char* name = info->dlpi_name;
-  if (!name || !strstr(name, "libpython3")) return 0;
-  snprintf(f->path, sizeof(f->path), "%s", name);
-  f->found = true;
-  return 1;
-}
 
 void* sym(const char* name) { return dlsym(g_rt.handle, name); }
 
@@ -77,31 +77,49 @@ void disable(const char* why) {
   g_state.store(kDisabled, std::memory_order_release);
 }
 
-// Runs once on one thread (the others see kInitializing and capture nothing meanwhile). May call
-// dlsym/dl_iterate_phdr/mmap: this is the only non-hot-path part of capture.
-void try_init(bool first) {
-  if (first && env_disabled()) return disable(nullptr);
-  const char* (*get_version)() = nullptr;
-  if (first) {
-    // Static interpreters (Debian's python3, built with -export-dynamic) and a shared libpython loaded
-    // globally both answer here.
-    get_version = reinterpret_cast<const char* (*)()>(dlsym(RTLD_DEFAULT, "Py_GetVersion"));
+// The object holding the eval loop and the loop's exported extent, from the loader (dladdr1).
+void locate_eval_fn() {
+  Dl_info info;
+  void* extra = nullptr;
+  if (dladdr1(g_rt.eval_fn, &info, &extra, RTLD_DL_SYMENT) && extra) {
+    const auto* symbol = static_cast<const ElfW(Sym)*>(extra);
+    const uintptr_t begin = reinterpret_cast<uintptr_t>(g_rt.eval_fn);
+    g_rt.eval_exported = AddressRange{begin, begin + symbol->st_size};
   }
+  struct link_map* map = nullptr;
+  if (dladdr1(g_rt.eval_fn, &info, reinterpret_cast<void**>(&map), RTLD_DL_LINKMAP) && map) {
+    g_rt.eval_bias = map->l_addr;
+    snprintf(g_rt.eval_object, sizeof(g_rt.eval_object), "%s",
+             map->l_name && map->l_name[0] ? map->l_name : "/proc/self/exe");  // "": the program
+  }
+}
+
+// Runs on one thread at a time (the others see kInitializing and capture nothing meanwhile): at the
+// first capture, and again after the writer noted a libpython loaded. May call dlsym, dladdr, walk the
+// loaded objects, mmap: the only non-hot-path part of capture.
+void try_init() {
+  if (env_disabled()) return disable(nullptr);
+  const uint32_t notes = g_libpython_notes.load();
+  // Static interpreters (Debian's python3, built with -export-dynamic) and a shared libpython loaded
+  // globally both answer here.
+  auto get_version = reinterpret_cast<const char* (*)()>(dlsym(RTLD_DEFAULT, "Py_GetVersion"));
   if (!get_version) {
-    // A host that dlopen()ed libpython with RTLD_LOCAL: find it among the loaded objects. Scanning
-    // names first keeps non-Python processes away from failing dlsym calls.
-    FindLibPython f{};
-    dl_iterate_phdr(find_libpython_cb, &f);
-    if (f.found) {
-      void* h = dlopen(f.path, RTLD_NOLOAD | RTLD_LAZY);
-      if (h) {
-        g_rt.handle = h;
-        get_version = reinterpret_cast<const char* (*)()>(dlsym(h, "Py_GetVersion"));
-      }
+    // A host that dlopen()ed libpython with RTLD_LOCAL: find it among the loaded objects. Matching
+    // names first keeps non-Python processes away from failing dlsym calls. The handle is kept: it
+    // holds libpython loaded while we use its functions.
+    char path[512];
+    void* h = find_loaded_library(kLibPythonPrefix, path, sizeof(path)) ? dlopen(path, RTLD_NOLOAD | RTLD_LAZY)
+                                                                         : nullptr;
+    if (h) {
+      g_rt.handle = h;
+      get_version = reinterpret_cast<const char* (*)()>(dlsym(h, "Py_GetVersion"));
     }
   }
   if (!get_version) {
-    g_state.store(kNoPython, std::memory_order_release);
+    g_state.store(kNoPython);
+    // A libpython noted while we looked (its note may have found kInitializing): look again.
+    int expected = kNoPython;
+    if (g_libpython_notes.load() != notes) g_state.compare_exchange_strong(expected, kUninit);
     return;
   }
   const char* version = get_version();
@@ -123,6 +141,7 @@ void try_init(bool first) {
   g_rt.is_finalizing =
       reinterpret_cast<int (*)()>(sym(minor >= 13 ? "Py_IsFinalizing" : "_Py_IsFinalizing"));
   g_rt.eval_fn = sym("_PyEval_EvalFrameDefault");
+  if (g_rt.eval_fn) locate_eval_fn();
   const void* code_type = sym("PyCode_Type");
   const void* unicode_type = sym("PyUnicode_Type");
   const void* bytes_type = sym("PyBytes_Type");
@@ -137,15 +156,12 @@ void try_init(bool first) {
   g_state.store(kReady, std::memory_order_release);
 }
 
-// True when capture may proceed.
+// True when capture may proceed. Once settled (ready, no Python, disabled): one plain load.
 bool ready() {
   int s = g_state.load(std::memory_order_acquire);
   if (s == kReady) return true;
-  if (s == kUninit || (s == kNoPython && (g_retry.fetch_add(1, std::memory_order_relaxed) & 0xffff) == 0xffff)) {
-    int expected = s;
-    if (g_state.compare_exchange_strong(expected, kInitializing, std::memory_order_acq_rel))
-      try_init(s == kUninit);
-  }
+  if (s != kUninit) return false;
+  if (g_state.compare_exchange_strong(s, kInitializing, std::memory_order_acq_rel)) try_init();
   return g_state.load(std::memory_order_acquire) == kReady;
 }
 
@@ -239,10 +255,6 @@ bool is_eval_ip(uintptr_t ip) {
   uintptr_t at = ip - 1;  // return addresses point past the call
   for (const AddressRange& r : g_eval_ranges)
     if (at >= r.begin && at < r.end) return true;
-  if (g_eval_ranges.empty() && g_rt.eval_fn) {
-    Dl_info info;
-    if (dladdr(reinterpret_cast<void*>(at), &info) && info.dli_saddr == g_rt.eval_fn) return true;
-  }
   return false;
 }
 }  // namespace
@@ -256,7 +268,10 @@ void merge_stacks(const uintptr_t* native, int native_depth, const PythonFrameRe
   }
   // Captured refs exist only once the reader is ready; refs reported as text (the PyTorch bridge)
   // come without native frames, whatever the reader's state: they are the whole stack.
-  if (native_depth > 0) std::call_once(g_ranges_once, [] { g_eval_ranges = find_eval_ranges(g_rt.eval_fn); });
+  if (native_depth > 0)
+    std::call_once(g_ranges_once, [] {
+      g_eval_ranges = find_eval_ranges(g_rt.eval_object, g_rt.eval_bias, g_rt.eval_exported);
+    });
   uint32_t groups = ref_group(refs[python_depth - 1]) + 1;
   int next_ref = 0;
   auto emit_group = [&](uint32_t g) {
@@ -305,6 +320,15 @@ uint64_t python_frame_key(const PythonFrameRef& ref) {
   uint64_t key = (uint64_t(ref_id(ref)) << 32) | static_cast<uint32_t>(line);
   c = CacheEntry{ref.a, ref.b, key};
   return key;
+}
+
+void note_module_loaded(const char* path) {
+  const char* base = path ? strrchr(path, '/') : nullptr;
+  base = base ? base + 1 : path;
+  if (!base || strncmp(base, kLibPythonPrefix, sizeof(kLibPythonPrefix) - 1) != 0) return;
+  g_libpython_notes.fetch_add(1);
+  int expected = kNoPython;
+  g_state.compare_exchange_strong(expected, kUninit);
 }
 
 // ---- external frames ----

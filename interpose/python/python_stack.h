@@ -26,6 +26,11 @@ struct PythonFrameRef {
 // Hot path. Fills at most `max` references for the calling thread, innermost first. Returns the count.
 int capture_python_stack(PythonFrameRef* out, int max);
 
+// Writer thread: an object was loaded (path as the loader has it); called for every object seen for
+// the first time. A libpython appearing in a process that had none when the frame reader first looked
+// makes the next capture look again. Cheap; never walks the loaded objects itself.
+void note_module_loaded(const char* path);
+
 // Writer thread only (not thread-safe). A resolved Python frame.
 struct PythonFrame {
   std::string function;

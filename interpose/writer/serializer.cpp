@@ -99,6 +99,7 @@ void TraceSerializer::refresh_modules() {
   if (symbolizer_) symbolizer_->refresh();
   for (uint32_t id : new_modules_) {
     const Module& m = modules_.by_id(id);
+    python::note_module_loaded(m.path.c_str());  // a libpython loaded late: the frame reader looks again
     JsonLine(out_)
         .begin(f::kTypeModule)
         .unum(f::kFieldId, m.id)

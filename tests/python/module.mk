@@ -4,17 +4,20 @@
 # $(BUILD)/tests/python/libpython_stack_probe.so: the frame reader (interpose/python/*.cpp) plus a
 # test harness, loaded with ctypes by tests/python/test_python_stacks.py (no libgpumemtrace needed).
 
-PYTHON_STACK_SRCS := $(wildcard interpose/python/*.cpp)
-PYTHON_PROBE_OBJS := $(patsubst %.cpp,$(BUILD)/tests/python/obj/%.o,$(PYTHON_STACK_SRCS) \
-                       tests/python/probe/python_stack_probe.cpp)
-
-$(BUILD)/tests/python/obj/%.o: %.cpp
-	@mkdir -p $(@D)
-	$(CXX) $(CPPFLAGS) $(ALL_CXXFLAGS) -c $< -o $@
+# The top-level $(BUILD)/%.o objects (the library's own, with its flags and `| deps-check`), plus the
+# loaded-object lookup the frame reader uses (interpose/hooks/real_function.cpp).
+PYTHON_PROBE_OBJS := $(patsubst %.cpp,$(BUILD)/%.o,$(wildcard interpose/python/*.cpp) \
+                       interpose/hooks/real_function.cpp tests/python/probe/python_stack_probe.cpp)
 
 $(BUILD)/tests/python/libpython_stack_probe.so: $(PYTHON_PROBE_OBJS)
 	@mkdir -p $(@D)
 	$(CXX) -shared -o $@ $^ -ldl -lpthread
+
+# A non-Python program that loads libpython late (test_python_trace.py).
+$(BUILD)/tests/python/late_python_host: tests/python/progs/late_python_host.c $(BUILD)/sim/libcudart.so.13 | deps-check
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) -o $@ $< -L$(BUILD)/sim -lcudart -ldl -Wl,-rpath,'$$ORIGIN/../../sim'
+TEST_BINS += $(BUILD)/tests/python/late_python_host
 
 ## python-probe: build the Python-frame test harness (build/tests/python/libpython_stack_probe.so)
 python-probe: $(BUILD)/tests/python/libpython_stack_probe.so

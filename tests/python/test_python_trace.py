@@ -5,6 +5,7 @@ ctypes from named functions, with the GIL released (CDLL) and held (PyDLL), on t
 worker thread, on every CPython 3.9-3.13 the machine has. The trace's stacks must name those functions
 with file and line, merged with the native frames; the program's output and exit code are unchanged.
 """
+import glob
 import os
 import subprocess
 import tempfile
@@ -60,6 +61,35 @@ class PythonTraceTest(unittest.TestCase):
                     self.assertEqual(len(frees), 2)
                     py = [f for f in stack_of(frees[0]) if f.get("lang") == "python"]
                     self.assertEqual((py[0]["function"], py[0]["line"]), ("release", free_line))
+
+    def test_libpython_loaded_late(self):
+        # A host that is not Python allocates first (no CPython yet), then loads libpython and runs
+        # Python that allocates: the writer notes the new libpython and the next capture finds it.
+        host = os.path.join(BUILD, "tests", "python", "late_python_host")
+        libs = [(exe, glob.glob(os.path.join(os.path.dirname(os.path.dirname(exe)), "lib", "libpython3.*.so.1.0")))
+                for _, exe in interpreters()]
+        libs = [(exe, l[0]) for exe, l in libs if l]
+        if not os.path.exists(host) or not libs:
+            self.skipTest("needs build/tests/python/late_python_host and a shared libpython")
+        exe, libpython = libs[0]
+        code = ("import ctypes\n"
+                "def alloc_late():\n"
+                "    p = ctypes.c_void_p()\n"
+                "    ctypes.CDLL(None).cudaMalloc(ctypes.byref(p), 5353)  # LINE_LATE\n"
+                "alloc_late()\n")
+        with tempfile.TemporaryDirectory() as d:
+            out = os.path.join(d, "trace.jsonl")
+            env = dict(os.environ, LD_PRELOAD=LIB, GPUMEMTRACE_OUTPUT=out, GPUMEMTRACE_QUIET="1",
+                       PYTHONHOME=os.path.dirname(os.path.dirname(exe)))
+            env.pop("PYTHONPATH", None)
+            proc = subprocess.run([host, libpython, code], capture_output=True, text=True, env=env,
+                                  timeout=120)
+            self.assertEqual(proc.returncode, 0, proc.stderr[-3000:])
+            events, stack_of = read_trace(out)
+        allocs = {e["size"]: e for e in events if e["op"] == "alloc"}
+        self.assertFalse([f for f in stack_of(allocs[4242]) if f.get("lang") == "python"])
+        py = [f for f in stack_of(allocs[5353]) if f.get("lang") == "python"]
+        self.assertEqual([(f["function"], f["line"]) for f in py], [("alloc_late", 4), ("<module>", 5)])
 
     def test_disabled(self):
         label, exe = interpreters()[0]
