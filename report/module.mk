@@ -6,7 +6,9 @@
 
 # report/import (PyTorch snapshot -> trace) too: only its .cpp files; its .cc files are programs
 # (gpumem-snapshot2trace, the pickle fuzzer) built by tools/module.mk.
-REPORT_SRCS := $(sort $(shell find report/reader report/analyses report/outputs report/cli report/import -name '*.cpp'))
+# trace/json_line.cpp: the JSON line builder the snapshot converter writes with (as the recorder does).
+REPORT_SRCS := $(sort $(shell find report/reader report/analyses report/outputs report/cli report/import -name '*.cpp')) \
+  trace/json_line.cpp
 REPORT_OBJS := $(REPORT_SRCS:%.cpp=$(BUILD)/%.o)
 REPORT_LIB := $(BUILD)/report/libgpumem-report.a
 REPORT_LDLIBS := -lsimdjson -lzstd

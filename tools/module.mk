@@ -3,15 +3,16 @@
 # unit tests and fuzz target).
 
 # ---- PyTorch snapshot import ----
-# SNAPSHOT_IMPORT_OBJS: link these into any program that reads snapshots (gpumem-report does).
-SNAPSHOT_IMPORT_SRCS := report/import/pickle_reader.cpp report/import/snapshot_to_trace.cpp
+# SNAPSHOT_IMPORT_OBJS: link these into a program that reads snapshots (gpumem-report has them in
+# libgpumem-report.a instead). Every .cpp of report/import/, and the JSON line builder it writes with.
+SNAPSHOT_IMPORT_SRCS := $(sort $(wildcard report/import/*.cpp)) trace/json_line.cpp
 SNAPSHOT_IMPORT_OBJS := $(SNAPSHOT_IMPORT_SRCS:%.cpp=$(BUILD)/%.o)
 
 PROGRAMS += $(BUILD)/gpumem-snapshot2trace
 
-# The CLI's main and the fuzz target are .cc files on purpose: report/module.mk puts every report/**/*.cpp
-# but main.cpp into libgpumem-report.a and its fuzzer, and a second main() or LLVMFuzzerTestOneInput
-# there would break them.
+# The CLI's main and the fuzz target are .cc files on purpose: report/module.mk puts every .cpp under
+# report/{reader,analyses,outputs,cli,import} into libgpumem-report.a and its fuzzer, and a second
+# main() or LLVMFuzzerTestOneInput there would break them.
 $(BUILD)/report/import/%.o: report/import/%.cc
 	@mkdir -p $(@D)
 	$(CXX) $(CPPFLAGS) $(ALL_CXXFLAGS) -c $< -o $@

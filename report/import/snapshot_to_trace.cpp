@@ -24,6 +24,7 @@
 
 #include "report/import/pickle_reader.h"
 #include "trace/format.h"
+#include "trace/json_line.h"
 
 namespace gpumemtrace::snapshot {
 
@@ -35,6 +36,9 @@ using pickle::kNoNode;
 namespace fmt = gpumemtrace::format;
 
 constexpr size_t kMaxFramesPerStack = 512;
+// Values format.h does not name (the reader's defaults; written for readers of the converted trace).
+constexpr const char* kLangNative = "native";
+constexpr const char* kFieldSource = "source";  // header: the snapshot file converted
 constexpr size_t kMaxWarnings = 8;
 
 enum class Action : uint8_t {
@@ -136,56 +140,6 @@ struct DeviceState {
   std::map<uint64_t, std::pair<uint64_t, uint32_t>> chunks;
 };
 
-void json_string(std::string* out, std::string_view s) {
-  static const char hex[] = "0123456789abcdef";
-  out->push_back('"');
-  size_t i = 0;
-  while (i < s.size()) {
-    unsigned char c = static_cast<unsigned char>(s[i]);
-    if (c == '"' || c == '\\') {
-      out->push_back('\\');
-      out->push_back(static_cast<char>(c));
-      ++i;
-    } else if (c < 0x20 || c == 0x7f) {
-      out->append("\\u00");
-      out->push_back(hex[c >> 4]);
-      out->push_back(hex[c & 15]);
-      ++i;
-    } else if (c < 0x80) {
-      out->push_back(static_cast<char>(c));
-      ++i;
-    } else {
-      // Copy a valid UTF-8 sequence; replace anything else with U+FFFD.
-      size_t n = (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xe ? 3 : (c >> 3) == 0x1e ? 4 : 0;
-      bool ok = n != 0 && i + n <= s.size();
-      for (size_t k = 1; ok && k < n; ++k) ok = (static_cast<unsigned char>(s[i + k]) & 0xc0) == 0x80;
-      if (ok && n == 2 && c < 0xc2) ok = false;  // overlong
-      if (ok && n == 3) {
-        unsigned char c1 = static_cast<unsigned char>(s[i + 1]);
-        if ((c == 0xe0 && c1 < 0xa0) || (c == 0xed && c1 >= 0xa0)) ok = false;  // overlong, surrogate
-      }
-      if (ok && n == 4) {
-        unsigned char c1 = static_cast<unsigned char>(s[i + 1]);
-        if ((c == 0xf0 && c1 < 0x90) || c > 0xf4 || (c == 0xf4 && c1 >= 0x90)) ok = false;
-      }
-      if (ok) {
-        out->append(s.data() + i, n);
-        i += n;
-      } else {
-        out->append("\\ufffd");
-        ++i;
-      }
-    }
-  }
-  out->push_back('"');
-}
-
-std::string hex_addr(uint64_t v) {
-  char buf[24];
-  snprintf(buf, sizeof buf, "\"0x%" PRIx64 "\"", v);
-  return buf;
-}
-
 // Frames of PyTorch's own stack capture, not the program's: dropped like the recorder drops its own.
 bool is_capture_frame(std::string_view function) {
   return function.find("unwind::unwind") != std::string_view::npos ||
@@ -228,13 +182,16 @@ class Converter {
   void reverse_replay();
   uint32_t stack_of(uint32_t frames);
   uint32_t frame_id(std::string_view function, std::string_view file, int64_t line, bool python);
-  void begin_event(uint64_t t, const char* api, fmt::Op op, fmt::Kind kind, uint64_t addr, uint64_t size,
-                   int device, uint32_t stack);
-  void end_event() {
-    line_ += "}\n";
-    out_.write(line_.data(), static_cast<std::streamsize>(line_.size()));
+  // An event line in line_: begin_event writes the fields every event has, the caller adds its
+  // own, end_event writes the line out.
+  JsonLine begin_event(uint64_t t, const char* api, fmt::Op op, fmt::Kind kind, uint64_t addr, uint64_t size,
+                       int device, uint32_t stack);
+  void end_event(JsonLine& event) {
+    event.end();
+    write_line();
     ++stats_.events;
   }
+  void write_line() { out_.write(line_.data(), static_cast<std::streamsize>(line_.size())); }
   void emit_initial_state();
   void map_chunk(uint64_t t, int device, uint64_t start, uint64_t end, uint32_t stack, bool with_map_event);
   void unmap_range(uint64_t t, int device, uint64_t start, uint64_t end, uint32_t stack);
@@ -394,17 +351,16 @@ uint32_t Converter::frame_id(std::string_view function, std::string_view file, i
   key.append(std::to_string(line));
   auto [it, inserted] = frame_ids_.emplace(std::move(key), static_cast<uint32_t>(frame_ids_.size() + 1));
   if (inserted) {
-    std::string l = "{\"type\":\"frame\",\"id\":" + std::to_string(it->second) + ",\"lang\":";
-    l += python ? "\"python\"" : "\"native\"";
-    l += ",\"function\":";
-    json_string(&l, function);
-    if (!file.empty() && file != "??") {
-      l += ",\"file\":";
-      json_string(&l, file);
-    }
-    if (line > 0) l += ",\"line\":" + std::to_string(line);
-    l += "}\n";
-    out_.write(l.data(), static_cast<std::streamsize>(l.size()));
+    line_.clear();
+    JsonLine frame(&line_);
+    frame.begin(fmt::kTypeFrame)
+        .unum(fmt::kFieldId, it->second)
+        .str(fmt::kFieldLang, python ? fmt::kLangPython : kLangNative)
+        .str(fmt::kFieldFunction, std::string(function));
+    if (!file.empty() && file != "??") frame.str(fmt::kFieldFile, std::string(file));
+    if (line > 0) frame.num(fmt::kFieldLine, line);
+    frame.end();
+    write_line();
   }
   return it->second;
 }
@@ -430,26 +386,39 @@ uint32_t Converter::stack_of(uint32_t frames) {
     auto [it, inserted] = stack_ids_.emplace(ids, static_cast<uint32_t>(stack_ids_.size() + 1));
     id = it->second;
     if (inserted) {
-      std::string l = "{\"type\":\"stack\",\"id\":" + std::to_string(id) + ",\"frames\":[";
+      std::string list = "[";
       for (size_t i = 0; i < ids.size(); ++i) {
-        if (i) l += ',';
-        l += std::to_string(ids[i]);
+        if (i) list += ',';
+        JsonLine::append_uint(&list, ids[i]);
       }
-      l += "]}\n";
-      out_.write(l.data(), static_cast<std::streamsize>(l.size()));
+      list += ']';
+      line_.clear();
+      JsonLine stack(&line_);
+      stack.begin(fmt::kTypeStack).unum(fmt::kFieldId, id).raw(fmt::kFieldFrames, list).end();
+      write_line();
     }
   }
   stack_by_node_[frames] = id;
   return id;
 }
 
-void Converter::begin_event(uint64_t t, const char* api, fmt::Op op, fmt::Kind kind, uint64_t addr, uint64_t size,
-                            int device, uint32_t stack) {
+JsonLine Converter::begin_event(uint64_t t, const char* api, fmt::Op op, fmt::Kind kind, uint64_t addr, uint64_t size,
+                                int device, uint32_t stack) {
   last_t_ = std::max(last_t_, t);
-  line_ = "{\"type\":\"event\",\"seq\":" + std::to_string(++seq_) + ",\"t\":" + std::to_string(t) +
-          ",\"tid\":0,\"api\":\"" + api + "\",\"op\":\"" + fmt::op_name(op) + "\",\"kind\":\"" +
-          fmt::kind_name(kind) + "\",\"addr\":" + hex_addr(addr) + ",\"size\":" + std::to_string(size) +
-          ",\"device\":" + std::to_string(device) + ",\"stack\":" + std::to_string(stack);
+  line_.clear();
+  JsonLine event(&line_);
+  event.begin(fmt::kTypeEvent)
+      .unum(fmt::kFieldSeq, ++seq_)
+      .unum(fmt::kFieldTime, t)
+      .unum(fmt::kFieldTid, 0)
+      .str(fmt::kFieldApi, api)
+      .str(fmt::kFieldOp, fmt::op_name(op))
+      .str(fmt::kFieldKind, fmt::kind_name(kind))
+      .hex(fmt::kFieldAddr, addr)
+      .unum(fmt::kFieldSize, size)
+      .num(fmt::kFieldDevice, device)
+      .unum(fmt::kFieldStack, stack);
+  return event;
 }
 
 bool Converter::segment_of(int device, uint64_t addr, uint64_t* segment) {
@@ -478,13 +447,13 @@ void Converter::map_chunk(uint64_t t, int device, uint64_t start, uint64_t end, 
   DeviceState& d = dev(device);
   auto old = d.chunks.find(start);
   if (old != d.chunks.end()) unmap_range(t, device, start, old->second.first, 0);  // remapped without an unmap
-  begin_event(t, "torch.segment_map", fmt::Op::Alloc, fmt::Kind::Physical, start, end - start, device, stack);
-  line_ += ",\"result\":0";
-  end_event();
+  JsonLine ev = begin_event(t, "torch.segment_map", fmt::Op::Alloc, fmt::Kind::Physical, start, end - start, device, stack);
+  ev.num(fmt::kFieldResult, 0);
+  end_event(ev);
   if (with_map_event) {
-    begin_event(t, "torch.segment_map", fmt::Op::Map, fmt::Kind::Physical, start, end - start, device, stack);
-    line_ += ",\"handle\":" + hex_addr(start) + ",\"result\":0";
-    end_event();
+    JsonLine ev = begin_event(t, "torch.segment_map", fmt::Op::Map, fmt::Kind::Physical, start, end - start, device, stack);
+    ev.hex(fmt::kFieldHandle, start).num(fmt::kFieldResult, 0);
+    end_event(ev);
   }
   d.chunks[start] = {end, stack};
 }
@@ -493,18 +462,18 @@ void Converter::map_chunk(uint64_t t, int device, uint64_t start, uint64_t end, 
 // a chunk outside the range stay (re-reported as chunks of their own, with the original stack).
 void Converter::unmap_range(uint64_t t, int device, uint64_t start, uint64_t end, uint32_t stack) {
   DeviceState& d = dev(device);
-  begin_event(t, "torch.segment_unmap", fmt::Op::Unmap, fmt::Kind::Physical, start, end - start, device, stack);
-  line_ += ",\"result\":0";
-  end_event();
+  JsonLine ev = begin_event(t, "torch.segment_unmap", fmt::Op::Unmap, fmt::Kind::Physical, start, end - start, device, stack);
+  ev.num(fmt::kFieldResult, 0);
+  end_event(ev);
   auto it = d.chunks.upper_bound(start);
   if (it != d.chunks.begin() && std::prev(it)->second.first > start) --it;
   std::vector<std::pair<uint64_t, std::pair<uint64_t, uint32_t>>> keep;
   while (it != d.chunks.end() && it->first < end) {
     const uint64_t cs = it->first, ce = it->second.first;
     const uint32_t cstack = it->second.second;
-    begin_event(t, "torch.segment_unmap", fmt::Op::Free, fmt::Kind::Physical, cs, ce - cs, device, stack);
-    line_ += ",\"result\":0";
-    end_event();
+    JsonLine ev = begin_event(t, "torch.segment_unmap", fmt::Op::Free, fmt::Kind::Physical, cs, ce - cs, device, stack);
+    ev.num(fmt::kFieldResult, 0);
+    end_event(ev);
     if (cs < start) keep.push_back({cs, {start, cstack}});
     if (ce > end) keep.push_back({end, {ce, cstack}});
     it = d.chunks.erase(it);
@@ -517,9 +486,9 @@ void Converter::emit_initial_state() {
     for (auto& [addr, s] : d.regular) {
       ++stats_.initial_segments;
       uint32_t stack = stack_of(s.frames);
-      begin_event(0, "torch.segment_alloc", fmt::Op::Alloc, fmt::Kind::Device, addr, s.size, device, stack);
-      line_ += ",\"stream\":" + hex_addr(s.stream) + ",\"result\":0";
-      end_event();
+      JsonLine ev = begin_event(0, "torch.segment_alloc", fmt::Op::Alloc, fmt::Kind::Device, addr, s.size, device, stack);
+      ev.hex(fmt::kFieldStream, s.stream).num(fmt::kFieldResult, 0);
+      end_event(ev);
     }
     for (auto& [start, end] : d.mapped.ranges()) {
       ++stats_.initial_segments;
@@ -530,10 +499,10 @@ void Converter::emit_initial_state() {
     for (auto& [addr, b] : d.blocks) {
       ++stats_.initial_blocks;
       uint32_t stack = stack_of(b.frames);
-      begin_event(0, "torch.alloc", fmt::Op::BlockAlloc, fmt::Kind::Block, addr, b.size, device, stack);
+      JsonLine ev = begin_event(0, "torch.alloc", fmt::Op::BlockAlloc, fmt::Kind::Block, addr, b.size, device, stack);
       uint64_t segment;
-      if (segment_of(device, addr, &segment)) line_ += ",\"segment\":" + hex_addr(segment);
-      end_event();
+      if (segment_of(device, addr, &segment)) ev.hex(fmt::kFieldSegment, segment);
+      end_event(ev);
     }
   }
 }
@@ -552,22 +521,22 @@ void Converter::emit_entry(const Entry& e) {
         return;
       }
       uint32_t stack = stack_of(e.frames);
-      begin_event(t, alloc ? "torch.alloc" : e.action == Action::FreeCompleted ? "torch.free_completed" : "torch.free_requested",
+      JsonLine ev = begin_event(t, alloc ? "torch.alloc" : e.action == Action::FreeCompleted ? "torch.free_completed" : "torch.free_requested",
                   alloc ? fmt::Op::BlockAlloc : fmt::Op::BlockFree, fmt::Kind::Block, e.addr, e.size, e.device, stack);
-      line_ += ",\"stream\":" + hex_addr(e.stream);
+      ev.hex(fmt::kFieldStream, e.stream);
       uint64_t segment;
-      if (segment_of(e.device, e.addr, &segment)) line_ += ",\"segment\":" + hex_addr(segment);
-      end_event();
+      if (segment_of(e.device, e.addr, &segment)) ev.hex(fmt::kFieldSegment, segment);
+      end_event(ev);
       return;
     }
     case Action::SegmentAlloc:
     case Action::SegmentFree: {
       const bool alloc = e.action == Action::SegmentAlloc;
       uint32_t stack = stack_of(e.frames);
-      begin_event(t, alloc ? "torch.segment_alloc" : "torch.segment_free", alloc ? fmt::Op::Alloc : fmt::Op::Free,
+      JsonLine ev = begin_event(t, alloc ? "torch.segment_alloc" : "torch.segment_free", alloc ? fmt::Op::Alloc : fmt::Op::Free,
                   fmt::Kind::Device, e.addr, e.size, e.device, stack);
-      line_ += ",\"stream\":" + hex_addr(e.stream) + ",\"result\":0";
-      end_event();
+      ev.hex(fmt::kFieldStream, e.stream).num(fmt::kFieldResult, 0);
+      end_event(ev);
       if (alloc) {
         Segment s;
         s.size = e.size;
@@ -596,12 +565,12 @@ void Converter::emit_entry(const Entry& e) {
     }
     case Action::Oom: {
       uint32_t stack = stack_of(e.frames);
-      begin_event(t, "torch.oom", fmt::Op::BlockOom, fmt::Kind::Block, 0, e.size, e.device, stack);
-      line_ += ",\"stream\":" + hex_addr(e.stream);
-      end_event();
-      begin_event(t, "torch.oom", fmt::Op::MemInfo, fmt::Kind::None, 0, 0, e.device, stack);
-      line_ += ",\"free\":" + std::to_string(e.device_free);
-      end_event();
+      JsonLine ev = begin_event(t, "torch.oom", fmt::Op::BlockOom, fmt::Kind::Block, 0, e.size, e.device, stack);
+      ev.hex(fmt::kFieldStream, e.stream);
+      end_event(ev);
+      JsonLine info = begin_event(t, "torch.oom", fmt::Op::MemInfo, fmt::Kind::None, 0, 0, e.device, stack);
+      info.unum(fmt::kFieldFree, e.device_free);
+      end_event(info);
       return;
     }
     case Action::Snapshot:
@@ -667,23 +636,38 @@ bool Converter::run(const std::string& source_name, std::string* error) {
     for (auto& p : order) p = by_dev[p->device][next[p->device]++];
   }
 
-  std::string header = std::string("{\"type\":\"header\",\"format\":\"") + fmt::kFormatName +
-                       "\",\"version\":" + std::to_string(fmt::kVersion) +
-                       ",\"library\":\"gpumemtrace-snapshot-import\",\"pid\":0,\"ppid\":0,\"exe\":\"\",\"cmdline\":[],"
-                       "\"host\":\"\",\"start_time_ns\":" +
-                       std::to_string(have_time ? static_cast<uint64_t>(t0_us_) * 1000u : 0) +
-                       ",\"clock\":\"monotonic\",\"clock_start_ns\":0,\"backend\":\"pytorch_snapshot\","
-                       "\"stack_depth\":0,\"on_full\":\"wait\",\"source\":";
-  json_string(&header, source_name);
-  header += "}\n";
-  out_.write(header.data(), static_cast<std::streamsize>(header.size()));
+  line_.clear();
+  JsonLine header(&line_);
+  header.begin(fmt::kTypeHeader)
+      .str(fmt::kFieldFormat, fmt::kFormatName)
+      .num(fmt::kFieldVersion, fmt::kVersion)
+      .str(fmt::kFieldLibrary, "gpumemtrace-snapshot-import")
+      .num(fmt::kFieldPid, 0)
+      .num(fmt::kFieldPpid, 0)
+      .str(fmt::kFieldExe, "")
+      .raw(fmt::kFieldCmdline, "[]")
+      .str(fmt::kFieldHost, "")
+      .unum(fmt::kFieldStartTime, have_time ? static_cast<uint64_t>(t0_us_) * 1000u : 0)
+      .str(fmt::kFieldClock, "monotonic")
+      .unum(fmt::kFieldClockStart, 0)
+      .str(fmt::kFieldBackend, "pytorch_snapshot")
+      .unum(fmt::kFieldStackDepth, 0)
+      .str(fmt::kFieldOnFull, "wait")
+      .str(kFieldSource, source_name)
+      .end();
+  write_line();
 
   emit_initial_state();
   for (const Entry* e : order) emit_entry(*e);
 
-  std::string footer = "{\"type\":\"footer\",\"events\":" + std::to_string(stats_.events) +
-                       ",\"dropped_total\":0,\"end_time\":" + std::to_string(last_t_) + "}\n";
-  out_.write(footer.data(), static_cast<std::streamsize>(footer.size()));
+  line_.clear();
+  JsonLine(&line_)
+      .begin(fmt::kTypeFooter)
+      .unum(fmt::kFieldEvents, stats_.events)
+      .unum(fmt::kFieldDroppedTotal, 0)
+      .unum(fmt::kFieldEndTime, last_t_)
+      .end();
+  write_line();
   if (!out_) {
     *error = "write error";
     return false;

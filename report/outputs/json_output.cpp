@@ -107,7 +107,7 @@ json stack_to_json(const Stack& stack) {
     if (f.line) frame["line"] = f.line;
     if (!f.module.empty()) frame["module"] = f.module;
     if (f.inlined) frame["inlined"] = true;
-    if (f.python) frame["lang"] = "python";
+    if (f.python) frame["lang"] = format::kLangPython;  // as in the trace
     frames.push_back(std::move(frame));
   }
   return frames;

@@ -442,7 +442,7 @@ class Dispatcher {
     frame.file = std::string(f.file);
     frame.line = static_cast<uint32_t>(f.line);
     frame.module = static_cast<uint32_t>(f.module);
-    frame.python = f.lang == "python";
+    frame.python = f.lang == fmt::kLangPython;
     frame.inlined = f.inlined;
     if (!symbols_.add_frame(static_cast<uint32_t>(f.id), std::move(frame))) {
       fail("frame id " + std::to_string(f.id) + " defined twice");
