@@ -8,8 +8,12 @@ namespace gpumemtrace::report {
 
 std::string_view EventMerger::keep(std::string_view text) {
   if (text.empty()) return {};
-  // unordered_set nodes never move: the view stays valid until strings_ is cleared.
-  return *strings_.emplace(text).first;
+  auto found = strings_.find(text);
+  if (found != strings_.end()) return *found;
+  // Deque elements never move: the view stays valid until string_store_ is cleared.
+  std::string_view stored = string_store_.emplace_back(text);
+  strings_.insert(stored);
+  return stored;
 }
 
 void EventMerger::push(const Event& event) {
@@ -66,7 +70,10 @@ void EventMerger::release_until(uint64_t bound, bool everything) {
     if (!live && !delayed) break;
     release_one(live && (!delayed || live_first()));
   }
-  if (live_.empty() && delayed_.empty()) strings_.clear();
+  if (live_.empty() && delayed_.empty()) {
+    strings_.clear();
+    string_store_.clear();
+  }
 }
 
 }  // namespace gpumemtrace::report

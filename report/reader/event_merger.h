@@ -30,6 +30,7 @@
 #include <cstdint>
 #include <deque>
 #include <string>
+#include <string_view>
 #include <unordered_set>
 
 #include "report/reader/records.h"
@@ -57,7 +58,7 @@ class EventMerger {
 
  private:
   struct Held {
-    Event event;  // its string_views point into strings_
+    Event event;  // its string_views point into string_store_
   };
   std::string_view keep(std::string_view text);
   bool live_first() const;
@@ -70,7 +71,10 @@ class EventMerger {
   uint64_t synced_ = 0;           // highest sync time seen
   std::deque<Held> live_;         // file order
   std::deque<Held> delayed_;      // sorted by t, file order on ties
-  std::unordered_set<std::string> strings_;  // api, pool, label of held events (few distinct ones)
+  // api, pool, label of held events (few distinct ones): looked up by view (no allocation per
+  // event), stored once in string_store_ (a deque: its elements never move).
+  std::unordered_set<std::string_view> strings_;
+  std::deque<std::string> string_store_;
   size_t max_held_ = 0;
   uint64_t late_ = 0;
   uint64_t forced_ = 0;
