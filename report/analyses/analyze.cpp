@@ -2,7 +2,8 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <sstream>
+#include <ostream>
+#include <streambuf>
 #include <stdexcept>
 
 #include "report/analyses/process_analyzer.h"
@@ -10,6 +11,28 @@
 #include "report/reader/trace_reader.h"
 
 namespace gpumemtrace::report {
+
+namespace {
+// An ostream target that appends to a string the caller owns (an ostringstream would copy its
+// whole buffer out in C++17's str()).
+class StringSink : public std::streambuf {
+ public:
+  explicit StringSink(std::string* out) : out_(out) {}
+
+ protected:
+  int_type overflow(int_type c) override {
+    if (!traits_type::eq_int_type(c, traits_type::eof())) out_->push_back(traits_type::to_char_type(c));
+    return traits_type::not_eof(c);
+  }
+  std::streamsize xsputn(const char* s, std::streamsize n) override {
+    out_->append(s, static_cast<size_t>(n));
+    return n;
+  }
+
+ private:
+  std::string* out_;
+};
+}  // namespace
 
 ProcessReport analyze_source(ByteSource& source, const std::string& name,
                              const Suppressions& suppressions) {
@@ -23,18 +46,30 @@ ProcessReport analyze_file(const std::string& path, const Suppressions& suppress
   if (snapshot::looks_like_pickle(path)) {
     // A PyTorch memory snapshot: converted in memory to an ordinary trace (its size is bounded by
     // the allocator's history ring), then read exactly like a trace file.
-    std::ostringstream converted;
+    std::string trace;
+    StringSink sink(&trace);
+    std::ostream converted(&sink);
     std::string error;
-    if (!snapshot::snapshot_to_trace(path, converted, &error)) {
+    snapshot::ConvertStats stats;
+    if (!snapshot::snapshot_to_trace(path, converted, &error, &stats)) {
       throw TraceError(path, 0, "PyTorch snapshot: " + (error.empty() ? std::string("cannot convert") : error));
     }
-    std::string trace = std::move(converted).str();
     std::unique_ptr<ByteSource> source = memory_byte_source(trace);
+    ProcessReport report;
     try {
-      return analyze_source(*source, path, suppressions);
+      report = analyze_source(*source, path, suppressions);
     } catch (const TraceError& e) {  // a converter bug: name the pickle, not a line of a trace it never saw
       throw TraceError(path, 0, "PyTorch snapshot: converted trace is invalid: " + e.message());
     }
+    // The converter's warnings (history entries that contradict the final state, ...) first.
+    std::vector<std::string> warnings;
+    for (const std::string& warning : stats.warnings) warnings.push_back("PyTorch snapshot: " + warning);
+    if (stats.inconsistencies > stats.warnings.size()) {
+      warnings.push_back("PyTorch snapshot: " + std::to_string(stats.inconsistencies) +
+                         " history entries contradict the final state in all");
+    }
+    report.warnings.insert(report.warnings.begin(), warnings.begin(), warnings.end());
+    return report;
   }
   std::unique_ptr<ByteSource> source;
   try {

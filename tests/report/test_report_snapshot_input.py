@@ -105,3 +105,26 @@ class SnapshotInput(ReportTestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class SnapshotWarnings(ReportTestCase):
+    def test_converter_warnings_reach_the_report(self):
+        # The history frees a block that the final state still holds: the converter warns, and the
+        # warning is the report's (JSON: on stderr and in processes[].warnings; text: in the report).
+        work = tempfile.mkdtemp(prefix="gpumem-report-snapshot-")
+        self.addCleanup(shutil.rmtree, work, True)
+        h = samples.History()
+        h.add("segment_alloc", samples.SEG_A, 2 * MiB, samples.py_stack("setup", 1))
+        h.free(samples.SEG_A, MiB)
+        segs = [samples.segment(samples.SEG_A, 2 * MiB, [(MiB, 0, "active_allocated", samples.py_stack("keep", 2)),
+                                                          (MiB, 0, "inactive", None)])]
+        path = os.path.join(work, "inconsistent.pickle")
+        samples.dump(samples.snapshot(segs, [h.entries]), path)
+        proc = run_report("--format", "json", path)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        import json
+        warnings = json.loads(proc.stdout)["processes"][0].get("warnings", [])
+        self.assertTrue(any("PyTorch snapshot: free of a block live after it" in w for w in warnings), warnings)
+        self.assertIn("free of a block live after it", proc.stderr)
+        text = run_report(path)
+        self.assertIn("free of a block live after it", text.stdout)
