@@ -23,6 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -49,6 +50,7 @@ const char kHelp[] =
     "                         gpumemtrace-YYYYmmdd-HHMMSS-PID in the current directory. Every process CMD\n"
     "                         starts (DataLoader workers, torchrun ranks, subprocesses) writes its own\n"
     "                         trace file there; the report covers them all, one section per process.\n"
+    "                         Traces already in DIR (earlier runs) are kept and left out of the report.\n"
     "  -q, --quiet            no launcher notes on stderr (the report is still printed).\n"
     "  -h, --help             this text.   --version   the version.\n"
     "  Any other option is passed to gpumem-report unchanged, for example:\n"
@@ -183,6 +185,16 @@ void restore_default_signals() {
   for (int sig : kForwarded) signal(sig, SIG_DFL);
 }
 
+// The forwarded signals, blocked around fork: one arriving before the parent knows the child's pid
+// stays pending until then (instead of being forwarded to nobody), and the child never runs our
+// handler (it restores the default dispositions first, then unblocks).
+void block_forwarded(sigset_t* saved) {
+  sigset_t set;
+  sigemptyset(&set);
+  for (int sig : kForwarded) sigaddset(&set, sig);
+  sigprocmask(SIG_BLOCK, &set, saved);
+}
+
 // Runs argv with extra environment (name, value pairs); returns the wait status, or -1.
 int spawn_and_wait(const std::vector<std::string>& argv, const std::vector<std::pair<std::string, std::string>>& env,
                    bool forward) {
@@ -191,20 +203,28 @@ int spawn_and_wait(const std::vector<std::string>& argv, const std::vector<std::
   args.push_back(nullptr);
   fflush(stdout);
   fflush(stderr);
+  sigset_t saved_mask;
+  if (forward) block_forwarded(&saved_mask);
   pid_t pid = fork();
   if (pid < 0) {
-    fprintf(stderr, "gpumemtrace: fork: %s\n", strerror(errno));
+    const int err = errno;
+    if (forward) sigprocmask(SIG_SETMASK, &saved_mask, nullptr);
+    fprintf(stderr, "gpumemtrace: fork: %s\n", strerror(err));
     return -1;
   }
   if (pid == 0) {
     restore_default_signals();
+    if (forward) sigprocmask(SIG_SETMASK, &saved_mask, nullptr);
     for (const auto& [name, value] : env) setenv(name.c_str(), value.c_str(), 1);
     execvp(args[0], args.data());
     int err = errno;
     fprintf(stderr, "gpumemtrace: %s: %s\n", args[0], strerror(err));
     _exit(err == ENOENT ? 127 : 126);
   }
-  if (forward) g_child = pid;
+  if (forward) {
+    g_child = pid;
+    sigprocmask(SIG_SETMASK, &saved_mask, nullptr);  // a signal pending since fork goes to the child now
+  }
   int status = 0;
   while (waitpid(pid, &status, 0) < 0) {
     if (errno != EINTR) {
@@ -224,14 +244,16 @@ int exit_code_of(int status) {
   return 2;
 }
 
-size_t count_entries(const std::string& dir) {
+// The names in `dir` (hidden ones left out), sorted.
+std::vector<std::string> list_entries(const std::string& dir) {
+  std::vector<std::string> names;
   DIR* d = opendir(dir.c_str());
-  if (!d) return 0;
-  size_t n = 0;
+  if (!d) return names;
   while (struct dirent* e = readdir(d))
-    if (e->d_name[0] != '.') ++n;
+    if (e->d_name[0] != '.') names.push_back(e->d_name);
   closedir(d);
-  return n;
+  std::sort(names.begin(), names.end());
+  return names;
 }
 
 }  // namespace
@@ -334,6 +356,10 @@ int main(int argc, char** argv) {
   };
   if (!python_dir.empty()) env.push_back({"PYTHONPATH", prepend_path("PYTHONPATH", python_dir)});
 
+  // A reused DIR may hold earlier runs' traces: only the files this run adds are its traces. (The
+  // recorder never overwrites a file, so each of them is new.)
+  const std::vector<std::string> before = list_entries(dir);
+
   note("tracing into %s/", dir.c_str());
   install_forwarding();
   const int status = spawn_and_wait(cmd, env, true);
@@ -343,7 +369,10 @@ int main(int argc, char** argv) {
   else if (cmd_code != 0)
     note("%s exited with status %d", cmd[0].c_str(), cmd_code);
 
-  if (count_entries(dir) == 0) {
+  std::vector<std::string> traces;
+  for (const std::string& name : list_entries(dir))
+    if (!std::binary_search(before.begin(), before.end(), name)) traces.push_back(dir + "/" + name);
+  if (traces.empty()) {
     fprintf(stderr,
             "gpumemtrace: no trace was written into %s/ (did the program load the CUDA runtime? is "
             "LD_PRELOAD removed by the program?)\n",
@@ -353,13 +382,16 @@ int main(int argc, char** argv) {
 
   std::vector<std::string> report_argv = {report};
   report_argv.insert(report_argv.end(), report_options.begin(), report_options.end());
-  report_argv.push_back(dir);
+  report_argv.insert(report_argv.end(), traces.begin(), traces.end());
   const int report_status = spawn_and_wait(report_argv, {}, true);
   const int report_code = exit_code_of(report_status);
   if (report_code != 0 && !(ci && report_code == 1))
     note("gpumem-report exited with status %d; the traces are in %s/", report_code, dir.c_str());
-  else
+  else if (before.empty())
     note("traces kept in %s/ (read again with: gpumem-report %s)", dir.c_str(), dir.c_str());
+  else
+    note("traces kept in %s/ (this run's %zu file(s) beside %zu earlier entries)", dir.c_str(), traces.size(),
+         before.size());
 
   if (!ci) return cmd_code;
   if (cmd_code != 0) return cmd_code;

@@ -38,7 +38,7 @@ import json, os, sys
 log = os.environ["FAKE_REPORT_LOG"]
 with open(log, "w") as f:
     json.dump({"argv": sys.argv[1:], "ld_preload": os.environ.get("LD_PRELOAD"),
-               "files": sorted(os.listdir(sys.argv[-1]))}, f)
+               "files": [os.path.basename(a) for a in sys.argv[1:] if os.path.isfile(a)]}, f)
 print("FAKE REPORT")
 sys.exit(int(os.environ.get("FAKE_REPORT_RC", "0")))
 '''
@@ -95,7 +95,9 @@ class FakeLauncher(LauncherTestCase):
         else:
             self.assertEqual(env["PYTHONPATH"], "/user/path")
         log = self.report_log()
-        self.assertEqual(log["argv"], ["--format", "json", out])
+        # The report gets this run's trace files (not DIR: it may hold earlier runs' traces).
+        traces = sorted(os.path.join(out, n) for n in os.listdir(out))
+        self.assertEqual(log["argv"], ["--format", "json", *traces])
         self.assertEqual(log["ld_preload"], user_lib)  # the analyzer itself is not traced
 
     def test_run_keeps_the_commands_exit_status(self):
@@ -127,6 +129,23 @@ class FakeLauncher(LauncherTestCase):
 
     def test_no_trace_written(self):
         p = self.run_fake(["ci", "-o", "t", "--", PYTHON, self.cmd, "nothing"])
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("no trace was written", p.stderr)
+
+    def test_reused_directory_reports_only_this_run(self):
+        out = os.path.join(self.tmp, "traces")
+        p = self.run_fake(["run", "-o", out, "--", PYTHON, self.cmd, "exit", "0"])
+        self.assertEqual(p.returncode, 0, p.stderr)
+        first = self.report_log()["files"]
+        self.assertEqual(len(first), 1, first)
+        p = self.run_fake(["run", "-o", out, "--", PYTHON, self.cmd, "exit", "0"])
+        self.assertEqual(p.returncode, 0, p.stderr)
+        second = self.report_log()["files"]
+        self.assertEqual(len(second), 1, second)
+        self.assertNotEqual(second, first)
+        self.assertEqual(len(os.listdir(out)), 2)  # the earlier trace is kept
+        # A run that writes nothing into a directory with old traces is still "no trace written".
+        p = self.run_fake(["ci", "-o", out, "--", PYTHON, self.cmd, "nothing"])
         self.assertEqual(p.returncode, 2)
         self.assertIn("no trace was written", p.stderr)
 
