@@ -305,21 +305,12 @@ bool resolve_python_frame(const PythonFrameRef& ref, PythonFrame* out) {
 }
 
 uint64_t python_frame_key(const PythonFrameRef& ref) {
-  // (table id, line): equal keys resolve equally; a writer-side cache keeps the line decode off the
-  // per-event path for repeated (id, offset) pairs. Writer thread only.
-  struct CacheEntry {
-    uint64_t a, b, key;
-  };
-  static CacheEntry cache[1024];
-  uint64_t h = (ref.a * 0x9e3779b97f4a7c15ull) ^ (ref.b * 0xc2b2ae3d27d4eb4full);
-  CacheEntry& c = cache[(h >> 32) & 1023];
-  if (c.key != 0 && c.a == ref.a && c.b == ref.b) return c.key;
+  // (table id, line): equal keys resolve equally. The writer calls this only for captures it has not
+  // seen before (it keys stacks by the raw capture first), so the line decode needs no cache here.
   int line = !(ref.a & kValid)    ? 0
              : (ref.a & kExternal) ? static_cast<int>(ref.b)
                                    : code_table_line(ref_id(ref), static_cast<int64_t>(ref.b));
-  uint64_t key = (uint64_t(ref_id(ref)) << 32) | static_cast<uint32_t>(line);
-  c = CacheEntry{ref.a, ref.b, key};
-  return key;
+  return (uint64_t(ref_id(ref)) << 32) | static_cast<uint32_t>(line);
 }
 
 void note_module_loaded(const char* path) {

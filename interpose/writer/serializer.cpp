@@ -167,31 +167,45 @@ uint32_t TraceSerializer::stack_id(const EventRecord& r) {
   if (r.python_depth == 0) {  // the common case: the stack is the native one, no merge needed
     key_.assign(r.native, r.native + r.native_depth);
   } else {
+    // Python frames: first by the raw capture, so a repeated one costs a hash, not a merge. The
+    // depths lead the key (they split it into its native and Python parts unambiguously).
+    raw_key_.assign(1, (static_cast<uint64_t>(r.native_depth) << 32) | static_cast<uint32_t>(r.python_depth));
+    raw_key_.insert(raw_key_.end(), r.native, r.native + r.native_depth);
+    for (int i = 0; i < r.python_depth; ++i) {
+      raw_key_.push_back(r.python[i].a);
+      raw_key_.push_back(r.python[i].b);
+    }
+    auto raw = raw_stacks_.find(raw_key_);
+    if (raw != raw_stacks_.end()) return raw->second;
     python::merge_stacks(r.native, r.native_depth, r.python, r.python_depth, &merged_);
     for (const python::MergedFrame& m : merged_)
       key_.push_back(m.is_python ? (python::python_frame_key(r.python[m.python_index]) | kPythonKeyTag) : m.ip);
   }
+  uint32_t id;
   auto it = stacks_.find(key_);
-  if (it != stacks_.end()) return it->second;
-
-  frame_ids_.clear();
-  if (r.python_depth == 0) {
-    for (uint64_t ip : key_) frame_ids_.push_back(native_frame_id(ip));
+  if (it != stacks_.end()) {
+    id = it->second;
   } else {
-    for (const python::MergedFrame& m : merged_) {
-      const uint32_t id = m.is_python ? python_frame_id(r.python[m.python_index]) : native_frame_id(m.ip);
-      if (id) frame_ids_.push_back(id);  // 0: a Python frame that could not be resolved
+    frame_ids_.clear();
+    if (r.python_depth == 0) {
+      for (uint64_t ip : key_) frame_ids_.push_back(native_frame_id(ip));
+    } else {
+      for (const python::MergedFrame& m : merged_) {
+        const uint32_t fid = m.is_python ? python_frame_id(r.python[m.python_index]) : native_frame_id(m.ip);
+        if (fid) frame_ids_.push_back(fid);  // 0: a Python frame that could not be resolved
+      }
     }
+    id = next_stack_id_++;
+    stacks_.emplace(key_, id);
+    std::string list = "[";
+    for (size_t i = 0; i < frame_ids_.size(); ++i) {
+      if (i) list.push_back(',');
+      JsonLine::append_uint(&list, frame_ids_[i]);
+    }
+    list.push_back(']');
+    JsonLine(out_).begin(f::kTypeStack).unum(f::kFieldId, id).raw(f::kFieldFrames, list).end();
   }
-  const uint32_t id = next_stack_id_++;
-  stacks_.emplace(key_, id);
-  std::string list = "[";
-  for (size_t i = 0; i < frame_ids_.size(); ++i) {
-    if (i) list.push_back(',');
-    JsonLine::append_uint(&list, frame_ids_[i]);
-  }
-  list.push_back(']');
-  JsonLine(out_).begin(f::kTypeStack).unum(f::kFieldId, id).raw(f::kFieldFrames, list).end();
+  if (r.python_depth > 0) raw_stacks_.emplace(raw_key_, id);
   return id;
 }
 

@@ -67,9 +67,15 @@ class TraceSerializer {
   std::vector<uint32_t> new_modules_;
   std::unordered_map<uintptr_t, uint32_t> native_frames_;
   std::unordered_map<uint64_t, uint32_t> python_frames_;
+  // Stacks by merged, line-level key (native ips and Python (code, line) keys): what a stack line is.
   std::unordered_map<std::vector<uint64_t>, uint32_t, KeyHash> stacks_;
+  // Stacks with Python frames by their raw capture (native ips, then the refs as captured, with
+  // instruction offsets): an event whose capture was seen before skips the merge and the line decode.
+  // Several raw keys may map to one id (offsets on the same line).
+  std::unordered_map<std::vector<uint64_t>, uint32_t, KeyHash> raw_stacks_;
   std::vector<python::MergedFrame> merged_;  // reused per event
   std::vector<uint64_t> key_;                 // reused per event
+  std::vector<uint64_t> raw_key_;             // reused per event
   std::vector<uint32_t> frame_ids_;           // reused per event
   uint32_t next_frame_id_ = 1;
   uint32_t next_stack_id_ = 1;
