@@ -72,8 +72,7 @@ extern "C" __attribute__((visibility("hidden"))) void* gpumemtrace_dlsym_route(v
 // dlsym for a hooked driver symbol (handle is RTLD_DEFAULT or a library handle).
 extern "C" __attribute__((visibility("hidden"))) void* gpumemtrace_dlsym_hooked(void* handle, const char* symbol) {
   const int fn = find_symbol(symbol);
-  if (fn == static_cast<int>(Fn::cuGetProcAddress) || fn == static_cast<int>(Fn::cuGetProcAddress_v2))
-    gpumemtrace::backend::on_driver_contact();
+  if (fn >= 0 && is_resolver(static_cast<Fn>(fn))) gpumemtrace::backend::on_driver_contact();
   void* p = real_dlsym(handle, symbol);
   if (!p || fn < 0) return p;
   stats().dlsym_driver.fetch_add(1, std::memory_order_relaxed);

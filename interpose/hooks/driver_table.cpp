@@ -2,15 +2,13 @@
 #include "interpose/hooks/driver_table.h"
 
 #include <dlfcn.h>
-#include <link.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
-#include "interpose/hooks/dlsym.h"
 #include "interpose/hooks/driver_cuda.h"
-#include "interpose/hooks/driver_query.h"
+#include "interpose/hooks/real_function.h"
 #include "interpose/recorder/recorder.h"
 
 namespace gpumemtrace::driver {
@@ -63,34 +61,6 @@ const void* own_base() noexcept {
   return b;
 }
 
-struct LibcudaSearch {
-  char path[4096];
-};
-
-int find_libcuda(dl_phdr_info* info, size_t, void* data) {
-  const char* name = info->dlpi_name;
-  if (!name || !*name) return 0;
-  const char* base = strrchr(name, '/');
-  base = base ? base + 1 : name;
-  if (strncmp(base, "libcuda.so", 10) != 0) return 0;
-  auto* s = static_cast<LibcudaSearch*>(data);
-  snprintf(s->path, sizeof(s->path), "%s", name);
-  return 1;
-}
-
-// `symbol` from the next object after us, else from a libcuda loaded RTLD_LOCAL (invisible to
-// RTLD_NEXT, e.g. dlopen'ed by a Python extension). Takes the loader's lock: resolution paths only.
-void* resolve_driver_symbol(const char* symbol) noexcept {
-  if (void* p = real_dlsym(RTLD_NEXT, symbol)) return p;
-  LibcudaSearch search{};
-  if (!dl_iterate_phdr(find_libcuda, &search)) return nullptr;
-  void* handle = dlopen(search.path, RTLD_LAZY | RTLD_NOLOAD);
-  if (!handle) return nullptr;
-  void* p = real_dlsym(handle, symbol);
-  dlclose(handle);  // RTLD_NOLOAD took a reference; the owner keeps the library loaded
-  return p;
-}
-
 std::atomic<void*> g_resolver_v2{nullptr};  // real cuGetProcAddress_v2
 std::atomic<void*> g_resolver_v1{nullptr};  // real cuGetProcAddress (4 arguments)
 
@@ -104,8 +74,7 @@ bool is_own_code(const void* p) noexcept {
 
 void* wrap(int fn, void* real) noexcept {
   if (fn < 0 || fn >= kFnCount || !real || is_own_code(real)) return real;
-  if (fn == static_cast<int>(Fn::cuGetProcAddress_v2) || fn == static_cast<int>(Fn::cuGetProcAddress))
-    note_real_resolver(fn, real);
+  if (is_resolver(static_cast<Fn>(fn))) note_real_resolver(static_cast<Fn>(fn), real);
   for (int s = 0; s < kSlots; ++s) {
     void* cur = g_real[fn][s].load(std::memory_order_acquire);
     if (!cur && g_real[fn][s].compare_exchange_strong(cur, real, std::memory_order_acq_rel)) cur = real;
@@ -119,22 +88,51 @@ void* wrap(int fn, void* real) noexcept {
   return real;
 }
 
+namespace {
+
+// `symbol` from the next object after us, else from a libcuda loaded RTLD_LOCAL. Not ours: calling
+// our own definition would loop. Takes the loader's lock: resolution paths only.
+void* resolve_driver_symbol(const char* symbol) noexcept {
+  void* p = resolve_real_symbol(symbol, Library::CudaDriver);
+  return p && !is_own_code(p) ? p : nullptr;
+}
+
+// A loaded driver without a function every supported driver has: one line per function. Silent when
+// no driver is loaded at all (programs probe for one with dlsym; no_real_function covers calls).
+void warn_missing(Fn fn) noexcept {
+  static std::atomic<bool> logged[kFnCount];
+  const FnInfo& info = kFnInfo[static_cast<int>(fn)];
+  std::atomic<bool>& done = logged[static_cast<int>(fn)];
+  char line[256];
+  if (info.need != Required || done.load(std::memory_order_relaxed)) return;
+  if (!find_loaded_library("libcuda.so", line, sizeof(line)) || done.exchange(true)) return;
+  snprintf(line, sizeof(line), "driver hooks: the loaded CUDA driver has no %s (every supported driver has it: a "
+           "broken installation?); calls to it return CUDA_ERROR_NOT_INITIALIZED", info.symbol);
+  log_line(line);
+}
+
+}  // namespace
+
 void* export_real(Fn fn) noexcept {
   static std::atomic<void*> cache[kFnCount];
   const int i = static_cast<int>(fn);
   void* p = cache[i].load(std::memory_order_acquire);
   if (p) return p;
   p = resolve_driver_symbol(kFnInfo[i].symbol);
-  if (p && is_own_code(p)) p = nullptr;  // never call ourselves
-  if (p) cache[i].store(p, std::memory_order_release);
+  if (!p) {
+    warn_missing(fn);
+    return nullptr;
+  }
+  if (is_resolver(fn)) note_real_resolver(fn, p);  // once, when cached: not per resolver call
+  cache[i].store(p, std::memory_order_release);
   return p;
 }
 
-void note_real_resolver(int fn, void* real) noexcept {
+void note_real_resolver(Fn fn, void* real) noexcept {
   void* expected = nullptr;
-  if (fn == static_cast<int>(Fn::cuGetProcAddress_v2))
+  if (fn == Fn::cuGetProcAddress_v2)
     g_resolver_v2.compare_exchange_strong(expected, real, std::memory_order_acq_rel);
-  else if (fn == static_cast<int>(Fn::cuGetProcAddress))
+  else if (fn == Fn::cuGetProcAddress)
     g_resolver_v1.compare_exchange_strong(expected, real, std::memory_order_acq_rel);
 }
 
@@ -144,13 +142,15 @@ void* query_function(Query q) noexcept {
     int version;
     const char* symbol;
   };
-  static const QueryInfo kQueries[] = {
+  static constexpr QueryInfo kQueries[] = {
       {"cuCtxGetDevice", 2000, "cuCtxGetDevice"},
       {"cuCtxGetDevice", 13000, "cuCtxGetDevice_v2"},  // (CUdevice*, CUcontext)
       {"cuMemGetInfo", 3020, "cuMemGetInfo_v2"},
       {"cuDeviceGetName", 2000, "cuDeviceGetName"},
       {"cuDeviceTotalMem", 3020, "cuDeviceTotalMem_v2"},
   };
+  static_assert(sizeof(kQueries) / sizeof(kQueries[0]) == static_cast<size_t>(Query::kCount),
+                "one row per Query");
   static std::atomic<void*> cache[static_cast<int>(Query::kCount)];
   static std::atomic<int> attempts[static_cast<int>(Query::kCount)];
   const int i = static_cast<int>(q);
@@ -166,8 +166,8 @@ void* query_function(Query q) noexcept {
     using Pfn = CUresult (*)(const char*, void**, int, cuuint64_t);
     if (reinterpret_cast<Pfn>(r1)(qi.proc, &p, qi.version, 0) != 0) p = nullptr;
   }
-  if (!p) p = resolve_driver_symbol(qi.symbol);
   if (p && is_own_code(p)) p = nullptr;
+  if (!p) p = resolve_driver_symbol(qi.symbol);
   if (p) cache[i].store(p, std::memory_order_release);
   return p;
 }
@@ -176,6 +176,13 @@ int32_t current_device() noexcept {
   auto fn = reinterpret_cast<CUresult (*)(CUdevice*)>(query_function(Query::CtxGetDevice));
   CUdevice d = -1;
   return fn && fn(&d) == CUDA_SUCCESS ? d : -1;
+}
+
+int32_t device_of(CUcontext ctx) noexcept {
+  auto fn = reinterpret_cast<CUresult (*)(CUdevice*, CUcontext)>(query_function(Query::CtxGetDeviceOf));
+  CUdevice d = -1;
+  if (fn && fn(&d, ctx) == CUDA_SUCCESS) return d;
+  return current_device();
 }
 
 namespace {

@@ -20,6 +20,8 @@
 #include <atomic>
 #include <cstdint>
 
+#include "interpose/hooks/driver_query.h"  // is_own_code, current_device, device_of
+
 namespace gpumemtrace::driver {
 
 enum class Stream : uint8_t { Any, Legacy, PerThread };
@@ -32,6 +34,9 @@ enum class Fn : int {
   kCount
 };
 inline constexpr int kFnCount = static_cast<int>(Fn::kCount);
+
+// The resolvers (cuGetProcAddress[_v2]): always wrapped, never recorded.
+constexpr bool is_resolver(Fn fn) { return fn == Fn::cuGetProcAddress || fn == Fn::cuGetProcAddress_v2; }
 inline constexpr int kSlots = 4;
 
 struct FnInfo {
@@ -59,19 +64,18 @@ extern std::atomic<void*> g_real[kFnCount][kSlots];
 extern void* const kSlotWrappers[kFnCount][kSlots];
 
 // The next definition of `fn`'s exported symbol after this library (the real libcuda entry point),
-// for our exported cu* symbols; null when no driver is loaded. Cached.
+// for our exported cu* symbols; null when no driver is loaded. Cached. A loaded driver without a
+// Required function (driver_hooks.def) says so in one line.
 void* export_real(Fn fn) noexcept;
-
-// True when `p` points into this library (so it must never become a slot's target: that would loop).
-bool is_own_code(const void* p) noexcept;
 
 // A driver function for the hooks' own queries (device of the current context, free memory), found
 // through the first real cuGetProcAddress we saw, else by symbol. Null when unavailable. Cached.
 enum class Query { CtxGetDevice, CtxGetDeviceOf, MemGetInfo, DeviceGetName, DeviceTotalMem, kCount };
 void* query_function(Query q) noexcept;
 
-// Remembers the first real cuGetProcAddress_v2 / cuGetProcAddress (for query_function).
-void note_real_resolver(int fn, void* real) noexcept;
+// Remembers the first real cuGetProcAddress_v2 / cuGetProcAddress (for query_function). A CAS: call it
+// when a resolver pointer is first seen (cached), not per call.
+void note_real_resolver(Fn fn, void* real) noexcept;
 
 // Counters for GPUMEMTRACE_DRIVER_STATS=1 (printed at exit, used by the tests).
 struct Stats {

@@ -7,6 +7,8 @@
 #include <cstdio>
 #include <cstring>
 
+#include "interpose/hooks/dlsym.h"
+
 namespace gpumemtrace {
 namespace {
 
@@ -34,15 +36,17 @@ bool find_loaded_library(const char* soname_prefix, char* path, size_t path_size
   return dl_iterate_phdr(find_library, &search) != 0;
 }
 
+// Lookups use the real dlsym: ours (dlsym.cpp) answers hooked driver names with our own wrappers.
+// RTLD_NEXT means the same through it (it is called from this library too).
 void* resolve_real_symbol(const char* name, Library library) {
-  if (void* p = dlsym(RTLD_NEXT, name)) return p;
+  if (void* p = driver::real_dlsym(RTLD_NEXT, name)) return p;
   if (library == Library::Libc) return nullptr;
   char path[4096];
   if (!find_loaded_library(library == Library::CudaRuntime ? "libcudart.so" : "libcuda.so", path, sizeof(path)))
     return nullptr;
   void* handle = dlopen(path, RTLD_LAZY | RTLD_NOLOAD);
   if (!handle) return nullptr;
-  void* p = dlsym(handle, name);
+  void* p = driver::real_dlsym(handle, name);
   dlclose(handle);  // RTLD_NOLOAD took a reference; the library stays loaded by its owner
   return p;
 }
