@@ -16,7 +16,8 @@
 // libpython is loaded later (an embedding host), the writer, which watches the loaded objects anyway,
 // says so (note_module_loaded) and the next capture looks again. Nothing here walks the loaded
 // objects from the writer thread (fork safety, interpose/recorder/recorder_state.h).
-// GPUMEMTRACE_PYTHON=0 turns the reader off.
+// GPUMEMTRACE_PYTHON=0 is the recorder's business (Config::python_frames): record() then never calls
+// capture_python_stack(), so the reader is never even initialised.
 #include "interpose/python/python_stack.h"
 
 #include <dlfcn.h>
@@ -66,12 +67,6 @@ constexpr char kLibPythonPrefix[] = "libpython3";
 
 void* sym(const char* name) { return dlsym(g_rt.handle, name); }
 
-bool env_disabled() {
-  const char* v = getenv("GPUMEMTRACE_PYTHON");
-  if (!v) return false;
-  return strcmp(v, "0") == 0 || strcmp(v, "off") == 0 || strcmp(v, "no") == 0 || strcmp(v, "false") == 0;
-}
-
 void disable(const char* why) {
   if (why) log_line(why);
   g_state.store(kDisabled, std::memory_order_release);
@@ -98,7 +93,6 @@ void locate_eval_fn() {
 // first capture, and again after the writer noted a libpython loaded. May call dlsym, dladdr, walk the
 // loaded objects, mmap: the only non-hot-path part of capture.
 void try_init() {
-  if (env_disabled()) return disable(nullptr);
   const uint32_t notes = g_libpython_notes.load();
   // Static interpreters (Debian's python3, built with -export-dynamic) and a shared libpython loaded
   // globally both answer here.

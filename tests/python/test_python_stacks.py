@@ -157,13 +157,8 @@ class PythonStackTest(unittest.TestCase):
             # Only the code objects that were on a captured stack are copied (not the 2000 junk ones).
             self.assertLess(r["code_entries"], 100, label)
 
-    def test_disabled_by_env(self):
-        label, exe = interpreters()[0]
-        env = dict(os.environ, GPUMEMTRACE_PYTHON="0")
-        proc = subprocess.run([exe, PROG, PROBE], capture_output=True, text=True, env=env, timeout=120)
-        self.assertEqual(proc.returncode, 0, proc.stderr)
-        self.assertEqual(pyframes(json.loads(proc.stdout)["cdll"]), [])
-        self.assertNotIn("gpumemtrace:", proc.stderr)
+    # GPUMEMTRACE_PYTHON=0 is decided by the recorder (Config::python_frames), not by the frame reader
+    # this probe drives: test_python_trace.PythonTraceTest.test_disabled checks it end to end.
 
 
 @unittest.skipUnless(os.path.exists(PROBE), "probe library not built (make python-probe)")
