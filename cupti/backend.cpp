@@ -21,7 +21,6 @@
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
-#include <cerrno>
 #include <cstring>
 #include <initializer_list>
 
@@ -51,8 +50,8 @@ Wanted wanted() noexcept {
 struct CuptiApi {
   decltype(&cuptiSubscribe) Subscribe = nullptr;
   decltype(&cuptiSubscribe_v2) Subscribe_v2 = nullptr;
+  decltype(&cuptiUnsubscribe) Unsubscribe = nullptr;
   decltype(&cuptiEnableCallback) EnableCallback = nullptr;
-  decltype(&cuptiEnableDomain) EnableDomain = nullptr;
   decltype(&cuptiActivityEnable) ActivityEnable = nullptr;
   decltype(&cuptiActivityRegisterCallbacks) ActivityRegisterCallbacks = nullptr;
   decltype(&cuptiActivityRegisterTimestampCallback) ActivityRegisterTimestampCallback = nullptr;
@@ -80,8 +79,8 @@ bool load_api() noexcept {
 #define GPUMEMTRACE_LOAD(field, symbol) g_api.field = reinterpret_cast<decltype(g_api.field)>(dlsym(h, symbol));
   GPUMEMTRACE_LOAD(Subscribe, "cuptiSubscribe")
   GPUMEMTRACE_LOAD(Subscribe_v2, "cuptiSubscribe_v2")
+  GPUMEMTRACE_LOAD(Unsubscribe, "cuptiUnsubscribe")
   GPUMEMTRACE_LOAD(EnableCallback, "cuptiEnableCallback")
-  GPUMEMTRACE_LOAD(EnableDomain, "cuptiEnableDomain")
   GPUMEMTRACE_LOAD(ActivityEnable, "cuptiActivityEnable")
   GPUMEMTRACE_LOAD(ActivityRegisterCallbacks, "cuptiActivityRegisterCallbacks")
   GPUMEMTRACE_LOAD(ActivityRegisterTimestampCallback, "cuptiActivityRegisterTimestampCallback")
@@ -89,7 +88,8 @@ bool load_api() noexcept {
   GPUMEMTRACE_LOAD(ActivityFlushAll, "cuptiActivityFlushAll")
   GPUMEMTRACE_LOAD(GetResultString, "cuptiGetResultString")
 #undef GPUMEMTRACE_LOAD
-  return (g_api.Subscribe || g_api.Subscribe_v2) && g_api.EnableCallback && g_api.EnableDomain;
+  // Unsubscribe is required: a fallback after subscribing must give CUPTI's single slot back.
+  return (g_api.Subscribe || g_api.Subscribe_v2) && g_api.EnableCallback && g_api.Unsubscribe;
 }
 
 const char* result_string(CUptiResult r) noexcept {
@@ -105,6 +105,13 @@ thread_local const char* t_runtime_api = nullptr;
 std::atomic<uint64_t> g_callback_allocs{0};
 cupti::ActivityCounts g_activity;  // written only by CUPTI's buffer-completion thread (serialised by CUPTI)
 
+// The device of a context (null: the current one), for an event a callback yields. Keeps errno: the
+// driver queries run inside the program's call.
+int32_t device_of_context(CUcontext ctx) {
+  KeepErrno keep;
+  return ctx ? driver::device_of(ctx) : driver::current_device();
+}
+
 void CUPTIAPI on_callback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* data) {
   const auto* cb = static_cast<const CUpti_CallbackData*>(data);
   if (!cb) return;
@@ -113,16 +120,13 @@ void CUPTIAPI on_callback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId c
       t_runtime_api = cb->callbackSite == CUPTI_API_ENTER ? name : nullptr;
     return;
   }
-  if (domain != CUPTI_CB_DOMAIN_DRIVER_API || !cupti::driver_api_name(cbid)) return;
-  HookScope scope;  // the recorder's own CUDA calls (and ours below) find it open and are skipped
-  if (!scope.recording() || recorder_disabled()) return;
-  const int saved = errno;
+  if (domain != CUPTI_CB_DOMAIN_DRIVER_API) return;
+  HookScope scope;  // the recorder's own CUDA calls (and our device queries) find it open and are skipped
+  if (!scope.recording()) return;
   EventFacts e;
-  if (cupti::driver_callback_facts(cbid, *cb, t_runtime_api, driver::current_device(), &e)) {
-    if (e.op == format::Op::Alloc && e.result == 0) g_callback_allocs.fetch_add(1, std::memory_order_relaxed);
-    (void)record(e);
-  }
-  errno = saved;
+  if (!cupti::driver_callback_facts(cbid, *cb, t_runtime_api, device_of_context, &e)) return;
+  if (e.op == format::Op::Alloc && e.result == 0) g_callback_allocs.fetch_add(1, std::memory_order_relaxed);
+  (void)record(e);  // keeps errno
 }
 
 // ---- activity (audit) ----
@@ -160,6 +164,15 @@ void at_exit() {
   }
 }
 
+// Enables the callbacks `ids_of` lists in `domain`; false at the first failure.
+bool enable_callbacks(CUpti_CallbackDomain domain, int (*ids_of)(CUpti_CallbackId*, int)) noexcept {
+  CUpti_CallbackId ids[64];  // more than either list holds
+  const int n = ids_of(ids, 64);
+  for (int i = 0; i < n; ++i)
+    if (g_api.EnableCallback(1, g_subscriber, domain, ids[i]) != CUPTI_SUCCESS) return false;
+  return true;
+}
+
 // Starts CUPTI; false (after one warning line) when it cannot: the caller falls back to interposition.
 bool start_cupti(bool quiet_if_unavailable) noexcept {
   HookScope scope;  // libcupti's own driver calls are not the program's
@@ -191,15 +204,15 @@ bool start_cupti(bool quiet_if_unavailable) noexcept {
   }
   // Timestamps on the recorder's clock: must be registered before any activity kind is enabled.
   if (g_api.ActivityRegisterTimestampCallback) g_api.ActivityRegisterTimestampCallback(monotonic_ns);
-  CUpti_CallbackId ids[64];
-  const int n = cupti::driver_callback_ids(ids, 64);
-  bool ok = true;
-  for (int i = 0; i < n; ++i) ok = g_api.EnableCallback(1, g_subscriber, CUPTI_CB_DOMAIN_DRIVER_API, ids[i]) == CUPTI_SUCCESS && ok;
-  ok = g_api.EnableDomain(1, g_subscriber, CUPTI_CB_DOMAIN_RUNTIME_API) == CUPTI_SUCCESS && ok;
+  // Only the ids we use: a whole domain would mean a callback on every launch and copy.
+  const bool ok = enable_callbacks(CUPTI_CB_DOMAIN_DRIVER_API, cupti::driver_callback_ids) &&
+                  enable_callbacks(CUPTI_CB_DOMAIN_RUNTIME_API, cupti::runtime_callback_ids);
   if (!ok) {
+    // Give the single subscriber slot back (it disables every callback): Nsight and torch.profiler,
+    // which the fallback exists for, need it.
     log_line("backend cupti: enabling callbacks failed; using interposition");
-    g_api.EnableDomain(0, g_subscriber, CUPTI_CB_DOMAIN_DRIVER_API);
-    g_api.EnableDomain(0, g_subscriber, CUPTI_CB_DOMAIN_RUNTIME_API);
+    g_api.Unsubscribe(g_subscriber);
+    g_subscriber = nullptr;
     return false;
   }
   if (g_api.ActivityRegisterCallbacks && g_api.ActivityEnable && g_api.ActivityGetNextRecord &&

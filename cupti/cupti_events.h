@@ -26,14 +26,25 @@ const char* runtime_api_name(CUpti_CallbackId cbid) noexcept;
 // Static name of a driver memory API we record (cuMemAlloc_v2, ...), null for the others.
 const char* driver_api_name(CUpti_CallbackId cbid) noexcept;
 
-// The driver callback ids to enable (every id driver_api_name knows).
+// The driver callback ids to enable: every function of interpose/hooks/driver_hooks.def but the
+// resolvers (every id driver_api_name knows). Returns how many were written (at most `capacity`).
 int driver_callback_ids(CUpti_CallbackId* out, int capacity) noexcept;
 
+// The runtime callback ids to enable: only those runtime_api_name knows (attribution), not the whole
+// domain (a callback on every launch and copy).
+int runtime_callback_ids(CUpti_CallbackId* out, int capacity) noexcept;
+
+// The device of context `ctx` (null: the calling thread's current context), -1 when unknown. Asked
+// only when a callback yields an event: CUPTI calls back at ENTER and EXIT of every enabled function.
+using DeviceOfFn = int32_t (*)(CUcontext ctx);
+
 // Facts for a driver-domain callback, or false when this (id, site) records nothing (an allocation at
-// ENTER, a free at EXIT, an id we do not follow). `runtime_api`: the runtime call in progress on this
-// thread, or null. `device`: the device of the calling context (-1 unknown).
+// ENTER, a free at EXIT, a free of null, an id we do not follow). `runtime_api`: the runtime call in
+// progress on this thread, or null. The device comes from the call's own arguments where it names
+// one (cuMemCreate's location, cuDevicePrimaryCtxReset's device, cuCtxDestroy's context), else from
+// the current context.
 bool driver_callback_facts(CUpti_CallbackId cbid, const CUpti_CallbackData& cb, const char* runtime_api,
-                           int32_t device, EventFacts* out) noexcept;
+                           DeviceOfFn device_of, EventFacts* out) noexcept;
 
 // Activity audit counters.
 struct ActivityCounts {

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 #include <vector>
 
 namespace gmt = gpumemtrace;
@@ -23,38 +24,57 @@ CUpti_CallbackData callback(CUpti_ApiCallbackSite site, void* params, CUresult* 
   return cb;
 }
 
+// The device lookup the backend passes (driver::device_of / current_device), faked: it answers
+// g_device and counts how often, and for which context, it was asked.
+int32_t g_device = 0;
+int g_lookups = 0;
+CUcontext g_asked = nullptr;
+int32_t fake_device_of(CUcontext ctx) {
+  ++g_lookups;
+  g_asked = ctx;
+  return g_device;
+}
+
+// The facts of callback `id` at `site` with `params` (and `result` at EXIT), the current context being
+// on `device`; nullopt when the callback records nothing.
+std::optional<gmt::EventFacts> at(CUpti_ApiCallbackSite site, CUpti_CallbackId id, void* params, CUresult* result,
+                                  int32_t device = 0, const char* runtime_api = nullptr) {
+  g_device = device;
+  gmt::EventFacts e;
+  if (!driver_callback_facts(id, callback(site, params, result), runtime_api, fake_device_of, &e))
+    return std::nullopt;
+  return e;
+}
+
+CUresult ok = CUDA_SUCCESS;
+
 TEST(CuptiCallbacks, AllocationAtExitWithAddressSizeAndResult) {
   CUdeviceptr ptr = 0x7f0000200000;
   cuMemAlloc_v2_params p{&ptr, 3145735};
-  CUresult ok = CUDA_SUCCESS;
-  gmt::EventFacts e;
-  auto enter = callback(CUPTI_API_ENTER, &p, nullptr);
-  EXPECT_FALSE(driver_callback_facts(CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2, enter, nullptr, 0, &e));
-  auto exit = callback(CUPTI_API_EXIT, &p, &ok);
-  ASSERT_TRUE(driver_callback_facts(CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2, exit, nullptr, 0, &e));
-  EXPECT_EQ(e.op, f::Op::Alloc);
-  EXPECT_EQ(e.kind, f::Kind::Device);
-  EXPECT_STREQ(e.api, "cuMemAlloc_v2");
-  EXPECT_EQ(e.driver_api, nullptr);
-  EXPECT_EQ(e.addr, 0x7f0000200000u);
-  EXPECT_EQ(e.size, 3145735u);
-  EXPECT_EQ(e.result, 0);
-  EXPECT_TRUE(e.has_result);
-  EXPECT_EQ(e.device, 0);
+  EXPECT_FALSE(at(CUPTI_API_ENTER, CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2, &p, nullptr));
+  auto e = at(CUPTI_API_EXIT, CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2, &p, &ok);
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->op, f::Op::Alloc);
+  EXPECT_EQ(e->kind, f::Kind::Device);
+  EXPECT_STREQ(e->api, "cuMemAlloc_v2");
+  EXPECT_EQ(e->driver_api, nullptr);
+  EXPECT_EQ(e->addr, 0x7f0000200000u);
+  EXPECT_EQ(e->size, 3145735u);
+  EXPECT_EQ(e->result, 0);
+  EXPECT_TRUE(e->has_result);
+  EXPECT_EQ(e->device, 0);
 }
 
 TEST(CuptiCallbacks, RuntimeAttributionGivesBothNames) {
   CUdeviceptr ptr = 0x1000;
   cuMemAlloc_v2_params p{&ptr, 4096};
-  CUresult ok = CUDA_SUCCESS;
   const char* runtime = gmt::cupti::runtime_api_name(CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020);
   ASSERT_STREQ(runtime, "cudaMalloc");
-  gmt::EventFacts e;
-  ASSERT_TRUE(driver_callback_facts(CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2, callback(CUPTI_API_EXIT, &p, &ok),
-                                    runtime, 1, &e));
-  EXPECT_STREQ(e.api, "cudaMalloc");
-  EXPECT_STREQ(e.driver_api, "cuMemAlloc_v2");
-  EXPECT_EQ(e.device, 1);
+  auto e = at(CUPTI_API_EXIT, CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2, &p, &ok, 1, runtime);
+  ASSERT_TRUE(e);
+  EXPECT_STREQ(e->api, "cudaMalloc");
+  EXPECT_STREQ(e->driver_api, "cuMemAlloc_v2");
+  EXPECT_EQ(e->device, 1);
   EXPECT_EQ(gmt::cupti::runtime_api_name(CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000), nullptr);
 }
 
@@ -62,121 +82,185 @@ TEST(CuptiCallbacks, FailedAllocationKeepsRequestedSizeAndNoAddress) {
   CUdeviceptr ptr = 0xdeadbeef;  // garbage the driver left: must not be reported
   cuMemAlloc_v2_params p{&ptr, 64ull << 30};
   CUresult oom = CUDA_ERROR_OUT_OF_MEMORY;
-  gmt::EventFacts e;
-  ASSERT_TRUE(driver_callback_facts(CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2, callback(CUPTI_API_EXIT, &p, &oom),
-                                    nullptr, 0, &e));
-  EXPECT_EQ(e.result, 2);
-  EXPECT_EQ(e.addr, 0u);
-  EXPECT_EQ(e.size, 64ull << 30);
+  auto e = at(CUPTI_API_EXIT, CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2, &p, &oom);
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->result, 2);
+  EXPECT_EQ(e->addr, 0u);
+  EXPECT_EQ(e->size, 64ull << 30);
 }
 
 TEST(CuptiCallbacks, FreeAtEnterWithoutResult) {
   cuMemFree_v2_params p{0x7f0000200000};
-  CUresult ok = CUDA_SUCCESS;
-  gmt::EventFacts e;
-  EXPECT_FALSE(driver_callback_facts(CUPTI_DRIVER_TRACE_CBID_cuMemFree_v2, callback(CUPTI_API_EXIT, &p, &ok),
-                                     nullptr, 0, &e));
-  ASSERT_TRUE(driver_callback_facts(CUPTI_DRIVER_TRACE_CBID_cuMemFree_v2, callback(CUPTI_API_ENTER, &p, nullptr),
-                                    nullptr, 0, &e));
-  EXPECT_EQ(e.op, f::Op::Free);
-  EXPECT_EQ(e.addr, 0x7f0000200000u);
-  EXPECT_FALSE(e.has_result);
+  EXPECT_FALSE(at(CUPTI_API_EXIT, CUPTI_DRIVER_TRACE_CBID_cuMemFree_v2, &p, &ok));
+  auto e = at(CUPTI_API_ENTER, CUPTI_DRIVER_TRACE_CBID_cuMemFree_v2, &p, nullptr);
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->op, f::Op::Free);
+  EXPECT_EQ(e->addr, 0x7f0000200000u);
+  EXPECT_FALSE(e->has_result);
   cuMemFree_v2_params null_free{0};
-  EXPECT_FALSE(driver_callback_facts(CUPTI_DRIVER_TRACE_CBID_cuMemFree_v2,
-                                     callback(CUPTI_API_ENTER, &null_free, nullptr), nullptr, 0, &e));
+  EXPECT_FALSE(at(CUPTI_API_ENTER, CUPTI_DRIVER_TRACE_CBID_cuMemFree_v2, &null_free, nullptr));
 }
 
 TEST(CuptiCallbacks, AsyncFromPoolCarriesStreamAndPool) {
   CUdeviceptr ptr = 0x2000;
   cuMemAllocFromPoolAsync_ptsz_params p{&ptr, 2097157, reinterpret_cast<CUmemoryPool>(0x9900),
                                         reinterpret_cast<CUstream>(0x5000)};
-  CUresult ok = CUDA_SUCCESS;
-  gmt::EventFacts e;
-  ASSERT_TRUE(driver_callback_facts(CUPTI_DRIVER_TRACE_CBID_cuMemAllocFromPoolAsync_ptsz,
-                                    callback(CUPTI_API_EXIT, &p, &ok), nullptr, 0, &e));
-  EXPECT_STREQ(e.api, "cuMemAllocFromPoolAsync_ptsz");
-  EXPECT_EQ(e.kind, f::Kind::Async);
-  EXPECT_TRUE(e.has_stream && e.has_pool);
-  EXPECT_EQ(e.stream, 0x5000u);
-  EXPECT_EQ(e.pool, 0x9900u);
+  auto e = at(CUPTI_API_EXIT, CUPTI_DRIVER_TRACE_CBID_cuMemAllocFromPoolAsync_ptsz, &p, &ok);
+  ASSERT_TRUE(e);
+  EXPECT_STREQ(e->api, "cuMemAllocFromPoolAsync_ptsz");
+  EXPECT_EQ(e->kind, f::Kind::Async);
+  EXPECT_TRUE(e->has_stream && e->has_pool);
+  EXPECT_EQ(e->stream, 0x5000u);
+  EXPECT_EQ(e->pool, 0x9900u);
 
   cuMemPoolTrimTo_params t{reinterpret_cast<CUmemoryPool>(0x9900), 1 << 20};
-  ASSERT_TRUE(driver_callback_facts(CUPTI_DRIVER_TRACE_CBID_cuMemPoolTrimTo, callback(CUPTI_API_EXIT, &t, &ok),
-                                    nullptr, 0, &e));
-  EXPECT_EQ(e.op, f::Op::Trim);
-  EXPECT_EQ(e.size, 1u << 20);
-  EXPECT_EQ(e.pool, 0x9900u);
+  e = at(CUPTI_API_EXIT, CUPTI_DRIVER_TRACE_CBID_cuMemPoolTrimTo, &t, &ok);
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->op, f::Op::Trim);
+  EXPECT_EQ(e->size, 1u << 20);
+  EXPECT_EQ(e->pool, 0x9900u);
 }
 
 TEST(CuptiCallbacks, VirtualMemoryPattern) {
-  CUresult ok = CUDA_SUCCESS;
-  gmt::EventFacts e;
   CUdeviceptr va = 0x7e0000000000;
   cuMemAddressReserve_params r{&va, 32 << 20, 0, 0, 0};
-  ASSERT_TRUE(driver_callback_facts(CUPTI_DRIVER_TRACE_CBID_cuMemAddressReserve, callback(CUPTI_API_EXIT, &r, &ok),
-                                    nullptr, 0, &e));
-  EXPECT_EQ(e.op, f::Op::Reserve);
-  EXPECT_EQ(e.kind, f::Kind::Virtual);
-  EXPECT_EQ(e.addr, va);
+  auto e = at(CUPTI_API_EXIT, CUPTI_DRIVER_TRACE_CBID_cuMemAddressReserve, &r, &ok);
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->op, f::Op::Reserve);
+  EXPECT_EQ(e->kind, f::Kind::Virtual);
+  EXPECT_EQ(e->addr, va);
 
   CUmemGenericAllocationHandle h = 0x1010;
   CUmemAllocationProp prop{};
   prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
   prop.location.id = 3;
   cuMemCreate_params c{&h, 4 << 20, &prop, 0};
-  ASSERT_TRUE(driver_callback_facts(CUPTI_DRIVER_TRACE_CBID_cuMemCreate, callback(CUPTI_API_EXIT, &c, &ok), nullptr,
-                                    -1, &e));
-  EXPECT_EQ(e.op, f::Op::Alloc);
-  EXPECT_EQ(e.kind, f::Kind::Physical);
-  EXPECT_EQ(e.addr, 0x1010u);
-  EXPECT_TRUE(e.has_handle);
-  EXPECT_EQ(e.device, 3);  // from the allocation's properties, not the current context
+  e = at(CUPTI_API_EXIT, CUPTI_DRIVER_TRACE_CBID_cuMemCreate, &c, &ok, -1);
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->op, f::Op::Alloc);
+  EXPECT_EQ(e->kind, f::Kind::Physical);
+  EXPECT_EQ(e->addr, 0x1010u);
+  EXPECT_TRUE(e->has_handle);
+  EXPECT_EQ(e->device, 3);  // from the allocation's properties, not the current context
 
   cuMemMap_params m{va, 4 << 20, 0, h, 0};
-  ASSERT_TRUE(driver_callback_facts(CUPTI_DRIVER_TRACE_CBID_cuMemMap, callback(CUPTI_API_EXIT, &m, &ok), nullptr, 0,
-                                    &e));
-  EXPECT_EQ(e.op, f::Op::Map);
-  EXPECT_EQ(e.handle, 0x1010u);
+  e = at(CUPTI_API_EXIT, CUPTI_DRIVER_TRACE_CBID_cuMemMap, &m, &ok);
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->op, f::Op::Map);
+  EXPECT_EQ(e->handle, 0x1010u);
   cuMemUnmap_params u{va, 4 << 20};
-  ASSERT_TRUE(driver_callback_facts(CUPTI_DRIVER_TRACE_CBID_cuMemUnmap, callback(CUPTI_API_ENTER, &u, nullptr),
-                                    nullptr, 0, &e));
-  EXPECT_EQ(e.op, f::Op::Unmap);
+  e = at(CUPTI_API_ENTER, CUPTI_DRIVER_TRACE_CBID_cuMemUnmap, &u, nullptr);
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->op, f::Op::Unmap);
+  EXPECT_EQ(e->addr, va);
+  EXPECT_EQ(e->size, 4u << 20);
   cuMemRelease_params rel{h};
-  ASSERT_TRUE(driver_callback_facts(CUPTI_DRIVER_TRACE_CBID_cuMemRelease, callback(CUPTI_API_ENTER, &rel, nullptr),
-                                    nullptr, 0, &e));
-  EXPECT_EQ(e.op, f::Op::Free);
-  EXPECT_EQ(e.kind, f::Kind::Physical);
-  EXPECT_EQ(e.addr, 0x1010u);
+  e = at(CUPTI_API_ENTER, CUPTI_DRIVER_TRACE_CBID_cuMemRelease, &rel, nullptr);
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->op, f::Op::Free);
+  EXPECT_EQ(e->kind, f::Kind::Physical);
+  EXPECT_EQ(e->addr, 0x1010u);
   cuMemAddressFree_params af{va, 32 << 20};
-  ASSERT_TRUE(driver_callback_facts(CUPTI_DRIVER_TRACE_CBID_cuMemAddressFree, callback(CUPTI_API_ENTER, &af, nullptr),
-                                    nullptr, 0, &e));
-  EXPECT_EQ(e.op, f::Op::Unreserve);
-  EXPECT_EQ(e.size, 32u << 20);
+  e = at(CUPTI_API_ENTER, CUPTI_DRIVER_TRACE_CBID_cuMemAddressFree, &af, nullptr);
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->op, f::Op::Unreserve);
+  EXPECT_EQ(e->size, 32u << 20);
 }
 
 TEST(CuptiCallbacks, ResetAndUnknownIds) {
-  gmt::EventFacts e;
   cuDevicePrimaryCtxReset_v2_params p{2};
-  ASSERT_TRUE(driver_callback_facts(CUPTI_DRIVER_TRACE_CBID_cuDevicePrimaryCtxReset_v2,
-                                    callback(CUPTI_API_ENTER, &p, nullptr), nullptr, 0, &e));
-  EXPECT_EQ(e.op, f::Op::Reset);
-  EXPECT_EQ(e.device, 2);
+  auto e = at(CUPTI_API_ENTER, CUPTI_DRIVER_TRACE_CBID_cuDevicePrimaryCtxReset_v2, &p, nullptr);
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->op, f::Op::Reset);
+  EXPECT_EQ(e->device, 2);
   int dummy = 0;
-  EXPECT_FALSE(driver_callback_facts(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, callback(CUPTI_API_EXIT, &dummy, nullptr),
-                                     nullptr, 0, &e));
-  EXPECT_FALSE(driver_callback_facts(CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2, callback(CUPTI_API_EXIT, nullptr, nullptr),
-                                     nullptr, 0, &e));
+  EXPECT_FALSE(at(CUPTI_API_EXIT, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &dummy, nullptr));
+  EXPECT_FALSE(at(CUPTI_API_EXIT, CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2, nullptr, nullptr));
+}
+
+TEST(CuptiCallbacks, ContextDestroyIsAResetOfTheContextsDevice) {
+  auto* ctx = reinterpret_cast<CUcontext>(0xc0c0);
+  for (CUpti_CallbackId id : {CUPTI_DRIVER_TRACE_CBID_cuCtxDestroy_v2, CUPTI_DRIVER_TRACE_CBID_cuCtxDestroy}) {
+    cuCtxDestroy_v2_params p{ctx};
+    g_asked = nullptr;
+    auto e = at(CUPTI_API_ENTER, id, &p, nullptr, 5);
+    ASSERT_TRUE(e) << id;
+    EXPECT_EQ(e->op, f::Op::Reset);
+    EXPECT_FALSE(e->has_result);
+    EXPECT_EQ(e->device, 5);
+    EXPECT_EQ(g_asked, ctx);  // the destroyed context's device, not the current context's
+    EXPECT_FALSE(at(CUPTI_API_EXIT, id, &p, &ok));
+  }
+  cuDevicePrimaryCtxReset_params legacy{4};
+  auto e = at(CUPTI_API_ENTER, CUPTI_DRIVER_TRACE_CBID_cuDevicePrimaryCtxReset, &legacy, nullptr);
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->device, 4);
+}
+
+TEST(CuptiCallbacks, MemGetInfoIsAMeminfoEventWhenItSucceeds) {
+  size_t free_bytes = 3 << 20, total_bytes = 16 << 20;
+  cuMemGetInfo_v2_params p{&free_bytes, &total_bytes};
+  EXPECT_FALSE(at(CUPTI_API_ENTER, CUPTI_DRIVER_TRACE_CBID_cuMemGetInfo_v2, &p, nullptr));
+  auto e = at(CUPTI_API_EXIT, CUPTI_DRIVER_TRACE_CBID_cuMemGetInfo_v2, &p, &ok, 1, "cudaMemGetInfo");
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->op, f::Op::MemInfo);
+  EXPECT_EQ(e->kind, f::Kind::None);
+  EXPECT_STREQ(e->api, "cudaMemGetInfo");
+  EXPECT_TRUE(e->has_meminfo);
+  EXPECT_FALSE(e->has_result);
+  EXPECT_EQ(e->free_bytes, 3u << 20);
+  EXPECT_EQ(e->total_bytes, 16u << 20);
+  EXPECT_EQ(e->device, 1);
+  CUresult invalid = CUDA_ERROR_INVALID_CONTEXT;
+  EXPECT_FALSE(at(CUPTI_API_EXIT, CUPTI_DRIVER_TRACE_CBID_cuMemGetInfo_v2, &p, &invalid));
+}
+
+TEST(CuptiCallbacks, DeviceIsAskedOnlyForEvents) {
+  CUdeviceptr ptr = 0x3000;
+  cuMemAlloc_v2_params p{&ptr, 512};
+  g_lookups = 0;
+  EXPECT_FALSE(at(CUPTI_API_ENTER, CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2, &p, nullptr));
+  EXPECT_EQ(g_lookups, 0);
+  ASSERT_TRUE(at(CUPTI_API_EXIT, CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2, &p, &ok));
+  EXPECT_EQ(g_lookups, 1);
+  EXPECT_EQ(g_asked, nullptr);  // the current context
+  CUmemGenericAllocationHandle h = 0x20;
+  CUmemAllocationProp prop{};
+  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  prop.location.id = 1;
+  cuMemCreate_params c{&h, 2 << 20, &prop, 0};
+  ASSERT_TRUE(at(CUPTI_API_EXIT, CUPTI_DRIVER_TRACE_CBID_cuMemCreate, &c, &ok));
+  EXPECT_EQ(g_lookups, 1);  // named by the call
+  gmt::EventFacts e;
+  EXPECT_TRUE(driver_callback_facts(CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2, callback(CUPTI_API_EXIT, &p, &ok), nullptr,
+                                    nullptr, &e));
+  EXPECT_EQ(e.device, -1);  // no lookup: unknown
 }
 
 TEST(CuptiCallbacks, EnabledIdsMatchTheNotes) {
   CUpti_CallbackId ids[64];
   const int n = gmt::cupti::driver_callback_ids(ids, 64);
-  EXPECT_EQ(n, 22);
+  EXPECT_EQ(n, 25);  // driver_hooks.def without its two resolvers
   std::vector<CUpti_CallbackId> v(ids, ids + n);
-  // Ids from ../shared/notes/cuda-capture.md.
+  // Ids from ../shared/notes/cuda-capture.md, then cuMemGetInfo_v2, cuCtxDestroy[_v2] and
+  // cuDevicePrimaryCtxReset[_v2] (cupti_driver_cbid.h).
   for (CUpti_CallbackId id : {243u, 244u, 245u, 294u, 39u, 38u, 371u, 598u, 599u, 600u, 601u, 611u, 612u, 602u, 547u,
-                              548u, 549u, 550u, 551u, 552u})
+                              548u, 549u, 550u, 551u, 552u, 242u, 11u, 322u, 389u, 545u})
     EXPECT_NE(std::find(v.begin(), v.end(), id), v.end()) << id;
+  for (CUpti_CallbackId id : v) EXPECT_NE(gmt::cupti::driver_api_name(id), nullptr) << id;
+  EXPECT_EQ(gmt::cupti::driver_api_name(CUPTI_DRIVER_TRACE_CBID_cuGetProcAddress), nullptr);
+  EXPECT_EQ(gmt::cupti::driver_api_name(CUPTI_DRIVER_TRACE_CBID_cuGetProcAddress_v2), nullptr);
+  EXPECT_EQ(gmt::cupti::driver_callback_ids(ids, 3), 3);  // never more than asked for
+}
+
+TEST(CuptiCallbacks, RuntimeIdsAreOnlyTheAttributedOnes) {
+  CUpti_CallbackId ids[64];
+  const int n = gmt::cupti::runtime_callback_ids(ids, 64);
+  EXPECT_EQ(n, 17);
+  for (int i = 0; i < n; ++i) EXPECT_NE(gmt::cupti::runtime_api_name(ids[i]), nullptr) << ids[i];
+  std::vector<CUpti_CallbackId> v(ids, ids + n);
+  EXPECT_NE(std::find(v.begin(), v.end(), CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020), v.end());
+  EXPECT_EQ(std::find(v.begin(), v.end(), CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000), v.end());
 }
 
 // ---- activity buffers ----
