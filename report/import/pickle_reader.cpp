@@ -156,6 +156,16 @@ class Parser {
     if (index) *index = i;
     return true;
   }
+  // None, True and False are never modified (only containers are): one node each, shared, so a
+  // 1-byte opcode costs a stack slot, not a node.
+  bool push_shared(uint32_t* shared, Kind kind, bool boolean) {
+    if (*shared == kNoNode) {
+      if (!new_node(kind, shared)) return false;
+      nodes_[*shared].boolean = boolean;
+    }
+    stack_.push_back(*shared);
+    return true;
+  }
   bool push_int_signed(int64_t v) {
     uint32_t i = 0;
     if (!push_new(Kind::Int, &i)) return false;
@@ -237,6 +247,7 @@ class Parser {
   size_t op_pos_ = 0;
   uint8_t op_ = 0;
   std::vector<uint32_t> stack_;
+  uint32_t none_ = kNoNode, true_ = kNoNode, false_ = kNoNode;  // the shared nodes (push_shared)
   std::vector<size_t> marks_;
   std::unordered_map<uint64_t, uint32_t> memo_;
   std::string error_;
@@ -350,13 +361,9 @@ bool Parser::run(uint32_t* root, std::string* error) {
       case 0x32:  // DUP
         if ((ok = need_stack(1))) stack_.push_back(stack_.back());
         break;
-      case 0x4e: ok = push_new(Kind::None); break;
-      case 0x88:
-      case 0x89: {  // NEWTRUE / NEWFALSE
-        uint32_t i = 0;
-        if ((ok = push_new(Kind::Bool, &i))) nodes_[i].boolean = op_ == 0x88;
-        break;
-      }
+      case 0x4e: ok = push_shared(&none_, Kind::None, false); break;
+      case 0x88: ok = push_shared(&true_, Kind::Bool, true); break;    // NEWTRUE
+      case 0x89: ok = push_shared(&false_, Kind::Bool, false); break;  // NEWFALSE
       case 0x4a:  // BININT: signed 32-bit
         if ((ok = need(4))) ok = push_int_signed(static_cast<int32_t>(static_cast<uint32_t>(read_le(4))));
         break;

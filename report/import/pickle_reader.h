@@ -13,7 +13,8 @@
 //  - every value is a node in one arena, containers hold node indices, the memo holds node indices, so
 //    memory is O(input size) even for cyclic or heavily shared data (a list that contains itself is a
 //    legal pickle and is represented, not expanded);
-//  - limits on the input size, the node count and the MARK nesting depth (Limits below);
+//  - limits on the input size, the node count and the MARK nesting depth (Limits below); None, True
+//    and False are one shared node each, so a run of 1-byte opcodes cannot fill the arena;
 //  - strings are not copied: they are (offset, length) views into the document's own copy of the input.
 // Consumers walk the result with explicit depth bounds (see dump()).
 //
@@ -51,7 +52,10 @@ struct Node {
 
 struct Limits {
   uint64_t max_input_bytes = 64ull << 30;  // 64 GiB: PyTorch snapshots reach several GB
-  uint32_t max_nodes = 1u << 31;
+  // Each node is a Node (about 64 bytes), and an opcode as short as one byte (EMPTY_LIST) makes one;
+  // None/True/False share one node each. 2^27 nodes bound the arena at about 8 GiB (was 2^31: 128
+  // GiB); a history of 500k entries with 40-frame stacks needs about 85M (some 170 per entry).
+  uint32_t max_nodes = 1u << 27;
   uint32_t max_mark_depth = 4096;          // nested MARKs still open at the same time
 };
 

@@ -1,11 +1,12 @@
 #include "report/reader/line_reader.h"
 
 #include <cstring>
+#include <string>
 
 namespace gpumemtrace::report {
 
-LineReader::LineReader(ByteSource& source, size_t chunk)
-    : source_(source), chunk_(chunk), buffer_(chunk + kLinePadding) {}
+LineReader::LineReader(ByteSource& source, size_t chunk, size_t max_line)
+    : source_(source), chunk_(chunk), max_line_(max_line), buffer_(chunk + kLinePadding) {}
 
 bool LineReader::fill() {
   if (eof_) return false;
@@ -40,6 +41,10 @@ bool LineReader::next(Line& line) {
       return true;
     }
     size_t scanned_len = end_ - begin_;  // fill() may move the data; rescan only the new bytes
+    if (scanned_len > max_line_) {
+      throw std::runtime_error("a line longer than " + std::to_string(max_line_) +
+                               " bytes: not a gpumemtrace trace");
+    }
     if (!fill()) break;
     scanned = begin_ + scanned_len;
   }

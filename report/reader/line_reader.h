@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <stdexcept>
 #include <string_view>
 #include <vector>
 
@@ -15,6 +16,10 @@
 namespace gpumemtrace::report {
 
 inline constexpr size_t kLinePadding = 64;  // >= SIMDJSON_PADDING (checked in trace_reader.cpp)
+// The longest line accepted: a trace line is a few hundred bytes (a deep stack with long names a few
+// KiB), so a longer one is not a trace (a binary file without newlines would otherwise be read
+// into memory whole).
+inline constexpr size_t kMaxLineBytes = size_t{64} << 20;
 
 struct Line {
   std::string_view text;  // without the '\n'
@@ -24,8 +29,9 @@ struct Line {
 
 class LineReader {
  public:
-  explicit LineReader(ByteSource& source, size_t chunk = 1 << 20);
-  // Next line, or false at the end of the input.
+  explicit LineReader(ByteSource& source, size_t chunk = 1 << 20, size_t max_line = kMaxLineBytes);
+  // Next line, or false at the end of the input. Throws std::runtime_error for a line longer than
+  // max_line bytes.
   bool next(Line& line);
 
  private:
@@ -33,6 +39,7 @@ class LineReader {
 
   ByteSource& source_;
   size_t chunk_;
+  size_t max_line_;
   std::vector<char> buffer_;  // data is [begin_, end_); capacity keeps kLinePadding spare
   size_t begin_ = 0;
   size_t end_ = 0;

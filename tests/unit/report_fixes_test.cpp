@@ -5,6 +5,7 @@
 #include <string>
 
 #include "report/analyses/analyze.h"
+#include "report/reader/line_reader.h"
 
 using namespace gpumemtrace::report;
 
@@ -134,4 +135,21 @@ TEST(Summary, PytorchSegmentEventsAreCountedOnce) {
     EXPECT_EQ(r.devices[0].unmatched_frees, 0u) << torch_first;
     EXPECT_EQ(r.leaked_bytes(), 0u) << torch_first;
   }
+}
+
+// A file without newlines is not read into memory whole: past the cap it is an error.
+TEST(LineReaderLimit, ALineLongerThanTheCapIsAnError) {
+  std::string text = "short\n" + std::string(100, 'x') + "\nafter";
+  auto source = memory_byte_source(text);
+  LineReader reader(*source, 8, 64);
+  Line line;
+  ASSERT_TRUE(reader.next(line));
+  EXPECT_EQ(line.text, "short");
+  EXPECT_THROW(reader.next(line), std::runtime_error);
+
+  std::string fits = std::string(64, 'y') + "\n";
+  auto ok_source = memory_byte_source(fits);
+  LineReader ok_reader(*ok_source, 8, 64);
+  ASSERT_TRUE(ok_reader.next(line));
+  EXPECT_EQ(line.text.size(), 64u);
 }

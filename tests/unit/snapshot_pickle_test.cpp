@@ -158,7 +158,8 @@ TEST(SnapshotPickle, NodeAndSizeLimits) {
   limits.max_nodes = 3;
   Document doc;
   std::string err;
-  EXPECT_FALSE(parse(B({0x80, 0x02, '(', 'N', 'N', 'N', 'N', 'l', '.'}), &doc, &err, limits));
+  // Ints, not None: None/True/False share one node each (below).
+  EXPECT_FALSE(parse(B({0x80, 0x02, '(', 'K', 1, 'K', 2, 'K', 3, 'K', 4, 'l', '.'}), &doc, &err, limits));
   EXPECT_NE(err.find("more than 3 values"), std::string::npos) << err;
   limits = Limits();
   limits.max_input_bytes = 4;
@@ -170,4 +171,32 @@ TEST(SnapshotPickle, LooksLikePickle) {
   EXPECT_TRUE(gpumemtrace::pickle::looks_like_pickle_bytes(B({0x80, 0x04})));
   EXPECT_FALSE(gpumemtrace::pickle::looks_like_pickle_bytes("{\"type\":\"header\"}"));
   EXPECT_FALSE(gpumemtrace::pickle::looks_like_pickle_bytes(B({0x80})));
+}
+
+// A pickle of many None/True/False (1-byte opcodes) costs one node each kind, not one per opcode: it
+// parses under a node limit far below the opcode count.
+TEST(SnapshotPickle, NoneTrueFalseShareOneNodeEach) {
+  std::vector<uint8_t> bytes = {0x80, 0x02, '('};
+  for (int i = 0; i < 1000; ++i) {
+    bytes.push_back('N');
+    bytes.push_back(0x88);
+    bytes.push_back(0x89);
+  }
+  bytes.push_back('l');
+  bytes.push_back('.');
+  Limits limits;
+  limits.max_nodes = 4;  // None, True, False and the list
+  Document doc;
+  std::string err;
+  ASSERT_TRUE(parse(std::string(bytes.begin(), bytes.end()), &doc, &err, limits)) << err;
+  EXPECT_EQ(doc.node_count(), 4u);
+  const auto& items = doc.items(doc.root());
+  ASSERT_EQ(items.size(), 3000u);
+  EXPECT_TRUE(doc.is(items[0], gpumemtrace::pickle::Kind::None));
+  uint64_t v = 9;
+  EXPECT_TRUE(doc.as_u64(items[1], &v));
+  EXPECT_EQ(v, 1u);
+  EXPECT_TRUE(doc.as_u64(items[2], &v));
+  EXPECT_EQ(v, 0u);
+  EXPECT_EQ(items[3], items[0]);
 }
