@@ -26,13 +26,12 @@ struct Entry {
 
 const PythonOffsets* g_off = nullptr;
 uintptr_t g_code_type = 0, g_unicode_type = 0, g_bytes_type = 0;
-Entry* g_entries = nullptr;
+// Published once by code_table_init() (release) with the arena it precedes; null until then.
+std::atomic<Entry*> g_entries{nullptr};
 char* g_arena = nullptr;
 std::atomic<size_t> g_arena_used{0};
 std::atomic<uint64_t> g_count{0};
-std::atomic<uint64_t> g_overflows{0};
 std::atomic<bool> g_warned{false};
-std::atomic<bool> g_table_ready{false};
 std::mutex g_init_mutex;
 
 inline uintptr_t rd_ptr(uintptr_t a) { return *reinterpret_cast<const uintptr_t*>(a); }
@@ -41,7 +40,6 @@ inline uint32_t rd_u32(uintptr_t a) { return *reinterpret_cast<const uint32_t*>(
 inline int64_t rd_i64(uintptr_t a) { return *reinterpret_cast<const int64_t*>(a); }
 
 void overflow() {
-  g_overflows.fetch_add(1, std::memory_order_relaxed);
   if (!g_warned.exchange(true))
     log_line("Python code table full: frames of further functions are left out of stacks");
 }
@@ -117,7 +115,7 @@ bool copy_str(uintptr_t obj, uint32_t* off, uint32_t* len) {
   return true;
 }
 
-bool fill(Entry* e, uintptr_t code, uintptr_t filename, uintptr_t name, uintptr_t lt, int first) {
+bool fill(Entry* e, uintptr_t filename, uintptr_t name, uintptr_t lt, int first) {
   e->first_line = first;
   e->filename_obj = filename;
   e->name_obj = name;
@@ -134,7 +132,6 @@ bool fill(Entry* e, uintptr_t code, uintptr_t filename, uintptr_t name, uintptr_
       e->lt_len = static_cast<uint32_t>(n);
     }
   }
-  (void)code;
   return true;
 }
 
@@ -218,8 +215,7 @@ int decode_locations(const uint8_t* p, uint32_t len, int first, int64_t lasti) {
   return -1;
 }
 
-}  // namespace
-
+// The line of byte offset `lasti` in `table` (format of 3.<minor>); first_line when unknown.
 int decode_line(int minor, const uint8_t* table, uint32_t len, int first_line, int64_t lasti) {
   if (lasti < 0 || table == nullptr || len == 0) return first_line;
   int line;
@@ -228,6 +224,8 @@ int decode_line(int minor, const uint8_t* table, uint32_t len, int first_line, i
   else line = decode_locations(table, len, first_line, lasti);
   return line < 0 ? first_line : line;
 }
+
+}  // namespace
 
 bool code_table_init(const PythonOffsets* offsets, const void* code_type, const void* unicode_type,
                      const void* bytes_type) {
@@ -238,22 +236,22 @@ bool code_table_init(const PythonOffsets* offsets, const void* code_type, const 
     g_unicode_type = reinterpret_cast<uintptr_t>(unicode_type);
     g_bytes_type = reinterpret_cast<uintptr_t>(bytes_type);
   }
-  if (g_table_ready.load(std::memory_order_acquire)) return true;
+  if (g_entries.load(std::memory_order_acquire)) return true;
   std::lock_guard<std::mutex> lock(g_init_mutex);  // init only: never on the capture path
-  if (g_entries) return true;
+  if (g_entries.load(std::memory_order_relaxed)) return true;
   size_t table_bytes = sizeof(Entry) * kCodeTableSlots;
   void* t = mmap(nullptr, table_bytes + kCodeArenaBytes, PROT_READ | PROT_WRITE,
                  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (t == MAP_FAILED) return false;
   // Zero-filled pages are a valid empty table (std::atomic of integers: all-zero = 0).
   g_arena = static_cast<char*>(t) + table_bytes;
-  g_entries = static_cast<Entry*>(t);
-  g_table_ready.store(true, std::memory_order_release);
+  g_entries.store(static_cast<Entry*>(t), std::memory_order_release);
   return true;
 }
 
 uint32_t code_table_lookup_or_insert(uintptr_t code) {
-  if (!g_entries || !g_off || code == 0) return 0;
+  Entry* const entries = g_entries.load(std::memory_order_acquire);
+  if (!entries || !g_off || code == 0) return 0;
   const PythonOffsets& o = *g_off;
   if (rd_ptr(code + kObType) != g_code_type) return 0;
   uintptr_t filename = rd_ptr(code + o.code_filename);
@@ -265,11 +263,11 @@ uint32_t code_table_lookup_or_insert(uintptr_t code) {
   constexpr int kMaxProbe = 64;
   for (int probe = 0; probe < kMaxProbe; ++probe) {
     uint32_t idx = (h + probe) & kMask;
-    Entry* e = &g_entries[idx];
+    Entry* e = &entries[idx];
     uintptr_t key = e->code.load(std::memory_order_acquire);
     if (key == 0) {
       if (e->code.compare_exchange_strong(key, code, std::memory_order_acq_rel)) {
-        if (!fill(e, code, filename, name, lt, first)) {
+        if (!fill(e, filename, name, lt, first)) {
           // Arena full: the entry stays claimed, marked failed (2); lookups of this code return at once.
           e->ready.store(2, std::memory_order_release);
           overflow();
@@ -299,6 +297,7 @@ uint32_t code_table_lookup_or_insert(uintptr_t code) {
 uint32_t code_table_insert_external(const char* file, size_t file_len, const char* function,
                                     size_t function_len) {
   if (!code_table_init(nullptr, nullptr, nullptr, nullptr)) return 0;
+  Entry* const entries = g_entries.load(std::memory_order_acquire);
   if (file_len > 4096) file_len = 4096;
   if (function_len > 4096) function_len = 4096;
   uint64_t h1 = 1469598103934665603ull, h2 = 0x9e3779b97f4a7c15ull;
@@ -312,7 +311,7 @@ uint32_t code_table_insert_external(const char* file, size_t file_len, const cha
   uint32_t h = hash_ptr(key);
   for (int probe = 0; probe < 64; ++probe) {
     uint32_t idx = (h + probe) & kMask;
-    Entry* e = &g_entries[idx];
+    Entry* e = &entries[idx];
     uintptr_t k = e->code.load(std::memory_order_acquire);
     if (k == 0 && e->code.compare_exchange_strong(k, key, std::memory_order_acq_rel)) {
       e->first_line = 0;
@@ -346,20 +345,21 @@ uint32_t code_table_insert_external(const char* file, size_t file_len, const cha
 }
 
 bool code_table_get(uint32_t id, CodeInfo* out) {
-  if (!g_entries || id == 0 || id > kCodeTableSlots) return false;
-  const Entry& e = g_entries[id - 1];
+  const Entry* const entries = g_entries.load(std::memory_order_acquire);
+  if (!entries || id == 0 || id > kCodeTableSlots) return false;
+  const Entry& e = entries[id - 1];
   if (e.ready.load(std::memory_order_acquire) != 1) return false;
   out->file = g_arena + e.file_off;
   out->file_len = e.file_len;
   out->function = g_arena + e.func_off;
   out->function_len = e.func_len;
-  out->first_line = e.first_line;
   return true;
 }
 
 int code_table_line(uint32_t id, int64_t lasti) {
-  if (!g_entries || id == 0 || id > kCodeTableSlots) return 0;
-  const Entry& e = g_entries[id - 1];
+  const Entry* const entries = g_entries.load(std::memory_order_acquire);
+  if (!entries || id == 0 || id > kCodeTableSlots) return 0;
+  const Entry& e = entries[id - 1];
   if (e.ready.load(std::memory_order_acquire) != 1) return 0;
   if (!g_off) return e.first_line;
   return decode_line(g_off->minor, reinterpret_cast<const uint8_t*>(g_arena + e.lt_off), e.lt_len,
@@ -367,6 +367,5 @@ int code_table_line(uint32_t id, int64_t lasti) {
 }
 
 uint64_t code_table_entries() { return g_count.load(std::memory_order_relaxed); }
-uint64_t code_table_overflows() { return g_overflows.load(std::memory_order_relaxed); }
 
 }  // namespace gpumemtrace::python

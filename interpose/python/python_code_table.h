@@ -53,7 +53,6 @@ struct CodeInfo {
   uint32_t file_len;
   const char* function;
   uint32_t function_len;
-  int first_line;
 };
 bool code_table_get(uint32_t id, CodeInfo* out);
 
@@ -61,11 +60,7 @@ bool code_table_get(uint32_t id, CodeInfo* out);
 // the running version's format). Falls back to co_firstlineno when unknown.
 int code_table_line(uint32_t id, int64_t lasti);
 
-// Counters for the trace's diagnostics and the tests.
+// Entries in use (the tests check the table stays bounded).
 uint64_t code_table_entries();
-uint64_t code_table_overflows();
-
-// Exposed for unit tests: decode `table` (format of 3.<minor>) at byte offset `lasti`.
-int decode_line(int minor, const uint8_t* table, uint32_t len, int first_line, int64_t lasti);
 
 }  // namespace gpumemtrace::python

@@ -10,25 +10,16 @@ _SEP_FRAME = "\x1e"
 
 
 class Bridge:
-    def __init__(self, fn, mark, flush=None, sync=None):
+    def __init__(self, fn, mark, flush, sync):
         self._fn = fn
         self._mark = mark
         self._flush = flush
         self._sync = sync
 
     def flush(self):
-        """Before the process dies of a signal: get the recorded events to the file. Uses the
-        library's gpumemtrace_flush() when it has one, else waits out two writer flush periods."""
-        if self._flush is not None:
-            self._flush()
-            return
-        import os
-        import time
-        try:
-            ms = min(max(int(os.environ.get("GPUMEMTRACE_FLUSH_MS", "100")), 1), 100)
-        except ValueError:
-            ms = 100
-        time.sleep(2.5 * ms / 1000.0)
+        """Before the process dies of a signal: get the recorded events to the file (waits at most
+        2 s). True when done."""
+        return self._flush() == 0
 
     def record(self, op, api, addr=0, size=0, device=-1, stream=0, segment=0, time_ns=0, free_bytes=0,
                pool=None, frames=None):
@@ -43,15 +34,12 @@ class Bridge:
                         free_bytes, pool.encode() if pool else None, text)
 
     def sync(self, time_ns):
-        """A `sync` event: every event reported later has a time above time_ns (CLOCK_MONOTONIC).
-        Without gpumemtrace_record_sync (an older library) nothing is written: readers then keep the
-        file's order."""
-        if self._sync is not None and time_ns > 0:
+        """A `sync` event: every event reported later has a time above time_ns (CLOCK_MONOTONIC)."""
+        if time_ns > 0:
             self._sync(time_ns)
 
     def mark(self, label):
-        if self._mark is not None:
-            self._mark(label.encode("utf-8", "replace"))
+        self._mark(label.encode("utf-8", "replace"))
 
 
 def load():
@@ -65,16 +53,14 @@ def load():
     fn.argtypes = [ctypes.c_char_p, ctypes.c_char_p, u64, u64, ctypes.c_int, u64, u64, u64, u64,
                    ctypes.c_char_p, ctypes.c_char_p]
     fn.restype = ctypes.c_int
-    mark = getattr(glob, "gpumemtrace_report_mark", None)
-    if mark is not None:
-        mark.argtypes = [ctypes.c_char_p]
-        mark.restype = None
-    flush = getattr(glob, "gpumemtrace_flush", None)
-    if flush is not None:
-        flush.argtypes = []
-        flush.restype = None
-    sync = getattr(glob, "gpumemtrace_record_sync", None)
-    if sync is not None:
-        sync.argtypes = [u64]
-        sync.restype = ctypes.c_int
+    # The library exports these with gpumemtrace_record_external (one build): no fallbacks.
+    mark = glob.gpumemtrace_report_mark
+    mark.argtypes = [ctypes.c_char_p]
+    mark.restype = None
+    flush = glob.gpumemtrace_flush
+    flush.argtypes = []
+    flush.restype = ctypes.c_int
+    sync = glob.gpumemtrace_record_sync
+    sync.argtypes = [u64]
+    sync.restype = ctypes.c_int
     return Bridge(fn, mark, flush, sync)
