@@ -19,6 +19,8 @@ struct Entry {
   uintptr_t filename_obj = 0;       // identity, against address reuse
   uintptr_t name_obj = 0;
   uintptr_t linetable_obj = 0;
+  int64_t lt_size = -1;             // the line table's size and first 8 bytes: a new table at a
+  uint64_t lt_head = 0;             // reused address still differs (address-reuse hardening)
   uint32_t file_off = 0, file_len = 0;
   uint32_t func_off = 0, func_len = 0;
   uint32_t lt_off = 0, lt_len = 0;
@@ -115,16 +117,31 @@ bool copy_str(uintptr_t obj, uint32_t* off, uint32_t* len) {
   return true;
 }
 
-bool fill(Entry* e, uintptr_t filename, uintptr_t name, uintptr_t lt, int first) {
+// Size and first (up to) 8 bytes of a line table object; size -1 when it is not a bytes object.
+struct LineTableSig {
+  int64_t size = -1;
+  uint64_t head = 0;
+};
+LineTableSig line_table_sig(uintptr_t lt) {
+  LineTableSig sig;
+  if (lt == 0 || rd_ptr(lt + kObType) != g_bytes_type) return sig;
+  sig.size = rd_i64(lt + kObSize);
+  if (sig.size > 0) memcpy(&sig.head, reinterpret_cast<const void*>(lt + kBytesData), sig.size < 8 ? sig.size : 8);
+  return sig;
+}
+
+bool fill(Entry* e, uintptr_t filename, uintptr_t name, uintptr_t lt, const LineTableSig& sig, int first) {
   e->first_line = first;
   e->filename_obj = filename;
   e->name_obj = name;
   e->linetable_obj = lt;
+  e->lt_size = sig.size;
+  e->lt_head = sig.head;
   if (!copy_str(filename, &e->file_off, &e->file_len)) return false;
   if (!copy_str(name, &e->func_off, &e->func_len)) return false;
   e->lt_len = 0;
-  if (lt != 0 && rd_ptr(lt + kObType) == g_bytes_type) {
-    int64_t n = rd_i64(lt + kObSize);
+  {
+    const int64_t n = sig.size;
     if (n > 0 && n <= kMaxLineTableBytes) {
       char* dst = arena_alloc(static_cast<size_t>(n), &e->lt_off);
       if (!dst) return false;
@@ -138,6 +155,47 @@ bool fill(Entry* e, uintptr_t filename, uintptr_t name, uintptr_t lt, int first)
 inline uint32_t hash_ptr(uintptr_t p) {
   uint64_t x = p * 0x9e3779b97f4a7c15ull;
   return static_cast<uint32_t>(x >> 40);
+}
+
+// The one probe loop of both entry kinds. Linear probing from hash(key): an empty slot is claimed by
+// CAS and filled (`fill(e)`; false = arena full: the slot stays claimed, marked failed, and lookups of
+// that key give up at once); a slot holding `key` is waited for (another thread may be filling it)
+// and then taken when `same(e)` says it describes the same object (an address may be reused).
+// Returns entry index + 1, or 0.
+template <typename Fill, typename Same>
+uint32_t find_or_claim(Entry* entries, uintptr_t key, Fill fill_entry, Same same) {
+  constexpr uint32_t kMask = kCodeTableSlots - 1;
+  constexpr int kMaxProbe = 64;
+  // A fill copies a few hundred bytes; 4096 pauses bound the wait without ever blocking: about
+  // 10 us where `pause` takes ~10 cycles, up to ~0.2 ms where it takes ~140 (Skylake and later).
+  constexpr int kMaxSpins = 4096;
+  const uint32_t h = hash_ptr(key);
+  for (int probe = 0; probe < kMaxProbe; ++probe) {
+    const uint32_t idx = (h + probe) & kMask;
+    Entry* e = &entries[idx];
+    uintptr_t k = e->code.load(std::memory_order_acquire);
+    if (k == 0) {
+      if (e->code.compare_exchange_strong(k, key, std::memory_order_acq_rel)) {
+        if (!fill_entry(e)) {
+          e->ready.store(2, std::memory_order_release);
+          overflow();
+          return 0;
+        }
+        e->ready.store(1, std::memory_order_release);
+        g_count.fetch_add(1, std::memory_order_relaxed);
+        return idx + 1;
+      }
+      // Lost the race: `k` now holds the winner's key.
+    }
+    if (k != key) continue;
+    int spins = 0;
+    while (e->ready.load(std::memory_order_acquire) == 0 && ++spins < kMaxSpins) __builtin_ia32_pause();
+    if (e->ready.load(std::memory_order_acquire) != 1) return 0;
+    if (same(*e)) return idx + 1;
+    // Same key, different object (the old one was freed): keep probing.
+  }
+  overflow();
+  return 0;
 }
 
 // ---- line tables ----
@@ -258,40 +316,13 @@ uint32_t code_table_lookup_or_insert(uintptr_t code) {
   uintptr_t name = rd_ptr(code + o.code_name);
   uintptr_t lt = rd_ptr(code + o.code_linetable);
   int first = rd_i32(code + o.code_firstlineno);
-  uint32_t h = hash_ptr(code);
-  constexpr uint32_t kMask = kCodeTableSlots - 1;
-  constexpr int kMaxProbe = 64;
-  for (int probe = 0; probe < kMaxProbe; ++probe) {
-    uint32_t idx = (h + probe) & kMask;
-    Entry* e = &entries[idx];
-    uintptr_t key = e->code.load(std::memory_order_acquire);
-    if (key == 0) {
-      if (e->code.compare_exchange_strong(key, code, std::memory_order_acq_rel)) {
-        if (!fill(e, filename, name, lt, first)) {
-          // Arena full: the entry stays claimed, marked failed (2); lookups of this code return at once.
-          e->ready.store(2, std::memory_order_release);
-          overflow();
-          return 0;
-        }
-        e->ready.store(1, std::memory_order_release);
-        g_count.fetch_add(1, std::memory_order_relaxed);
-        return idx + 1;
-      }
-      // Lost the race: `key` now holds the winner's code pointer.
-    }
-    if (key != code) continue;
-    // Another thread may be filling this entry right now (a copy of a few hundred bytes): wait a
-    // bounded while, never block.
-    int spins = 0;
-    while (e->ready.load(std::memory_order_acquire) == 0 && ++spins < 4096) __builtin_ia32_pause();
-    if (e->ready.load(std::memory_order_acquire) != 1) return 0;
-    if (e->filename_obj == filename && e->name_obj == name && e->linetable_obj == lt &&
-        e->first_line == first)
-      return idx + 1;
-    // Same address, different code object (the old one was freed): keep probing.
-  }
-  overflow();
-  return 0;
+  const LineTableSig sig = line_table_sig(lt);
+  return find_or_claim(
+      entries, code, [&](Entry* e) { return fill(e, filename, name, lt, sig, first); },
+      [&](const Entry& e) {
+        return e.filename_obj == filename && e.name_obj == name && e.linetable_obj == lt &&
+               e.first_line == first && e.lt_size == sig.size && e.lt_head == sig.head;
+      });
 }
 
 uint32_t code_table_insert_external(const char* file, size_t file_len, const char* function,
@@ -307,41 +338,24 @@ uint32_t code_table_insert_external(const char* file, size_t file_len, const cha
   // Odd keys: a real code object is 8-byte aligned, so external entries never meet real ones.
   const uintptr_t key = static_cast<uintptr_t>(h1 ^ (h2 << 1)) | 1;
   const uintptr_t check = static_cast<uintptr_t>(h2);
-  constexpr uint32_t kMask = kCodeTableSlots - 1;
-  uint32_t h = hash_ptr(key);
-  for (int probe = 0; probe < 64; ++probe) {
-    uint32_t idx = (h + probe) & kMask;
-    Entry* e = &entries[idx];
-    uintptr_t k = e->code.load(std::memory_order_acquire);
-    if (k == 0 && e->code.compare_exchange_strong(k, key, std::memory_order_acq_rel)) {
-      e->first_line = 0;
-      e->filename_obj = check;
-      e->name_obj = 0;
-      e->linetable_obj = 0;
-      e->lt_len = 0;
-      char* f = arena_alloc(file_len, &e->file_off);
-      char* g = f ? arena_alloc(function_len, &e->func_off) : nullptr;
-      if (!g) {
-        e->ready.store(2, std::memory_order_release);
-        overflow();
-        return 0;
-      }
-      memcpy(f, file, file_len);
-      memcpy(g, function, function_len);
-      e->file_len = static_cast<uint32_t>(file_len);
-      e->func_len = static_cast<uint32_t>(function_len);
-      e->ready.store(1, std::memory_order_release);
-      g_count.fetch_add(1, std::memory_order_relaxed);
-      return idx + 1;
-    }
-    if (k != key) continue;
-    int spins = 0;
-    while (e->ready.load(std::memory_order_acquire) == 0 && ++spins < 4096) __builtin_ia32_pause();
-    if (e->ready.load(std::memory_order_acquire) != 1) return 0;
-    if (e->filename_obj == check) return idx + 1;
-  }
-  overflow();
-  return 0;
+  return find_or_claim(
+      entries, key,
+      [&](Entry* e) {
+        e->first_line = 0;
+        e->filename_obj = check;
+        e->name_obj = 0;
+        e->linetable_obj = 0;
+        e->lt_len = 0;
+        char* f = arena_alloc(file_len, &e->file_off);
+        char* g = f ? arena_alloc(function_len, &e->func_off) : nullptr;
+        if (!g) return false;
+        memcpy(f, file, file_len);
+        memcpy(g, function, function_len);
+        e->file_len = static_cast<uint32_t>(file_len);
+        e->func_len = static_cast<uint32_t>(function_len);
+        return true;
+      },
+      [&](const Entry& e) { return e.filename_obj == check; });
 }
 
 bool code_table_get(uint32_t id, CodeInfo* out) {

@@ -10,12 +10,14 @@
 // never touches Python memory at all.
 //
 // Address reuse: an entry's identity is (code pointer, co_filename object, name object, line table
-// object, co_firstlineno), all compared on every hit; a new code object at a reused address differs in
-// at least the line table object (owned by the code object, freed with it), so it gets its own entry.
+// object, co_firstlineno, the line table's size and first 8 bytes), all compared on every hit; a new
+// code object at a reused address differs in at least the line table object (owned by the code
+// object, freed with it) unless that address was reused too, so it gets its own entry.
 //
 // Thread-safety: lookup_or_insert() may run concurrently on any threads (CAS on the entry's key, then
-// a release store of `ready`); it never allocates, locks or blocks (a bounded spin of at most a few
-// microseconds when another thread is filling the same entry, then it gives up). The entry getters are
+// a release store of `ready`); it never allocates, locks or blocks (when another thread is filling the
+// same entry: at most 4096 `pause` instructions, 10 us to 0.2 ms depending on the CPU, then it gives
+// up and the frame is left out). The entry getters are
 // safe from any thread for an index lookup_or_insert() returned (the ring's hand-off orders them).
 // Memory: reserved with mmap on first use (MAP_NORESERVE; untouched pages cost nothing); entries are
 // never evicted. When the table or the string arena is full, frames of new code objects are dropped
