@@ -22,7 +22,6 @@
 #include <dlfcn.h>
 
 #include <atomic>
-#include <initializer_list>
 
 #include "cupti/backend.h"
 #include "interpose/hooks/driver_table.h"
@@ -32,32 +31,17 @@
 namespace gpumemtrace::driver {
 namespace {
 
-using DlsymFn = void* (*)(void*, const char*);
-
 void* no_dlsym(void*, const char*) { return nullptr; }
 
-std::atomic<void*> g_real_dlsym{nullptr};
-
+// The real dlsym for the stub to jump to; without one (cannot happen with glibc), dlsym answers null.
 DlsymFn resolve_real_dlsym() noexcept {
-  void* p = g_real_dlsym.load(std::memory_order_acquire);
-  if (!p) {
-    // GLIBC_2.2.5: x86-64's base version (libdl before 2.34, compat symbol in libc after);
-    // GLIBC_2.34: libc's default since the libdl merge; GLIBC_2.17: aarch64's base version.
-    for (const char* version : {"GLIBC_2.2.5", "GLIBC_2.34", "GLIBC_2.17"})
-      if ((p = dlvsym(RTLD_NEXT, "dlsym", version))) break;
-    if (!p) {
-      log_line("dlsym hook: the real dlsym was not found; dlsym answers null");
-      p = reinterpret_cast<void*>(&no_dlsym);
-    }
-    g_real_dlsym.store(p, std::memory_order_release);
-  }
-  return reinterpret_cast<DlsymFn>(p);
+  if (DlsymFn real = find_real_dlsym()) return real;
+  static std::atomic<bool> logged{false};
+  if (!logged.exchange(true)) log_line("dlsym hook: the real dlsym was not found; dlsym answers null");
+  return &no_dlsym;
 }
 
 }  // namespace
-
-void* real_dlsym(void* handle, const char* symbol) noexcept { return resolve_real_dlsym()(handle, symbol); }
-
 }  // namespace gpumemtrace::driver
 
 using namespace gpumemtrace::driver;

@@ -4,8 +4,10 @@
 #include <dlfcn.h>
 #include <link.h>
 
+#include <atomic>
 #include <cstdio>
 #include <cstring>
+#include <initializer_list>
 
 #include "interpose/hooks/dlsym.h"
 
@@ -29,7 +31,30 @@ int find_library(dl_phdr_info* info, size_t, void* data) {
   return 1;
 }
 
+std::atomic<void*> g_real_dlsym{nullptr};
+
 }  // namespace
+
+namespace driver {
+
+DlsymFn find_real_dlsym() noexcept {
+  void* p = g_real_dlsym.load(std::memory_order_acquire);
+  if (!p) {
+    // GLIBC_2.2.5: x86-64's base version (libdl before 2.34, compat symbol in libc after);
+    // GLIBC_2.34: libc's default since the libdl merge; GLIBC_2.17: aarch64's base version.
+    for (const char* version : {"GLIBC_2.2.5", "GLIBC_2.34", "GLIBC_2.17"})
+      if ((p = dlvsym(RTLD_NEXT, "dlsym", version))) break;
+    if (p) g_real_dlsym.store(p, std::memory_order_release);
+  }
+  return reinterpret_cast<DlsymFn>(p);
+}
+
+void* real_dlsym(void* handle, const char* symbol) noexcept {
+  DlsymFn real = find_real_dlsym();
+  return real ? real(handle, symbol) : nullptr;
+}
+
+}  // namespace driver
 
 bool find_loaded_library(const char* soname_prefix, char* path, size_t path_size) {
   Search search{soname_prefix, path, path_size};
