@@ -44,8 +44,8 @@ void Ledger::add(uint32_t stack, uint64_t bytes, uint64_t seq, uint64_t time_ns,
   }
 }
 
-void Ledger::remove(uint32_t stack, uint64_t bytes) {
-  if (snapshot_pending_) take_snapshot(std::string());  // callers should have; stay correct anyway
+void Ledger::remove(uint32_t stack, uint64_t bytes, const std::string& phase) {
+  if (snapshot_pending_) take_snapshot(phase);
   auto it = sites_.find(stack);
   if (it != sites_.end()) {
     Site& site = it->second;
@@ -55,8 +55,8 @@ void Ledger::remove(uint32_t stack, uint64_t bytes) {
   live_ -= std::min(live_, bytes);
 }
 
-void Ledger::clear_live() {
-  if (snapshot_pending_) take_snapshot(std::string());
+void Ledger::clear_live(const std::string& phase) {
+  if (snapshot_pending_) take_snapshot(phase);
   for (auto& entry : sites_) {
     entry.second.bytes = 0;
     entry.second.count = 0;

@@ -59,10 +59,10 @@ class Ledger {
   };
 
   void add(uint32_t stack, uint64_t bytes, uint64_t seq, uint64_t time_ns, uint32_t window);
-  // Precondition: the caller took a pending snapshot (see snapshot_pending) first.
-  void remove(uint32_t stack, uint64_t bytes);
-  // Drops every live byte (device reset). Precondition as for remove().
-  void clear_live();
+  // A pending peak snapshot is taken first (in `phase`): live bytes are about to go down.
+  void remove(uint32_t stack, uint64_t bytes, const std::string& phase);
+  // Drops every live byte (device reset), after taking a pending snapshot as remove() does.
+  void clear_live(const std::string& phase);
 
   bool snapshot_pending() const { return snapshot_pending_; }
   void take_snapshot(const std::string& phase);

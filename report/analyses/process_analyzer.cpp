@@ -29,7 +29,6 @@ std::vector<TimelineSample> ProcessAnalyzer::Sampler::take(const TimelineSample&
 }
 
 void ProcessAnalyzer::on_device(const DeviceInfo& info) {
-  device_info_[info.device] = info;
   DeviceState& state = device_state(info.device);
   state.summary.name = info.name;
   if (info.total) state.summary.total = info.total;
@@ -130,7 +129,6 @@ void ProcessAnalyzer::settle_before(const Event& e, DeviceState& state) {
     state.allocated.take_snapshot(phase_);
     state.has_fragmentation_at_peak = true;
     state.fragmentation_at_peak = measure_fragmentation(state.summary.device);
-    state.fragmentation_peak_time = state.allocated.peak_snapshot().time_ns;
   }
   if (state.reserved.snapshot_pending() && (e.op == Op::Free || e.op == Op::Reset)) {
     state.reserved.take_snapshot(phase_);
@@ -148,8 +146,7 @@ void ProcessAnalyzer::acquire(Ledger& ledger, uint32_t stack, uint64_t size, con
 }
 
 void ProcessAnalyzer::release(Ledger& ledger, uint32_t stack, uint64_t size) {
-  if (ledger.snapshot_pending()) ledger.take_snapshot(phase_);
-  ledger.remove(stack, size);
+  ledger.remove(stack, size, phase_);
 }
 
 int32_t ProcessAnalyzer::pool_index(std::string_view name, int32_t device) {
@@ -365,8 +362,8 @@ void ProcessAnalyzer::on_reset(int32_t device, DeviceState& state) {
   for (Pool& pool : pools_) {
     if (pool.device == device) pool.cached = 0;
   }
-  state.reserved.clear_live();
-  state.allocated.clear_live();
+  state.reserved.clear_live(phase_);
+  state.allocated.clear_live(phase_);
   retrack_all();
 }
 

@@ -102,8 +102,7 @@ class ProcessAnalyzer : public TraceHandler {
     std::vector<size_t> ooms_awaiting_meminfo;  // indices into ooms_
     Sampler timeline;
     bool has_fragmentation_at_peak = false;
-    FragmentationPoint fragmentation_at_peak;
-    uint64_t fragmentation_peak_time = 0;
+    FragmentationPoint fragmentation_at_peak;  // at allocated.peak_snapshot()
   };
 
   DeviceState& device_state(int32_t device);
@@ -164,7 +163,6 @@ class ProcessAnalyzer : public TraceHandler {
   std::vector<Mark> marks_;
   uint64_t marks_total_ = 0;
   std::vector<OomRecord> ooms_;
-  std::map<int32_t, DeviceInfo> device_info_;
 };
 
 }  // namespace gpumemtrace::report

@@ -27,7 +27,7 @@ PeakLevel peak_level(const Ledger& ledger, const SymbolTable& symbols) {
   return level;
 }
 
-void collect_growth(const Ledger& ledger, const char* level, int32_t device, uint32_t windows_used,
+void collect_growth(const Ledger& ledger, Level level, int32_t device, uint32_t windows_used,
                     const SymbolTable& symbols, std::vector<GrowthReport>& out) {
   for (const auto& [stack, site] : ledger.sites()) {
     if (!is_growing(site, windows_used)) continue;
@@ -92,15 +92,15 @@ ProcessReport ProcessAnalyzer::finish(const std::string& file, const ReadResult&
       peak.fragmentation = state.fragmentation_at_peak;
       out.peaks.push_back(std::move(peak));
     }
-    collect_growth(state.reserved, "allocation", device, windows_used, symbols, out.growth);
-    collect_growth(state.allocated, "block", device, windows_used, symbols, out.growth);
+    collect_growth(state.reserved, Level::Allocation, device, windows_used, symbols, out.growth);
+    collect_growth(state.allocated, Level::Block, device, windows_used, symbols, out.growth);
     if (state.has_blocks) {
       FragmentationReport f;
       f.device = device;
       f.timeline = state.timeline.take(TimelineSample{summary.last_time_ns, state.reserved.live(),
                                                       state.allocated.live()});
       f.at_peak = state.fragmentation_at_peak;
-      f.peak_time_ns = state.fragmentation_peak_time;
+      f.peak_time_ns = state.allocated.peak_snapshot().time_ns;
       out.fragmentation.push_back(std::move(f));
     }
   }
@@ -125,15 +125,15 @@ ProcessReport ProcessAnalyzer::finish(const std::string& file, const ReadResult&
 // cached), physical handles and blocks. Grouped by (device, level, stack), largest first.
 void ProcessAnalyzer::collect_leaks(ProcessReport& out, const SymbolTable& symbols,
                                     const Suppressions& suppressions) {
-  // Levels by rank, so that the grouping order (and the output for ties) is fixed.
-  static const char* const kLevels[] = {"allocation", "physical", "block"};
-  using Key = std::tuple<int32_t, int, uint32_t>;
+  // Grouped by level in enum order (allocation, physical, block), so that the grouping order (and
+  // the output for ties) is fixed.
+  using Key = std::tuple<int32_t, Level, uint32_t>;
   std::map<Key, LeakGroup> groups;
-  auto add = [&](int32_t device, int level, Kind kind, uint32_t stack, uint64_t size) {
+  auto add = [&](int32_t device, Level level, Kind kind, uint32_t stack, uint64_t size) {
     LeakGroup& group = groups[Key{device, level, stack}];
     if (group.count == 0) {
       group.device = device;
-      group.level = kLevels[level];
+      group.level = level;
       group.kind = format::kind_name(kind);
     }
     group.bytes += size;
@@ -145,7 +145,7 @@ void ProcessAnalyzer::collect_leaks(ProcessReport& out, const SymbolTable& symbo
           allocation.size - std::min(allocation.size, allocation.block_bytes);
       continue;
     }
-    add(allocation.device, 0, allocation.kind, allocation.stack, allocation.size);
+    add(allocation.device, Level::Allocation, allocation.kind, allocation.stack, allocation.size);
   }
   for (const auto& [handle, allocation] : physical_) {
     uint64_t block_bytes = 0;
@@ -154,9 +154,9 @@ void ProcessAnalyzer::collect_leaks(ProcessReport& out, const SymbolTable& symbo
       device_state(allocation.device).summary.cached_bytes += allocation.size - std::min(allocation.size, block_bytes);
       continue;
     }
-    add(allocation.device, 1, allocation.kind, allocation.stack, allocation.size);
+    add(allocation.device, Level::Physical, allocation.kind, allocation.stack, allocation.size);
   }
-  for (const auto& [addr, block] : blocks_) add(block.device, 2, Kind::Block, block.stack, block.size);
+  for (const auto& [addr, block] : blocks_) add(block.device, Level::Block, Kind::Block, block.stack, block.size);
   for (const Pool& pool : pools_) {
     if (pool.trimmed) device_state(pool.device).summary.cached_bytes += pool.cached;
   }

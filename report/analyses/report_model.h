@@ -72,9 +72,14 @@ struct OomReport {
   std::string phase;
 };
 
+// Where memory is counted: a CUDA allocation, a physical handle (cuMemCreate), a caching
+// allocator's block. level_name() is the word the outputs use ("allocation", "physical", "block").
+enum class Level : uint8_t { Allocation, Physical, Block };
+const char* level_name(Level level);
+
 struct GrowthReport {
   int32_t device = -1;
-  std::string level;                // "allocation" (CUDA level) or "block"
+  Level level = Level::Allocation;  // Allocation (CUDA level) or Block
   Stack stack;
   uint64_t first_bytes = 0;         // the site's live bytes at its first high-water mark
   uint64_t peak_bytes = 0;          // its highest live bytes
@@ -105,7 +110,7 @@ struct FragmentationReport {
 
 struct LeakGroup {
   int32_t device = -1;
-  std::string level;                // "allocation", "block" or "physical"
+  Level level = Level::Allocation;
   std::string kind;                 // memory kind of the group's first allocation
   uint64_t bytes = 0;
   uint64_t count = 0;
@@ -161,6 +166,7 @@ struct ProcessReport {
 
   uint64_t leaked_bytes() const;    // unsuppressed
   uint64_t leaked_count() const;
+  uint64_t peak_bytes() const;      // the highest reserved peak over its devices
 };
 
 inline constexpr size_t kMaxCulprits = 10;

@@ -18,7 +18,6 @@ class Suppressions {
 
   // The first leak pattern that matches a frame of `stack`, or nullptr.
   const std::string* match_leak(const Stack& stack) const;
-  bool empty() const { return leak_patterns_.empty(); }
 
  private:
   std::vector<std::string> leak_patterns_;

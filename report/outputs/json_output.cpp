@@ -76,11 +76,6 @@ json process_json(const ProcessReport& r) {
           {"marks_total", r.marks_total}};
 }
 
-uint64_t process_peak(const ProcessReport& r) {
-  uint64_t peak = 0;
-  for (const DeviceSummary& d : r.devices) peak = std::max(peak, d.peak_reserved);
-  return peak;
-}
 
 // min / max / mean over processes, with the pid of the extremes (e.g. which rank peaks highest).
 json spread_of(const std::vector<ProcessReport>& reports, uint64_t (*metric)(const ProcessReport&)) {
@@ -129,7 +124,7 @@ json reports_to_json(const std::vector<ProcessReport>& reports) {
     bump("dropped_events", r.dropped_events);
     bump("leaked_bytes", r.leaked_bytes());
     bump("leaked_count", r.leaked_count());
-    summary["peak_bytes"] = std::max(summary["peak_bytes"].get<uint64_t>(), process_peak(r));
+    summary["peak_bytes"] = std::max(summary["peak_bytes"].get<uint64_t>(), r.peak_bytes());
     if (!r.complete) summary["complete"] = false;
     if (r.dropped_events) summary["incomplete"] = true;
     for (const DeviceSummary& d : r.devices) {
@@ -142,7 +137,7 @@ json reports_to_json(const std::vector<ProcessReport>& reports) {
     processes.push_back(process_json(r));
     for (const LeakGroup& leak : r.leaks) {
       json entry = who;
-      entry.update({{"device", leak.device}, {"level", leak.level}, {"kind", leak.kind},
+      entry.update({{"device", leak.device}, {"level", level_name(leak.level)}, {"kind", leak.kind},
                     {"bytes", leak.bytes}, {"count", leak.count}, {"stack", stack_to_json(leak.stack)},
                     {"suppressed", leak.suppressed}});
       if (leak.suppressed) entry["suppressed_by"] = leak.suppressed_by;
@@ -171,7 +166,7 @@ json reports_to_json(const std::vector<ProcessReport>& reports) {
     }
     for (const GrowthReport& g : r.growth) {
       json entry = who;
-      entry.update({{"device", g.device}, {"level", g.level}, {"bytes", g.peak_bytes - g.first_bytes},
+      entry.update({{"device", g.device}, {"level", level_name(g.level)}, {"bytes", g.peak_bytes - g.first_bytes},
                     {"count", g.rises}, {"first_bytes", g.first_bytes}, {"peak_bytes", g.peak_bytes},
                     {"final_bytes", g.final_bytes}, {"rises", g.rises},
                     {"windows_rising", g.windows_rising}, {"windows_total", g.windows_total},
@@ -199,7 +194,7 @@ json reports_to_json(const std::vector<ProcessReport>& reports) {
   json out = {{"summary", summary}, {"processes", processes}, {"leaks", leaks}, {"peaks", peaks},
               {"ooms", ooms}, {"growth", growth}, {"fragmentation", fragmentation}};
   if (reports.size() > 1) {
-    out["spread"] = {{"peak_bytes", spread_of(reports, process_peak)},
+    out["spread"] = {{"peak_bytes", spread_of(reports, [](const ProcessReport& r) { return r.peak_bytes(); })},
                      {"leaked_bytes", spread_of(reports, [](const ProcessReport& r) { return r.leaked_bytes(); })}};
   }
   return out;

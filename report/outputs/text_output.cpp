@@ -94,7 +94,7 @@ void write_leaks(std::ostream& out, const ProcessReport& r, const TextOptions& o
     if (leak.suppressed || shown++ == options.max_items) continue;
     out << "  " << format_bytes(leak.bytes) << " in " << plural(leak.count, "allocation") << " ("
         << device_name(leak.device) << ", "
-        << (leak.level == "block" ? std::string("allocator block") : leak.kind) << "), allocated here:\n";
+        << (leak.level == Level::Block ? std::string("allocator block") : leak.kind) << "), allocated here:\n";
     write_stack(out, leak.stack, "      ", options.max_frames);
   }
 }
@@ -151,7 +151,7 @@ void write_ooms(std::ostream& out, const ProcessReport& r, const TextOptions& op
 void write_growth(std::ostream& out, const ProcessReport& r, const TextOptions& options) {
   for (size_t i = 0; i < std::min(r.growth.size(), options.max_items); ++i) {
     const GrowthReport& g = r.growth[i];
-    out << "growth (" << device_name(g.device) << (g.level == "block" ? ", blocks" : "") << "): "
+    out << "growth (" << device_name(g.device) << (g.level == Level::Block ? ", blocks" : "") << "): "
         << format_bytes(g.first_bytes) << " -> " << format_bytes(g.peak_bytes) << " in " << g.rises
         << " rises, rising in " << g.windows_rising << " of " << g.windows_total
         << " windows of the run; " << format_bytes(g.final_bytes) << " live at the end\n";
@@ -252,11 +252,7 @@ void write_text(std::ostream& out, const std::vector<ProcessReport>& reports, co
           << " (pid " << lo->header.pid << "), max " << format_bytes(metric(*hi)) << " (pid " << hi->header.pid
           << ")\n";
     };
-    extremes([](const ProcessReport& r) {
-      uint64_t peak = 0;
-      for (const DeviceSummary& d : r.devices) peak = std::max(peak, d.peak_reserved);
-      return peak;
-    }, "peak");
+    extremes([](const ProcessReport& r) { return r.peak_bytes(); }, "peak");
     extremes([](const ProcessReport& r) { return r.leaked_bytes(); }, "leaked");
   }
 }

@@ -70,7 +70,6 @@ struct Fields {
   std::vector<uint32_t> frames;
   std::vector<SymbolTable::InlinedCall> inlined;
   std::vector<std::string> cmdline;
-  bool want_strings = false;  // header/frame lines keep their string lists; events never need them
 
   void clear() {
     // The vectors keep their capacity: no allocation per line in the steady state.
@@ -292,28 +291,6 @@ void parse_field(std::string_view key, od::value& v, Fields& f) {
   }
 }
 
-bool parse_op(std::string_view text, Op& op) {
-#define GPUMEMTRACE_OP_MATCH(name, str) \
-  if (text == str) {                    \
-    op = Op::name;                      \
-    return true;                        \
-  }
-  GPUMEMTRACE_OPS(GPUMEMTRACE_OP_MATCH)
-#undef GPUMEMTRACE_OP_MATCH
-  return false;
-}
-
-bool parse_kind(std::string_view text, Kind& kind) {
-#define GPUMEMTRACE_KIND_MATCH(name, str) \
-  if (text == str) {                      \
-    kind = Kind::name;                    \
-    return true;                          \
-  }
-  GPUMEMTRACE_KINDS(GPUMEMTRACE_KIND_MATCH)
-#undef GPUMEMTRACE_KIND_MATCH
-  return false;
-}
-
 // Reads one line into `f`. Throws LineError when it is not a JSON object or a field has the
 // wrong type.
 void parse_line(od::parser& parser, const Line& line, Fields& f) {
@@ -471,8 +448,8 @@ class Dispatcher {
     last_seq_ = f.seq;
     Event e;
     if (!f.has(B::kOp)) fail("event without \"op\"");
-    if (!parse_op(f.op, e.op)) fail("unknown op \"" + std::string(f.op) + "\"");
-    if (!f.kind.empty() && !parse_kind(f.kind, e.kind)) {
+    if (!fmt::parse_op(f.op, &e.op)) fail("unknown op \"" + std::string(f.op) + "\"");
+    if (!f.kind.empty() && !fmt::parse_kind(f.kind, &e.kind)) {
       fail("unknown kind \"" + std::string(f.kind) + "\"");
     }
     if (!symbols_.has_stack(static_cast<uint32_t>(f.stack))) {
