@@ -13,9 +13,10 @@
 // Lifecycle: the first capture (on whichever thread) finds CPython with dlsym — never linked — checks
 // the version, and either becomes ready or disables Python frames for good with one warning. A
 // process without CPython pays one failed lookup and then only a plain load per capture: when a
-// libpython is loaded later (an embedding host), the writer, which watches the loaded objects anyway,
-// says so (note_module_loaded) and the next capture looks again. Nothing here walks the loaded
-// objects from the writer thread (fork safety, interpose/recorder/recorder_state.h).
+// libpython is loaded later (an embedding host, RTLD_GLOBAL or RTLD_LOCAL), the writer, which watches
+// the loaded objects anyway (under lock_loader_walks), says so with its path (note_module_loaded) and
+// the next capture looks again. Nothing here walks the loaded objects, on a hook thread or the
+// writer's (fork safety, interpose/recorder/recorder_state.h).
 // GPUMEMTRACE_PYTHON=0 is the recorder's business (Config::python_frames): record() then never calls
 // capture_python_stack(), so the reader is never even initialised.
 #include "interpose/python/python_stack.h"
@@ -30,7 +31,6 @@
 #include <cstring>
 #include <mutex>
 
-#include "interpose/hooks/real_function.h"
 #include "interpose/python/python_code_table.h"
 #include "interpose/python/python_eval_ranges.h"
 #include "interpose/python/python_offsets.h"
@@ -59,6 +59,10 @@ struct Runtime {
 std::atomic<int> g_state{kUninit};
 // note_module_loaded() calls so far: a try_init() that began before one must not settle on kNoPython.
 std::atomic<uint32_t> g_libpython_notes{0};
+// The first libpython the writer noted (written once, then published by g_libpython_known): where a
+// host that loaded it with RTLD_LOCAL has it. The hook path never walks the loaded objects itself.
+char g_libpython_path[512];
+std::atomic<bool> g_libpython_known{false};
 Runtime g_rt;
 
 constexpr char kLibPythonPrefix[] = "libpython3";
@@ -90,20 +94,18 @@ void locate_eval_fn() {
 }
 
 // Runs on one thread at a time (the others see kInitializing and capture nothing meanwhile): at the
-// first capture, and again after the writer noted a libpython loaded. May call dlsym, dladdr, walk the
-// loaded objects, mmap: the only non-hot-path part of capture.
+// first capture, and again after the writer noted a libpython loaded. May call dlsym, dladdr, dlopen
+// (RTLD_NOLOAD), mmap: the only non-hot-path part of capture.
 void try_init() {
   const uint32_t notes = g_libpython_notes.load();
   // Static interpreters (Debian's python3, built with -export-dynamic) and a shared libpython loaded
   // globally both answer here.
   auto get_version = reinterpret_cast<const char* (*)()>(dlsym(RTLD_DEFAULT, "Py_GetVersion"));
-  if (!get_version) {
-    // A host that dlopen()ed libpython with RTLD_LOCAL: find it among the loaded objects. Matching
-    // names first keeps non-Python processes away from failing dlsym calls. The handle is kept: it
-    // holds libpython loaded while we use its functions.
-    char path[512];
-    void* h = find_loaded_library(kLibPythonPrefix, path, sizeof(path)) ? dlopen(path, RTLD_NOLOAD | RTLD_LAZY)
-                                                                         : nullptr;
+  if (!get_version && g_libpython_known.load(std::memory_order_acquire)) {
+    // A host that dlopen()ed libpython with RTLD_LOCAL: the writer saw it among the loaded objects
+    // (its module scan; the first one runs when the recorder starts, so at worst the first events
+    // miss their Python frames). The handle is kept: it holds libpython loaded while we use it.
+    void* h = dlopen(g_libpython_path, RTLD_NOLOAD | RTLD_LAZY);
     if (h) {
       g_rt.handle = h;
       get_version = reinterpret_cast<const char* (*)()>(dlsym(h, "Py_GetVersion"));
@@ -311,6 +313,10 @@ void note_module_loaded(const char* path) {
   const char* base = path ? strrchr(path, '/') : nullptr;
   base = base ? base + 1 : path;
   if (!base || strncmp(base, kLibPythonPrefix, sizeof(kLibPythonPrefix) - 1) != 0) return;
+  if (!g_libpython_known.load(std::memory_order_relaxed) && strlen(path) < sizeof(g_libpython_path)) {
+    memcpy(g_libpython_path, path, strlen(path) + 1);  // writer thread only; published once, below
+    g_libpython_known.store(true, std::memory_order_release);
+  }
   g_libpython_notes.fetch_add(1);
   int expected = kNoPython;
   g_state.compare_exchange_strong(expected, kUninit);

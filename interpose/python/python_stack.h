@@ -27,8 +27,9 @@ struct PythonFrameRef {
 int capture_python_stack(PythonFrameRef* out, int max);
 
 // Writer thread: an object was loaded (path as the loader has it); called for every object seen for
-// the first time. A libpython appearing in a process that had none when the frame reader first looked
-// makes the next capture look again. Cheap; never walks the loaded objects itself.
+// the first time (the first scan included). A libpython appearing in a process where the frame reader
+// found no CPython makes the next capture look again, at that path (a libpython loaded with
+// RTLD_LOCAL is invisible to dlsym(RTLD_DEFAULT)). Cheap; never walks the loaded objects itself.
 void note_module_loaded(const char* path);
 
 // Writer thread only (not thread-safe). A resolved Python frame.

@@ -4,10 +4,9 @@
 # $(BUILD)/tests/python/libpython_stack_probe.so: the frame reader (interpose/python/*.cpp) plus a
 # test harness, loaded with ctypes by tests/python/test_python_stacks.py (no libgpumemtrace needed).
 
-# The top-level $(BUILD)/%.o objects (the library's own, with its flags and `| deps-check`), plus the
-# loaded-object lookup the frame reader uses (interpose/hooks/real_function.cpp).
+# The top-level $(BUILD)/%.o objects (the library's own, with its flags and `| deps-check`).
 PYTHON_PROBE_OBJS := $(patsubst %.cpp,$(BUILD)/%.o,$(wildcard interpose/python/*.cpp) \
-                       interpose/hooks/real_function.cpp tests/python/probe/python_stack_probe.cpp)
+                       tests/python/probe/python_stack_probe.cpp)
 
 $(BUILD)/tests/python/libpython_stack_probe.so: $(PYTHON_PROBE_OBJS)
 	@mkdir -p $(@D)
