@@ -13,9 +13,9 @@ $(BUILD)/tests/python/libpython_stack_probe.so: $(PYTHON_PROBE_OBJS)
 	$(CXX) -shared -o $@ $^ -ldl -lpthread
 
 # A non-Python program that loads libpython late (test_python_trace.py).
-$(BUILD)/tests/python/late_python_host: tests/python/progs/late_python_host.c $(BUILD)/sim/libcudart.so.13 | deps-check
+$(BUILD)/tests/python/late_python_host: tests/python/progs/late_python_host.c $(SIM_RUNTIME) | deps-check
 	@mkdir -p $(@D)
-	$(CC) $(ALL_CFLAGS) -o $@ $< -L$(BUILD)/sim -lcudart -ldl -Wl,-rpath,'$$ORIGIN/../../sim'
+	$(CC) $(ALL_CFLAGS) -o $@ $< -L$(SIM_DIR) -lcudart -ldl -Wl,-rpath,'$$ORIGIN/../../sim'
 TEST_BINS += $(BUILD)/tests/python/late_python_host
 
 ## python-probe: build the Python-frame test harness (build/tests/python/libpython_stack_probe.so)
