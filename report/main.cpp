@@ -36,6 +36,7 @@ std::vector<ProcessReport> analyze_all(const std::vector<std::string>& args, con
 int run(const Options& options) {
   Suppressions suppressions;
   if (!options.suppressions.empty()) suppressions = Suppressions::load(options.suppressions);
+  if (options.default_suppressions) suppressions.merge(Suppressions::library_defaults());
   std::ofstream file;
   if (!options.output.empty()) {
     file.open(options.output);

@@ -10,6 +10,15 @@
 REPORT_SRCS := $(sort $(shell find report/reader report/analyses report/outputs report/cli report/import -name '*.cpp')) \
   trace/json_line.cpp
 REPORT_OBJS := $(REPORT_SRCS:%.cpp=$(BUILD)/%.o)
+
+# The shipped library rules (report/analyses/library_rules.supp) are compiled in: a C++ raw string
+# generated from the readable file, so the installed analyzer needs no data file.
+LIBRARY_RULES_INC := $(BUILD)/gen/report/analyses/library_rules.inc
+$(LIBRARY_RULES_INC): report/analyses/library_rules.supp
+	@mkdir -p $(@D)
+	{ printf 'R"GPUMEMTRACE_SUPP('; cat $<; printf ')GPUMEMTRACE_SUPP"\n'; } > $@
+$(BUILD)/report/analyses/suppressions.o: $(LIBRARY_RULES_INC)
+$(BUILD)/report/analyses/suppressions.o: CPPFLAGS += -I$(BUILD)/gen
 REPORT_LIB := $(BUILD)/report/libgpumem-report.a
 REPORT_LDLIBS := -lsimdjson -lzstd
 
@@ -37,9 +46,9 @@ endif
 # --- libFuzzer target for the reader and the analyses (clang); tests/report runs it briefly ---
 # Built from the sources (not the g++ library) so that clang instruments every line it fuzzes.
 REPORT_FUZZ_BIN := $(BUILD)/report/fuzz_report_reader
-$(REPORT_FUZZ_BIN): report/fuzz/fuzz_reader.cpp $(REPORT_SRCS)
+$(REPORT_FUZZ_BIN): report/fuzz/fuzz_reader.cpp $(REPORT_SRCS) | $(LIBRARY_RULES_INC)
 	@mkdir -p $(@D)
-	$(CLANGXX) -std=c++17 -O1 -g -I. -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
+	$(CLANGXX) -std=c++17 -O1 -g -I. -I$(BUILD)/gen -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
 	  $^ -o $@ $(REPORT_LDLIBS)
 TEST_BINS += $(REPORT_FUZZ_BIN)
 

@@ -63,6 +63,9 @@ inline constexpr const char* kTypeFooter = "footer";
                                /* the device ends here                                      */  \
   X(MemInfo, "meminfo")        /* device free/total bytes ("free", "total" fields)          */  \
   X(Mark, "mark")              /* user phase marker ("label" field)                         */  \
+  X(ScopeBegin, "scope_begin") /* a named scope opens ("label": its name; "api": who opened  */  \
+                               /* it); nestable, any thread                                 */  \
+  X(ScopeEnd, "scope_end")     /* ... and closes: the innermost open one of that name       */  \
   X(Sync, "sync")              /* (kind none, no range) every "delayed" event with          */  \
                                /* t <= this event's t is on an earlier line (readers merge  */  \
                                /* delayed events into the timeline by t up to here)         */

@@ -37,9 +37,9 @@ class StringSink : public std::streambuf {
 ProcessReport analyze_source(ByteSource& source, const std::string& name,
                              const Suppressions& suppressions) {
   SymbolTable symbols;
-  ProcessAnalyzer analyzer;
+  ProcessAnalyzer analyzer(symbols, suppressions);
   ReadResult read = read_trace(source, name, symbols, analyzer);
-  return analyzer.finish(name, read, symbols, suppressions);
+  return analyzer.finish(name, read);
 }
 
 ProcessReport analyze_file(const std::string& path, const Suppressions& suppressions) {

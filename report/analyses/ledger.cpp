@@ -1,3 +1,4 @@
+// report/analyses/ledger.cpp — live bytes per site, peaks and their culprits, growth windows.
 #include "report/analyses/ledger.h"
 
 #include <algorithm>
@@ -25,7 +26,7 @@ uint32_t GrowthWindows::used(uint64_t last_seq) const {
   return static_cast<uint32_t>(std::min<uint64_t>((last_seq - origin_) / width_ + 1, kWindows));
 }
 
-void Ledger::add(uint32_t stack, uint64_t bytes, uint64_t seq, uint64_t time_ns, uint32_t window) {
+void Ledger::add(SiteId stack, uint64_t bytes, uint64_t seq, uint64_t time_ns, uint32_t window) {
   Site& site = sites_[stack];
   site.bytes += bytes;
   site.count += 1;
@@ -44,7 +45,7 @@ void Ledger::add(uint32_t stack, uint64_t bytes, uint64_t seq, uint64_t time_ns,
   }
 }
 
-void Ledger::remove(uint32_t stack, uint64_t bytes, const std::string& phase) {
+void Ledger::remove(SiteId stack, uint64_t bytes, const std::string& phase) {
   if (snapshot_pending_) take_snapshot(phase);
   auto it = sites_.find(stack);
   if (it != sites_.end()) {
@@ -82,11 +83,11 @@ void Ledger::fold_windows() {
 
 std::vector<StackCount> Ledger::top(size_t n, uint64_t* other) const {
   std::vector<StackCount> all;
-  for (const auto& [stack, site] : sites_) {
-    if (site.bytes > 0) all.push_back(StackCount{stack, site.bytes, site.count});
+  for (const auto& [id, site] : sites_) {
+    if (site.bytes > 0) all.push_back(StackCount{id, site.bytes, site.count});
   }
   auto larger = [](const StackCount& a, const StackCount& b) {
-    return a.bytes != b.bytes ? a.bytes > b.bytes : a.stack < b.stack;  // stable across runs
+    return a.bytes != b.bytes ? a.bytes > b.bytes : a.site < b.site;  // stable across runs
   };
   size_t keep = std::min(n, all.size());
   std::partial_sort(all.begin(), all.begin() + keep, all.end(), larger);

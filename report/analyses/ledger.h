@@ -13,6 +13,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "report/analyses/site.h"
+
 namespace gpumemtrace::report {
 
 // Splits the run (by seq) into kWindows equal windows without knowing its length in advance:
@@ -34,7 +36,7 @@ class GrowthWindows {
 };
 
 struct StackCount {
-  uint32_t stack = 0;
+  SiteId site = 0;
   uint64_t bytes = 0;
   uint64_t count = 0;
 };
@@ -58,9 +60,9 @@ class Ledger {
     uint64_t other_bytes = 0;
   };
 
-  void add(uint32_t stack, uint64_t bytes, uint64_t seq, uint64_t time_ns, uint32_t window);
+  void add(SiteId site, uint64_t bytes, uint64_t seq, uint64_t time_ns, uint32_t window);
   // A pending peak snapshot is taken first (in `phase`): live bytes are about to go down.
-  void remove(uint32_t stack, uint64_t bytes, const std::string& phase);
+  void remove(SiteId site, uint64_t bytes, const std::string& phase);
   // Drops every live byte (device reset), after taking a pending snapshot as remove() does.
   void clear_live(const std::string& phase);
 
@@ -73,10 +75,10 @@ class Ledger {
   const Snapshot& peak_snapshot() const { return peak_; }
   // The n largest live stacks now; *other gets the bytes of the rest.
   std::vector<StackCount> top(size_t n, uint64_t* other) const;
-  const std::unordered_map<uint32_t, Site>& sites() const { return sites_; }
+  const std::unordered_map<SiteId, Site>& sites() const { return sites_; }
 
  private:
-  std::unordered_map<uint32_t, Site> sites_;
+  std::unordered_map<SiteId, Site> sites_;
   uint64_t live_ = 0;
   Snapshot peak_;
   bool snapshot_pending_ = false;

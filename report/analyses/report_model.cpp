@@ -1,3 +1,5 @@
+// report/analyses/report_model.cpp — names of the model's enums, and the totals the outputs and
+// gates share.
 #include "report/analyses/report_model.h"
 
 #include <algorithm>
@@ -8,9 +10,31 @@ const char* verdict_name(Verdict verdict) {
   switch (verdict) {
     case Verdict::Capacity: return "capacity";
     case Verdict::Fragmentation: return "fragmentation";
-    case Verdict::Unknown: return "unknown";
+    case Verdict::AllocatorLimit: return "allocator limit";
+    case Verdict::OtherProcesses: return "other processes";
+    case Verdict::NotEnoughInformation: return "not enough information";
   }
-  return "unknown";
+  return "not enough information";
+}
+
+const char* role_name(Role role) {
+  switch (role) {
+    case Role::Parameters: return "parameters";
+    case Role::Gradients: return "gradients";
+    case Role::OptimizerState: return "optimizer state";
+    case Role::Activations: return "activations";
+    case Role::BackwardTemporaries: return "backward temporaries";
+    case Role::LibraryWorkspaces: return "library workspaces";
+    case Role::AllocatorCache: return "allocator cache";
+    case Role::Other: return "other";
+  }
+  return "other";
+}
+
+uint64_t RoleSplit::total() const {
+  uint64_t sum = 0;
+  for (uint64_t b : bytes) sum += b;
+  return sum;
 }
 
 const char* level_name(Level level) {
@@ -38,6 +62,18 @@ uint64_t ProcessReport::leaked_count() const {
   uint64_t total = 0;
   for (const LeakGroup& leak : leaks) total += leak.suppressed ? 0 : leak.count;
   return total;
+}
+
+uint64_t ProcessReport::alive_at_exit_bytes() const {
+  uint64_t total = 0;
+  for (const HeldAtExit& held : held_at_exit) total += held.reason == "alive_at_exit" ? held.bytes : 0;
+  return total;
+}
+
+uint64_t ProcessReport::scope_leaked_bytes() const {
+  uint64_t largest = 0;
+  for (const ScopeReport& scope : scopes) largest = std::max(largest, scope.leaked_bytes);
+  return largest;
 }
 
 }  // namespace gpumemtrace::report

@@ -30,6 +30,42 @@ struct FragmentationPoint {
   }
 };
 
+// Why an out-of-memory incident happened (oom_incidents.h states each rule).
+enum class Verdict { Capacity, Fragmentation, AllocatorLimit, OtherProcesses, NotEnoughInformation };
+const char* verdict_name(Verdict verdict);
+
+// What live memory is for (roles.h says how each is decided). The split of one moment sums to
+// the device's reserved bytes then.
+enum class Role : uint8_t {
+  Parameters,
+  Gradients,
+  OptimizerState,
+  Activations,          // forward outputs and temporaries
+  BackwardTemporaries,  // allocated by backward() and freed before it returned
+  LibraryWorkspaces,    // cuBLAS/cuDNN/... handles and workspaces
+  AllocatorCache,       // reserved by a caching allocator, not handed out
+  Other,
+};
+inline constexpr size_t kRoles = 8;
+const char* role_name(Role role);
+
+struct RoleSplit {
+  uint64_t bytes[kRoles] = {};
+  uint64_t total() const;
+  bool empty() const { return total() == 0; }
+};
+
+// One attempt of a failed request: a CUDA call that returned out-of-memory, or the allocator's own
+// OOM record.
+struct OomAttempt {
+  uint64_t seq = 0;
+  uint64_t time_ns = 0;
+  std::string op;
+  std::string api;
+  int64_t result = 0;
+  uint64_t size = 0;
+};
+
 struct PeakLevel {
   uint64_t bytes = 0;
   uint64_t seq = 0;
@@ -46,11 +82,14 @@ struct PeakReport {
   PeakLevel allocated;              // block-level memory, when the trace has block data
   bool has_fragmentation = false;
   FragmentationPoint fragmentation; // at the allocated peak
+  bool has_roles = false;
+  RoleSplit roles;                  // reserved bytes by role at the allocated peak (the reserved
+  uint64_t roles_time_ns = 0;       // peak without block data)
+  std::string advice;
 };
 
-enum class Verdict { Capacity, Fragmentation, Unknown };
-const char* verdict_name(Verdict verdict);
-
+// One out-of-memory incident: the failed request, with every CUDA failure and allocator retry that
+// belonged to it (oom_incidents.h). The figures describe the moment of its last attempt.
 struct OomReport {
   int32_t device = -1;
   uint64_t seq = 0;
@@ -68,8 +107,26 @@ struct OomReport {
   uint64_t device_total = 0;        // 0 = unknown
   bool has_blocks = false;
   FragmentationPoint fragmentation;
-  Verdict verdict = Verdict::Unknown;
+  Verdict verdict = Verdict::NotEnoughInformation;
+  std::string explanation;          // the evidence behind the verdict, one sentence
   std::string phase;
+  std::vector<OomAttempt> attempts; // in time order; the first kMaxAttempts
+  uint64_t attempts_total = 0;
+  RoleSplit roles;                  // live memory by role at the last attempt
+  std::string advice;               // "" when no rule of advice.h applies
+};
+
+// A failed allocation that is not out-of-memory (invalid value, not permitted, ...), grouped by
+// (device, api, result, stack).
+struct FailedCall {
+  int32_t device = -1;
+  std::string api;
+  int64_t result = 0;
+  std::string error;                // the CUDA error's name
+  uint64_t size = 0;                // of the first one
+  uint64_t count = 0;
+  uint64_t first_time_ns = 0;
+  Stack stack;
 };
 
 // Where memory is counted: a CUDA allocation, a physical handle (cuMemCreate), a caching
@@ -87,6 +144,7 @@ struct GrowthReport {
   uint64_t rises = 0;               // how many times it set a new high
   uint32_t windows_rising = 0;      // run windows in which it set a new high...
   uint32_t windows_total = 0;       // ...out of this many
+  std::string advice;
 };
 
 struct TimelineSample {
@@ -119,6 +177,33 @@ struct LeakGroup {
   std::string suppressed_by;        // the matching suppression pattern
 };
 
+// Memory live at exit that is not a leak of the program (leaks.h): held by a CUDA library's state,
+// or a caching allocator's block the program still referenced when it ended.
+struct HeldAtExit {
+  int32_t device = -1;
+  Level level = Level::Allocation;
+  std::string kind;
+  std::string reason;               // "library" | "alive_at_exit"
+  std::string library;              // reason "library": the library's name
+  uint64_t bytes = 0;
+  uint64_t count = 0;
+  Stack stack;
+};
+
+// A scoped leak check (gpumemtrace_scope_begin/end, gpumemtrace.scope, one pytest test): memory
+// allocated inside the scope and still live when it ended (scopes.h).
+struct ScopeReport {
+  std::string name;
+  std::string api;                  // who opened it: "pytest", "gpumemtrace.scope", ...
+  uint64_t begin_time_ns = 0;
+  uint64_t end_time_ns = 0;
+  bool closed = true;               // false: the trace ended inside it
+  uint64_t leaked_bytes = 0;
+  uint64_t leaked_count = 0;
+  std::vector<StackBytes> leaks;    // largest first, at most kMaxCulprits
+  std::string advice;
+};
+
 struct DeviceSummary {
   int32_t device = -1;
   std::string name;
@@ -137,6 +222,10 @@ struct DeviceSummary {
   uint64_t peak_allocated = 0;
   uint64_t leaked_bytes = 0;        // unsuppressed
   uint64_t cached_bytes = 0;        // held by a caching allocator or an async pool at the end
+  uint64_t library_bytes = 0;       // held by a CUDA library at the end
+  uint64_t alive_at_exit_bytes = 0; // caching-allocator blocks still referenced at the end
+  uint64_t ooms = 0;                // out-of-memory incidents
+  std::vector<TimelineSample> timeline;  // reserved/allocated over the run, bounded, evenly thinned
 };
 
 struct Mark {
@@ -157,6 +246,10 @@ struct ProcessReport {
   std::vector<std::string> warnings;
   std::vector<DeviceSummary> devices;
   std::vector<LeakGroup> leaks;     // largest first, suppressed ones included (flagged)
+  std::vector<HeldAtExit> held_at_exit;  // largest first
+  std::vector<FailedCall> failed_calls;  // not out-of-memory; largest count first
+  std::vector<ScopeReport> scopes;  // in the order they ended; the first kMaxScopes
+  uint64_t scopes_total = 0;
   std::vector<PeakReport> peaks;
   std::vector<OomReport> ooms;
   std::vector<GrowthReport> growth;
@@ -167,9 +260,14 @@ struct ProcessReport {
   uint64_t leaked_bytes() const;    // unsuppressed
   uint64_t leaked_count() const;
   uint64_t peak_bytes() const;      // the highest reserved peak over its devices
+  uint64_t alive_at_exit_bytes() const;
+  uint64_t scope_leaked_bytes() const;  // the largest leak of one scope
 };
 
 inline constexpr size_t kMaxCulprits = 10;
 inline constexpr size_t kMaxMarks = 256;
+inline constexpr size_t kMaxAttempts = 16;
+inline constexpr size_t kMaxScopes = 1000;
+inline constexpr size_t kMaxIncidents = 100;
 
 }  // namespace gpumemtrace::report

@@ -1,3 +1,4 @@
+// report/analyses/suppressions.cpp — parsing and matching of suppression files.
 #include "report/analyses/suppressions.h"
 
 #include <fstream>
@@ -56,12 +57,20 @@ Suppressions Suppressions::parse(const std::string& text, const std::string& nam
     if (start == std::string::npos || line[start] == '#') continue;
     size_t end = line.find_last_not_of(" \t\r");
     std::string entry = line.substr(start, end - start + 1);
-    const std::string prefix = "leak:";
-    if (entry.compare(0, prefix.size(), prefix) != 0 || entry.size() == prefix.size()) {
-      throw std::runtime_error(name + ":" + std::to_string(number) +
-                               ": expected `leak:PATTERN`, got `" + entry + "`");
+    const std::string leak = "leak:", held = "held:";
+    if (entry.compare(0, leak.size(), leak) == 0 && entry.size() > leak.size()) {
+      out.leak_patterns_.push_back(entry.substr(leak.size()));
+      continue;
     }
-    out.leak_patterns_.push_back(entry.substr(prefix.size()));
+    const size_t colon = entry.find(':', held.size());
+    if (entry.compare(0, held.size(), held) == 0 && colon != std::string::npos && colon > held.size() &&
+        colon + 1 < entry.size()) {
+      out.library_rules_.push_back(
+          LibraryRule{entry.substr(held.size(), colon - held.size()), entry.substr(colon + 1)});
+      continue;
+    }
+    throw std::runtime_error(name + ":" + std::to_string(number) +
+                             ": expected `leak:PATTERN` or `held:LIBRARY:PATTERN`, got `" + entry + "`");
   }
   return out;
 }
@@ -74,16 +83,39 @@ Suppressions Suppressions::load(const std::string& path) {
   return parse(text.str(), path);
 }
 
+bool frame_matches(const std::string& pattern, const LogicalFrame& frame) {
+  return suppression_matches(pattern, frame.function) || suppression_matches(pattern, frame.file) ||
+         suppression_matches(pattern, frame.module);
+}
+
 const std::string* Suppressions::match_leak(const Stack& stack) const {
   for (const std::string& pattern : leak_patterns_) {
     for (const LogicalFrame& frame : stack) {
-      if (suppression_matches(pattern, frame.function) || suppression_matches(pattern, frame.file) ||
-          suppression_matches(pattern, frame.module)) {
-        return &pattern;
-      }
+      if (frame_matches(pattern, frame)) return &pattern;
     }
   }
   return nullptr;
+}
+
+const Suppressions::LibraryRule* Suppressions::match_library(const Stack& stack) const {
+  for (const LibraryRule& rule : library_rules_) {
+    for (const LogicalFrame& frame : stack) {
+      if (frame_matches(rule.pattern, frame)) return &rule;
+    }
+  }
+  return nullptr;
+}
+
+void Suppressions::merge(const Suppressions& other) {
+  leak_patterns_.insert(leak_patterns_.end(), other.leak_patterns_.begin(), other.leak_patterns_.end());
+  library_rules_.insert(library_rules_.end(), other.library_rules_.begin(), other.library_rules_.end());
+}
+
+Suppressions Suppressions::library_defaults() {
+  static const char kRules[] =
+#include "report/analyses/library_rules.inc"
+      ;
+  return parse(kRules, "library_rules.supp");
 }
 
 }  // namespace gpumemtrace::report

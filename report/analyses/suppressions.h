@@ -1,6 +1,8 @@
 // report/analyses/suppressions.h — LSAN-style suppressions: `leak:PATTERN` lines, matched against
 // each frame's function, file and module. A pattern matches as a substring; `*` matches any run
 // of characters, a leading `^` / trailing `$` anchor it at the start / end (as LSAN does).
+// `held:LIBRARY:PATTERN` lines name memory a library keeps for the life of the process
+// (library_rules.supp holds the shipped ones): held at exit, not leaked.
 #pragma once
 
 #include <string>
@@ -16,12 +18,27 @@ class Suppressions {
   static Suppressions parse(const std::string& text, const std::string& name);
   static Suppressions load(const std::string& path);
 
+  // The rules shipped with gpumem-report (report/analyses/library_rules.supp).
+  static Suppressions library_defaults();
+  // Adds `other`'s rules after this one's.
+  void merge(const Suppressions& other);
+
+  struct LibraryRule {
+    std::string library;
+    std::string pattern;
+  };
   // The first leak pattern that matches a frame of `stack`, or nullptr.
   const std::string* match_leak(const Stack& stack) const;
+  // The first `held:` rule that matches a frame of `stack`, or nullptr.
+  const LibraryRule* match_library(const Stack& stack) const;
 
  private:
   std::vector<std::string> leak_patterns_;
+  std::vector<LibraryRule> library_rules_;
 };
+
+// True when `pattern` matches the frame's function, file or module.
+bool frame_matches(const std::string& pattern, const LogicalFrame& frame);
 
 // Exposed for tests.
 bool suppression_matches(const std::string& pattern, const std::string& text);

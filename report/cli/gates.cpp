@@ -11,24 +11,50 @@ namespace gpumemtrace::report {
 std::vector<std::string> check_gates(const std::vector<ProcessReport>& reports, const Options& options) {
   std::vector<std::string> failures;
   for (const ProcessReport& r : reports) {
-    if (options.fail_on_leak && r.leaked_bytes() > *options.fail_on_leak) {
+    // Leaked memory, and on request the PyTorch blocks still referenced at exit.
+    const uint64_t alive = options.count_alive_at_exit ? r.alive_at_exit_bytes() : 0;
+    if (options.fail_on_leak && r.leaked_bytes() + alive > *options.fail_on_leak) {
       std::ostringstream message;
       size_t groups = 0;
-      const LeakGroup* largest = nullptr;  // leaks are sorted largest first
+      const Stack* largest_stack = nullptr;  // leaks and held_at_exit are sorted largest first
+      uint64_t largest_bytes = 0, largest_count = 0;
       for (const LeakGroup& leak : r.leaks) {
         if (leak.suppressed) continue;
-        if (!largest) largest = &leak;
+        if (!largest_stack) largest_stack = &leak.stack, largest_bytes = leak.bytes, largest_count = leak.count;
         ++groups;
       }
-      message << r.file << ": leaked " << format_bytes(r.leaked_bytes()) << " in "
-              << r.leaked_count() << (r.leaked_count() == 1 ? " allocation" : " allocations");
+      message << r.file << ": leaked " << format_bytes(r.leaked_bytes()) << " in " << r.leaked_count()
+              << (r.leaked_count() == 1 ? " allocation" : " allocations");
+      if (alive) message << ", plus " << format_bytes(alive) << " of PyTorch blocks alive at exit";
       if (*options.fail_on_leak) message << " (limit " << format_bytes(*options.fail_on_leak) << ")";
-      if (groups > 1) {
-        message << " from " << groups << " stacks; the largest, " << format_bytes(largest->bytes) << " in "
-                << largest->count;
+      if (!largest_stack) {
+        for (const HeldAtExit& held : r.held_at_exit) {
+          if (held.reason != "alive_at_exit") continue;
+          largest_stack = &held.stack, largest_bytes = held.bytes, largest_count = held.count;
+          break;
+        }
+      } else if (groups > 1) {
+        message << " from " << groups << " stacks; the largest, " << format_bytes(largest_bytes) << " in "
+                << largest_count;
       }
       message << ", allocated here:\n";
-      write_stack(message, largest->stack, "    ", options.max_frames);
+      if (largest_stack) write_stack(message, *largest_stack, "    ", options.max_frames);
+      failures.push_back(message.str());
+    }
+    for (const ScopeReport& scope : r.scopes) {
+      if (!options.fail_on_leak || scope.leaked_bytes <= *options.fail_on_leak) continue;
+      std::ostringstream message;
+      message << r.file << ": " << scope.name << " leaked " << format_bytes(scope.leaked_bytes) << " in "
+              << scope.leaked_count << (scope.leaked_count == 1 ? " allocation" : " allocations")
+              << " (still live when the scope ended";
+      if (*options.fail_on_leak) message << "; limit " << format_bytes(*options.fail_on_leak);
+      message << ")";
+      if (!scope.leaks.empty()) {
+        message << ", allocated here:\n";
+        write_stack(message, scope.leaks.front().stack, "    ", options.max_frames);
+      } else {
+        message << "\n";
+      }
       failures.push_back(message.str());
     }
     if (options.fail_on_growth) {

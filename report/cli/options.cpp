@@ -16,7 +16,10 @@ const char* const kUsage =
     "  --format text|json          output format (default text)\n"
     "  -o, --output FILE           write the report to FILE\n"
     "  --suppressions FILE         leak:PATTERN lines (function, file or module; * wildcard)\n"
-    "  --fail-on-leak[=SIZE]       exit 1 when leaked bytes exceed SIZE (default 0; K/M/G, KiB/MiB/GiB)\n"
+    "  --no-default-suppressions   do not apply the shipped library rules (cuBLAS, cuDNN, NCCL, ... held at exit)\n"
+    "  --fail-on-leak[=SIZE]       exit 1 when leaked bytes, or one scope's leak, exceed SIZE (default 0;\n"
+    "                              K/M/G, KiB/MiB/GiB)\n"
+    "  --count-alive-at-exit       --fail-on-leak also counts PyTorch blocks still referenced at exit\n"
     "  --fail-on-growth            exit 1 when a call site keeps growing\n"
     "  --fail-on-peak-increase=SIZE|PCT%   (diff) exit 1 when a peak grows by more than that\n"
     "  --frames N                  frames per stack in text output (default 12)\n"
@@ -86,6 +89,10 @@ Options parse_options(const std::vector<std::string>& args) {
       options.fail_on_leak = 0;  // the optional SIZE only attaches with '=': a trace name may follow
     } else if (is(arg, "--fail-on-leak")) {
       options.fail_on_leak = parse_size_option(value_of(arg, "--fail-on-leak"), "--fail-on-leak");
+    } else if (arg == "--no-default-suppressions") {
+      options.default_suppressions = false;
+    } else if (arg == "--count-alive-at-exit") {
+      options.count_alive_at_exit = true;
     } else if (arg == "--fail-on-growth") {
       options.fail_on_growth = true;
     } else if (is(arg, "--fail-on-peak-increase")) {

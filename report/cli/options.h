@@ -19,6 +19,8 @@ struct Options {
   bool help = false;
   std::string output;  // "" = stdout
   std::string suppressions;
+  bool default_suppressions = true;     // the shipped library rules (library_rules.supp)
+  bool count_alive_at_exit = false;     // --fail-on-leak also counts blocks alive at exit
   std::optional<uint64_t> fail_on_leak;  // bytes
   bool fail_on_growth = false;
   std::optional<PeakIncreaseLimit> fail_on_peak_increase;

@@ -1,3 +1,4 @@
+// report/outputs/json_output.cpp — the report as one JSON object (keys in docs/report.md).
 #include "report/outputs/json_output.h"
 
 #include <algorithm>
@@ -26,12 +27,28 @@ json peak_level_json(const PeakLevel& level) {
           {"other_bytes", level.other_bytes}};
 }
 
+json roles_json(const RoleSplit& split) {
+  json out = json::object();
+  for (size_t i = 0; i < kRoles; ++i) out[role_name(static_cast<Role>(i))] = split.bytes[i];
+  return out;
+}
+
+json advice_json(const std::string& advice) { return advice.empty() ? json(nullptr) : json(advice); }
+
 json fragmentation_json(const FragmentationPoint& point) {
   return {{"reserved", point.reserved},
           {"allocated", point.allocated},
           {"free_in_reserved", point.free_in_reserved},
           {"largest_free_block", point.largest_free_block},
           {"ratio", point.ratio()}};
+}
+
+json timeline_json(const std::vector<TimelineSample>& samples) {
+  json timeline = json::array();
+  for (const TimelineSample& s : samples) {
+    timeline.push_back({{"time_ns", s.time_ns}, {"reserved", s.reserved}, {"allocated", s.allocated}});
+  }
+  return timeline;
 }
 
 json process_json(const ProcessReport& r) {
@@ -52,7 +69,11 @@ json process_json(const ProcessReport& r) {
                        {"peak_bytes", d.peak_reserved},
                        {"peak_allocated_bytes", d.peak_allocated},
                        {"leaked_bytes", d.leaked_bytes},
-                       {"cached_bytes", d.cached_bytes}});
+                       {"cached_bytes", d.cached_bytes},
+                       {"library_bytes", d.library_bytes},
+                       {"alive_at_exit_bytes", d.alive_at_exit_bytes},
+                       {"ooms", d.ooms},
+                       {"timeline", timeline_json(d.timeline)}});
   }
   json marks = json::array();
   for (const Mark& m : r.marks) marks.push_back({{"seq", m.seq}, {"time_ns", m.time_ns}, {"label", m.label}});
@@ -112,9 +133,11 @@ json reports_to_json(const std::vector<ProcessReport>& reports) {
   json summary = {{"processes", reports.size()}, {"events", 0}, {"allocations", 0}, {"frees", 0},
                   {"failed_allocations", 0}, {"block_ooms", 0}, {"dropped_events", 0},
                   {"leaked_bytes", 0}, {"leaked_count", 0}, {"cached_bytes", 0}, {"peak_bytes", 0},
-                  {"complete", true}, {"incomplete", false}};
+                  {"library_bytes", 0}, {"alive_at_exit_bytes", 0}, {"ooms", 0}, {"failed_calls", 0},
+                  {"scopes", 0}, {"leaking_scopes", 0}, {"complete", true}, {"incomplete", false}};
   json processes = json::array(), leaks = json::array(), peaks = json::array(), ooms = json::array(),
-       growth = json::array(), fragmentation = json::array();
+       growth = json::array(), fragmentation = json::array(), held = json::array(),
+       failed_calls = json::array(), scopes = json::array();
   auto bump = [&summary](const char* key, uint64_t value) {
     summary[key] = summary[key].get<uint64_t>() + value;
   };
@@ -133,6 +156,34 @@ json reports_to_json(const std::vector<ProcessReport>& reports) {
       bump("failed_allocations", d.failed_allocations);
       bump("block_ooms", d.block_ooms);
       bump("cached_bytes", d.cached_bytes);
+      bump("library_bytes", d.library_bytes);
+      bump("alive_at_exit_bytes", d.alive_at_exit_bytes);
+    }
+    bump("ooms", r.ooms.size());
+    bump("scopes", r.scopes_total);
+    for (const ScopeReport& scope : r.scopes) bump("leaking_scopes", scope.leaked_bytes ? 1 : 0);
+    for (const FailedCall& call : r.failed_calls) bump("failed_calls", call.count);
+    for (const HeldAtExit& h : r.held_at_exit) {
+      json entry = who;
+      entry.update({{"device", h.device}, {"level", level_name(h.level)}, {"kind", h.kind}, {"bytes", h.bytes},
+                    {"count", h.count}, {"stack", stack_to_json(h.stack)}, {"reason", h.reason}});
+      if (h.reason == "library") entry["library"] = h.library;
+      held.push_back(std::move(entry));
+    }
+    for (const FailedCall& call : r.failed_calls) {
+      json entry = who;
+      entry.update({{"device", call.device}, {"api", call.api}, {"result", call.result}, {"error", call.error},
+                    {"size", call.size}, {"count", call.count}, {"first_time_ns", call.first_time_ns},
+                    {"stack", stack_to_json(call.stack)}});
+      failed_calls.push_back(std::move(entry));
+    }
+    for (const ScopeReport& scope : r.scopes) {
+      json entry = who;
+      entry.update({{"name", scope.name}, {"api", scope.api}, {"closed", scope.closed},
+                    {"begin_time_ns", scope.begin_time_ns}, {"end_time_ns", scope.end_time_ns},
+                    {"leaked_bytes", scope.leaked_bytes}, {"leaked_count", scope.leaked_count},
+                    {"leaks", stack_bytes_list(scope.leaks, 0)}, {"advice", advice_json(scope.advice)}});
+      scopes.push_back(std::move(entry));
     }
     processes.push_back(process_json(r));
     for (const LeakGroup& leak : r.leaks) {
@@ -149,6 +200,11 @@ json reports_to_json(const std::vector<ProcessReport>& reports) {
       entry.update(peak_level_json(peak.reserved));
       if (peak.has_blocks) entry["allocated"] = peak_level_json(peak.allocated);
       if (peak.has_fragmentation) entry["fragmentation"] = fragmentation_json(peak.fragmentation);
+      if (peak.has_roles) {
+        entry["roles"] = roles_json(peak.roles);
+        entry["roles_time_ns"] = peak.roles_time_ns;
+      }
+      entry["advice"] = advice_json(peak.advice);
       peaks.push_back(std::move(entry));
     }
     for (const OomReport& oom : r.ooms) {
@@ -160,7 +216,15 @@ json reports_to_json(const std::vector<ProcessReport>& reports) {
                     {"top_holders", stack_bytes_list(oom.top_holders, 0)},
                     {"device_free", oom.has_device_free ? json(oom.device_free) : json(nullptr)},
                     {"device_total", oom.device_total ? json(oom.device_total) : json(nullptr)},
-                    {"verdict", verdict_name(oom.verdict)}, {"phase", oom.phase}});
+                    {"verdict", verdict_name(oom.verdict)}, {"explanation", oom.explanation},
+                    {"phase", oom.phase}, {"attempts_total", oom.attempts_total},
+                    {"roles", roles_json(oom.roles)}, {"advice", advice_json(oom.advice)}});
+      json attempts = json::array();
+      for (const OomAttempt& a : oom.attempts) {
+        attempts.push_back({{"seq", a.seq}, {"time_ns", a.time_ns}, {"op", a.op}, {"api", a.api},
+                            {"result", a.result}, {"size", a.size}});
+      }
+      entry["attempts"] = std::move(attempts);
       if (oom.has_blocks) entry["fragmentation"] = fragmentation_json(oom.fragmentation);
       ooms.push_back(std::move(entry));
     }
@@ -170,15 +234,12 @@ json reports_to_json(const std::vector<ProcessReport>& reports) {
                     {"count", g.rises}, {"first_bytes", g.first_bytes}, {"peak_bytes", g.peak_bytes},
                     {"final_bytes", g.final_bytes}, {"rises", g.rises},
                     {"windows_rising", g.windows_rising}, {"windows_total", g.windows_total},
-                    {"stack", stack_to_json(g.stack)}});
+                    {"stack", stack_to_json(g.stack)}, {"advice", advice_json(g.advice)}});
       growth.push_back(std::move(entry));
     }
     for (const FragmentationReport& f : r.fragmentation) {
       json entry = who;
-      json timeline = json::array();
-      for (const TimelineSample& s : f.timeline) {
-        timeline.push_back({{"time_ns", s.time_ns}, {"reserved", s.reserved}, {"allocated", s.allocated}});
-      }
+      json timeline = timeline_json(f.timeline);
       json at_ooms = json::array();
       for (const auto& at : f.at_ooms) {
         json point = fragmentation_json(at.point);
@@ -191,8 +252,9 @@ json reports_to_json(const std::vector<ProcessReport>& reports) {
       fragmentation.push_back(std::move(entry));
     }
   }
-  json out = {{"summary", summary}, {"processes", processes}, {"leaks", leaks}, {"peaks", peaks},
-              {"ooms", ooms}, {"growth", growth}, {"fragmentation", fragmentation}};
+  json out = {{"summary", summary}, {"processes", processes}, {"leaks", leaks}, {"held_at_exit", held},
+              {"scopes", scopes}, {"peaks", peaks}, {"ooms", ooms}, {"failed_calls", failed_calls},
+              {"growth", growth}, {"fragmentation", fragmentation}};
   if (reports.size() > 1) {
     out["spread"] = {{"peak_bytes", spread_of(reports, [](const ProcessReport& r) { return r.peak_bytes(); })},
                      {"leaked_bytes", spread_of(reports, [](const ProcessReport& r) { return r.leaked_bytes(); })}};

@@ -1,3 +1,4 @@
+// report/outputs/text_output.cpp — the text report: one section per analysis, stacks trimmed.
 #include "report/outputs/text_output.h"
 
 #include <algorithm>
@@ -91,12 +92,67 @@ void write_leaks(std::ostream& out, const ProcessReport& r, const TextOptions& o
   out << "\n";
   size_t shown = 0;
   for (const LeakGroup& leak : r.leaks) {
-    if (leak.suppressed || shown++ == options.max_items) continue;
+    if (leak.suppressed) continue;
+    if (shown++ == options.max_items) break;
     out << "  " << format_bytes(leak.bytes) << " in " << plural(leak.count, "allocation") << " ("
         << device_name(leak.device) << ", "
         << (leak.level == Level::Block ? std::string("allocator block") : leak.kind) << "), allocated here:\n";
     write_stack(out, leak.stack, "      ", options.max_frames);
   }
+}
+
+// Live at exit but not leaked: libraries' state and blocks the program still referenced.
+void write_held_at_exit(std::ostream& out, const ProcessReport& r, const TextOptions& options) {
+  if (r.held_at_exit.empty()) return;
+  uint64_t library = 0, alive = 0;
+  std::vector<std::pair<std::string, uint64_t>> libraries;  // in order of first appearance (largest first)
+  for (const HeldAtExit& held : r.held_at_exit) {
+    if (held.reason != "library") {
+      alive += held.bytes;
+      continue;
+    }
+    library += held.bytes;
+    auto it = std::find_if(libraries.begin(), libraries.end(), [&](const auto& l) { return l.first == held.library; });
+    if (it == libraries.end()) libraries.emplace_back(held.library, held.bytes);
+    else it->second += held.bytes;
+  }
+  out << "held at exit (not leaks):";
+  if (library) {
+    out << " " << format_bytes(library) << " by libraries (";
+    for (size_t i = 0; i < libraries.size(); ++i) {
+      out << (i ? ", " : "") << libraries[i].first << " " << format_bytes(libraries[i].second);
+    }
+    out << ")" << (alive ? ";" : "");
+  }
+  if (alive) out << " " << format_bytes(alive) << " of PyTorch blocks still referenced at exit (alive at exit)";
+  out << "\n";
+  for (size_t i = 0; i < std::min(r.held_at_exit.size(), options.max_items); ++i) {
+    const HeldAtExit& held = r.held_at_exit[i];
+    out << "  " << format_bytes(held.bytes) << " in " << plural(held.count, "allocation") << " ("
+        << device_name(held.device) << ", "
+        << (held.reason == "library" ? "held by " + held.library : std::string("alive at exit"))
+        << "), allocated here:\n";
+    write_stack(out, held.stack, "      ", options.max_frames);
+  }
+}
+
+// "activations 3.1 GiB, optimizer state 1.0 GiB, ...": largest first, empty roles left out.
+void write_roles(std::ostream& out, const RoleSplit& split, const char* indent) {
+  if (split.empty()) return;
+  std::vector<std::pair<uint64_t, size_t>> order;
+  for (size_t i = 0; i < kRoles; ++i) {
+    if (split.bytes[i]) order.emplace_back(split.bytes[i], i);
+  }
+  std::stable_sort(order.begin(), order.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  out << indent << "by role: ";
+  for (size_t i = 0; i < order.size(); ++i) {
+    out << (i ? ", " : "") << role_name(static_cast<Role>(order[i].second)) << " " << format_bytes(order[i].first);
+  }
+  out << "\n";
+}
+
+void write_advice(std::ostream& out, const std::string& advice, const char* indent) {
+  if (!advice.empty()) out << indent << "advice: " << advice << "\n";
 }
 
 void write_fragmentation_point(std::ostream& out, const FragmentationPoint& p) {
@@ -123,6 +179,8 @@ void write_peaks(std::ostream& out, const ProcessReport& r, const TextOptions& o
       write_fragmentation_point(out, peak.fragmentation);
       out << "\n";
     }
+    if (peak.has_roles) write_roles(out, peak.roles, "  ");
+    write_advice(out, peak.advice, "  ");
   }
 }
 
@@ -131,6 +189,16 @@ void write_ooms(std::ostream& out, const ProcessReport& r, const TextOptions& op
     out << "OOM (" << device_name(oom.device) << "): " << format_bytes(oom.requested) << " requested at "
         << at(oom.time_ns, r) << " (" << (oom.api.empty() ? oom.op : oom.api) << phase_note(oom.phase)
         << "): " << verdict_name(oom.verdict) << "\n";
+    if (!oom.explanation.empty()) out << "  why: " << oom.explanation << "\n";
+    if (oom.attempts_total > 1) {
+      out << "  one request, " << oom.attempts_total << " attempts:";
+      for (size_t i = 0; i < oom.attempts.size(); ++i) {
+        const OomAttempt& a = oom.attempts[i];
+        out << (i ? ", " : " ") << a.api << " " << format_bytes(a.size) << " at " << at(a.time_ns, r);
+      }
+      if (oom.attempts_total > oom.attempts.size()) out << ", ...";
+      out << "\n";
+    }
     out << "  live " << format_bytes(oom.live_bytes);
     if (oom.has_blocks) out << " reserved, " << format_bytes(oom.allocated_bytes) << " allocated";
     if (oom.has_device_free) out << "; device free " << format_bytes(oom.device_free);
@@ -145,6 +213,42 @@ void write_ooms(std::ostream& out, const ProcessReport& r, const TextOptions& op
     write_stack(out, oom.stack, "      ", options.max_frames);
     out << "  top holders:\n";
     write_holders(out, oom.top_holders, oom.has_blocks ? oom.allocated_bytes : oom.live_bytes, options);
+    write_roles(out, oom.roles, "  ");
+    write_advice(out, oom.advice, "  ");
+  }
+}
+
+void write_failed_calls(std::ostream& out, const ProcessReport& r, const TextOptions& options) {
+  if (r.failed_calls.empty()) return;
+  uint64_t total = 0;
+  for (const FailedCall& call : r.failed_calls) total += call.count;
+  out << "failed calls (not out-of-memory): " << total << "\n";
+  for (size_t i = 0; i < std::min(r.failed_calls.size(), options.max_items); ++i) {
+    const FailedCall& call = r.failed_calls[i];
+    out << "  " << call.api << " " << format_bytes(call.size) << ": " << call.error << " (" << call.result << "), "
+        << plural(call.count, "time") << ", " << device_name(call.device) << ", first at "
+        << at(call.first_time_ns, r) << ":\n";
+    write_stack(out, call.stack, "      ", options.max_frames);
+  }
+}
+
+void write_scopes(std::ostream& out, const ProcessReport& r, const TextOptions& options) {
+  if (r.scopes_total == 0) return;
+  size_t leaking = 0;
+  for (const ScopeReport& scope : r.scopes) leaking += scope.leaked_bytes ? 1 : 0;
+  out << "scopes: " << r.scopes_total << " checked, " << leaking << " leaked\n";
+  size_t shown = 0;
+  for (const ScopeReport& scope : r.scopes) {
+    if (!scope.leaked_bytes) continue;
+    if (shown++ == options.max_items) break;
+    out << "  LEAK " << scope.name << ": " << format_bytes(scope.leaked_bytes) << " in "
+        << plural(scope.leaked_count, "allocation") << " still live at its "
+        << (scope.closed ? "end" : "trace's end (the scope never closed)") << ", allocated here:\n";
+    for (size_t i = 0; i < std::min(scope.leaks.size(), options.max_items); ++i) {
+      out << "    " << format_bytes(scope.leaks[i].bytes) << " in " << plural(scope.leaks[i].count, "allocation") << ":\n";
+      write_stack(out, scope.leaks[i].stack, "        ", options.max_frames);
+    }
+    write_advice(out, scope.advice, "    ");
   }
 }
 
@@ -156,6 +260,7 @@ void write_growth(std::ostream& out, const ProcessReport& r, const TextOptions& 
         << " rises, rising in " << g.windows_rising << " of " << g.windows_total
         << " windows of the run; " << format_bytes(g.final_bytes) << " live at the end\n";
     write_stack(out, g.stack, "      ", options.max_frames);
+    write_advice(out, g.advice, "  ");
   }
 }
 
@@ -237,8 +342,11 @@ void write_text(std::ostream& out, const std::vector<ProcessReport>& reports, co
     write_header(out, r);
     write_summary(out, r);
     write_leaks(out, r, options);
+    write_held_at_exit(out, r, options);
+    write_scopes(out, r, options);
     write_peaks(out, r, options);
     write_ooms(out, r, options);
+    write_failed_calls(out, r, options);
     write_growth(out, r, options);
     if (r.growth.empty()) out << "growth: none\n";
     out << "\n";

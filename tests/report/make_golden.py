@@ -69,7 +69,8 @@ def normalized_report(report_bin, path):
     proc = subprocess.run([report_bin, "--format", "json", path], capture_output=True, text=True)
     data = json.loads(proc.stdout)
     # Paths differ between checkouts: keep the file name only.
-    for section in ("processes", "leaks", "peaks", "ooms", "growth", "fragmentation"):
+    for section in ("processes", "leaks", "held_at_exit", "scopes", "peaks", "ooms", "failed_calls", "growth",
+                    "fragmentation"):
         for entry in data.get(section, []):
             entry["file"] = os.path.basename(entry["file"])
     return data

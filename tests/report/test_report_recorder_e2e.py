@@ -163,8 +163,12 @@ class RecorderTraces(unittest.TestCase):
         r = self.json("oom_fragmentation")
         ooms = r["ooms"]
         # The allocator first asks CUDA for a new segment (fails: 10 MiB free on the device), then
-        # reports its own OOM. Both are fragmentation: 60 MiB free in all, no hole of 20 MiB.
-        self.assertEqual([o["api"] for o in ooms], ["cudaMalloc", "gpumemtrace_block_oom"])
+        # reports its own OOM: one request, so one incident with both attempts. Fragmentation: 60 MiB
+        # free in all, no hole of 20 MiB.
+        self.assertEqual([o["api"] for o in ooms], ["gpumemtrace_block_oom"])
+        self.assertEqual([a["api"] for a in ooms[0]["attempts"]], ["cudaMalloc", "gpumemtrace_block_oom"])
+        self.assertEqual(ooms[0]["attempts_total"], 2)
+        self.assertIn("free memory is split", ooms[0]["advice"])
         for oom in ooms:
             self.assertEqual(oom["verdict"], "fragmentation", oom)
             self.assertEqual(oom["requested"], 20 * MiB)
@@ -179,7 +183,7 @@ class RecorderTraces(unittest.TestCase):
             self.assertIn("run_fragmentation", names(holder["stack"]))
         self.assertEqual(r["summary"]["block_ooms"], 1)
         (frag,) = r["fragmentation"]
-        self.assertEqual(len(frag["at_ooms"]), 2)
+        self.assertEqual(len(frag["at_ooms"]), 1)
         self.assertEqual(frag["at_peak"]["allocated"], 100 * MiB)
         (peak,) = r["peaks"]
         self.assertEqual((peak["bytes"], peak["allocated"]["bytes"]), (100 * MiB, 100 * MiB))

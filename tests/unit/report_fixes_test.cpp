@@ -83,8 +83,9 @@ TEST(Fragmentation, GapsFollowBlocksAndSegments) {
   expect_point(r.fragmentation[0].at_ooms[2].point, 4 * MiB, 1 * MiB, 2 * MiB);
   ASSERT_EQ(r.ooms.size(), 3u);
   EXPECT_EQ(r.ooms[0].verdict, Verdict::Fragmentation);
-  EXPECT_EQ(r.ooms[1].verdict, Verdict::Capacity);
-  EXPECT_EQ(r.ooms[2].verdict, Verdict::Capacity);
+  // F 3 < 4 and the device's free memory is unknown: no verdict the trace can back.
+  EXPECT_EQ(r.ooms[1].verdict, Verdict::NotEnoughInformation);
+  EXPECT_EQ(r.ooms[2].verdict, Verdict::NotEnoughInformation);
 }
 
 // A live PyTorch block_oom carries "free" (docs/trace-format.md): the verdict uses it at once, and a
@@ -100,8 +101,9 @@ TEST(Oom, BlockOomUsesItsOwnDeviceFree) {
   ASSERT_EQ(r.ooms.size(), 1u);
   EXPECT_TRUE(r.ooms[0].has_device_free);
   EXPECT_EQ(r.ooms[0].device_free, 20 * MiB);
-  // F 4 + D 20 >= 8, and 8 <= D: it would have fit; without the event's free it read as capacity.
-  EXPECT_EQ(r.ooms[0].verdict, Verdict::Unknown);
+  // 8 <= D 20 and no CUDA call failed: the allocator's own limit refused it (without the event's
+  // free it read as capacity).
+  EXPECT_EQ(r.ooms[0].verdict, Verdict::AllocatorLimit);
 }
 
 TEST(Oom, FailedAllocationStillWaitsForTheNextMeminfo) {

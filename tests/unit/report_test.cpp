@@ -6,7 +6,8 @@
 
 #include "report/analyses/analyze.h"
 #include "report/analyses/suppressions.h"
-#include "report/analyses/verdicts.h"
+#include "report/analyses/growth.h"
+#include "report/analyses/oom_incidents.h"
 #include "report/outputs/units.h"
 #include "report/reader/line_reader.h"
 
@@ -67,21 +68,57 @@ TEST(Reader, IgnoresUnknownFieldsAndRecordTypes) {
   EXPECT_EQ(r.leaked_bytes(), 5u);
 }
 
+OomFigures figures(uint64_t requested, bool has_free, uint64_t free, uint64_t total, uint64_t ours) {
+  OomFigures f;
+  f.requested = requested;
+  f.has_device_free = has_free;
+  f.device_free = free;
+  f.device_total = total;
+  f.ours = ours;
+  return f;
+}
+
 TEST(Verdict, IssueExampleIsFragmentation) {
-  FragmentationPoint p;
-  p.reserved = 100 * MiB;
-  p.allocated = 60 * MiB;
-  p.free_in_reserved = 40 * MiB;
-  p.largest_free_block = 10 * MiB;
-  EXPECT_EQ(oom_verdict(20 * MiB, p, true, 5 * MiB), Verdict::Fragmentation);
-  EXPECT_EQ(oom_verdict(50 * MiB, p, true, 5 * MiB), Verdict::Capacity);
-  EXPECT_EQ(oom_verdict(8 * MiB, p, true, 5 * MiB), Verdict::Unknown);
-  EXPECT_DOUBLE_EQ(p.ratio(), 0.75);
+  OomFigures f = figures(20 * MiB, true, 5 * MiB, 200 * MiB, 195 * MiB);
+  f.has_blocks = true;
+  f.fragmentation.reserved = 100 * MiB;
+  f.fragmentation.allocated = 60 * MiB;
+  f.fragmentation.free_in_reserved = 40 * MiB;
+  f.fragmentation.largest_free_block = 10 * MiB;
+  std::string why;
+  EXPECT_EQ(oom_verdict(f, &why), Verdict::Fragmentation);
+  EXPECT_NE(why.find("largest free block is 10.0 MiB"), std::string::npos) << why;
+  f.requested = 50 * MiB;
+  EXPECT_EQ(oom_verdict(f, nullptr), Verdict::Capacity);
+  f.requested = 8 * MiB;  // fits in the largest free block: nothing the trace shows explains it
+  EXPECT_EQ(oom_verdict(f, nullptr), Verdict::NotEnoughInformation);
+  EXPECT_DOUBLE_EQ(f.fragmentation.ratio(), 0.75);
 }
 
 TEST(Verdict, NoBlockDataIsCapacityWhenTheDeviceIsFull) {
-  EXPECT_EQ(oom_verdict(20 * MiB, FragmentationPoint{}, true, 5 * MiB), Verdict::Capacity);
-  EXPECT_EQ(oom_verdict(20 * MiB, FragmentationPoint{}, false, 0), Verdict::Capacity);
+  EXPECT_EQ(oom_verdict(figures(20 * MiB, true, 5 * MiB, 80 * MiB, 75 * MiB), nullptr), Verdict::Capacity);
+  // Nothing known about the device: no verdict is honest.
+  EXPECT_EQ(oom_verdict(figures(20 * MiB, false, 0, 0, 75 * MiB), nullptr), Verdict::NotEnoughInformation);
+  // Larger than the whole device: capacity whatever else is known.
+  EXPECT_EQ(oom_verdict(figures(100 * MiB, false, 0, 80 * MiB, 0), nullptr), Verdict::Capacity);
+}
+
+TEST(Verdict, OtherProcessesHoldTheDevice) {
+  // 5 MiB free of 80; this process holds 10, so others hold 65: more than the request and > 5%.
+  EXPECT_EQ(oom_verdict(figures(20 * MiB, true, 5 * MiB, 80 * MiB, 10 * MiB), nullptr), Verdict::OtherProcesses);
+  // Others hold 2 MiB only: this process filled the device.
+  EXPECT_EQ(oom_verdict(figures(20 * MiB, true, 5 * MiB, 80 * MiB, 73 * MiB), nullptr), Verdict::Capacity);
+}
+
+TEST(Verdict, AllocatorLimitWhenOnlyTheAllocatorRefusedWithRoomOnTheDevice) {
+  // torch.cuda.set_per_process_memory_fraction(0.02) on an H100: 2 GiB refused, 76.9 GiB free.
+  OomFigures f = figures(2048 * MiB, true, 78745 * MiB, 81080 * MiB, 256 * MiB);
+  f.allocator_only = true;
+  std::string why;
+  EXPECT_EQ(oom_verdict(f, &why), Verdict::AllocatorLimit);
+  EXPECT_NE(why.find("set_per_process_memory_fraction"), std::string::npos) << why;
+  f.allocator_only = false;  // a CUDA call failed too: not the allocator's own cap
+  EXPECT_NE(oom_verdict(f, nullptr), Verdict::AllocatorLimit);
 }
 
 TEST(Growth, RisingEveryWindowGrowsWarmupAndOneOffDoNot) {

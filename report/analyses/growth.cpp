@@ -1,0 +1,68 @@
+// report/analyses/growth.cpp — growing call sites (rules in growth.h).
+#include "report/analyses/growth.h"
+
+#include "report/analyses/roles.h"
+
+#include <algorithm>
+
+namespace gpumemtrace::report {
+
+uint32_t GrowthClock::tick(const Event& e, bool* widened) {
+  *widened = false;
+  const bool same = started_ && e.op == last_op_ && e.stack == last_stack_ && e.result == last_result_;
+  started_ = true;
+  last_op_ = e.op;
+  last_stack_ = e.stack;
+  last_result_ = e.result;
+  if (same) return window_;
+  window_ = windows_.window_of(++ticks_, widened);
+  return window_;
+}
+
+bool is_growing(const Ledger::Site& site, uint32_t windows_used) {
+  if (site.rises < 3 || site.high <= site.first_high || site.windows == 0) return false;
+  uint32_t rising = static_cast<uint32_t>(__builtin_popcount(site.windows));
+  uint32_t first = static_cast<uint32_t>(__builtin_ctz(site.windows));
+  uint32_t last = 31u - static_cast<uint32_t>(__builtin_clz(site.windows));
+  uint32_t needed = std::max<uint32_t>(3, (windows_used + 3) / 4);
+  return rising >= needed && (last - first + 1) * 2 >= windows_used;
+}
+
+namespace {
+
+// `skip_segments`: on a device with block data, a caching allocator taking more segments is the
+// consequence of its blocks growing (reported at the block level), not a growth of its own.
+void collect_level(const Ledger& ledger, Level level, int32_t device, uint32_t windows_used, bool skip_segments,
+                   const SymbolTable& symbols, std::vector<GrowthReport>& out) {
+  for (const auto& [site_id, site] : ledger.sites()) {
+    if (!is_growing(site, windows_used)) continue;
+    Stack stack = resolve_site(symbols, site_id);
+    if (skip_segments && is_allocator_segment_stack(stack)) continue;
+    GrowthReport g;
+    g.device = device;
+    g.level = level;
+    g.stack = std::move(stack);
+    g.first_bytes = site.first_high;
+    g.peak_bytes = site.high;
+    g.final_bytes = site.bytes;
+    g.rises = site.rises;
+    g.windows_rising = static_cast<uint32_t>(__builtin_popcount(site.windows));
+    g.windows_total = windows_used;
+    out.push_back(std::move(g));
+  }
+}
+
+}  // namespace
+
+void collect_growth(const MemoryModel& model, uint32_t windows_used, const SymbolTable& symbols,
+                    std::vector<GrowthReport>& out) {
+  for (const auto& [device, state] : model.devices()) {
+    collect_level(state.reserved, Level::Allocation, device, windows_used, state.has_blocks, symbols, out);
+    collect_level(state.allocated, Level::Block, device, windows_used, false, symbols, out);
+  }
+  std::stable_sort(out.begin(), out.end(), [](const GrowthReport& a, const GrowthReport& b) {
+    return a.peak_bytes - a.first_bytes > b.peak_bytes - b.first_bytes;
+  });
+}
+
+}  // namespace gpumemtrace::report

@@ -1,0 +1,47 @@
+// report/analyses/growth.h — call sites whose live bytes keep rising over the run.
+//
+// Each ledger site records its high-water marks and the run windows in which they were set
+// (ledger.h). A site grows when it set new highs in at least a quarter of the run's windows (and
+// at least 3), spread over at least half of the run. One-off allocations (one high), alloc/free of
+// the same amount each iteration (a high in the first iteration only) and warm-up loops (highs
+// packed at the start) fail this; retaining memory every iteration passes it.
+//
+// The run's clock (GrowthClock) ticks once per run of identical events, not per event: a burst of
+// thousands of alike calls (an allocator mapping 20 MiB chunks until the device is full before an
+// OOM, a loop that fills a list at start-up) is one moment of the run, so it neither stretches the
+// run so that a steady per-iteration rise looks packed at the start, nor counts as growth itself.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "report/analyses/ledger.h"
+#include "report/analyses/memory_model.h"
+#include "report/analyses/report_model.h"
+#include "report/reader/records.h"
+
+namespace gpumemtrace::report {
+
+class GrowthClock {
+ public:
+  // The growth window of `e`; *widened when the windows doubled first (GrowthWindows).
+  uint32_t tick(const Event& e, bool* widened);
+  uint32_t windows_used() const { return windows_.used(ticks_); }
+
+ private:
+  GrowthWindows windows_;
+  uint64_t ticks_ = 0;
+  uint32_t window_ = 0;
+  bool started_ = false;
+  Op last_op_ = Op::Mark;
+  uint32_t last_stack_ = 0;
+  int64_t last_result_ = 0;
+};
+
+bool is_growing(const Ledger::Site& site, uint32_t windows_used);
+
+// Growing sites of every device, largest rise first.
+void collect_growth(const MemoryModel& model, uint32_t windows_used, const SymbolTable& symbols,
+                    std::vector<GrowthReport>& out);
+
+}  // namespace gpumemtrace::report

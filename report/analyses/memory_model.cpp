@@ -1,0 +1,528 @@
+// report/analyses/memory_model.cpp — event replay: how each op changes the memory model.
+#include "report/analyses/memory_model.h"
+
+#include <algorithm>
+
+namespace gpumemtrace::report {
+
+bool is_torch_api(std::string_view api) { return api.compare(0, 6, "torch.") == 0; }
+
+void MemoryModel::Sampler::add(const TimelineSample& sample) {
+  // Keeps between kMax/2 and kMax evenly spaced samples of the whole run: when full, drop every
+  // other one and sample half as often from then on.
+  constexpr size_t kMax = 512;
+  if (++skipped_ < stride_) return;
+  skipped_ = 0;
+  samples_.push_back(sample);
+  if (samples_.size() >= kMax) {
+    size_t kept = 0;
+    for (size_t i = 0; i < samples_.size(); i += 2) samples_[kept++] = samples_[i];
+    samples_.resize(kept);
+    stride_ *= 2;
+  }
+}
+
+std::vector<TimelineSample> MemoryModel::Sampler::take(const TimelineSample& last) {
+  std::vector<TimelineSample> out = std::move(samples_);
+  if (out.empty() || out.back().time_ns != last.time_ns) out.push_back(last);
+  return out;
+}
+
+MemoryModel::DeviceState& MemoryModel::device_state(int32_t device) {
+  auto it = devices_.find(device);
+  if (it != devices_.end()) return it->second;
+  DeviceState& state = devices_[device];
+  state.summary.device = device;
+  return state;
+}
+
+void MemoryModel::set_window(uint32_t window, bool widened) {
+  window_ = window;
+  if (!widened) return;
+  for (auto& [device, state] : devices_) {
+    state.reserved.fold_windows();
+    state.allocated.fold_windows();
+  }
+}
+
+void MemoryModel::set_phase(const std::string& phase) {
+  settle_all();  // the phase changes: peaks pending so far belong to the previous phase
+  phase_ = phase;
+}
+
+void MemoryModel::apply(const Event& e, uint64_t position, SiteId site) {
+  position_ = position;
+  seq_ = e.seq;
+  time_ = e.t;
+  if (e.op == Op::Trim) return on_trim(e);
+  DeviceState& state = device_state(e.device);
+  DeviceSummary& summary = state.summary;
+  ++summary.events;
+  if (summary.events == 1) summary.first_time_ns = e.t;
+  summary.last_time_ns = std::max(summary.last_time_ns, e.t);
+  settle_before(e, state);
+
+  switch (e.op) {
+    case Op::Alloc:
+      if (e.result == 0) on_alloc(e, site, state);
+      else ++summary.failed_allocations;
+      break;
+    case Op::Free:
+      on_free(e, state);
+      break;
+    case Op::BlockAlloc:
+      ++summary.block_allocations;
+      on_block_alloc(e, site, state);
+      break;
+    case Op::BlockFree:
+      ++summary.block_frees;
+      on_block_free(e, state);
+      break;
+    case Op::BlockOom:
+      ++summary.block_ooms;
+      if (e.has_meminfo) on_meminfo(e, state);  // a live PyTorch block_oom carries the device's free bytes
+      break;
+    case Op::Map:
+      on_map(e);
+      break;
+    case Op::Unmap:
+      on_unmap(e);
+      break;
+    case Op::Reset:
+      on_reset(e.device, state);
+      break;
+    case Op::MemInfo:
+      on_meminfo(e, state);
+      break;
+    default:
+      break;  // reserve/unreserve: address space only (docs/report.md); marks, scopes: no memory
+  }
+  state.timeline.add(TimelineSample{e.t, state.reserved.live(), state.allocated.live()});
+}
+
+// Takes pending peak snapshots while they still describe the peak. The block-level snapshot also
+// records fragmentation, which any change to segments or blocks would alter; so anything but a
+// further block_alloc settles it. The CUDA-level snapshot only needs settling before a decrease.
+void MemoryModel::settle_before(const Event& e, DeviceState& state) {
+  if (state.allocated.snapshot_pending() && e.op != Op::BlockAlloc) {
+    state.allocated.take_snapshot(phase_);
+    state.has_fragmentation_at_peak = true;
+    state.fragmentation_at_peak = measure_fragmentation(state.summary.device);
+  }
+  if (state.reserved.snapshot_pending() && (e.op == Op::Free || e.op == Op::Reset)) {
+    state.reserved.take_snapshot(phase_);
+  }
+}
+
+void MemoryModel::settle_all() {
+  Event any;  // an op that settles both levels
+  any.op = Op::Reset;
+  for (auto& [device, state] : devices_) settle_before(any, state);
+}
+
+void MemoryModel::acquire(DeviceState& state, Level level, uint64_t key, const Allocation& a, bool block) {
+  (block ? state.allocated : state.reserved).add(a.site, a.size, seq_, time_, window_);
+  Holding h{level, a.device, key, a.size, a.site, a.position, a.torch};
+  for (ModelListener* listener : listeners_) listener->on_acquire(h);
+}
+
+void MemoryModel::release(Level level, uint64_t key, uint64_t size, SiteId site, uint64_t position,
+                          int32_t device, bool torch) {
+  DeviceState& state = device_state(device);
+  (level == Level::Block ? state.allocated : state.reserved).remove(site, size, phase_);
+  Holding h{level, device, key, size, site, position, torch};
+  for (ModelListener* listener : listeners_) listener->on_release(h);
+}
+
+int32_t MemoryModel::pool_index(std::string_view name, int32_t device) {
+  for (size_t i = 0; i < pools_.size(); ++i) {
+    if (pools_[i].name == name) return static_cast<int32_t>(i);
+  }
+  pools_.push_back(Pool{std::string(name), 0, false, device});
+  return static_cast<int32_t>(pools_.size() - 1);
+}
+
+// Live PyTorch events describe segments the runtime hooks also record (cudaMalloc at the same
+// address): count them once, in whichever order they come (PyTorch's microsecond times and ours can
+// be a microsecond apart either way). True when `e` only completes the record of a live segment.
+bool MemoryModel::merges_with_live_segment(const Event& e) {
+  auto live = allocations_.find(e.addr);
+  if (live == allocations_.end() || live->second.device != e.device) return false;
+  if (is_torch_api(e.api)) {
+    if (live->second.torch) return false;
+    live->second.torch = true;  // the torch event only says the range is a segment
+    return true;
+  }
+  if (live->second.torch_only && live->second.size == e.size) {
+    live->second.torch_only = false;  // the runtime-level record of that segment: its free ends it
+    return true;
+  }
+  return false;
+}
+
+void MemoryModel::on_alloc(const Event& e, SiteId site, DeviceState& state) {
+  const bool plain = e.kind != Kind::Virtual && e.kind != Kind::Block && e.kind != Kind::Physical;
+  if (plain && merges_with_live_segment(e)) return;
+  ++state.summary.allocations;
+  if (e.kind == Kind::Virtual) return;  // address space only: never counted as memory
+  if (e.kind == Kind::Block) return on_block_alloc(e, site, state);
+  const bool torch = is_torch_api(e.api);
+  Allocation allocation;
+  allocation.size = e.size;
+  allocation.site = site;
+  allocation.position = position_;
+  allocation.device = e.device;
+  allocation.kind = e.kind;
+  allocation.torch = torch;
+  allocation.torch_only = torch;
+  if (e.kind == Kind::Physical) {
+    // A cuMemCreate handle: "addr" is the handle value, and a free with the same addr ends it.
+    auto existing = physical_.find(e.addr);
+    if (existing != physical_.end()) {
+      ++replaced_live_;
+      const Allocation old = existing->second;
+      physical_.erase(existing);
+      release(Level::Physical, e.addr, old.size, old.site, old.position, old.device, old.torch);
+    }
+    physical_.emplace(e.addr, allocation);
+    acquire(state, Level::Physical, e.addr, allocation, false);
+    return;
+  }
+  if (e.kind == Kind::Async && !e.pool.empty()) {
+    allocation.pool = pool_index(e.pool, e.device);
+    Pool& pool = pools_[static_cast<size_t>(allocation.pool)];
+    pool.cached -= std::min(pool.cached, e.size);  // served from the pool's cache first
+  }
+  auto existing = allocations_.find(e.addr);
+  if (existing != allocations_.end()) {
+    ++replaced_live_;  // a free we never saw (or a writer bug): the old range ends here
+    end_allocation(existing);
+  }
+  allocations_.emplace(e.addr, allocation);
+  acquire(state, Level::Allocation, e.addr, allocation, false);
+}
+
+void MemoryModel::end_allocation(AllocationIt it) {
+  const uint64_t addr = it->first;
+  const Allocation allocation = it->second;
+  if (allocation.has_blocks) untrack_segment(it);
+  if (allocation.has_blocks && allocation.block_bytes) end_blocks_in(addr, allocation.size, allocation.device);
+  if (allocation.pool >= 0) pools_[static_cast<size_t>(allocation.pool)].cached += allocation.size;
+  allocations_.erase(addr);
+  release(Level::Allocation, addr, allocation.size, allocation.site, allocation.position, allocation.device,
+          allocation.torch);
+}
+
+void MemoryModel::on_free(const Event& e, DeviceState& state) {
+  const bool plain = e.kind != Kind::Virtual && e.kind != Kind::Physical;
+  auto it = plain ? allocations_.find(e.addr) : allocations_.end();
+  // torch.segment_free of a segment the runtime hooks recorded: its cudaFree ends it (which may
+  // come just before or just after it).
+  if (plain && is_torch_api(e.api) && (it == allocations_.end() || !it->second.torch_only)) return;
+  ++state.summary.frees;
+  if (e.kind == Kind::Virtual) return;
+  if (it != allocations_.end()) return end_allocation(it);
+  auto handle = physical_.find(e.addr);
+  if (handle != physical_.end()) {
+    const Allocation old = handle->second;
+    handle_at_.erase(handle->first);
+    physical_.erase(handle);
+    release(Level::Physical, e.addr, old.size, old.site, old.position, old.device, old.torch);
+    return;
+  }
+  if (e.kind == Kind::Block) return on_block_free(e, state);
+  if (e.addr != 0) ++state.summary.unmatched_frees;  // cudaFree(NULL) is a legal no-op
+}
+
+MemoryModel::AllocationIt MemoryModel::segment_of(const Event& e) {
+  if (e.has_segment) {
+    auto it = allocations_.find(e.segment);
+    if (it != allocations_.end()) return it;
+  }
+  // The live allocation whose range contains [addr, addr+size).
+  auto it = allocations_.upper_bound(e.addr);
+  if (it == allocations_.begin()) return allocations_.end();
+  --it;
+  if (e.addr + e.size <= it->first + it->second.size) return it;
+  return allocations_.end();
+}
+
+void MemoryModel::on_block_alloc(const Event& e, SiteId site, DeviceState& state) {
+  state.has_blocks = true;
+  if (blocks_.count(e.addr)) {
+    ++replaced_live_;  // a block_free we never saw: the old block ends here
+    on_block_free(e, state);
+  }
+  Block block;
+  block.size = e.size;
+  block.site = site;
+  block.position = position_;
+  block.device = e.device;
+  block.torch = is_torch_api(e.api);
+  auto segment = segment_of(e);
+  if (segment != allocations_.end()) {
+    if (!segment->second.has_blocks) track_segment(segment);
+    segment->second.block_bytes += e.size;
+    device_state(segment->second.device).segments.allocated += e.size;
+    block.segment = segment->first;
+    block.in_segment = true;
+  }
+  gaps_around(blocks_.emplace(e.addr, block).first, true);
+  Allocation as_allocation;
+  as_allocation.size = block.size;
+  as_allocation.site = site;
+  as_allocation.position = position_;
+  as_allocation.device = e.device;
+  as_allocation.torch = block.torch;
+  acquire(state, Level::Block, e.addr, as_allocation, true);
+}
+
+void MemoryModel::on_block_free(const Event& e, DeviceState& state) {
+  auto it = blocks_.find(e.addr);
+  if (it == blocks_.end()) {
+    if (e.addr != 0) ++state.summary.unmatched_frees;
+    return;
+  }
+  const Block block = it->second;
+  if (block.in_segment) {
+    auto segment = allocations_.find(block.segment);
+    if (segment != allocations_.end()) {
+      const uint64_t gone = std::min(segment->second.block_bytes, block.size);
+      segment->second.block_bytes -= gone;
+      if (segment->second.has_blocks) {
+        uint64_t& allocated = device_state(segment->second.device).segments.allocated;
+        allocated -= std::min(allocated, gone);
+      }
+    }
+  }
+  gaps_around(it, false);
+  blocks_.erase(it);
+  release(Level::Block, e.addr, block.size, block.site, block.position, block.device, block.torch);
+}
+
+void MemoryModel::on_meminfo(const Event& e, DeviceState& state) {
+  if (!e.has_meminfo) return;
+  state.has_meminfo = true;
+  state.meminfo_free = e.free;
+  state.meminfo_total = e.total;
+  if (e.total) state.summary.total = e.total;
+}
+
+void MemoryModel::on_reset(int32_t device, DeviceState& state) {
+  state.reserved.clear_live(phase_);  // takes a pending peak snapshot first
+  state.allocated.clear_live(phase_);
+  std::vector<Holding> gone;
+  for (auto it = allocations_.begin(); it != allocations_.end();) {
+    if (it->second.device != device) {
+      ++it;
+      continue;
+    }
+    gone.push_back(Holding{Level::Allocation, device, it->first, it->second.size, it->second.site,
+                           it->second.position, it->second.torch});
+    it = allocations_.erase(it);
+  }
+  for (auto it = physical_.begin(); it != physical_.end();) {
+    if (it->second.device != device) {
+      ++it;
+      continue;
+    }
+    gone.push_back(Holding{Level::Physical, device, it->first, it->second.size, it->second.site,
+                           it->second.position, it->second.torch});
+    it = physical_.erase(it);
+  }
+  for (auto it = blocks_.begin(); it != blocks_.end();) {
+    if (it->second.device != device) {
+      ++it;
+      continue;
+    }
+    gone.push_back(Holding{Level::Block, device, it->first, it->second.size, it->second.site,
+                           it->second.position, it->second.torch});
+    it = blocks_.erase(it);
+  }
+  for (Pool& pool : pools_) {
+    if (pool.device == device) pool.cached = 0;
+  }
+  retrack_all();
+  for (const Holding& h : gone) {
+    for (ModelListener* listener : listeners_) listener->on_release(h);
+  }
+}
+
+void MemoryModel::on_trim(const Event& e) {
+  Pool& pool = pools_[static_cast<size_t>(pool_index(e.pool, e.device))];
+  pool.trimmed = true;
+  pool.cached = std::min(pool.cached, e.size);  // "keep at most size bytes"
+}
+
+// A segment freed while blocks inside it are live: the memory is gone, so are the blocks. Counted
+// (a warning). Live PyTorch events are merged into the timeline by time (the reader), so their block
+// frees come before the cudaFree of the segment, as they happened.
+void MemoryModel::end_blocks_in(uint64_t start, uint64_t size, int32_t device) {
+  for (auto it = blocks_.lower_bound(start); it != blocks_.end() && it->first < start + size;) {
+    if (it->second.device != device) {
+      ++it;
+      continue;
+    }
+    const uint64_t addr = it->first;
+    const Block block = it->second;
+    ++orphan_blocks_;
+    orphan_bytes_ += block.size;
+    gaps_around(it, false);
+    it = blocks_.erase(it);
+    release(Level::Block, addr, block.size, block.site, block.position, device, block.torch);
+  }
+}
+
+void MemoryModel::on_map(const Event& e) {
+  if (e.has_handle) handle_at_[e.handle] = e.addr;
+  if (is_torch_api(e.api) && e.size) torch_mapped_[e.addr] = std::max(torch_mapped_[e.addr], e.size);
+}
+
+void MemoryModel::on_unmap(const Event& e) {
+  if (!is_torch_api(e.api)) return;  // the handle stays mapped as far as we know until it is freed
+  auto it = torch_mapped_.lower_bound(e.addr);
+  while (it != torch_mapped_.end() && it->first < e.addr + e.size) it = torch_mapped_.erase(it);
+}
+
+bool MemoryModel::is_segment(uint64_t addr) const {
+  auto it = allocations_.find(addr);
+  return it != allocations_.end() && (it->second.has_blocks || it->second.torch);
+}
+
+uint64_t MemoryModel::block_bytes_in(uint64_t start, uint64_t size, int32_t device) const {
+  uint64_t bytes = 0, end = start + size;
+  auto it = blocks_.upper_bound(start);
+  if (it != blocks_.begin()) --it;  // a block that starts before the range may reach into it
+  for (; it != blocks_.end() && it->first < end; ++it) {
+    if (it->second.device != device) continue;
+    uint64_t lo = std::max(start, it->first), hi = std::min(end, it->first + it->second.size);
+    if (hi > lo) bytes += hi - lo;
+  }
+  return bytes;
+}
+
+// A physical chunk (cuMemCreate, or a snapshot's segment_map) that belongs to a caching
+// allocator: PyTorch created or mapped it (api "torch.*", or mapped inside a range a
+// torch.segment_map event named), or blocks live inside it. Only on devices with block data.
+bool MemoryModel::is_allocator_chunk(uint64_t handle, const Allocation& chunk, uint64_t* block_bytes) const {
+  auto state = devices_.find(chunk.device);
+  if (state == devices_.end() || !state->second.has_blocks) return false;
+  auto mapped = handle_at_.find(handle);
+  uint64_t addr = mapped != handle_at_.end() ? mapped->second : (chunk.torch ? handle : 0);
+  *block_bytes = addr ? block_bytes_in(addr, chunk.size, chunk.device) : 0;
+  if (chunk.torch || *block_bytes) return true;
+  if (!addr) return false;
+  auto range = torch_mapped_.upper_bound(addr);
+  if (range == torch_mapped_.begin()) return false;
+  --range;
+  return addr < range->first + range->second;
+}
+
+// ---- fragmentation bookkeeping (SegmentGaps) ----
+
+namespace {
+
+uint64_t end_of(uint64_t start, uint64_t size) { return size > UINT64_MAX - start ? UINT64_MAX : start + size; }
+uint64_t gap(uint64_t from, uint64_t to) { return to > from ? to - from : 0; }
+void add_gap(std::multiset<uint64_t>& gaps, uint64_t size) {
+  if (size) gaps.insert(size);
+}
+void remove_gap(std::multiset<uint64_t>& gaps, uint64_t size) {
+  if (!size) return;
+  auto it = gaps.find(size);
+  if (it != gaps.end()) gaps.erase(it);
+}
+
+}  // namespace
+
+// The segment with block data whose range holds `addr`, or allocations_.end().
+MemoryModel::AllocationIt MemoryModel::tracked_segment_at(uint64_t addr) {
+  auto it = allocations_.upper_bound(addr);
+  if (it == allocations_.begin()) return allocations_.end();
+  --it;
+  if (!it->second.has_blocks || addr >= end_of(it->first, it->second.size)) return allocations_.end();
+  return it;
+}
+
+// A segment starts (or stops) carrying block data: its size, block bytes and gaps join (leave)
+// its device's totals. O(blocks inside it), once per segment.
+void MemoryModel::track_segment(AllocationIt segment) {
+  Allocation& a = segment->second;
+  a.has_blocks = true;
+  SegmentGaps& totals = device_state(a.device).segments;
+  totals.reserved += a.size;
+  totals.allocated += a.block_bytes;
+  const uint64_t end = end_of(segment->first, a.size);
+  uint64_t cursor = segment->first;
+  for (auto b = blocks_.lower_bound(segment->first); b != blocks_.end() && b->first < end; ++b) {
+    add_gap(totals.gaps, gap(cursor, b->first));
+    cursor = end_of(b->first, b->second.size);
+  }
+  add_gap(totals.gaps, gap(cursor, end));
+}
+
+void MemoryModel::untrack_segment(AllocationIt segment) {
+  Allocation& a = segment->second;
+  SegmentGaps& totals = device_state(a.device).segments;
+  totals.reserved -= std::min(totals.reserved, a.size);
+  totals.allocated -= std::min(totals.allocated, a.block_bytes);
+  const uint64_t end = end_of(segment->first, a.size);
+  uint64_t cursor = segment->first;
+  for (auto b = blocks_.lower_bound(segment->first); b != blocks_.end() && b->first < end; ++b) {
+    remove_gap(totals.gaps, gap(cursor, b->first));
+    cursor = end_of(b->first, b->second.size);
+  }
+  remove_gap(totals.gaps, gap(cursor, end));
+  a.has_blocks = false;
+}
+
+// After a reset: every device's totals again from the live segments (resets are rare, and the
+// reset itself already walks every live allocation).
+void MemoryModel::retrack_all() {
+  for (auto& [device, state] : devices_) state.segments = SegmentGaps();
+  for (auto it = allocations_.begin(); it != allocations_.end(); ++it) {
+    if (it->second.has_blocks) track_segment(it);
+  }
+}
+
+// `block` was just inserted into blocks_ (or is about to be erased): the gap it sits in splits in
+// two (or the two around it merge). O(log n).
+void MemoryModel::gaps_around(BlockIt block, bool inserted) {
+  auto segment = tracked_segment_at(block->first);
+  if (segment == allocations_.end()) return;
+  const uint64_t start = segment->first, end = end_of(start, segment->second.size);
+  uint64_t before = start;  // where the gap in front of `block` starts
+  if (block != blocks_.begin()) {
+    auto previous = std::prev(block);
+    if (previous->first >= start) before = end_of(previous->first, previous->second.size);
+  }
+  uint64_t after = end;  // where the gap behind it ends
+  auto next = std::next(block);
+  if (next != blocks_.end() && next->first < end) after = next->first;
+  std::multiset<uint64_t>& gaps = device_state(segment->second.device).segments.gaps;
+  const uint64_t whole = gap(before, after), left = gap(before, block->first),
+                 right = gap(end_of(block->first, block->second.size), after);
+  if (inserted) {
+    remove_gap(gaps, whole);
+    add_gap(gaps, left);
+    add_gap(gaps, right);
+  } else {
+    remove_gap(gaps, left);
+    remove_gap(gaps, right);
+    add_gap(gaps, whole);
+  }
+}
+
+FragmentationPoint MemoryModel::measure_fragmentation(int32_t device) const {
+  FragmentationPoint point;
+  auto state = devices_.find(device);
+  if (state == devices_.end()) return point;
+  const SegmentGaps& totals = state->second.segments;
+  point.reserved = totals.reserved;
+  point.allocated = totals.allocated;
+  point.largest_free_block = totals.gaps.empty() ? 0 : *totals.gaps.rbegin();
+  point.free_in_reserved = point.reserved - std::min(point.reserved, point.allocated);
+  return point;
+}
+
+}  // namespace gpumemtrace::report

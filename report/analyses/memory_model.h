@@ -1,0 +1,193 @@
+// report/analyses/memory_model.h — the replayed memory of one process: live CUDA allocations,
+// physical handles, caching-allocator blocks, async pools, and per device the live bytes by site at
+// two levels (ledger.h). Every analysis reads this one model; none keeps its own copy of what is live.
+//
+// Accounting levels (docs/report.md):
+//  - "reserved" (CUDA level): alloc of kinds device, async, managed, host, array and physical
+//    (cuMemCreate) until their free or a reset. virtual reservations never count.
+//  - "allocated" (block level): block_alloc until block_free, inside the segment (a live alloc
+//    range) that contains it.
+//
+// Analyses that need to see each piece of memory come and go register a ModelListener: it hears
+// every acquire and release, in timeline order (a reset releases each holding of its device).
+//
+// Memory: live allocations + live blocks + one ledger site per stack + bounded samples; nothing
+// per event. Single-threaded.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "report/analyses/ledger.h"
+#include "report/analyses/report_model.h"
+#include "report/analyses/site.h"
+#include "report/reader/records.h"
+
+namespace gpumemtrace::report {
+
+// True for events PyTorch reported (snapshot import, live tensor-level events): api "torch.*".
+bool is_torch_api(std::string_view api);
+
+// One piece of memory, as the listeners see it.
+struct Holding {
+  Level level = Level::Allocation;
+  int32_t device = -1;
+  uint64_t key = 0;        // address (allocation, block) or handle (physical)
+  uint64_t size = 0;
+  SiteId site = 0;
+  uint64_t position = 0;   // stream position (1-based) of the event that acquired it
+  bool torch = false;      // reported by PyTorch (api "torch.*")
+};
+
+class ModelListener {
+ public:
+  virtual ~ModelListener() = default;
+  virtual void on_acquire(const Holding&) {}
+  virtual void on_release(const Holding&) {}
+};
+
+class MemoryModel {
+ public:
+  struct Allocation {
+    uint64_t size = 0;
+    SiteId site = 0;
+    uint64_t position = 0;
+    int32_t device = -1;
+    Kind kind = Kind::Device;
+    bool has_blocks = false;   // a caching allocator's segment: its free part is cached, not leaked;
+                               // its gaps are in its device's SegmentGaps while it is true
+    uint64_t block_bytes = 0;  // live block bytes inside (when has_blocks)
+    int32_t pool = -1;         // index into pools_ (async)
+    bool torch = false;        // PyTorch's (api "torch.*": snapshot import, live events)
+    bool torch_only = false;   // created by a torch event (no runtime-level record of it, yet)
+  };
+  struct Block {
+    uint64_t size = 0;
+    SiteId site = 0;
+    uint64_t position = 0;
+    int32_t device = -1;
+    uint64_t segment = 0;      // start of the containing allocation; 0 = none known
+    bool in_segment = false;
+    bool torch = false;
+  };
+  struct Pool {
+    std::string name;
+    uint64_t cached = 0;       // freed to the pool, not yet reused or trimmed
+    bool trimmed = false;      // the trace told us about this pool's retention
+    int32_t device = -1;
+  };
+  class Sampler {
+   public:
+    void add(const TimelineSample& sample);
+    std::vector<TimelineSample> take(const TimelineSample& last);
+   private:
+    std::vector<TimelineSample> samples_;
+    uint64_t stride_ = 1;
+    uint64_t skipped_ = 0;
+  };
+  // Fragmentation bookkeeping of one device, updated on every block and segment change in
+  // O(log n), so that a measurement (at each new block-level peak, at each OOM) costs O(1): the
+  // segments with block data (Allocation::has_blocks) and the free gaps inside them. A gap is the
+  // space between a block (or the segment's start) and the next block that starts inside the
+  // segment (or the segment's end); blocks never overlap in a well-formed trace.
+  struct SegmentGaps {
+    uint64_t reserved = 0;          // bytes of the segments with block data
+    uint64_t allocated = 0;         // their block_bytes
+    std::multiset<uint64_t> gaps;   // every non-empty gap of those segments
+  };
+  struct DeviceState {
+    DeviceSummary summary;
+    SegmentGaps segments;
+    Ledger reserved;
+    Ledger allocated;
+    bool has_blocks = false;
+    bool has_meminfo = false;
+    uint64_t meminfo_free = 0;
+    uint64_t meminfo_total = 0;
+    Sampler timeline;
+    bool has_fragmentation_at_peak = false;
+    FragmentationPoint fragmentation_at_peak;  // at allocated.peak_snapshot()
+  };
+
+  void add_listener(ModelListener* listener) { listeners_.push_back(listener); }
+
+  // Per event, in timeline order: the stream position and growth window of the event, the phase
+  // it belongs to. `site` is where memory it acquires is charged (its stack, or an attribution).
+  void set_window(uint32_t window, bool widened);
+  void set_phase(const std::string& phase);
+  void apply(const Event& e, uint64_t position, SiteId site);
+  void settle_all();  // takes pending peak snapshots (end of trace, phase change)
+
+  DeviceState& device_state(int32_t device);
+  const std::map<int32_t, DeviceState>& devices() const { return devices_; }
+  const std::map<uint64_t, Allocation>& allocations() const { return allocations_; }
+  const std::unordered_map<uint64_t, Allocation>& physical() const { return physical_; }
+  const std::map<uint64_t, Block>& blocks() const { return blocks_; }
+  const std::vector<Pool>& pools() const { return pools_; }
+  const std::string& phase() const { return phase_; }
+  uint64_t replaced_live() const { return replaced_live_; }
+  uint64_t orphan_blocks() const { return orphan_blocks_; }
+  uint64_t orphan_bytes() const { return orphan_bytes_; }
+
+  // A physical chunk (cuMemCreate, or a snapshot's segment_map) that belongs to a caching
+  // allocator; *block_bytes: the live block bytes mapped inside it.
+  bool is_allocator_chunk(uint64_t handle, const Allocation& chunk, uint64_t* block_bytes) const;
+  // True when the live allocation at `addr` is a caching allocator's segment (block data inside,
+  // or PyTorch said so).
+  bool is_segment(uint64_t addr) const;
+  FragmentationPoint measure_fragmentation(int32_t device) const;
+
+ private:
+  using AllocationIt = std::map<uint64_t, Allocation>::iterator;
+  using BlockIt = std::map<uint64_t, Block>::iterator;
+
+  void settle_before(const Event& event, DeviceState& state);
+  void acquire(DeviceState& state, Level level, uint64_t key, const Allocation& a, bool block);
+  void release(Level level, uint64_t key, uint64_t size, SiteId site, uint64_t position, int32_t device,
+               bool torch);
+
+  bool merges_with_live_segment(const Event& e);
+  void on_alloc(const Event& e, SiteId site, DeviceState& state);
+  void on_free(const Event& e, DeviceState& state);
+  void end_allocation(AllocationIt it);
+  void on_block_alloc(const Event& e, SiteId site, DeviceState& state);
+  void on_block_free(const Event& e, DeviceState& state);
+  void on_meminfo(const Event& e, DeviceState& state);
+  void on_reset(int32_t device, DeviceState& state);
+  void on_trim(const Event& e);
+  int32_t pool_index(std::string_view name, int32_t device);
+  AllocationIt segment_of(const Event& e);
+  void on_map(const Event& e);
+  void on_unmap(const Event& e);
+  uint64_t block_bytes_in(uint64_t start, uint64_t size, int32_t device) const;
+  void end_blocks_in(uint64_t start, uint64_t size, int32_t device);
+
+  AllocationIt tracked_segment_at(uint64_t addr);
+  void track_segment(AllocationIt segment);
+  void untrack_segment(AllocationIt segment);
+  void retrack_all();
+  void gaps_around(BlockIt block, bool inserted);
+
+  std::vector<ModelListener*> listeners_;
+  uint64_t position_ = 0;
+  uint64_t seq_ = 0;       // of the event being applied (peak snapshots name it)
+  uint64_t time_ = 0;
+  uint32_t window_ = 0;
+  std::string phase_;
+  uint64_t replaced_live_ = 0;  // allocations at an address that was still live
+  std::map<uint64_t, Allocation> allocations_;        // CUDA-level ranges by start address
+  std::unordered_map<uint64_t, Allocation> physical_; // cuMemCreate handles
+  std::map<uint64_t, Block> blocks_;                  // caching-allocator blocks by address
+  std::unordered_map<uint64_t, uint64_t> handle_at_;  // physical handle -> address it is mapped at
+  std::map<uint64_t, uint64_t> torch_mapped_;         // ranges PyTorch said it mapped: addr -> size
+  uint64_t orphan_blocks_ = 0;                        // blocks ended by their segment's free
+  uint64_t orphan_bytes_ = 0;
+  std::map<int32_t, DeviceState> devices_;
+  std::vector<Pool> pools_;
+};
+
+}  // namespace gpumemtrace::report

@@ -1,0 +1,54 @@
+// report/analyses/peaks.cpp — device summaries, peaks and fragmentation from the model.
+#include "report/analyses/peaks.h"
+
+namespace gpumemtrace::report {
+namespace {
+
+PeakLevel peak_level(const Ledger& ledger, const SymbolTable& symbols) {
+  const Ledger::Snapshot& snapshot = ledger.peak_snapshot();
+  PeakLevel level;
+  level.bytes = snapshot.bytes;
+  level.seq = snapshot.seq;
+  level.time_ns = snapshot.time_ns;
+  level.phase = snapshot.phase;
+  for (const StackCount& c : snapshot.culprits) {
+    level.culprits.push_back(StackBytes{c.bytes, c.count, resolve_site(symbols, c.site)});
+  }
+  level.other_bytes = snapshot.other_bytes;
+  return level;
+}
+
+}  // namespace
+
+void collect_peaks(MemoryModel& model, const Roles& roles, const SymbolTable& symbols, ProcessReport& out) {
+  for (const auto& [device, const_state] : model.devices()) {
+    MemoryModel::DeviceState& state = model.device_state(device);
+    DeviceSummary summary = state.summary;
+    summary.peak_reserved = state.reserved.peak();
+    summary.peak_allocated = state.allocated.peak();
+    const TimelineSample last{summary.last_time_ns, state.reserved.live(), state.allocated.live()};
+    summary.timeline = state.timeline.take(last);
+    if (summary.peak_reserved || summary.peak_allocated) {
+      PeakReport peak;
+      peak.device = device;
+      peak.reserved = peak_level(state.reserved, symbols);
+      peak.has_blocks = state.has_blocks;
+      if (state.has_blocks) peak.allocated = peak_level(state.allocated, symbols);
+      peak.has_fragmentation = state.has_fragmentation_at_peak;
+      peak.fragmentation = state.fragmentation_at_peak;
+      peak.has_roles = roles.peak(device, &peak.roles, &peak.roles_time_ns);
+      out.peaks.push_back(std::move(peak));
+    }
+    if (state.has_blocks) {
+      FragmentationReport f;
+      f.device = device;
+      f.timeline = summary.timeline;
+      f.at_peak = state.fragmentation_at_peak;
+      f.peak_time_ns = state.allocated.peak_snapshot().time_ns;
+      out.fragmentation.push_back(std::move(f));
+    }
+    out.devices.push_back(std::move(summary));
+  }
+}
+
+}  // namespace gpumemtrace::report

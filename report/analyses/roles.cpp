@@ -1,0 +1,178 @@
+// report/analyses/roles.cpp — live memory by role (rules in roles.h and docs/report.md).
+#include "report/analyses/roles.h"
+
+#include <algorithm>
+
+namespace gpumemtrace::report {
+namespace {
+
+bool contains(const std::string& text, const char* part) { return text.find(part) != std::string::npos; }
+
+bool is_parameter_frame(const LogicalFrame& f) {
+  if (contains(f.file, "torch/nn/parameter.py") || contains(f.file, "torch/serialization.py")) return true;
+  if (contains(f.file, "torch/nn/modules/")) {
+    static const char* const kNames[] = {"_apply", "to", "cuda", "to_empty", "load_state_dict",
+                                         "_load_from_state_dict", "__init__", "reset_parameters"};
+    for (const char* name : kNames) {
+      if (f.function == name) return true;
+    }
+  }
+  return false;
+}
+
+bool is_backward_frame(const LogicalFrame& f) {
+  return (f.function == "backward" && contains(f.file, "torch/_tensor.py")) ||
+         (contains(f.file, "torch/autograd/") && (f.function == "backward" || f.function == "grad"));
+}
+
+// Keys of raw (CUDA-level) holdings: a physical handle and an address never collide.
+uint64_t raw_key(const Holding& h) { return h.level == Level::Physical ? h.key ^ (1ull << 63) : h.key; }
+
+}  // namespace
+
+bool is_allocator_segment_stack(const Stack& stack) {
+  for (const LogicalFrame& f : stack) {
+    if (contains(f.function, "CUDACachingAllocator") || contains(f.function, "ExpandableSegment")) return true;
+  }
+  return false;
+}
+
+Role Roles::block_role(SiteId site) {
+  auto cached = block_roles_.find(site);
+  if (cached != block_roles_.end()) return cached->second;
+  Role role = Role::Other;
+  bool backward = site_attribution(site) != Attribution::None;
+  if (!backward) {
+    // The innermost telling frame decides: a parameter created inside forward() (lazy modules)
+    // is a parameter, an activation made inside the optimizer's step is optimizer state.
+    for (const LogicalFrame& f : symbols_.resolve(site_stack(site))) {
+      if (!f.python) continue;
+      if (is_parameter_frame(f)) { role = Role::Parameters; break; }
+      if (contains(f.file, "torch/optim/")) { role = Role::OptimizerState; break; }
+      if (is_backward_frame(f)) { backward = true; break; }
+      if (f.function == "forward" || f.function == "_call_impl") { role = Role::Activations; break; }
+    }
+  }
+  if (backward) role = Role::BackwardTemporaries;  // until its backward() returns (on_backward_end)
+  backward_sites_[site] = backward;
+  block_roles_.emplace(site, role);
+  return role;
+}
+
+Roles::Raw Roles::raw_class(const Holding& h) {
+  if (h.torch) return Raw::Segment;
+  const uint32_t stack = site_stack(h.site);
+  auto cached = raw_classes_.find(stack);
+  if (cached != raw_classes_.end()) return cached->second;
+  const Stack frames = symbols_.resolve(stack);
+  Raw raw = Raw::Other;
+  if (suppressions_.match_library(frames)) raw = Raw::Library;
+  else if (is_allocator_segment_stack(frames)) raw = Raw::Segment;
+  raw_classes_.emplace(stack, raw);
+  return raw;
+}
+
+void Roles::on_acquire(const Holding& h) {
+  DeviceRoles& d = device(h.device);
+  if (h.level == Level::Block) {
+    Role role = block_role(h.site);
+    const bool pending = in_backward_ && backward_sites_[h.site];
+    // Frameless blocks with no backward() open to charge them to: their role is unknown.
+    if (role == Role::BackwardTemporaries && !pending && site_attribution(h.site) == Attribution::NoFrames) {
+      role = Role::Other;
+    }
+    if (!d.has_blocks) d.peak_live = 0;  // from now on the device's peak is its block-level peak
+    d.has_blocks = true;
+    d.blocks[static_cast<size_t>(role)] += h.size;
+    d.block_live += h.size;
+    live_blocks_[h.key] = LiveBlock{role, h.device, h.position, h.size, pending};
+    if (pending) pending_.push_back(Pending{h.key, h.position});
+  } else {
+    Raw raw = raw_class(h);
+    d.raw[static_cast<size_t>(raw)] += h.size;
+    d.raw_live += h.size;
+    live_raw_[raw_key(h)] = raw;
+  }
+  maybe_peak(h.device, h);
+}
+
+void Roles::on_release(const Holding& h) {
+  DeviceRoles& d = device(h.device);
+  if (h.level == Level::Block) {
+    auto it = live_blocks_.find(h.key);
+    if (it == live_blocks_.end()) return;
+    uint64_t& bytes = d.blocks[static_cast<size_t>(it->second.role)];
+    bytes -= std::min(bytes, h.size);
+    d.block_live -= std::min(d.block_live, h.size);
+    live_blocks_.erase(it);
+    return;
+  }
+  auto it = live_raw_.find(raw_key(h));
+  if (it == live_raw_.end()) return;
+  uint64_t& bytes = d.raw[static_cast<size_t>(it->second)];
+  bytes -= std::min(bytes, h.size);
+  d.raw_live -= std::min(d.raw_live, h.size);
+  live_raw_.erase(it);
+}
+
+// A new peak copies the split (O(roles)); a run of increases costs one copy each, which is cheap.
+void Roles::maybe_peak(int32_t device_id, const Holding& h) {
+  DeviceRoles& d = device(device_id);
+  const uint64_t live = d.has_blocks ? d.block_live : d.raw_live;
+  if (live <= d.peak_live) return;
+  d.peak_live = live;
+  d.peak = split(device_id);
+  d.peak_time_ns = time_ns_;
+  d.peak_position = h.position;
+  d.peak_in_backward = in_backward_;
+}
+
+void Roles::on_backward_end() {
+  in_backward_ = false;
+  for (const Pending& p : pending_) {
+    auto it = live_blocks_.find(p.key);
+    if (it == live_blocks_.end() || it->second.position != p.position || !it->second.pending) continue;
+    LiveBlock& block = it->second;  // allocated inside the backward() and still live: a gradient
+    block.pending = false;
+    if (block.role != Role::BackwardTemporaries) continue;
+    block.role = Role::Gradients;
+    DeviceRoles& d = device(block.device);
+    auto move = [&](uint64_t* bytes) {
+      const uint64_t moved = std::min(bytes[static_cast<size_t>(Role::BackwardTemporaries)], block.size);
+      bytes[static_cast<size_t>(Role::BackwardTemporaries)] -= moved;
+      bytes[static_cast<size_t>(Role::Gradients)] += moved;
+    };
+    move(d.blocks);
+    if (d.peak_in_backward && p.position <= d.peak_position) move(d.peak.bytes);
+  }
+  for (auto& [id, d] : devices_) d.peak_in_backward = false;
+  pending_.clear();
+}
+
+RoleSplit Roles::split(int32_t device_id) const {
+  RoleSplit out;
+  auto it = devices_.find(device_id);
+  if (it == devices_.end()) return out;
+  const DeviceRoles& d = it->second;
+  for (size_t i = 0; i < kRoles; ++i) out.bytes[i] = d.blocks[i];
+  const uint64_t library = d.raw[static_cast<size_t>(Raw::Library)];
+  const uint64_t segments = d.raw[static_cast<size_t>(Raw::Segment)];
+  out.bytes[static_cast<size_t>(Role::LibraryWorkspaces)] += library;
+  // The rest of the reserved bytes: the caching allocator's unused part of its segments, then other.
+  const uint64_t accounted = d.block_live + library;
+  const uint64_t rest = d.raw_live > accounted ? d.raw_live - accounted : 0;
+  const uint64_t cache = std::min(rest, segments > d.block_live ? segments - d.block_live : 0);
+  out.bytes[static_cast<size_t>(Role::AllocatorCache)] += cache;
+  out.bytes[static_cast<size_t>(Role::Other)] += rest - cache;
+  return out;
+}
+
+bool Roles::peak(int32_t device_id, RoleSplit* out, uint64_t* time_ns) const {
+  auto it = devices_.find(device_id);
+  if (it == devices_.end() || it->second.peak_live == 0) return false;
+  *out = it->second.peak;
+  *time_ns = it->second.peak_time_ns;
+  return true;
+}
+
+}  // namespace gpumemtrace::report

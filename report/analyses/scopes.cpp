@@ -1,0 +1,103 @@
+// report/analyses/scopes.cpp — per-scope leak checks (rules in scopes.h).
+#include "report/analyses/scopes.h"
+
+#include <algorithm>
+#include <map>
+
+namespace gpumemtrace::report {
+namespace {
+
+uint64_t holding_key(Level level, uint64_t key) {
+  return level == Level::Physical ? key ^ (1ull << 63) : (level == Level::Block ? key ^ (1ull << 62) : key);
+}
+
+}  // namespace
+
+void Scopes::on_acquire(const Holding& h) {
+  if (!open_.empty()) inside_[holding_key(h.level, h.key)] = h;
+}
+
+void Scopes::on_release(const Holding& h) {
+  if (!inside_.empty()) inside_.erase(holding_key(h.level, h.key));
+}
+
+void Scopes::on_scope(const Event& e, uint64_t position) {
+  if (e.op == Op::ScopeBegin) {
+    open_.push_back(OpenScope{std::string(e.label), std::string(e.api), position, e.t});
+    return;
+  }
+  for (size_t i = open_.size(); i-- > 0;) {
+    if (open_[i].name != e.label) continue;
+    OpenScope scope = std::move(open_[i]);
+    open_.erase(open_.begin() + static_cast<std::ptrdiff_t>(i));
+    close(scope, e.t, true);
+    break;
+  }
+  if (open_.empty()) inside_.clear();  // no scope can claim them any more
+}
+
+// A holding counts for a scope unless it is a caching allocator's segment or chunk (its cache),
+// or memory a library keeps, or suppressed.
+bool Scopes::counts(const Holding& h) {
+  if (h.level == Level::Allocation && model_.is_segment(h.key)) return false;
+  if (h.level == Level::Physical) {
+    auto chunk = model_.physical().find(h.key);
+    uint64_t block_bytes = 0;
+    if (chunk != model_.physical().end() && model_.is_allocator_chunk(h.key, chunk->second, &block_bytes)) {
+      return false;
+    }
+  }
+  const uint32_t stack = site_stack(h.site);
+  if (site_attribution(h.site) != Attribution::None || stack == 0) return true;
+  auto cached = excluded_stacks_.find(stack);
+  if (cached == excluded_stacks_.end()) {
+    const Stack frames = symbols_.resolve(stack);
+    const bool excluded = suppressions_.match_library(frames) || suppressions_.match_leak(frames);
+    cached = excluded_stacks_.emplace(stack, excluded).first;
+  }
+  return !cached->second;
+}
+
+void Scopes::close(const OpenScope& scope, uint64_t end_time, bool closed) {
+  ++total_;
+  if (reports_.size() >= kMaxScopes) return;
+  ScopeReport report;
+  report.name = scope.name;
+  report.api = scope.api;
+  report.begin_time_ns = scope.begin_time;
+  report.end_time_ns = end_time;
+  report.closed = closed;
+  std::map<SiteId, StackCount> by_site;
+  for (const auto& [key, h] : inside_) {
+    if (h.position < scope.begin_position || !counts(h)) continue;
+    StackCount& c = by_site[h.site];
+    c.site = h.site;
+    c.bytes += h.size;
+    c.count += 1;
+    report.leaked_bytes += h.size;
+    report.leaked_count += 1;
+  }
+  std::vector<StackCount> sites;
+  for (const auto& [site, c] : by_site) sites.push_back(c);
+  std::stable_sort(sites.begin(), sites.end(), [](const StackCount& a, const StackCount& b) { return a.bytes > b.bytes; });
+  if (sites.size() > kMaxCulprits) sites.resize(kMaxCulprits);
+  for (const StackCount& c : sites) report.leaks.push_back(StackBytes{c.bytes, c.count, resolve_site(symbols_, c.site)});
+  reports_.push_back(std::move(report));
+}
+
+void Scopes::finish(ProcessReport& out) {
+  // Scopes the trace ended inside: what was live at the end.
+  while (!open_.empty()) {
+    OpenScope scope = std::move(open_.back());
+    open_.pop_back();
+    close(scope, out.last_time_ns, false);
+  }
+  out.scopes = std::move(reports_);
+  out.scopes_total = total_;
+  if (total_ > out.scopes.size()) {
+    out.warnings.push_back(std::to_string(total_) + " scopes ended; the first " + std::to_string(out.scopes.size()) +
+                           " are reported");
+  }
+}
+
+}  // namespace gpumemtrace::report

@@ -1,0 +1,60 @@
+// report/analyses/scopes.h — scoped leak checks: memory allocated inside a named scope (a pytest
+// test, gpumemtrace.scope("eval"), gpumemtrace_scope_begin/end) and still live when the scope ends
+// is that scope's leak, even if it is freed later. This is what PyTorch's own test suite checks
+// around every CUDA test.
+//
+// What counts: blocks (for tensors a scope leak is at the block level: the caching allocator's
+// cache growing inside a test is not a leak), and CUDA-level memory that is not a caching
+// allocator's segment or chunk. Memory a library keeps (a `held:` rule) or a `leak:` suppression
+// matches does not count. Scopes nest and may come from any thread; an end closes the innermost
+// open scope of the same name. A scope the trace ends inside is reported as not closed, with what
+// was live at the end.
+//
+// Memory: the open scopes, and the holdings acquired while any scope is open and still live.
+// Cost: each scope end walks those holdings once.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "report/analyses/memory_model.h"
+#include "report/analyses/suppressions.h"
+#include "report/reader/symbols.h"
+
+namespace gpumemtrace::report {
+
+class Scopes : public ModelListener {
+ public:
+  Scopes(const MemoryModel& model, const SymbolTable& symbols, const Suppressions& suppressions)
+      : model_(model), symbols_(symbols), suppressions_(suppressions) {}
+
+  void on_acquire(const Holding& h) override;
+  void on_release(const Holding& h) override;
+  // scope_begin / scope_end events (not the autograd ones).
+  void on_scope(const Event& e, uint64_t position);
+  void finish(ProcessReport& out);
+
+ private:
+  struct OpenScope {
+    std::string name;
+    std::string api;
+    uint64_t begin_position = 0;
+    uint64_t begin_time = 0;
+  };
+  void close(const OpenScope& scope, uint64_t end_time, bool closed);
+  bool counts(const Holding& h);
+
+  const MemoryModel& model_;
+  const SymbolTable& symbols_;
+  const Suppressions& suppressions_;
+  std::vector<OpenScope> open_;
+  // Live holdings acquired while a scope was open, by (level, key).
+  std::unordered_map<uint64_t, Holding> inside_;
+  std::unordered_map<uint32_t, bool> excluded_stacks_;  // held by a library or suppressed
+  std::vector<ScopeReport> reports_;
+  uint64_t total_ = 0;
+};
+
+}  // namespace gpumemtrace::report
