@@ -117,6 +117,9 @@ void ProcessAnalyzer::on_event(const Event& e) {
       break;  // handled above
     case Op::Sync:
       break;  // consumed by the reader (event_merger.h)
+    case Op::ScopeBegin:
+    case Op::ScopeEnd:
+      break;
   }
   state.timeline.add(TimelineSample{e.t, state.reserved.live(), state.allocated.live()});
 }
