@@ -90,7 +90,8 @@ __attribute__((visibility("default"))) void gpumemtrace_report_scope_end(const c
 
 // For language bindings that say who opened the scope (tools/python/gpumemtrace: "gpumemtrace.scope",
 // "pytest", "torch.backward"): end != 0 closes it.
-__attribute__((visibility("default"))) void gpumemtrace_report_scope(int end, const char* name, const char* api) {
+__attribute__((visibility("default"))) void gpumemtrace_report_scope(int end, const char* name,
+                                                                     const char* api) {
   report_labelled(end ? f::Op::ScopeEnd : f::Op::ScopeBegin, name, static_scope_api(api));
 }
 

@@ -4,7 +4,8 @@ with torch.cuda._lazy_call, torch.cuda.memory._record_memory_history/_snapshot (
 whose _snapshot() appends a "snapshot" entry after copying, entries with time_us in realtime µs and
 Python frames innermost first), torch._C._cuda_attach_out_of_memory_observer, memory_stats counters,
 max_memory_reserved/allocated, torch.cuda.synchronize, torch._C._cuda_clearCublasWorkspaces,
-torch.autograd.backward (Tensor.backward calls it). A tiny caching allocator stands behind torch.empty(nbytes, device="cuda").
+torch.autograd.backward (Tensor.backward calls it). A tiny caching allocator stands behind
+torch.empty(nbytes, device="cuda").
 
 Knobs (environment): FAKE_TORCH_VERSION (default 2.11.0+cu130), FAKE_TORCH_BACKEND (native),
 FAKE_TORCH_LIMIT (bytes the device can reserve, default 1 GiB), FAKE_TORCH_CUDART (path of a CUDA
