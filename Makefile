@@ -21,7 +21,7 @@ ALL_CFLAGS   = -std=c11 -fPIC $(WARN) $(CFLAGS)
 
 # Debian packages the build and the tests need; `make deps` installs the missing ones.
 DEB_PACKAGES := build-essential clang libunwind-dev nlohmann-json3-dev libgtest-dev libbenchmark-dev \
-                libdw-dev libelf-dev libzstd-dev libsimdjson-dev zstd jq python3 heaptrack valgrind
+                libdw-dev libelf-dev libzstd-dev libsimdjson-dev zstd jq python3 python3-pytest heaptrack valgrind
 
 .DEFAULT_GOAL := all
 

@@ -1,4 +1,4 @@
-/* gpumemtrace.h — report a caching allocator's sub-allocations and phase markers to gpumemtrace.
+/* gpumemtrace.h — report a caching allocator's sub-allocations, phase markers and scopes to gpumemtrace.
  *
  * Header-only, C and C++. Nothing to link: each function looks up the gpumemtrace library at run time
  * (dlsym) and does nothing when the program runs without it (no LD_PRELOAD), so it can stay in
@@ -8,11 +8,16 @@
  *   gpumemtrace_block_free(ptr, size, segment, device, "my_pool");   // took it back
  *   gpumemtrace_block_oom(size, device, "my_pool");                  // could not satisfy a request
  *   gpumemtrace_mark("epoch 3");                                      // phase marker
+ *   gpumemtrace_scope_begin("eval"); ... gpumemtrace_scope_end("eval"); // a named scope
  *
  * `segment` is the start of the memory obtained from CUDA (cudaMalloc) that contains the block; with
  * it, gpumem-report tells cached from leaked memory and explains fragmentation (free bytes inside
  * segments vs. the largest free block). `pool` names the allocator's pool (copied, truncated to 47
  * bytes), may be NULL. `device` is the CUDA device ordinal, or -1 when unknown.
+ *
+ * A scope brackets a part of the run (a test, an evaluation pass) so that gpumem-report can check it
+ * for leaks on its own. Scopes nest and may be opened and closed on any thread; an end closes the
+ * innermost open scope with the same name. The name is copied (kept whole up to 1023 bytes).
  * Thread-safety: every function may be called from any thread.
  */
 #ifndef GPUMEMTRACE_H
@@ -33,6 +38,7 @@ typedef void (*gpumemtrace_block_fn)(const void* ptr, size_t size, const void* s
                                      const char* pool);
 typedef void (*gpumemtrace_oom_fn)(size_t size, int device, const char* pool);
 typedef void (*gpumemtrace_mark_fn)(const char* label);
+typedef void (*gpumemtrace_scope_fn)(const char* name);
 
 /* Looks `name` up once; returns NULL when gpumemtrace is not loaded. */
 static inline void* gpumemtrace_lookup_(void** cache, int* looked, const char* name) {
@@ -72,6 +78,14 @@ static inline void gpumemtrace_block_oom(size_t size, int device, const char* po
 
 static inline void gpumemtrace_mark(const char* label) {
   GPUMEMTRACE_FORWARD_(gpumemtrace_mark_fn, "gpumemtrace_report_mark", label);
+}
+
+static inline void gpumemtrace_scope_begin(const char* name) {
+  GPUMEMTRACE_FORWARD_(gpumemtrace_scope_fn, "gpumemtrace_report_scope_begin", name);
+}
+
+static inline void gpumemtrace_scope_end(const char* name) {
+  GPUMEMTRACE_FORWARD_(gpumemtrace_scope_fn, "gpumemtrace_report_scope_end", name);
 }
 
 #ifdef __cplusplus

@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -66,6 +67,8 @@ const char kHelp[] =
     "  GPUMEMTRACE_OUTPUT   DIR/ (one file per process)\n"
     "  PYTHONPATH           the Python startup directory prepended (python/ next to this program, or\n"
     "                       tools/python in a source tree), which turns on PyTorch tensor-level events\n"
+  "  PYTEST_PLUGINS       gpumemtrace_pytest appended (every pytest test becomes a scope of the trace);\n"
+  "                       not with GPUMEMTRACE_PYTEST=0\n"
     "  Any other GPUMEMTRACE_* variable you set is passed on to the recorder (docs/configuration.md).\n"
     "Environment read by the launcher:\n"
     "  GPUMEMTRACE_LIBRARY  the recorder library to preload instead of <dir of gpumemtrace>/libgpumemtrace.so\n"
@@ -161,6 +164,24 @@ std::string prepend_path(const char* name, const std::string& first) {
   const char* old = getenv(name);
   if (!old || !*old) return first;
   return first + ":" + old;
+}
+
+// `item` added at the end of the comma-separated list in variable `name` (once).
+std::string append_to_list(const char* name, const std::string& item) {
+  const char* old = getenv(name);
+  if (!old || !*old) return item;
+  const std::string list = std::string(",") + old + ",";
+  if (list.find("," + item + ",") != std::string::npos) return old;
+  return std::string(old) + "," + item;
+}
+
+// True when variable `name` is set to 0, off, no or false (any case), as the recorder reads switches.
+bool switched_off(const char* name) {
+  const char* value = getenv(name);
+  if (!value) return false;
+  for (const char* off : {"0", "off", "no", "false"})
+    if (strcasecmp(value, off) == 0) return true;
+  return false;
 }
 
 // Forward signals that another process sent us; terminal-generated ones (si_code SI_KERNEL) already
@@ -355,6 +376,10 @@ int main(int argc, char** argv) {
       {"GPUMEMTRACE_OUTPUT", dir + "/"},
   };
   if (!python_dir.empty()) env.push_back({"PYTHONPATH", prepend_path("PYTHONPATH", python_dir)});
+  // pytest loads the modules PYTEST_PLUGINS names: the plugin makes every test a scope.
+  if (!python_dir.empty() && exists(python_dir + "/gpumemtrace_pytest.py", S_IFREG) &&
+      !switched_off("GPUMEMTRACE_PYTEST"))
+    env.push_back({"PYTEST_PLUGINS", append_to_list("PYTEST_PLUGINS", "gpumemtrace_pytest")});
 
   // A reused DIR may hold earlier runs' traces: only the files this run adds are its traces. (The
   // recorder never overwrites a file, so each of them is new.)

@@ -63,12 +63,13 @@ inline constexpr const char* kTypeFooter = "footer";
                                /* the device ends here                                      */  \
   X(MemInfo, "meminfo")        /* device free/total bytes ("free", "total" fields)          */  \
   X(Mark, "mark")              /* user phase marker ("label" field)                         */  \
-  X(ScopeBegin, "scope_begin") /* a named scope opens ("label": its name; "api": who opened  */  \
-                               /* it); nestable, any thread                                 */  \
-  X(ScopeEnd, "scope_end")     /* ... and closes: the innermost open one of that name       */  \
   X(Sync, "sync")              /* (kind none, no range) every "delayed" event with          */  \
                                /* t <= this event's t is on an earlier line (readers merge  */  \
-                               /* delayed events into the timeline by t up to here)         */
+                               /* delayed events into the timeline by t up to here)         */  \
+  X(ScopeBegin, "scope_begin") /* (kind none, no range) a named scope opens on this thread: */  \
+                               /* "label" its name, "api" who opened it (a test, a phase)   */  \
+  X(ScopeEnd, "scope_end")     /* ... and closes: ends the innermost open scope with the    */  \
+                               /* same "label"                                              */
 
 enum class Op : uint8_t {
 #define GPUMEMTRACE_OP_ENUM(name, str) name,
@@ -194,7 +195,7 @@ inline constexpr const char* kFieldStack = "stack";         // stack id, 0 = no 
 inline constexpr const char* kFieldResult = "result";       // CUDA error code, 0 = success
 inline constexpr const char* kFieldSegment = "segment";     // "0x..." segment of a block event
 inline constexpr const char* kFieldHandle = "handle";       // "0x..." physical handle (map/create)
-inline constexpr const char* kFieldLabel = "label";         // mark text
+inline constexpr const char* kFieldLabel = "label";         // mark text, scope name
 inline constexpr const char* kFieldDelayed = "delayed";     // true: reported after the fact with its
                                                             // own "t" (PyTorch history); its seq is
                                                             // the report's, order it by t (see sync)

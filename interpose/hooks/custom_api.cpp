@@ -1,8 +1,9 @@
 // interpose/hooks/custom_api.cpp — the library side of include/gpumemtrace.h: a caching allocator's
-// own sub-allocations and the program's phase markers, recorded like any other event (same ring,
-// same sequence, stacks of the caller).
+// own sub-allocations, the program's phase markers and named scopes, recorded like any other event
+// (same ring, same sequence, stacks of the caller).
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 #include "interpose/recorder/recorder.h"
 
@@ -30,6 +31,29 @@ void report_block(f::Op op, const char* api, const void* ptr, size_t size, const
   gpumemtrace::record(facts);
 }
 
+// A mark or a scope event: no memory, a text (the mark's label, the scope's name).
+void report_labelled(f::Op op, const char* label, const char* api) {
+  HookScope scope;
+  if (!scope.recording()) return;
+  EventFacts facts;
+  facts.op = op;
+  facts.kind = f::Kind::None;
+  facts.api = api;
+  facts.has_result = false;
+  facts.label = label ? label : "";
+  gpumemtrace::record(facts);
+}
+
+// `api` must be static for the recorder (it keeps the pointer): the openers docs/trace-format.md
+// names map onto ours; any other text becomes "gpumemtrace_scope".
+const char* static_scope_api(const char* api) {
+  static const char* const kApis[] = {"gpumemtrace_scope", "gpumemtrace.scope", "pytest", "torch.backward"};
+  if (api)
+    for (const char* known : kApis)
+      if (strcmp(api, known) == 0) return known;
+  return kApis[0];
+}
+
 }  // namespace
 
 extern "C" {
@@ -51,15 +75,24 @@ __attribute__((visibility("default"))) void gpumemtrace_report_block_oom(size_t 
 }
 
 __attribute__((visibility("default"))) void gpumemtrace_report_mark(const char* label) {
-  HookScope scope;
-  if (!scope.recording()) return;
-  EventFacts facts;
-  facts.op = f::Op::Mark;
-  facts.kind = f::Kind::None;
-  facts.api = "gpumemtrace_mark";
-  facts.has_result = false;
-  facts.label = label ? label : "";
-  gpumemtrace::record(facts);
+  report_labelled(f::Op::Mark, label, "gpumemtrace_mark");
+}
+
+// Named scopes (a test, a phase): begin/end events carrying the name and the caller's stack. The
+// analyzer pairs an end with the innermost open scope of the same name; nothing is checked here.
+__attribute__((visibility("default"))) void gpumemtrace_report_scope_begin(const char* name) {
+  report_labelled(f::Op::ScopeBegin, name, "gpumemtrace_scope");
+}
+
+__attribute__((visibility("default"))) void gpumemtrace_report_scope_end(const char* name) {
+  report_labelled(f::Op::ScopeEnd, name, "gpumemtrace_scope");
+}
+
+// For language bindings that say who opened the scope (tools/python/gpumemtrace: "gpumemtrace.scope",
+// "pytest", "torch.backward"): end != 0 closes it.
+__attribute__((visibility("default"))) void gpumemtrace_report_scope(int end, const char* name,
+                                                                     const char* api) {
+  report_labelled(end ? f::Op::ScopeEnd : f::Op::ScopeBegin, name, static_scope_api(api));
 }
 
 }  // extern "C"

@@ -42,7 +42,8 @@ extern "C" {
 
 // Records one event reported after the fact. op: an op name of trace/format.h ("block_alloc",
 // "block_free", "block_oom", "alloc", "free", "map", "unmap"; marks go through gpumemtrace_report_mark,
-// syncs through gpumemtrace_record_sync); api: "torch.<PyTorch action>";
+// syncs through gpumemtrace_record_sync, scopes through gpumemtrace_report_scope);
+// api: "torch.<PyTorch action>";
 // segment: containing segment of a block (0 = none); time_ns: CLOCK_MONOTONIC of the event (0 = now);
 // free_bytes: device free bytes for block_oom (0 = unknown); pool: allocator pool name or null;
 // frames: "file\x1ffunction\x1fline" records separated by '\x1e', innermost first (null = none).
@@ -51,7 +52,9 @@ __attribute__((visibility("default"))) int gpumemtrace_record_external(
     const char* op, const char* api, uint64_t addr, uint64_t size, int device, uint64_t stream,
     uint64_t segment, uint64_t time_ns, uint64_t free_bytes, const char* pool, const char* frames) {
   f::Op parsed;
-  if (!op || !f::parse_op(op, &parsed) || parsed == f::Op::Sync || parsed == f::Op::Mark) return 0;
+  if (!op || !f::parse_op(op, &parsed) || parsed == f::Op::Sync || parsed == f::Op::Mark ||
+      parsed == f::Op::ScopeBegin || parsed == f::Op::ScopeEnd)
+    return 0;
   HookScope scope;
   if (!scope.recording()) return 0;
   gpumemtrace::python::PythonFrameRef refs[gpumemtrace::python::kMaxPythonFrames];

@@ -14,14 +14,31 @@ namespace gpumemtrace {
 // Compile-time bounds of a ring slot. GPUMEMTRACE_STACK_DEPTH may ask for fewer native frames.
 inline constexpr int kMaxNativeFrames = 64;
 inline constexpr int kLabelBytes = 48;  // mark label or block pool name, NUL-terminated, truncated
+                                        // (a longer scope name is interned: label_table.h)
+
+enum EventFlags : uint16_t {
+  kHasStream = 1 << 0,
+  kHasPool = 1 << 1,
+  kHasSegment = 1 << 2,
+  kHasHandle = 1 << 3,
+  kHasResult = 1 << 4,
+  kHasMemInfo = 1 << 5,
+  kHasLabel = 1 << 6,
+  kPoolIsName = 1 << 7,    // the label holds the pool's name (block events)
+  kDelayed = 1 << 8,       // recorded after the fact with its own time (EventFacts::time_ns != 0)
+  kLabelInterned = 1 << 9, // kHasLabel, text too long for the slot: interned_label points to it
+};
 
 struct EventRecord {
+  // The label text of a kHasLabel / kPoolIsName event, wherever it is kept.
+  const char* label_text() const { return (flags & kLabelInterned) ? interned_label : label; }
+
   uint64_t seq = 0;        // global sequence number (assigned by the ring, from 1)
   uint64_t time_ns = 0;    // CLOCK_MONOTONIC
   uint32_t tid = 0;
   format::Op op = format::Op::Alloc;
   format::Kind kind = format::Kind::Device;
-  uint16_t flags = 0;      // kHas* below
+  uint16_t flags = 0;      // EventFlags
   int16_t native_depth = 0;
   int16_t python_depth = 0;
   int32_t device = -1;
@@ -35,21 +52,12 @@ struct EventRecord {
   uint64_t segment = 0;    // block events: the containing segment; map: the physical handle
   uint64_t free_bytes = 0; // meminfo
   uint64_t total_bytes = 0;
-  char label[kLabelBytes] = {};
+  union {
+    char label[kLabelBytes] = {};      // the text itself, unless kLabelInterned
+    const char* interned_label;        // kLabelInterned: a name from intern_label(), never freed
+  };
   uintptr_t native[kMaxNativeFrames];                 // innermost first, own frames skipped
   python::PythonFrameRef python[python::kMaxPythonFrames];  // innermost first
-};
-
-enum EventFlags : uint16_t {
-  kHasStream = 1 << 0,
-  kHasPool = 1 << 1,
-  kHasSegment = 1 << 2,
-  kHasHandle = 1 << 3,
-  kHasResult = 1 << 4,
-  kHasMemInfo = 1 << 5,
-  kHasLabel = 1 << 6,
-  kPoolIsName = 1 << 7,    // the label holds the pool's name (block events)
-  kDelayed = 1 << 8,       // recorded after the fact with its own time (EventFacts::time_ns != 0)
 };
 
 }  // namespace gpumemtrace

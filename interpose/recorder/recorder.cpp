@@ -30,6 +30,7 @@
 
 #include "cupti/backend.h"
 #include "interpose/python/python_stack.h"
+#include "interpose/recorder/label_table.h"
 #include "interpose/recorder/recorder_state.h"
 #include "interpose/recorder/unwind.h"
 #include "interpose/writer/writer.h"
@@ -189,8 +190,24 @@ bool ensure_active() {
   return st == kActive;
 }
 
-void fill_record(EventRecord& r, uint64_t seq, const EventFacts& f, uint64_t t, const uintptr_t* native,
-                 int native_depth, const python::PythonFrameRef* py, int python_depth) {
+std::atomic<bool> g_warned_label_table{false};
+
+// The interned copy of a scope name too long for a slot's inline label (label_table.h); null when it
+// fits, or when the table is full: then it is truncated like any label, and that is said once.
+const char* long_scope_name(const char* name) {
+  const size_t length = strnlen(name, kMaxScopeNameBytes + 1);
+  if (length < static_cast<size_t>(kLabelBytes)) return nullptr;
+  const size_t kept = length > kMaxScopeNameBytes ? utf8_cut(name, kMaxScopeNameBytes) : length;
+  const char* interned = intern_label(name, kept);
+  if (!interned && !g_warned_label_table.exchange(true, std::memory_order_relaxed))
+    log_line("too many distinct long scope names; further ones are truncated to 47 bytes");
+  return interned;
+}
+
+// `interned`: the event's label, already interned (long_scope_name), or null.
+void fill_record(EventRecord& r, uint64_t seq, const EventFacts& f, uint64_t t, const char* interned,
+                 const uintptr_t* native, int native_depth, const python::PythonFrameRef* py,
+                 int python_depth) {
   r.seq = seq;
   r.time_ns = t;
   r.tid = thread_id();
@@ -215,7 +232,10 @@ void fill_record(EventRecord& r, uint64_t seq, const EventFacts& f, uint64_t t, 
   if (f.has_result) flags |= kHasResult;
   if (f.has_meminfo) flags |= kHasMemInfo;
   const char* text = f.label ? f.label : f.pool_name;
-  if (text) {
+  if (interned) {
+    flags |= kHasLabel | kLabelInterned;
+    r.interned_label = interned;
+  } else if (text) {
     flags |= f.label ? kHasLabel : kPoolIsName;
     size_t i = 0;
     for (; text[i] && i < kLabelBytes - 1; ++i) r.label[i] = text[i];
@@ -298,9 +318,13 @@ bool record(const EventFacts& facts) noexcept {
     if (depth > 0 && cfg.python_frames) python_depth = python::capture_python_stack(captured, python::kMaxPythonFrames);
   }
 
+  // Interned before a ring slot is claimed: the writer waits on a claimed slot until it is filled.
+  const bool scope = facts.op == format::Op::ScopeBegin || facts.op == format::Op::ScopeEnd;
+  const char* interned = scope && facts.label ? long_scope_name(facts.label) : nullptr;
+
   EventRing& ring = *g_shared->ring;
   auto fill = [&](EventRecord& r, uint64_t seq) {
-    fill_record(r, seq, facts, t, native, native_depth, py, python_depth);
+    fill_record(r, seq, facts, t, interned, native, native_depth, py, python_depth);
   };
   bool pushed = ring.try_push(fill);
   if (!pushed && cfg.on_full == OnFull::Wait) {

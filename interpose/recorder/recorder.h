@@ -27,7 +27,8 @@
 namespace gpumemtrace {
 
 // Plain facts about one memory event, filled by a hook. Strings `api` and `driver_api` must be static;
-// `label` is copied (truncated) into the event.
+// `label` is copied into the event: truncated to 47 bytes, except a scope's name (scope_begin /
+// scope_end), kept whole up to kMaxScopeNameBytes (label_table.h).
 struct EventFacts {
   format::Op op = format::Op::Alloc;
   format::Kind kind = format::Kind::Device;
@@ -49,7 +50,7 @@ struct EventFacts {
   bool has_meminfo = false;
   uint64_t free_bytes = 0;
   uint64_t total_bytes = 0;
-  const char* label = nullptr;      // mark label
+  const char* label = nullptr;      // mark label, scope name
   const char* pool_name = nullptr;  // block events: allocator pool name
   uint64_t time_ns = 0;             // CLOCK_MONOTONIC of the event; 0 = now (events reported late,
                                     // e.g. drained from PyTorch's history, carry their own time)

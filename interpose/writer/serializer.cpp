@@ -219,20 +219,20 @@ void TraceSerializer::event(const EventRecord& r) {
       .str(f::kFieldApi, r.api ? r.api : "");
   if (r.driver_api) j.str(f::kFieldDriverApi, r.driver_api);
   j.str(f::kFieldOp, f::op_name(r.op)).str(f::kFieldKind, f::kind_name(r.kind));
-  const bool no_range =
-      r.op == f::Op::Mark || r.op == f::Op::MemInfo || r.op == f::Op::Reset || r.op == f::Op::Sync;
+  const bool no_range = r.op == f::Op::Mark || r.op == f::Op::MemInfo || r.op == f::Op::Reset ||
+                        r.op == f::Op::Sync || r.op == f::Op::ScopeBegin || r.op == f::Op::ScopeEnd;
   if (!no_range && r.op != f::Op::Trim) j.hex(f::kFieldAddr, r.addr);
   if (!no_range) j.unum(f::kFieldSize, r.size);  // frees: 0 when the API does not say
   j.num(f::kFieldDevice, r.device);
   if (r.flags & kHasStream) j.hex(f::kFieldStream, r.stream);
   if (r.flags & kPoolIsName)
-    j.str(f::kFieldPool, r.label);
+    j.str(f::kFieldPool, r.label_text());
   else if (r.flags & kHasPool)
     j.hex(f::kFieldPool, r.pool);
   if (r.flags & kHasSegment) j.hex(f::kFieldSegment, r.segment);
   if (r.flags & kHasHandle) j.hex(f::kFieldHandle, r.segment);
   if (r.flags & kHasMemInfo) j.unum(f::kFieldFree, r.free_bytes).unum(f::kFieldTotal, r.total_bytes);
-  if (r.flags & kHasLabel) j.str(f::kFieldLabel, r.label);
+  if (r.flags & kHasLabel) j.str(f::kFieldLabel, r.label_text());
   j.unum(f::kFieldStack, stack);
   if (r.flags & kHasResult) j.num(f::kFieldResult, r.result);
   if (r.flags & kDelayed) j.flag(f::kFieldDelayed);

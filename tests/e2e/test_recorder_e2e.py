@@ -181,7 +181,8 @@ class Transparency(unittest.TestCase):
         traced = run_traced([program("c_api_check")], out)
         self.assertEqual((traced.returncode, traced.stdout), (0, "ok\n"))
         ops = [e["op"] for e in only_trace(self, out).events]
-        self.assertEqual(ops, ["mark", "block_alloc", "block_free", "block_oom"])
+        self.assertEqual(ops, ["mark", "block_alloc", "block_free", "block_oom",
+                               "scope_begin", "scope_end"])
 
     def test_library_links_no_cuda_library(self):
         needed = subprocess.run(["readelf", "-d", LIB], capture_output=True, text=True).stdout

@@ -18,7 +18,8 @@ FAKE_CMD = r'''
 import json, os, sys, time, signal
 out = os.environ["GPUMEMTRACE_OUTPUT"]
 with open(os.path.join(out, "gpumemtrace.fake.%d.jsonl" % os.getpid()), "w") as f:
-    json.dump({k: os.environ.get(k) for k in ("LD_PRELOAD", "GPUMEMTRACE_OUTPUT", "PYTHONPATH")}, f)
+    json.dump({k: os.environ.get(k) for k in ("LD_PRELOAD", "GPUMEMTRACE_OUTPUT", "PYTHONPATH",
+                                              "PYTEST_PLUGINS")}, f)
 mode = sys.argv[1]
 if mode == "exit":
     sys.exit(int(sys.argv[2]))
@@ -99,6 +100,26 @@ class FakeLauncher(LauncherTestCase):
         traces = sorted(os.path.join(out, n) for n in os.listdir(out))
         self.assertEqual(log["argv"], ["--format", "json", *traces])
         self.assertEqual(log["ld_preload"], user_lib)  # the analyzer itself is not traced
+
+    def test_pytest_plugin_appended_unless_switched_off(self):
+        # tools/python/gpumemtrace_pytest.py: PYTEST_PLUGINS gets it after the user's plugins, once.
+        for i, (user, switch, expected) in enumerate((
+                (None, None, "gpumemtrace_pytest"),
+                ("mine,other", None, "mine,other,gpumemtrace_pytest"),
+                ("gpumemtrace_pytest,mine", None, "gpumemtrace_pytest,mine"),
+                ("mine", "0", "mine"),
+                (None, "off", None),
+                (None, "1", "gpumemtrace_pytest"))):
+            with self.subTest(user=user, switch=switch):
+                env = {}
+                if user is not None:
+                    env["PYTEST_PLUGINS"] = user
+                if switch is not None:
+                    env["GPUMEMTRACE_PYTEST"] = switch
+                out = os.path.join(self.tmp, "t%d" % i)
+                p = self.run_fake(["run", "-o", out, "--", PYTHON, self.cmd, "exit", "0"], env)
+                self.assertEqual(p.returncode, 0, p.stderr)
+                self.assertEqual(self.child_env(out)["PYTEST_PLUGINS"], expected)
 
     def test_run_keeps_the_commands_exit_status(self):
         p = self.run_fake(["run", "-o", "t", "--", PYTHON, self.cmd, "exit", "5"], {"FAKE_REPORT_RC": "1"})

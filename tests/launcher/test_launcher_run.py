@@ -6,7 +6,10 @@ import sys
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from launcher_testlib import CUDART, LIB, PROG, PYTHON, REPORT, LauncherTestCase, is_elf  # noqa: E402
+from launcher_testlib import CUDART, LIB, PROG, PYTHON, REPORT, ROOT, LauncherTestCase, is_elf  # noqa: E402
+
+sys.path.insert(0, os.path.join(ROOT, "tests", "python"))
+from python_testlib import python_with_pytest  # noqa: E402
 
 MiB = 1 << 20
 
@@ -70,6 +73,50 @@ class RealLauncher(LauncherTestCase):
         p = self.launch(["run", "-o", "t", "--", *self.prog("clean")], env={"LD_PRELOAD": CUDART})
         self.assertEqual(p.returncode, 0, p.stderr)
         self.assertEqual(len(os.listdir(os.path.join(self.tmp, "t"))), 1)
+
+
+PYTEST_SUITE = """
+import ctypes, os
+
+def test_allocates():
+    ctypes.CDLL(os.environ["SIM_CUDART"], mode=ctypes.RTLD_GLOBAL)
+    p = ctypes.c_void_p()
+    assert ctypes.CDLL(None).cudaMalloc(ctypes.byref(p), ctypes.c_size_t(8192)) == 0
+"""
+
+
+class LauncherPytest(LauncherTestCase):
+    """`gpumemtrace run -- python -m pytest` loads the pytest plugin: each test is a scope."""
+
+    def setUp(self):
+        super().setUp()
+        for path in (LIB, CUDART):
+            if not is_elf(path):
+                self.skipTest(f"{path} not built")
+        self.python = python_with_pytest()
+        if not self.python:
+            self.skipTest("needs pytest (make deps installs python3-pytest)")
+        with open(os.path.join(self.tmp, "test_one.py"), "w") as f:
+            f.write(PYTEST_SUITE)
+
+    def scopes(self, extra_env=None):
+        env = {"SIM_CUDART": CUDART, "GPUMEMTRACE_QUIET": "1"}
+        env.update(extra_env or {})
+        p = self.launch(["run", "-o", "t", "--", self.python, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                         "test_one.py"], env=env)
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        self.assertIn("1 passed", p.stdout)
+        (trace,) = os.listdir(os.path.join(self.tmp, "t"))
+        with open(os.path.join(self.tmp, "t", trace)) as f:
+            events = [json.loads(line) for line in f if '"type":"event"' in line]
+        return [(e["op"], e["api"], e["label"]) for e in events if e["op"].startswith("scope_")]
+
+    def test_each_test_is_a_scope(self):
+        name = "test_one.py::test_allocates"
+        self.assertEqual(self.scopes(), [("scope_begin", "pytest", name), ("scope_end", "pytest", name)])
+
+    def test_gpumemtrace_pytest_0_turns_it_off(self):
+        self.assertEqual(self.scopes({"GPUMEMTRACE_PYTEST": "0"}), [])
 
 
 if __name__ == "__main__":

@@ -1,6 +1,8 @@
 """Shared by the tests/python suites: paths, and reading a trace into events + stacks."""
 import json
 import os
+import subprocess
+import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BUILD = os.environ.get("GPUMEMTRACE_BUILD", os.path.join(ROOT, "build"))
@@ -32,3 +34,15 @@ def read_trace(path):
             elif r["type"] == "event":
                 events.append(r)
     return events, lambda ev: [frames[i] for i in stacks.get(ev.get("stack", 0), [])]
+
+
+def python_with_pytest():
+    """An interpreter that can import pytest (this one, or Debian's, where `make deps` installs
+    python3-pytest), or None."""
+    for exe in (sys.executable, "/usr/bin/python3"):
+        try:
+            if subprocess.run([exe, "-c", "import pytest"], capture_output=True, timeout=60).returncode == 0:
+                return exe
+        except OSError:
+            pass
+    return None

@@ -154,5 +154,36 @@ TEST(Serializer, OptionalFieldsFollowFlags) {
   EXPECT_EQ(lines[1]["total"], 20);
 }
 
+TEST(Serializer, ScopeEventsCarryTheirNameAndNoRange) {
+  std::string out;
+  TraceSerializer s(&out, /*symbolize=*/false);
+  EventRecord begin = make_event(1, format::Op::ScopeBegin, 0, 0, {});
+  begin.kind = format::Kind::None;
+  begin.api = "pytest";
+  begin.device = -1;
+  begin.flags = kHasLabel;
+  strcpy(begin.label, "short");
+  s.event(begin);
+  const std::string long_name = std::string(300, 'x') + "::test_it[\"quoted\"]";
+  EventRecord end = begin;
+  end.seq = 2;
+  end.op = format::Op::ScopeEnd;
+  end.flags = kHasLabel | kLabelInterned;
+  end.interned_label = long_name.c_str();
+  s.event(end);
+  auto lines = parse_lines(out);
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_EQ(lines[0]["op"], "scope_begin");
+  EXPECT_EQ(lines[0]["label"], "short");
+  EXPECT_EQ(lines[1]["op"], "scope_end");
+  EXPECT_EQ(lines[1]["label"], long_name);
+  for (const json& line : lines) {
+    EXPECT_EQ(line["kind"], "none");
+    EXPECT_EQ(line["api"], "pytest");
+    EXPECT_FALSE(line.contains("addr"));
+    EXPECT_FALSE(line.contains("size"));
+  }
+}
+
 }  // namespace
 }  // namespace gpumemtrace

@@ -11,6 +11,8 @@ int main(void) {
   gpumemtrace_block_alloc(segment + 512, 100, segment, 0, "pool");
   gpumemtrace_block_free(segment + 512, 100, segment, 0, "pool");
   gpumemtrace_block_oom(1u << 30, 0, "pool");
+  gpumemtrace_scope_begin("scope");
+  gpumemtrace_scope_end("scope");
   printf("ok\n");
   return 0;
 }

@@ -10,6 +10,9 @@ forwards it into the trace through libgpumemtrace.so:
   - from PyTorch's out-of-memory observer, before OutOfMemoryError is raised;
   - at exit (atexit) and on SIGTERM (then the default action runs as before: the process still dies
     of SIGTERM).
+It also brackets every torch.autograd.backward() call with a scope (backward_scope.py), so that
+blocks the autograd threads allocate, which PyTorch records without frames, can be attributed to the
+backward() call that ran them.
 Each drain ends with a `sync` event (and one is written when recording starts): the events reach the
 trace late, marked "delayed", and readers merge them into the timeline by time up to each sync.
 Supported: PyTorch 2.4 to 2.11 with the native caching allocator; anything else gets one warning and
@@ -20,6 +23,7 @@ import sys
 import threading
 import time
 
+from . import backward_scope
 from . import bridge as _bridge_mod
 from .history import HistoryDrain
 
@@ -177,6 +181,10 @@ def _enable():
         import atexit
         atexit.register(_final_drain)
         _start_poller(torch, entries)
+        try:
+            backward_scope.install(torch)
+        except Exception as e:
+            _warn("backward() intervals not recorded: %r" % (e,))
 
 
 def drain_now():

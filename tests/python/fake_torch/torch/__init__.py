@@ -3,12 +3,15 @@ gpumemtrace hook uses, shaped like PyTorch 2.4-2.11: torch.__version__, torch.ve
 with torch.cuda._lazy_call, torch.cuda.memory._record_memory_history/_snapshot (a bounded history ring
 whose _snapshot() appends a "snapshot" entry after copying, entries with time_us in realtime µs and
 Python frames innermost first), torch._C._cuda_attach_out_of_memory_observer, memory_stats counters,
-max_memory_reserved/allocated. A tiny caching allocator stands behind torch.empty(nbytes, device="cuda").
+max_memory_reserved/allocated, torch.cuda.synchronize, torch._C._cuda_clearCublasWorkspaces,
+torch.autograd.backward (Tensor.backward calls it). A tiny caching allocator stands behind
+torch.empty(nbytes, device="cuda").
 
 Knobs (environment): FAKE_TORCH_VERSION (default 2.11.0+cu130), FAKE_TORCH_BACKEND (native),
 FAKE_TORCH_LIMIT (bytes the device can reserve, default 1 GiB), FAKE_TORCH_CUDART (path of a CUDA
 runtime, e.g. the simulated one: segments then come from its cudaMalloc, bound through the global
-scope so that libgpumemtrace.so sees them).
+scope so that libgpumemtrace.so sees them), FAKE_TORCH_CALL_LOG (a file that records synchronize and
+clearCublasWorkspaces calls with their time, torch/_calls.py).
 """
 import os
 
@@ -17,6 +20,7 @@ __version__ = os.environ.get("FAKE_TORCH_VERSION", "2.11.0+cu130")
 from . import version  # noqa: E402
 from . import _C  # noqa: E402
 from . import cuda  # noqa: E402
+from . import autograd  # noqa: E402
 
 
 class Tensor:
@@ -30,6 +34,11 @@ class Tensor:
 
     def data_ptr(self):
         return self._block.addr
+
+    def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
+        # As PyTorch's Tensor.backward: through the module attribute, so a wrapper installed later
+        # is called.
+        return autograd.backward(self, gradient, retain_graph, create_graph, inputs=inputs)
 
 
 def empty(nbytes, device="cuda"):

@@ -54,6 +54,12 @@ def init():
     _lazy_init()
 
 
+def synchronize(device=None):
+    _lazy_init()
+    from .. import _calls
+    _calls.note("synchronize")
+
+
 def _allocator():
     _lazy_init()
     return _alloc

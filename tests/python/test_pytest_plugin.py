@@ -1,0 +1,177 @@
+"""The pytest plugin (tools/python/gpumemtrace_pytest.py) on a small generated suite with the
+stand-in torch, under LD_PRELOAD=libgpumemtrace.so and the simulated CUDA runtime: one scope per test
+named by its node id, opened after fixture setup and closed after teardown; before each end a
+gc.collect, torch.cuda.synchronize, clearCublasWorkspaces and a drain of PyTorch's history; a leaking
+test's block inside its scope with no free; the test run itself unchanged, and no plugin effect
+without the library or with GPUMEMTRACE_PYTEST=0.
+"""
+import os
+import subprocess
+import tempfile
+import unittest
+
+from python_testlib import LIB, ROOT, SIM, python_with_pytest, read_trace
+
+TOOLS = os.path.join(ROOT, "tools", "python")
+FAKE = os.path.join(ROOT, "tests", "python", "fake_torch")
+PYTHON = python_with_pytest()
+
+CONFTEST = '''
+import gc, os, time
+
+def _note_full_collection(phase, info):
+    if phase == "start" and info["generation"] == 2:
+        with open(os.environ["FAKE_TORCH_CALL_LOG"], "a") as f:
+            f.write("gc %d\\n" % time.monotonic_ns())
+
+gc.callbacks.append(_note_full_collection)
+'''
+
+SUITE = '''
+import pytest
+import torch
+
+KEPT = []
+
+
+@pytest.fixture
+def weights():
+    return torch.empty(7168, device="cuda")   # during setup: outside the test's scope
+
+
+@pytest.fixture
+def scratch():
+    held = []
+    yield held
+    held.clear()                               # frees at teardown what the test put here
+
+
+def test_clean(weights, scratch):
+    t = torch.empty(3072, device="cuda")
+    del t
+    scratch.append(torch.empty(4096, device="cuda"))
+
+
+def test_leaks():
+    KEPT.append(torch.empty(5120, device="cuda"))   # module-level list: never freed
+
+
+@pytest.fixture
+def broken():
+    raise RuntimeError("setup fails")
+
+
+def test_setup_error(broken):
+    pass
+
+
+@pytest.mark.skip(reason="not today")
+def test_skipped():
+    pass
+'''
+
+CLEAN = "test_suite.py::test_clean"
+LEAKS = "test_suite.py::test_leaks"
+
+
+@unittest.skipUnless(os.path.exists(LIB) and os.path.exists(SIM), "needs build/libgpumemtrace.so and the sim")
+@unittest.skipUnless(PYTHON, "needs pytest (make deps installs python3-pytest)")
+class PytestPluginTest(unittest.TestCase):
+    def run_suite(self, preload=True, plugin=True, env_extra=None):
+        """(CompletedProcess, events, calls): the trace's events and the stand-in's call log
+        [(name, t)]."""
+        d = tempfile.mkdtemp(prefix="gpumemtrace-pytest-")
+        for name, text in (("conftest.py", CONFTEST), ("test_suite.py", SUITE)):
+            with open(os.path.join(d, name), "w") as f:
+                f.write(text)
+        out, log = os.path.join(d, "trace.jsonl"), os.path.join(d, "calls.log")
+        env = dict(os.environ, GPUMEMTRACE_OUTPUT=out, GPUMEMTRACE_QUIET="1", FAKE_TORCH_CUDART=SIM,
+                   FAKE_TORCH_CALL_LOG=log, PYTHONPATH=os.pathsep.join([TOOLS, FAKE]))
+        for k in ("LD_PRELOAD", "PYTEST_PLUGINS", "PYTEST_ADDOPTS", "GPUMEMTRACE_PYTEST"):
+            env.pop(k, None)
+        if preload:
+            env["LD_PRELOAD"] = LIB
+        if plugin:
+            env["PYTEST_PLUGINS"] = "gpumemtrace_pytest"
+        env.update(env_extra or {})
+        proc = subprocess.run([PYTHON, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_suite.py"],
+                              cwd=d, capture_output=True, text=True, env=env, timeout=120)
+        events = read_trace(out)[0] if os.path.exists(out) else []
+        calls = []
+        if os.path.exists(log):
+            with open(log) as f:
+                calls = [(name, int(t)) for name, t in (line.split() for line in f)]
+        return proc, events, calls
+
+    @classmethod
+    def setUpClass(cls):
+        cls.proc, cls.events, cls.calls = cls.run_suite(cls)
+
+    def scope(self, node_id):
+        (begin,) = [e for e in self.events if e["op"] == "scope_begin" and e["label"] == node_id]
+        (end,) = [e for e in self.events if e["op"] == "scope_end" and e["label"] == node_id]
+        return begin, end
+
+    def test_one_scope_per_test_that_ran(self):
+        self.assertEqual(self.proc.returncode, 1, self.proc.stdout + self.proc.stderr)  # the setup error
+        scopes = [(e["op"], e["label"]) for e in self.events if e["op"] in ("scope_begin", "scope_end")]
+        self.assertEqual(scopes, [("scope_begin", CLEAN), ("scope_end", CLEAN),
+                                  ("scope_begin", LEAKS), ("scope_end", LEAKS)])
+        for e in self.events:
+            if e["op"].startswith("scope_"):
+                self.assertEqual((e["api"], e["kind"]), ("pytest", "none"))
+
+    def test_test_run_unchanged(self):
+        bare, events, _ = self.run_suite(plugin=False)
+        self.assertEqual([e for e in events if e["op"].startswith("scope_")], [])
+        summary = lambda p: p.stdout.strip().splitlines()[-1].split(" in ")[0]  # noqa: E731
+        self.assertEqual(summary(self.proc), summary(bare))
+        self.assertIn("2 passed, 1 skipped, 1 error", summary(self.proc))
+        self.assertEqual(self.proc.returncode, bare.returncode)
+
+    def test_setup_outside_teardown_inside(self):
+        begin, end = self.scope(CLEAN)
+        blocks = {e["size"]: e for e in self.events if e["op"] == "block_alloc"}
+        self.assertLess(blocks[7168]["t"], begin["t"])               # fixture setup: before the scope
+        for size in (3072, 4096):
+            self.assertTrue(begin["t"] < blocks[size]["t"] < end["t"], size)
+        frees = {e["addr"]: e for e in self.events if e["op"] == "block_free"}
+        teardown_free = frees[blocks[4096]["addr"]]                   # freed by the fixture's teardown
+        self.assertTrue(begin["t"] < teardown_free["t"] < end["t"])
+        self.assertLess(teardown_free["seq"], end["seq"])            # drained before the end mark
+
+    def test_leaking_block_inside_its_scope_never_freed(self):
+        begin, end = self.scope(LEAKS)
+        (leak,) = [e for e in self.events if e["op"] == "block_alloc" and e["size"] == 5120]
+        self.assertTrue(begin["t"] < leak["t"] < end["t"])
+        self.assertLess(leak["seq"], end["seq"])  # drained before the end mark
+        self.assertEqual([e for e in self.events if e["op"] == "block_free" and e["addr"] == leak["addr"]], [])
+
+    def test_settles_memory_before_each_end(self):
+        for node_id in (CLEAN, LEAKS):
+            begin, end = self.scope(node_id)
+            inside = [(name, t) for name, t in self.calls if begin["t"] < t < end["t"]]
+            names = [name for name, _ in inside]
+            for name in ("gc", "synchronize", "clearCublasWorkspaces"):
+                self.assertIn(name, names, (node_id, inside))
+            last = lambda n: max(t for name, t in inside if name == n)  # noqa: E731
+            self.assertLess(last("gc"), last("synchronize"))
+            self.assertLess(last("synchronize"), last("clearCublasWorkspaces"))
+
+    def test_nothing_without_the_library(self):
+        proc, events, calls = self.run_suite(preload=False)
+        self.assertEqual(proc.returncode, 1, proc.stdout + proc.stderr)
+        self.assertIn("2 passed, 1 skipped, 1 error", proc.stdout)
+        self.assertEqual(events, [])
+        self.assertEqual([c for c in calls if c[0] != "gc"], [])  # no synchronize, no clear
+
+    def test_off_with_gpumemtrace_pytest_0(self):
+        proc, events, calls = self.run_suite(env_extra={"GPUMEMTRACE_PYTEST": "0"})
+        self.assertIn("2 passed, 1 skipped, 1 error", proc.stdout)
+        self.assertEqual([e for e in events if e["op"].startswith("scope_")], [])
+        self.assertTrue([e for e in events if e["op"] == "block_alloc"])
+        self.assertEqual([c for c in calls if c[0] != "gc"], [])
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,93 @@
+"""Named scopes for gpumemtrace from Python (docs/capture.md, "Scopes").
+
+    import gpumemtrace
+
+    with gpumemtrace.scope("eval"):       # a context manager ...
+        evaluate(model)
+
+    @gpumemtrace.scope("train_step")      # ... or a decorator
+    def train_step(batch): ...
+
+Each scope puts a scope_begin and a scope_end event, with the caller's stack, into the trace of
+libgpumemtrace.so, so that gpumem-report can check the part of the run inside for leaks on its own.
+Scopes nest and may be used from any thread; an end closes the innermost open scope of the same name.
+Without the library (the program runs untraced) everything here does nothing and never raises.
+
+scope_begin()/scope_end() are the plain calls; `api` says who opened the scope ("pytest" for the
+pytest plugin, "torch.backward" for the PyTorch hook; docs/trace-format.md lists them).
+Thread-safety: every function may be called from any thread.
+"""
+import contextlib
+import ctypes
+import threading
+
+__all__ = ["scope", "scope_begin", "scope_end", "active"]
+
+API = "gpumemtrace.scope"
+
+_lookup_lock = threading.Lock()
+_report = None      # ctypes function gpumemtrace_report_scope(int end, char* name, char* api)
+_looked_up = False  # the library was looked for (found or not: the answer never changes)
+
+
+def _function():
+    """gpumemtrace_report_scope from the global scope (the library is LD_PRELOADed, never loaded
+    here), or None."""
+    global _report, _looked_up
+    if _looked_up:
+        return _report
+    with _lookup_lock:
+        if not _looked_up:
+            try:
+                fn = ctypes.CDLL(None).gpumemtrace_report_scope
+                fn.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_char_p]
+                fn.restype = None
+                _report = fn
+            except (OSError, AttributeError):
+                _report = None
+            _looked_up = True
+    return _report
+
+
+def _encode(text):
+    return str(text).encode("utf-8", "replace")
+
+
+def active():
+    """True when scopes reach a trace (libgpumemtrace.so is in this process)."""
+    return _function() is not None
+
+
+def scope_begin(name, api=API):
+    """Opens the scope `name` on this thread."""
+    fn = _function()
+    if fn is not None:
+        fn(0, _encode(name), _encode(api))
+
+
+def scope_end(name, api=API):
+    """Closes the innermost open scope `name` (opened by scope_begin or scope)."""
+    fn = _function()
+    if fn is not None:
+        fn(1, _encode(name), _encode(api))
+
+
+class scope(contextlib.ContextDecorator):
+    """`with scope(name):` / `@scope(name)`: scope_begin on entry, scope_end on exit, also when the
+    body raises (the exception passes through unchanged). The object holds no per-use state, so one
+    decorated function may run on many threads at once, and recursively."""
+
+    def __init__(self, name, api=API):
+        self.name = str(name)
+        self.api = api
+
+    def __enter__(self):
+        scope_begin(self.name, self.api)
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        scope_end(self.name, self.api)
+        return False
+
+    def __repr__(self):
+        return "gpumemtrace.scope(%r)" % (self.name,)

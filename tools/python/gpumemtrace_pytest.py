@@ -1,0 +1,82 @@
+"""pytest plugin: every test is a gpumemtrace scope, so gpumem-report can name the test that leaked
+(docs/launcher.md, "pytest"). `gpumemtrace run|ci` loads it through PYTEST_PLUGINS; by hand:
+`pytest -p gpumemtrace_pytest` with tools/python on PYTHONPATH. GPUMEMTRACE_PYTEST=0 turns it off.
+
+The scope is named by the test's node id (api "pytest"). It opens when the test's call phase starts,
+so what fixtures allocate during setup is outside it, and closes after the test's teardown, so what a
+fixture frees at teardown is not a leak. Just before it closes, the plugin does what PyTorch's own
+CudaMemoryLeakCheck does, so that only memory the test really kept is left inside the scope:
+gc.collect(); then, only when the program already imported torch and initialised CUDA,
+torch.cuda.synchronize() and torch._C._cuda_clearCublasWorkspaces(); then it has the PyTorch hook
+(gpumemtrace_torch) drain PyTorch's allocation history, so the test's frees are in the trace before
+the process might die.
+
+Never fails or alters a test run: everything the plugin does is guarded, its hooks only wrap the
+default implementation, and without libgpumemtrace.so in the process it does nothing at all.
+"""
+import gc
+import os
+import sys
+
+import pytest
+
+import gpumemtrace
+
+API = "pytest"
+_OFF = ("0", "off", "no", "false")
+
+# Node ids of the tests whose scope is open (call phase started, teardown not finished). pytest runs
+# the phases of one item on one thread; the set is only a guard against ending what never began.
+_open = set()
+
+
+def _enabled():
+    return os.environ.get("GPUMEMTRACE_PYTEST", "1").lower() not in _OFF and gpumemtrace.active()
+
+
+def _settle_memory():
+    """Frees what is only waiting to be freed, as PyTorch's CudaMemoryLeakCheck does before it
+    compares, and gets PyTorch's record of it into the trace."""
+    gc.collect()
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return  # never imported here: the program did not use it
+    try:
+        if not torch.cuda.is_initialized():
+            return  # initialising CUDA now would change the program
+        torch.cuda.synchronize()
+        clear = getattr(torch._C, "_cuda_clearCublasWorkspaces", None)
+        if clear is not None:
+            clear()
+    except Exception:
+        pass
+    hook = sys.modules.get("gpumemtrace_torch")
+    if hook is not None:
+        hook.drain_now()
+
+
+@pytest.hookimpl(hookwrapper=True, tryfirst=True)
+def pytest_runtest_call(item):
+    try:
+        if _enabled():
+            gpumemtrace.scope_begin(item.nodeid, API)
+            _open.add(item.nodeid)
+    except Exception:
+        pass
+    yield
+
+
+@pytest.hookimpl(hookwrapper=True, tryfirst=True)
+def pytest_runtest_teardown(item, nextitem):
+    yield
+    if item.nodeid not in _open:
+        return  # setup failed or was skipped: the call phase never ran
+    _open.discard(item.nodeid)
+    try:
+        _settle_memory()
+    except Exception:
+        pass
+    try:
+        gpumemtrace.scope_end(item.nodeid, API)
+    except Exception:
+        pass
