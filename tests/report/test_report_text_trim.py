@@ -1,6 +1,7 @@
-"""Text output trimming: profiler/CUDA frames, the C runtime below main(), and, in stacks with Python
-frames, the interpreter's and ctypes/libffi's native frames; up to 12 frames by default, then
-'... N more frames'. The JSON keeps every frame."""
+"""Text output trimming: profiler/CUDA frames, everything below the entry (main, Py_RunMain), and, in
+stacks with Python frames, the interpreter's and ctypes/libffi's native frames are left out; the
+user's Python frames lead, then the user's native frames; up to 12 lines by default, then
+'... N more frames'. --native (--frames all) shows every frame; the JSON keeps every frame."""
 import os
 import tempfile
 
@@ -53,30 +54,38 @@ class TextTrim(ReportTestCase):
         t.close()
         return len(frames)
 
+    def leak_stack_lines(self, *options):
+        out = run_report(*options, self.path, check_rc=0).stdout
+        stack = out.split("allocated here:\n")[1].split("peak")[0]
+        return [l.strip() for l in stack.strip().splitlines()]
+
     def test_interpreter_frames_trimmed(self):
         total = self.write_ctypes_trace()
-        out = run_report(self.path, check_rc=0).stdout
-        stack = out.split("allocated here:\n")[1].split("peak")[0]
-        lines = [l.strip() for l in stack.strip().splitlines()]
-        self.assertEqual(lines, ["native_alloc (/src/ext.c:7)", "allocate_buffer (train.py:12)",
-                                 "main (/src/app.cu:200)"])
+        # The user's Python line first, then their native frame; below Py_RunMain nothing (the
+        # interpreter's main included).
+        self.assertEqual(self.leak_stack_lines(), ["allocate_buffer (train.py:12)", "native_alloc (/src/ext.c:7)"])
         # JSON keeps every frame.
         self.assertEqual(len(report_json(self.path)["leaks"][0]["stack"]), total)
 
     def test_up_to_12_frames_then_count(self):
-        self.write_ctypes_trace(deep=15)
-        out = run_report(self.path, check_rc=0).stdout
-        stack = out.split("allocated here:\n")[1].split("peak")[0]
-        lines = [l.strip() for l in stack.strip().splitlines()]
+        total = self.write_ctypes_trace(deep=15)
+        lines = self.leak_stack_lines()
         self.assertEqual(len(lines), 13)
-        self.assertEqual(lines[:2], ["native_alloc (/src/ext.c:7)", "allocate_buffer (train.py:12)"])
-        self.assertEqual(lines[-1], "... 6 more frames")  # 18 frames after trimming, 12 shown
-        out = run_report("--frames", "3", self.path, check_rc=0).stdout
-        self.assertIn("... 15 more frames", out)
+        self.assertEqual(lines[:2], ["allocate_buffer (train.py:12)", "layer0 (train.py:100)"])
+        self.assertEqual(lines[-1], "... 5 more frames")  # 17 user frames, 12 shown
+        self.assertIn("... 14 more frames", self.leak_stack_lines("--frames", "3"))
+        # --native and --frames all: every recorded frame, in order, nothing cut.
+        for options in (["--native"], ["--frames", "all"], ["--frames=all"]):
+            lines = self.leak_stack_lines(*options)
+            self.assertEqual(len(lines), total, options)
+            self.assertEqual(lines[0], "cudaMalloc (libcudart.so.13)")
+            self.assertEqual(lines[-1], "_start (app)")
+        self.assertEqual(len(self.leak_stack_lines("--native", "--frames", "4")), 5)
 
     def test_native_only_stacks_keep_python_named_functions(self):
-        # Without Python frames nothing of the interpreter is trimmed (an embedding program's own
-        # frames may be the interesting ones); the C runtime below main() still is.
+        # Without Python frames the interpreter's frames are not dropped (an embedding program's own
+        # frames may be the interesting ones) but folded after the user's; the C runtime below main()
+        # is cut.
         t = Trace(self.path)
         self.module(t, 5, "/usr/lib/x86_64-linux-gnu/libpython3.11.so.1.0")
         self.module(t, 6, "/lib/x86_64-linux-gnu/libc.so.6")
@@ -86,5 +95,8 @@ class TextTrim(ReportTestCase):
         t.alloc(0x7000, MiB, 1)
         t.close()
         out = run_report(self.path, check_rc=0).stdout
-        self.assertIn("_PyEval_EvalFrameDefault (libpython3.11.so.1.0)\n      main (/src/app.cu:200)\npeak", out)
+        self.assertIn("main (/src/app.cu:200)\n      [python interpreter: 1 frame]\npeak", out)
         self.assertNotIn("__libc_start_main", out)
+        out = run_report("--native", self.path, check_rc=0).stdout
+        self.assertIn("_PyEval_EvalFrameDefault (libpython3.11.so.1.0)\n      main (/src/app.cu:200)\n"
+                      "      __libc_start_main@@GLIBC_2.34 (libc.so.6)\npeak", out)
