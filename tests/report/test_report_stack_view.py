@@ -4,7 +4,12 @@ thread), a program calling a stripped library, and a C++ program with long templ
 Each text report is golden (NAME.expected.txt, make_golden.py --update); beside that the rules
 themselves: the first frame shown is the user's, no line is wider than the width, no bare `??`,
 --native shows every frame, the patterns override the judgement."""
+import fcntl
 import os
+import pty
+import struct
+import subprocess
+import termios
 
 from make_golden import GOLDEN, TEXT_GOLDENS, normalized_text
 from reportlib import REPORT, ReportTestCase, report_json, run_report
@@ -73,6 +78,38 @@ class StackView(ReportTestCase):
         # Without a limit, full names come back whole: the dispatcher's 600-character signature.
         out = run_report("--native", "--full-names", "--width", "0", trace("pytorch_stacks.jsonl"), check_rc=0).stdout
         self.assertGreater(max(len(line) for line in out.splitlines()), 600)
+
+    def test_a_terminal_sets_the_width(self):
+        # Written to a terminal 70 columns wide, stack lines fit in 70; --width overrides it.
+        def on_terminal(*args):
+            leader, follower = pty.openpty()
+            fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 70, 0, 0))
+            try:
+                proc = subprocess.run([REPORT, *args, trace("cpp_templates.jsonl")], stdout=follower,
+                                      stderr=subprocess.PIPE, timeout=60)
+                self.assertEqual(proc.returncode, 0, proc.stderr)
+                os.close(follower)
+                follower = -1
+                chunks = []
+                while True:
+                    try:
+                        chunk = os.read(leader, 65536)
+                    except OSError:  # EIO: the terminal has no writer left
+                        break
+                    if not chunk:
+                        break
+                    chunks.append(chunk)
+                return b"".join(chunks).decode().replace("\r\n", "\n")
+            finally:
+                os.close(leader)
+                if follower >= 0:
+                    os.close(follower)
+        blocks = stack_blocks(on_terminal("--full-names"))
+        self.assertTrue(blocks)
+        self.assertLessEqual(max(len(line) + 6 for block in blocks for line in block), 70)
+        self.assertTrue(any("..." in line for block in blocks for line in block))  # names were cut
+        blocks = stack_blocks(on_terminal("--full-names", "--width", "0"))
+        self.assertGreater(max(len(line) for block in blocks for line in block), 150)
 
     def test_no_bare_question_marks(self):
         for name in TEXT_GOLDENS:
