@@ -191,7 +191,8 @@ size_t skip_group(const std::string& name, size_t i) {
   std::string closers;
   for (; i < name.size(); ++i) {
     char c = name[i];
-    bool angles = (closers.empty() || closers.back() != ')') && !in_operator_symbol(name, i);
+    bool angles = (c == '<' || c == '>') && (closers.empty() || closers.back() != ')') &&
+                  !in_operator_symbol(name, i);
     if (c == '(') closers += ')';
     else if (c == '[') closers += ']';
     else if (c == '{') closers += '}';

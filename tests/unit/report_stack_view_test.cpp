@@ -349,3 +349,19 @@ TEST(StackViewLines, EmptyAndHiddenOnlyStacksSaySo) {
   Stack startup_only = {native("_start", "/usr/bin/app")};
   EXPECT_EQ(stack_lines(startup_only, StackViewOptions{}, 4), (std::vector<std::string>{"(only start-up frames)"}));
 }
+
+TEST(StackViewNames, ArbitraryNamesNeitherCrashNorOverflowTheWidth) {
+  // Names come from the trace: any bytes. A fixed pseudo-random sequence over the characters the
+  // name parser cares about.
+  const std::string alphabet = "<>()[]{}:, &*#$_=-operatornewabc\xc3\xa9";
+  uint32_t state = 12345;
+  auto next = [&state] { return state = state * 1103515245u + 12345u; };
+  for (int round = 0; round < 20000; ++round) {
+    std::string name;
+    size_t length = next() % 48;
+    for (size_t i = 0; i < length; ++i) name += alphabet[(next() >> 8) % alphabet.size()];
+    std::string shortened = short_function_name(name);
+    EXPECT_EQ(shortened.empty(), name.empty()) << name;
+    EXPECT_LE(code_points(fit_line(shortened, name, 30)), 30u) << name;
+  }
+}
