@@ -1,6 +1,9 @@
 // gpumem-report: the offline analyzer. Pipeline: reader/ (lines -> validated records) ->
 // analyses/ (one streaming pass per trace -> ProcessReport) -> outputs/ (text, JSON) -> cli/ gates.
 // Exit status: 0 fine, 1 a gate failed, 2 bad input or usage.
+#include <sys/ioctl.h>
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -33,6 +36,13 @@ std::vector<ProcessReport> analyze_all(const std::vector<std::string>& args, con
   return reports;
 }
 
+// The width of the terminal on `fd`, or 0 when it is not a terminal (or does not say).
+size_t terminal_columns(int fd) {
+  struct winsize size {};
+  if (!isatty(fd) || ioctl(fd, TIOCGWINSZ, &size) != 0) return 0;
+  return size.ws_col;
+}
+
 int run(const Options& options) {
   Suppressions suppressions;
   if (!options.suppressions.empty()) suppressions = Suppressions::load(options.suppressions);
@@ -43,7 +53,10 @@ int run(const Options& options) {
     if (!file) throw std::runtime_error(options.output + ": cannot write");
   }
   std::ostream& out = options.output.empty() ? std::cout : file;
-  TextOptions text{options.max_frames, options.max_items};
+  TextOptions text{options.stacks, options.max_items};
+  if (!options.width_given && options.output.empty()) {
+    if (size_t columns = terminal_columns(STDOUT_FILENO)) text.stacks.width = columns;
+  }
   std::vector<std::string> failures;
   if (options.diff) {
     DiffReport diff = diff_reports(analyze_all({options.inputs[0]}, suppressions),

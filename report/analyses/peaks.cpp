@@ -36,7 +36,9 @@ void collect_peaks(MemoryModel& model, const Roles& roles, const SymbolTable& sy
       if (state.has_blocks) peak.allocated = peak_level(state.allocated, symbols);
       peak.has_fragmentation = state.has_fragmentation_at_peak;
       peak.fragmentation = state.fragmentation_at_peak;
-      peak.has_roles = roles.peak(device, &peak.roles, &peak.roles_time_ns);
+      // A split that is all "other" (a program without PyTorch) says nothing: left out.
+      peak.has_roles = roles.peak(device, &peak.roles, &peak.roles_time_ns) &&
+                       peak.roles.bytes[static_cast<size_t>(Role::Other)] != peak.roles.total();
       out.peaks.push_back(std::move(peak));
     }
     if (state.has_blocks) {

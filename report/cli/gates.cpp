@@ -38,7 +38,7 @@ std::vector<std::string> check_gates(const std::vector<ProcessReport>& reports, 
                 << largest_count;
       }
       message << ", allocated here:\n";
-      if (largest_stack) write_stack(message, *largest_stack, "    ", options.max_frames);
+      if (largest_stack) write_stack(message, *largest_stack, "    ", options.stacks);
       failures.push_back(message.str());
     }
     for (const ScopeReport& scope : r.scopes) {
@@ -51,7 +51,7 @@ std::vector<std::string> check_gates(const std::vector<ProcessReport>& reports, 
       message << ")";
       if (!scope.leaks.empty()) {
         message << ", allocated here:\n";
-        write_stack(message, scope.leaks.front().stack, "    ", options.max_frames);
+        write_stack(message, scope.leaks.front().stack, "    ", options.stacks);
       } else {
         message << "\n";
       }
@@ -62,7 +62,7 @@ std::vector<std::string> check_gates(const std::vector<ProcessReport>& reports, 
         std::ostringstream message;
         message << r.file << ": memory keeps growing: " << format_bytes(g.first_bytes) << " -> "
                 << format_bytes(g.peak_bytes) << " over " << g.rises << " rises, allocated here:\n";
-        write_stack(message, g.stack, "    ", options.max_frames);
+        write_stack(message, g.stack, "    ", options.stacks);
         failures.push_back(message.str());
       }
     }
@@ -88,7 +88,7 @@ std::vector<std::string> check_diff_gates(const DiffReport& diff, const Options&
     for (const StackDelta& d : p.culprits) {
       if (d.delta() <= 0) continue;
       message << "; largest increase, +" << format_bytes(static_cast<uint64_t>(d.delta())) << ", allocated here:\n";
-      write_stack(message, d.stack, "    ", options.max_frames);
+      write_stack(message, d.stack, "    ", options.stacks);
       break;
     }
     failures.push_back(message.str());

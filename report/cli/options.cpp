@@ -22,7 +22,13 @@ const char* const kUsage =
     "  --count-alive-at-exit       --fail-on-leak also counts PyTorch blocks still referenced at exit\n"
     "  --fail-on-growth            exit 1 when a call site keeps growing\n"
     "  --fail-on-peak-increase=SIZE|PCT%   (diff) exit 1 when a peak grows by more than that\n"
-    "  --frames N                  frames per stack in text output (default 12)\n"
+    "  --frames N|all              lines per stack in text output (default 12; all = --native)\n"
+    "  --native                    every frame of each stack as recorded: nothing folded or cut\n"
+    "  --full-names                C++ names with template arguments and parameter lists\n"
+    "  --width N                   characters per stack line (default: the terminal's, else 160;\n"
+    "                              0 = no limit)\n"
+    "  --user-code PATTERN[,...]   frames to show as your code (function, file or module; * wildcard)\n"
+    "  --library PATTERN[,...]     frames to fold as library code\n"
     "  --top N                     entries per section in text output (default 5)\n"
     "  -h, --help                  this text\n"
     "exit status: 0 fine, 1 a gate failed, 2 bad input or usage\n";
@@ -60,10 +66,24 @@ PeakIncreaseLimit parse_peak_limit(const std::string& text) {
   return limit;
 }
 
+// PATTERN[,PATTERN...] appended to `patterns`.
+void parse_patterns(const std::string& text, const std::string& option, std::vector<std::string>& patterns) {
+  size_t start = 0;
+  while (true) {
+    size_t comma = text.find(',', start);
+    std::string pattern = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    if (pattern.empty()) throw std::invalid_argument(option + ": expected PATTERN[,PATTERN...], got `" + text + "`");
+    patterns.push_back(pattern);
+    if (comma == std::string::npos) return;
+    start = comma + 1;
+  }
+}
+
 }  // namespace
 
 Options parse_options(const std::vector<std::string>& args) {
   Options options;
+  bool frames_given = false;
   size_t i = 0;
   auto value_of = [&](const std::string& arg, const std::string& name) -> std::string {
     if (arg.size() > name.size() && arg[name.size()] == '=') return arg.substr(name.size() + 1);
@@ -98,7 +118,24 @@ Options parse_options(const std::vector<std::string>& args) {
     } else if (is(arg, "--fail-on-peak-increase")) {
       options.fail_on_peak_increase = parse_peak_limit(value_of(arg, "--fail-on-peak-increase"));
     } else if (is(arg, "--frames")) {
-      options.max_frames = parse_count(value_of(arg, "--frames"), "--frames");
+      std::string frames = value_of(arg, "--frames");
+      if (frames == "all") {
+        options.stacks.native = true;
+      } else {
+        options.stacks.max_frames = parse_count(frames, "--frames");
+        frames_given = true;
+      }
+    } else if (arg == "--native") {
+      options.stacks.native = true;
+    } else if (arg == "--full-names") {
+      options.stacks.full_names = true;
+    } else if (is(arg, "--width")) {
+      options.stacks.width = parse_count(value_of(arg, "--width"), "--width");
+      options.width_given = true;
+    } else if (is(arg, "--user-code")) {
+      parse_patterns(value_of(arg, "--user-code"), "--user-code", options.stacks.user_code);
+    } else if (is(arg, "--library")) {
+      parse_patterns(value_of(arg, "--library"), "--library", options.stacks.library);
     } else if (is(arg, "--top")) {
       options.max_items = parse_count(value_of(arg, "--top"), "--top");
     } else if (arg.size() > 1 && arg[0] == '-') {
@@ -109,6 +146,8 @@ Options parse_options(const std::vector<std::string>& args) {
       options.inputs.push_back(arg);
     }
   }
+  // --native shows every frame unless --frames N limits them too.
+  if (options.stacks.native && !frames_given) options.stacks.max_frames = StackViewOptions::kNoLimit;
   if (options.help) return options;
   if (options.diff && options.inputs.size() != 2) throw std::invalid_argument("diff takes BASE and NEW");
   if (!options.diff && options.inputs.empty()) throw std::invalid_argument("no trace given");

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "report/outputs/stack_view.h"
+
 namespace gpumemtrace::report {
 
 struct PeakIncreaseLimit {
@@ -24,7 +26,8 @@ struct Options {
   std::optional<uint64_t> fail_on_leak;  // bytes
   bool fail_on_growth = false;
   std::optional<PeakIncreaseLimit> fail_on_peak_increase;
-  size_t max_frames = 12;
+  StackViewOptions stacks;  // text output: --frames, --native, --full-names, --width, --user-code, --library
+  bool width_given = false;  // --width: else the terminal's width when the report goes to one
   size_t max_items = 5;
   std::vector<std::string> inputs;  // traces; for diff: BASE NEW
 };

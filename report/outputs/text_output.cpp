@@ -3,18 +3,12 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <initializer_list>
 #include <string>
 
 #include "report/outputs/units.h"
 
 namespace gpumemtrace::report {
 namespace {
-
-std::string basename_of(const std::string& path) {
-  size_t slash = path.rfind('/');
-  return slash == std::string::npos ? path : path.substr(slash + 1);
-}
 
 std::string percent(uint64_t part, uint64_t whole) {
   char text[16];
@@ -46,7 +40,7 @@ void write_holders(std::ostream& out, const std::vector<StackBytes>& list, uint6
     out << "    " << format_bytes(item.bytes);
     if (total) out << " (" << percent(item.bytes, total) << ")";
     out << " in " << plural(item.count, "allocation") << ":\n";
-    write_stack(out, item.stack, "        ", options.max_frames);
+    write_stack(out, item.stack, "        ", options.stacks);
   }
 }
 
@@ -97,7 +91,7 @@ void write_leaks(std::ostream& out, const ProcessReport& r, const TextOptions& o
     out << "  " << format_bytes(leak.bytes) << " in " << plural(leak.count, "allocation") << " ("
         << device_name(leak.device) << ", "
         << (leak.level == Level::Block ? std::string("allocator block") : leak.kind) << "), allocated here:\n";
-    write_stack(out, leak.stack, "      ", options.max_frames);
+    write_stack(out, leak.stack, "      ", options.stacks);
   }
 }
 
@@ -132,13 +126,13 @@ void write_held_at_exit(std::ostream& out, const ProcessReport& r, const TextOpt
         << device_name(held.device) << ", "
         << (held.reason == "library" ? "held by " + held.library : std::string("alive at exit"))
         << "), allocated here:\n";
-    write_stack(out, held.stack, "      ", options.max_frames);
+    write_stack(out, held.stack, "      ", options.stacks);
   }
 }
 
 // "activations 3.1 GiB, optimizer state 1.0 GiB, ...": largest first, empty roles left out.
 void write_roles(std::ostream& out, const RoleSplit& split, const char* indent) {
-  if (split.empty()) return;
+  if (split.empty() || split.bytes[static_cast<size_t>(Role::Other)] == split.total()) return;
   std::vector<std::pair<uint64_t, size_t>> order;
   for (size_t i = 0; i < kRoles; ++i) {
     if (split.bytes[i]) order.emplace_back(split.bytes[i], i);
@@ -210,7 +204,7 @@ void write_ooms(std::ostream& out, const ProcessReport& r, const TextOptions& op
       out << "\n";
     }
     out << "  requested here:\n";
-    write_stack(out, oom.stack, "      ", options.max_frames);
+    write_stack(out, oom.stack, "      ", options.stacks);
     out << "  top holders:\n";
     write_holders(out, oom.top_holders, oom.has_blocks ? oom.allocated_bytes : oom.live_bytes, options);
     write_roles(out, oom.roles, "  ");
@@ -228,7 +222,7 @@ void write_failed_calls(std::ostream& out, const ProcessReport& r, const TextOpt
     out << "  " << call.api << " " << format_bytes(call.size) << ": " << call.error << " (" << call.result << "), "
         << plural(call.count, "time") << ", " << device_name(call.device) << ", first at "
         << at(call.first_time_ns, r) << ":\n";
-    write_stack(out, call.stack, "      ", options.max_frames);
+    write_stack(out, call.stack, "      ", options.stacks);
   }
 }
 
@@ -246,7 +240,7 @@ void write_scopes(std::ostream& out, const ProcessReport& r, const TextOptions& 
         << (scope.closed ? "end" : "trace's end (the scope never closed)") << ", allocated here:\n";
     for (size_t i = 0; i < std::min(scope.leaks.size(), options.max_items); ++i) {
       out << "    " << format_bytes(scope.leaks[i].bytes) << " in " << plural(scope.leaks[i].count, "allocation") << ":\n";
-      write_stack(out, scope.leaks[i].stack, "        ", options.max_frames);
+      write_stack(out, scope.leaks[i].stack, "        ", options.stacks);
     }
     write_advice(out, scope.advice, "    ");
   }
@@ -259,82 +253,15 @@ void write_growth(std::ostream& out, const ProcessReport& r, const TextOptions& 
         << format_bytes(g.first_bytes) << " -> " << format_bytes(g.peak_bytes) << " in " << g.rises
         << " rises, rising in " << g.windows_rising << " of " << g.windows_total
         << " windows of the run; " << format_bytes(g.final_bytes) << " live at the end\n";
-    write_stack(out, g.stack, "      ", options.max_frames);
+    write_stack(out, g.stack, "      ", options.stacks);
     write_advice(out, g.advice, "  ");
   }
 }
 
 }  // namespace
 
-namespace {
-
-bool starts_with(const std::string& text, const char* prefix) {
-  return text.compare(0, std::char_traits<char>::length(prefix), prefix) == 0;
-}
-
-bool starts_with_any(const std::string& text, std::initializer_list<const char*> prefixes) {
-  for (const char* prefix : prefixes) {
-    if (starts_with(text, prefix)) return true;
-  }
-  return false;
-}
-
-// The C runtime's frames below main(): the same in every stack.
-bool is_startup_frame(const LogicalFrame& frame) {
-  return frame.function == "_start" || starts_with(frame.function, "__libc_start_");
-}
-
-// Native frames of the Python interpreter and of ctypes/libffi: noise between the Python frames
-// that say the same thing (only trimmed when the stack has Python frames).
-bool is_interpreter_frame(const LogicalFrame& frame) {
-  if (frame.python) return false;
-  std::string module = basename_of(frame.module);
-  if (starts_with_any(module, {"libffi", "_ctypes", "libpython", "python"})) return true;
-  return starts_with_any(frame.function, {"_Py", "PyEval_", "PyObject_", "PyVectorcall_", "PyCFunction_",
-                                          "PyCFuncPtr_", "Py_RunMain", "Py_BytesMain", "pymain_", "ffi_call",
-                                          "ffi_closure", "_ctypes_", "_call_function_pointer",
-                                          "cfunction_call", "cfunction_vectorcall", "method_vectorcall",
-                                          "slot_tp_call", "vectorcall_"});
-}
-
-}  // namespace
-
-bool is_internal_frame(const LogicalFrame& frame) {
-  std::string module = basename_of(frame.module);
-  for (const char* prefix : {"libgpumemtrace", "libcudart", "libcuda.", "libcupti"}) {
-    if (starts_with(module, prefix)) return true;
-  }
-  // The profiler's namespace, and the C API of include/gpumemtrace.h (inline functions that end up
-  // in the application: gpumemtrace_block_alloc, gpumemtrace_lookup_, ...).
-  return starts_with(frame.function, "gpumemtrace::") || starts_with(frame.function, "gpumemtrace_");
-}
-
-void write_stack(std::ostream& out, const Stack& stack, const std::string& indent, size_t max_frames) {
-  bool has_python = false;
-  for (const LogicalFrame& frame : stack) has_python |= frame.python;
-  size_t shown = 0, internal = 0, more = 0;
-  for (const LogicalFrame& frame : stack) {
-    if (is_internal_frame(frame) || is_startup_frame(frame) || (has_python && is_interpreter_frame(frame))) {
-      ++internal;
-      continue;
-    }
-    if (shown == max_frames) {
-      ++more;
-      continue;
-    }
-    ++shown;
-    out << indent << (frame.function.empty() ? "??" : frame.function);
-    if (!frame.file.empty()) {
-      out << " (" << frame.file;
-      if (frame.line) out << ":" << frame.line;
-      out << ")";
-    } else if (!frame.module.empty()) {
-      out << " (" << basename_of(frame.module) << ")";
-    }
-    out << "\n";
-  }
-  if (more) out << indent << "... " << more << " more frame" << (more == 1 ? "" : "s") << "\n";
-  if (shown == 0) out << indent << (internal ? "(only CUDA/profiler frames)" : "(no stack recorded)") << "\n";
+void write_stack(std::ostream& out, const Stack& stack, const std::string& indent, const StackViewOptions& options) {
+  for (const std::string& line : stack_lines(stack, options, indent.size())) out << indent << line << "\n";
 }
 
 void write_text(std::ostream& out, const std::vector<ProcessReport>& reports, const TextOptions& options) {
@@ -377,7 +304,7 @@ void write_diff_text(std::ostream& out, const DiffReport& diff, const TextOption
       const StackDelta& d = p.culprits[i];
       out << "    " << signed_bytes(d.delta()) << " (" << format_bytes(d.base_bytes) << " -> "
           << format_bytes(d.new_bytes) << "):\n";
-      write_stack(out, d.stack, "        ", options.max_frames);
+      write_stack(out, d.stack, "        ", options.stacks);
     }
   }
   out << "leaks: " << format_bytes(diff.base_leaked) << " -> " << format_bytes(diff.new_leaked) << "\n";
@@ -385,7 +312,7 @@ void write_diff_text(std::ostream& out, const DiffReport& diff, const TextOption
     const StackDelta& d = diff.leaks[i];
     out << "    " << signed_bytes(d.delta()) << " (" << format_bytes(d.base_bytes) << " in " << d.base_count
         << " -> " << format_bytes(d.new_bytes) << " in " << d.new_count << "):\n";
-    write_stack(out, d.stack, "        ", options.max_frames);
+    write_stack(out, d.stack, "        ", options.stacks);
   }
 }
 

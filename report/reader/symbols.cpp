@@ -1,3 +1,4 @@
+// report/reader/symbols.cpp — resolving a stack id to its logical frames (inlined calls expanded).
 #include "report/reader/symbols.h"
 
 namespace gpumemtrace::report {
@@ -15,9 +16,9 @@ Stack SymbolTable::resolve(uint32_t stack_id) const {
     // The writer lists inlined functions innermost first and gives the real function last, so the
     // logical order (innermost first) is the inlined list followed by the frame itself.
     for (const InlinedCall& call : f.inlined) {
-      out.push_back(LogicalFrame{call.function, call.file, call.line, module, f.python, true});
+      out.push_back(LogicalFrame{call.function, call.file, call.line, module, f.python, true, f.ip, f.offset});
     }
-    out.push_back(LogicalFrame{f.function, f.file, f.line, module, f.python, false});
+    out.push_back(LogicalFrame{f.function, f.file, f.line, module, f.python, false, f.ip, f.offset});
   }
   return out;
 }

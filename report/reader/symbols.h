@@ -21,6 +21,8 @@ struct LogicalFrame {
   std::string module;    // module path, "" when unknown (and for Python frames)
   bool python = false;
   bool inlined = false;  // an inlined function, not the real frame at this ip
+  uint64_t ip = 0;       // the instruction address, 0 when unknown (Python frames, snapshots)
+  uint64_t offset = 0;   // ip - the module's load bias, 0 when unknown
 };
 
 using Stack = std::vector<LogicalFrame>;
@@ -37,6 +39,8 @@ class SymbolTable {
     std::string file;
     uint32_t line = 0;
     uint32_t module = 0;  // 0 = none
+    uint64_t ip = 0;      // 0 = unknown
+    uint64_t offset = 0;  // 0 = unknown (no module)
     bool python = false;
     std::vector<InlinedCall> inlined;  // innermost first
   };

@@ -64,7 +64,7 @@ struct Fields {
       library, backend, name, lang;
   uint64_t version = 0, id = 0, seq = 0, t = 0, tid = 0, size = 0, stack = 0, module = 0, line = 0,
            free = 0, total = 0, count = 0, dropped_total = 0, events = 0, end_time = 0,
-           start_time = 0, clock_start = 0, addr = 0, segment = 0, handle = 0;
+           start_time = 0, clock_start = 0, addr = 0, segment = 0, handle = 0, ip = 0, offset = 0;
   int64_t device = -1, result = 0, pid = -1, ppid = -1;
   bool delayed = false;
   std::vector<uint32_t> frames;
@@ -203,6 +203,8 @@ void parse_field(std::string_view key, od::value& v, Fields& f) {
         if (is(fmt::kFieldOp)) { f.op = get_plain_str(v, key); f.present |= B::kOp; }
       } else if (is(fmt::kFieldId)) {
         f.id = get_u64(v, key, kMaxId); f.present |= B::kId;
+      } else if (is(fmt::kFieldIp)) {
+        f.ip = parse_hex(get_plain_str(v, key), key);
       }
       return;
     case 3:
@@ -262,6 +264,7 @@ void parse_field(std::string_view key, od::value& v, Fields& f) {
           else if (is(fmt::kFieldFormat)) { f.format = get_str(v, key); f.present |= B::kFormat; }
           return;
         case 'e': if (is(fmt::kFieldEvents)) f.events = get_u64(v, key); return;
+        case 'o': if (is(fmt::kFieldOffset)) f.offset = parse_hex(get_plain_str(v, key), key); return;
         default: return;
       }
     case 7:
@@ -419,6 +422,8 @@ class Dispatcher {
     frame.file = std::string(f.file);
     frame.line = static_cast<uint32_t>(f.line);
     frame.module = static_cast<uint32_t>(f.module);
+    frame.ip = f.ip;
+    frame.offset = f.offset;
     frame.python = f.lang == fmt::kLangPython;
     frame.inlined = f.inlined;
     if (!symbols_.add_frame(static_cast<uint32_t>(f.id), std::move(frame))) {

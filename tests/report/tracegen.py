@@ -18,7 +18,7 @@ KiB = 1 << 10
 
 class Trace:
     def __init__(self, path, pid=4242, devices=((0, "Simulated GPU", 80 << 30),), app_file="/src/app.cu",
-                 compact=True):
+                 compact=True, exe="/usr/bin/app", cmdline=("app", "--train")):
         self.f = open(path, "w")
         self.seq = 0
         self.t = 1_000_000_000
@@ -28,10 +28,10 @@ class Trace:
         self.app_file = app_file
         self.sep = (",", ":") if compact else None
         self._write({"type": "header", "format": "gpumemtrace", "version": 1, "library": "0.1.0", "pid": pid,
-                     "ppid": 1, "exe": "/usr/bin/app", "cmdline": ["app", "--train"], "host": "node1",
+                     "ppid": 1, "exe": exe, "cmdline": list(cmdline), "host": "node1",
                      "start_time_ns": 1763791200000000000, "clock": "monotonic", "clock_start_ns": self.t,
                      "backend": "interpose", "stack_depth": 64, "on_full": "wait"})
-        self._write({"type": "module", "id": 1, "path": "/usr/bin/app", "base": "0x555500000000",
+        self._write({"type": "module", "id": 1, "path": exe, "base": "0x555500000000",
                      "size": 1 << 20, "build_id": "ab12"})
         self._write({"type": "module", "id": 2, "path": "/usr/local/cuda/lib64/libcudart.so.13",
                      "base": "0x7f0000000000", "size": 1 << 22, "build_id": "cd34"})
@@ -41,6 +41,31 @@ class Trace:
                                  "function": "main", "file": self.app_file, "line": 200})
         for device, name, total in devices:
             self._write({"type": "device", "device": device, "name": name, "total": total, "free": total})
+
+    def module(self, mid, path):
+        """Defines module `mid` (ids 1 and 2 are the program and libcudart) and returns its id."""
+        self._write({"type": "module", "id": mid, "path": path, "base": "0x7e%010x" % (mid << 24),
+                     "size": 1 << 20, "build_id": "ee%02d" % mid})
+        return mid
+
+    def native(self, mid, function="", file=None, line=None):
+        """A native frame in module `mid`; no `function` = a stripped library (no symbol)."""
+        offset = 0x1000 + 16 * self.next_frame
+        fields = {"ip": "0x7e%010x" % ((mid << 24) + offset), "module": mid, "offset": "0x%x" % offset,
+                  "function": function}
+        if file:
+            fields.update(file=file, line=line or 0)
+        return self._frame(fields)
+
+    def python(self, function, file, line):
+        return self._frame({"lang": "python", "function": function, "file": file, "line": line})
+
+    def raw_stack(self, frames):
+        """A stack of these frame ids, innermost first."""
+        sid = self.next_stack
+        self.next_stack += 1
+        self._write({"type": "stack", "id": sid, "frames": frames})
+        return sid
 
     def _write(self, record):
         self.f.write(json.dumps(record, separators=self.sep) + "\n")
@@ -65,9 +90,7 @@ class Trace:
         if python:
             frames.append(self._frame({"lang": "python", "function": python, "file": "train.py", "line": 42}))
         frames.append(self.main)
-        sid = self.next_stack
-        self.next_stack += 1
-        self._write({"type": "stack", "id": sid, "frames": frames})
+        sid = self.raw_stack(frames)
         self.stacks[key] = sid
         return sid
 

@@ -68,6 +68,24 @@ TEST(Reader, IgnoresUnknownFieldsAndRecordTypes) {
   EXPECT_EQ(r.leaked_bytes(), 5u);
 }
 
+TEST(Reader, KeepsEachFramesAddressAndModuleOffset) {
+  ProcessReport r = analyze_text(std::string(kHeader) +
+                                 "\n{\"type\":\"module\",\"id\":1,\"path\":\"/opt/lib/libx.so\",\"base\":\"0x7f0000000000\"}"
+                                 "\n{\"type\":\"frame\",\"id\":1,\"ip\":\"0x7f0000001a2b\",\"module\":1,\"offset\":\"0x1a2b\"}"
+                                 "\n{\"type\":\"frame\",\"id\":2,\"ip\":\"0x4000\",\"function\":\"jit\"}"
+                                 "\n{\"type\":\"stack\",\"id\":1,\"frames\":[1,2]}"
+                                 "\n{\"type\":\"event\",\"seq\":1,\"op\":\"alloc\",\"kind\":\"device\","
+                                 "\"addr\":\"0x10\",\"size\":5,\"device\":0,\"stack\":1}\n");
+  ASSERT_EQ(r.leaks.size(), 1u);
+  const Stack& stack = r.leaks[0].stack;
+  ASSERT_EQ(stack.size(), 2u);
+  EXPECT_EQ(stack[0].ip, 0x7f0000001a2bu);
+  EXPECT_EQ(stack[0].offset, 0x1a2bu);
+  EXPECT_EQ(stack[0].module, "/opt/lib/libx.so");
+  EXPECT_EQ(stack[1].ip, 0x4000u);
+  EXPECT_EQ(stack[1].offset, 0u);  // no module: no offset
+}
+
 OomFigures figures(uint64_t requested, bool has_free, uint64_t free, uint64_t total, uint64_t ours) {
   OomFigures f;
   f.requested = requested;
