@@ -13,9 +13,15 @@ struct PeakIncreaseLimit {
   double value = 0;
 };
 
+enum class OutputFormat { Text, Json, Html, Perfetto, Folded };
+
+// What `--format folded` shows (report/outputs/folded_output.h: FoldedSelection).
+enum class FoldedWhat { Peak, Leaks };
+
 struct Options {
   bool diff = false;
-  bool json = false;
+  OutputFormat format = OutputFormat::Text;
+  FoldedWhat folded = FoldedWhat::Peak;
   bool help = false;
   std::string output;  // "" = stdout
   std::string suppressions;
@@ -25,6 +31,7 @@ struct Options {
   size_t max_frames = 12;
   size_t max_items = 5;
   std::vector<std::string> inputs;  // traces; for diff: BASE NEW
+  bool progress = true;             // a progress line on stderr while reading (only when it is a tty)
 };
 
 // Throws std::invalid_argument with a message for the user (exit status 2).
