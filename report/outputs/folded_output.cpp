@@ -65,8 +65,10 @@ void write_folded(std::ostream& out, const std::vector<ProcessReport>& reports, 
       continue;
     }
     for (const PeakReport& peak : r.peaks) {
-      for (const StackBytes& culprit : peak.reserved.culprits) lines.add(prefix(peak.device), culprit.stack, culprit.bytes);
-      lines.add_named(prefix(peak.device), "[other stacks]", peak.reserved.other_bytes);
+      // With block data, the blocks (not the allocator's segments) say who holds the memory.
+      const PeakLevel& level = peak.has_blocks ? peak.allocated : peak.reserved;
+      for (const StackBytes& culprit : level.culprits) lines.add(prefix(peak.device), culprit.stack, culprit.bytes);
+      lines.add_named(prefix(peak.device), "[other stacks]", level.other_bytes);
     }
   }
   lines.write(out);

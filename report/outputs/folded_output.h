@@ -11,7 +11,8 @@
 namespace gpumemtrace::report {
 
 enum class FoldedSelection {
-  Peak,   // memory live at each device's peak (its culprits; the rest as one "[other stacks]" line)
+  Peak,   // memory live at each device's peak (its culprits; the rest as one "[other stacks]" line):
+          // the allocated peak's blocks where the trace has block data, else the reserved peak
   Leaks,  // unsuppressed leaked memory
 };
 

@@ -80,3 +80,34 @@ if __name__ == "__main__":
     ap.add_argument("--evil-name", action="store_true")
     args = ap.parse_args()
     write_training_trace(args.out, args.steps, args.evil_name)
+
+
+def write_large_trace(path, events=1_000_000):
+    """About `events` events, written quickly (preformatted lines, not one json.dumps each): blocks of
+    eight sizes from eight call sites allocated and freed inside one segment, a mark every 20,000."""
+    t = Trace(path, pid=5151, devices=((0, "Simulated H100", 80 << 30),), app_file="/src/big.cu")
+    sites = [t.stack(f"layer_{i}_forward", line=10 + i, python=f"block_{i}") for i in range(8)]
+    base = 0x7f0000000000
+    t.alloc(base, 8 << 30, sites[0], api="cudaMalloc")
+    line = ('{"type":"event","seq":%d,"t":%d,"tid":4243,"api":"gpumemtrace_block_%s","op":"block_%s",'
+            '"kind":"block","addr":"0x%x","size":%d,"device":0,"stack":%d,"pool":"default","segment":"0x%x"}\n')
+    out = t.f
+    live = []
+    while t.seq < events:
+        if t.seq % 20_000 == 0:
+            t.mark(f"window {t.seq // 20_000}")
+        t.seq += 1
+        t.t += 1000
+        if len(live) < 64 and (t.seq * 7919) % 5 < 3:
+            i = (t.seq * 31) % 8
+            addr = base + (t.seq % 4096) * (1 << 20)
+            live.append(addr)
+            out.write(line % (t.seq, t.t, "alloc", "alloc", addr, (i + 1) << 16, sites[i], base))
+        elif live:
+            out.write(line % (t.seq, t.t, "free", "free", live.pop(0), 0, 0, base))
+        else:
+            t.seq -= 1
+            t.t -= 1000
+            t.mark("idle")
+    t.close()
+    return t

@@ -419,7 +419,11 @@
     if (doc.processes.length > 1) root.appendChild(spreadSection());
     for (const p of doc.processes) root.appendChild(processSection(p));
     root.appendChild(h("footer", {}, "Made by gpumem-report. Everything is in this one file; it makes no network request."));
-    document.body.setAttribute("data-rendered", "true");
+    // Charts draw in animation frames queued during render(); this one runs after them.
+    requestAnimationFrame(() => {
+      document.body.setAttribute("data-render-ms", String(Math.round(performance.now())));
+      document.body.setAttribute("data-rendered", "true");
+    });
   }
 
   try {
