@@ -53,9 +53,7 @@ void write_report(std::ostream& out, const std::vector<ProcessReport>& reports, 
     case OutputFormat::Json: out << dump_json(reports_to_json(reports)) << "\n"; break;
     case OutputFormat::Html: write_html(out, reports); break;
     case OutputFormat::Perfetto: out << dump_json(perfetto_trace(reports)) << "\n"; break;
-    case OutputFormat::Folded:
-      write_folded(out, reports, options.folded == FoldedWhat::Leaks ? FoldedSelection::Leaks : FoldedSelection::Peak);
-      break;
+    case OutputFormat::Folded: write_folded(out, reports, options.folded); break;
   }
 }
 

@@ -93,7 +93,7 @@ Options parse_options(const std::vector<std::string>& args) {
     } else if (is(arg, "--folded")) {
       std::string what = value_of(arg, "--folded");
       if (what != "peak" && what != "leaks") throw std::invalid_argument("--folded: expected peak or leaks, got `" + what + "`");
-      options.folded = what == "leaks" ? FoldedWhat::Leaks : FoldedWhat::Peak;
+      options.folded = what == "leaks" ? FoldedSelection::Leaks : FoldedSelection::Peak;
       folded_given = true;
     } else if (arg == "--no-progress") {
       options.progress = false;

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "report/outputs/folded_output.h"
+
 namespace gpumemtrace::report {
 
 struct PeakIncreaseLimit {
@@ -15,13 +17,10 @@ struct PeakIncreaseLimit {
 
 enum class OutputFormat { Text, Json, Html, Perfetto, Folded };
 
-// What `--format folded` shows (report/outputs/folded_output.h: FoldedSelection).
-enum class FoldedWhat { Peak, Leaks };
-
 struct Options {
   bool diff = false;
   OutputFormat format = OutputFormat::Text;
-  FoldedWhat folded = FoldedWhat::Peak;
+  FoldedSelection folded = FoldedSelection::Peak;  // what --format folded shows
   bool help = false;
   std::string output;  // "" = stdout
   std::string suppressions;
