@@ -21,7 +21,11 @@ ALL_CFLAGS   = -std=c11 -fPIC $(WARN) $(CFLAGS)
 
 # Debian packages the build and the tests need; `make deps` installs the missing ones.
 DEB_PACKAGES := build-essential clang libunwind-dev nlohmann-json3-dev libgtest-dev libbenchmark-dev \
-                libdw-dev libelf-dev libzstd-dev libsimdjson-dev zstd jq python3 python3-pytest heaptrack valgrind
+                libdw-dev libelf-dev libzstd-dev libsimdjson-dev zstd jq python3 python3-pytest heaptrack valgrind \
+                nodejs chromium
+# npm packages (vendor/package.json, pinned by vendor/package-lock.json): the HTML report's chart
+# libraries, inlined into gpumem-report at build time. `make deps` installs them under vendor/node_modules.
+NPM_VENDOR_STAMP := vendor/node_modules/.package-lock.json
 
 .DEFAULT_GOAL := all
 
@@ -49,6 +53,8 @@ deps:
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing; \
 	fi
+	@test $(NPM_VENDOR_STAMP) -nt vendor/package-lock.json || \
+	  { echo "make deps: npm ci in vendor/"; cd vendor && npm ci --no-audit --no-fund --loglevel=error; }
 	@test -f $(CUDA_HOME)/include/cuda_runtime_api.h || \
 	  { echo "make deps: CUDA toolkit headers not found under CUDA_HOME=$(CUDA_HOME)"; exit 2; }
 

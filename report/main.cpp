@@ -1,5 +1,6 @@
 // gpumem-report: the offline analyzer. Pipeline: reader/ (lines -> validated records) ->
-// analyses/ (one streaming pass per trace -> ProcessReport) -> outputs/ (text, JSON) -> cli/ gates.
+// analyses/ (one streaming pass per trace -> ProcessReport) -> outputs/ (text, JSON, HTML, Perfetto,
+// folded stacks) -> cli/ gates.
 // Exit status: 0 fine, 1 a gate failed, 2 bad input or usage.
 #include <sys/ioctl.h>
 #include <unistd.h>
@@ -10,11 +11,17 @@
 #include <iostream>
 #include <stdexcept>
 
+#include <unistd.h>
+
 #include "report/analyses/analyze.h"
 #include "report/analyses/diff.h"
 #include "report/cli/gates.h"
 #include "report/cli/options.h"
+#include "report/cli/progress.h"
+#include "report/outputs/folded_output.h"
+#include "report/outputs/html_output.h"
 #include "report/outputs/json_output.h"
+#include "report/outputs/perfetto_output.h"
 #include "report/outputs/text_output.h"
 
 using namespace gpumemtrace::report;
@@ -30,10 +37,27 @@ std::string dump_json(const nlohmann::json& json) {
   return json.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
-std::vector<ProcessReport> analyze_all(const std::vector<std::string>& args, const Suppressions& suppressions) {
+std::vector<ProcessReport> analyze_all(const std::vector<std::string>& args, const Suppressions& suppressions,
+                                       bool show_progress) {
   std::vector<ProcessReport> reports;
-  for (const std::string& file : expand_inputs(args)) reports.push_back(analyze_file(file, suppressions));
-  return reports;
+  ProgressLine progress(STDERR_FILENO);
+  ReadObserver* observer = show_progress && progress.enabled() ? &progress : nullptr;
+  for (const std::string& file : expand_inputs(args)) {
+    progress.start_file(file);
+    reports.push_back(analyze_file(file, suppressions, observer));
+  }
+  return reports;  // the line is cleared here, before any warning or report is written
+}
+
+void write_report(std::ostream& out, const std::vector<ProcessReport>& reports, const Options& options,
+                  const TextOptions& text) {
+  switch (options.format) {
+    case OutputFormat::Text: write_text(out, reports, text); break;
+    case OutputFormat::Json: out << dump_json(reports_to_json(reports)) << "\n"; break;
+    case OutputFormat::Html: write_html(out, reports); break;
+    case OutputFormat::Perfetto: out << dump_json(perfetto_trace(reports)) << "\n"; break;
+    case OutputFormat::Folded: write_folded(out, reports, options.folded); break;
+  }
 }
 
 // The width of the terminal on `fd`, or 0 when it is not a terminal (or does not say).
@@ -59,19 +83,18 @@ int run(const Options& options) {
   }
   std::vector<std::string> failures;
   if (options.diff) {
-    DiffReport diff = diff_reports(analyze_all({options.inputs[0]}, suppressions),
-                                   analyze_all({options.inputs[1]}, suppressions));
-    if (options.json) out << dump_json(diff_to_json(diff)) << "\n";
+    DiffReport diff = diff_reports(analyze_all({options.inputs[0]}, suppressions, options.progress),
+                                   analyze_all({options.inputs[1]}, suppressions, options.progress));
+    if (options.format == OutputFormat::Json) out << dump_json(diff_to_json(diff)) << "\n";
     else write_diff_text(out, diff, text);
     failures = check_diff_gates(diff, options);
   } else {
-    std::vector<ProcessReport> reports = analyze_all(options.inputs, suppressions);
+    std::vector<ProcessReport> reports = analyze_all(options.inputs, suppressions, options.progress);
     for (const ProcessReport& r : reports) {
-      if (!options.json) break;  // the text report prints its warnings itself
+      if (options.format == OutputFormat::Text) break;  // the text report prints its warnings itself
       for (const std::string& warning : r.warnings) std::cerr << "gpumem-report: " << r.file << ": warning: " << warning << "\n";
     }
-    if (options.json) out << dump_json(reports_to_json(reports)) << "\n";
-    else write_text(out, reports, text);
+    write_report(out, reports, options, text);
     failures = check_gates(reports, options);
   }
   // A report that cannot be written (disk full, closed pipe) is an error, not a silent success.

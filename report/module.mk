@@ -1,6 +1,6 @@
 # report/module.mk — build/gpumem-report, the offline analyzer:
 #   report/reader (bytes -> lines -> validated records) -> report/analyses (one streaming pass ->
-#   ProcessReport) -> report/outputs (text, JSON) -> report/cli (options, CI gates) -> main.cpp.
+#   ProcessReport) -> report/outputs (text, JSON, HTML, Perfetto, folded) -> report/cli (options, CI gates) -> main.cpp.
 # Every .cpp under those four folders goes into a static library shared by the program, the
 # unit tests, the fuzzer and the benchmark.
 
@@ -9,7 +9,28 @@
 # trace/json_line.cpp: the JSON line builder the snapshot converter writes with (as the recorder does).
 REPORT_SRCS := $(sort $(shell find report/reader report/analyses report/outputs report/cli report/import -name '*.cpp')) \
   trace/json_line.cpp
-REPORT_OBJS := $(REPORT_SRCS:%.cpp=$(BUILD)/%.o)
+# The HTML report's scripts and styles (report/outputs/html_output.cpp), inlined at build time: the
+# chart libraries from npm (vendor/package-lock.json pins them; `make deps` installs them under
+# vendor/node_modules) and the report's own app. Order matters: d3's modules before d3-flame-graph.
+HTML_VENDOR_FILES := $(addprefix vendor/node_modules/, \
+  uplot/dist/uPlot.iife.min.js uplot/dist/uPlot.min.css \
+  internmap/dist/internmap.min.js d3-array/dist/d3-array.min.js d3-dispatch/dist/d3-dispatch.min.js \
+  d3-selection/dist/d3-selection.min.js d3-format/dist/d3-format.min.js d3-hierarchy/dist/d3-hierarchy.min.js \
+  d3-color/dist/d3-color.min.js d3-interpolate/dist/d3-interpolate.min.js d3-time/dist/d3-time.min.js \
+  d3-time-format/dist/d3-time-format.min.js d3-scale/dist/d3-scale.min.js d3-ease/dist/d3-ease.min.js \
+  d3-timer/dist/d3-timer.min.js d3-transition/dist/d3-transition.min.js \
+  d3-flame-graph/dist/d3-flamegraph.umd.min.js)
+HTML_ASSET_FILES := $(HTML_VENDOR_FILES) report/outputs/html/app.js report/outputs/html/app.css
+HTML_ASSETS_SRC := $(BUILD)/report/outputs/html_assets.cpp
+
+$(HTML_VENDOR_FILES): vendor/package-lock.json | deps-check
+	@test -f $@ || { echo "$@ is missing: run make deps (npm ci in vendor/)"; exit 2; }
+$(HTML_ASSETS_SRC): report/outputs/html/embed_assets.py $(HTML_ASSET_FILES)
+	$(PYTHON) $< $@ $(HTML_ASSET_FILES)
+$(BUILD)/report/outputs/html_assets.o: $(HTML_ASSETS_SRC) | deps-check
+	$(CXX) $(CPPFLAGS) $(ALL_CXXFLAGS) -c $< -o $@
+
+REPORT_OBJS := $(REPORT_SRCS:%.cpp=$(BUILD)/%.o) $(BUILD)/report/outputs/html_assets.o
 
 # The shipped library rules (report/analyses/library_rules.supp) are compiled in: a C++ raw string
 # generated from the readable file, so the installed analyzer needs no data file.
@@ -46,7 +67,7 @@ endif
 # --- libFuzzer target for the reader and the analyses (clang); tests/report runs it briefly ---
 # Built from the sources (not the g++ library) so that clang instruments every line it fuzzes.
 REPORT_FUZZ_BIN := $(BUILD)/report/fuzz_report_reader
-$(REPORT_FUZZ_BIN): report/fuzz/fuzz_reader.cpp $(REPORT_SRCS) | $(LIBRARY_RULES_INC)
+$(REPORT_FUZZ_BIN): report/fuzz/fuzz_reader.cpp $(REPORT_SRCS) $(HTML_ASSETS_SRC) | $(LIBRARY_RULES_INC)
 	@mkdir -p $(@D)
 	$(CLANGXX) -std=c++17 -O1 -g -I. -I$(BUILD)/gen -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
 	  $^ -o $@ $(REPORT_LDLIBS)

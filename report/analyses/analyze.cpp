@@ -42,7 +42,7 @@ ProcessReport analyze_source(ByteSource& source, const std::string& name,
   return analyzer.finish(name, read);
 }
 
-ProcessReport analyze_file(const std::string& path, const Suppressions& suppressions) {
+ProcessReport analyze_file(const std::string& path, const Suppressions& suppressions, ReadObserver* observer) {
   if (snapshot::looks_like_pickle(path)) {
     // A PyTorch memory snapshot: converted in memory to an ordinary trace (its size is bounded by
     // the allocator's history ring), then read exactly like a trace file.
@@ -77,6 +77,7 @@ ProcessReport analyze_file(const std::string& path, const Suppressions& suppress
   } catch (const std::runtime_error& error) {
     throw TraceError(path, 0, error.what());
   }
+  if (observer) source = observed_byte_source(std::move(source), *observer);
   return analyze_source(*source, path, suppressions);
 }
 

@@ -16,7 +16,9 @@ ProcessReport analyze_source(ByteSource& source, const std::string& name,
                              const Suppressions& suppressions);
 // A file that starts like a binary pickle is a PyTorch memory snapshot: converted with
 // report/import/ and analyzed like a trace; a conversion error is a TraceError naming the file.
-ProcessReport analyze_file(const std::string& path, const Suppressions& suppressions);
+// `observer`, when given, sees a trace file's bytes as they are read (not a snapshot's).
+ProcessReport analyze_file(const std::string& path, const Suppressions& suppressions,
+                           ReadObserver* observer = nullptr);
 
 // Files for the command-line arguments: a file stays as is; a directory becomes its traces
 // (*.jsonl, *.jsonl.zst, *.zst, PyTorch snapshots *.pickle/*.pkl; one per process), sorted by

@@ -13,7 +13,9 @@ const char* const kUsage =
     "       gpumem-report diff [OPTIONS] BASE NEW   compare two runs (peak and leaks by stack)\n"
     "\n"
     "options:\n"
-    "  --format text|json          output format (default text)\n"
+    "  --format FORMAT             text (default), json, html (one self-contained page),\n"
+    "                              perfetto (Trace Event Format for ui.perfetto.dev), folded\n"
+    "  --folded=peak|leaks         what --format folded shows (default peak; implies it)\n"
     "  -o, --output FILE           write the report to FILE\n"
     "  --suppressions FILE         leak:PATTERN lines (function, file or module; * wildcard)\n"
     "  --no-default-suppressions   do not apply the shipped library rules (cuBLAS, cuDNN, NCCL, ... held at exit)\n"
@@ -30,6 +32,7 @@ const char* const kUsage =
     "  --user-code PATTERN[,...]   frames to show as your code (function, file or module; * wildcard)\n"
     "  --library PATTERN[,...]     frames to fold as library code\n"
     "  --top N                     entries per section in text output (default 5)\n"
+    "  --no-progress               no progress line on stderr (shown only when it is a terminal)\n"
     "  -h, --help                  this text\n"
     "exit status: 0 fine, 1 a gate failed, 2 bad input or usage\n";
 
@@ -48,6 +51,15 @@ uint64_t parse_size_option(const std::string& text, const std::string& option) {
   std::optional<uint64_t> size = parse_size(text);
   if (!size) throw std::invalid_argument(option + ": expected a size like 0, 10M or 1.5GiB, got `" + text + "`");
   return *size;
+}
+
+OutputFormat parse_format(const std::string& text) {
+  if (text == "text") return OutputFormat::Text;
+  if (text == "json") return OutputFormat::Json;
+  if (text == "html") return OutputFormat::Html;
+  if (text == "perfetto") return OutputFormat::Perfetto;
+  if (text == "folded") return OutputFormat::Folded;
+  throw std::invalid_argument("--format: expected text, json, html, perfetto or folded, got `" + text + "`");
 }
 
 PeakIncreaseLimit parse_peak_limit(const std::string& text) {
@@ -84,6 +96,7 @@ void parse_patterns(const std::string& text, const std::string& option, std::vec
 Options parse_options(const std::vector<std::string>& args) {
   Options options;
   bool frames_given = false;
+  bool format_given = false, folded_given = false;
   size_t i = 0;
   auto value_of = [&](const std::string& arg, const std::string& name) -> std::string {
     if (arg.size() > name.size() && arg[name.size()] == '=') return arg.substr(name.size() + 1);
@@ -98,9 +111,15 @@ Options parse_options(const std::vector<std::string>& args) {
     if (arg == "-h" || arg == "--help") {
       options.help = true;
     } else if (is(arg, "--format")) {
-      std::string format = value_of(arg, "--format");
-      if (format != "text" && format != "json") throw std::invalid_argument("--format: expected text or json");
-      options.json = format == "json";
+      options.format = parse_format(value_of(arg, "--format"));
+      format_given = true;
+    } else if (is(arg, "--folded")) {
+      std::string what = value_of(arg, "--folded");
+      if (what != "peak" && what != "leaks") throw std::invalid_argument("--folded: expected peak or leaks, got `" + what + "`");
+      options.folded = what == "leaks" ? FoldedSelection::Leaks : FoldedSelection::Peak;
+      folded_given = true;
+    } else if (arg == "--no-progress") {
+      options.progress = false;
     } else if (arg == "-o" || is(arg, "--output")) {
       options.output = value_of(arg, arg == "-o" ? "-o" : "--output");
     } else if (is(arg, "--suppressions")) {
@@ -149,6 +168,11 @@ Options parse_options(const std::vector<std::string>& args) {
   // --native shows every frame unless --frames N limits them too.
   if (options.stacks.native && !frames_given) options.stacks.max_frames = StackViewOptions::kNoLimit;
   if (options.help) return options;
+  if (folded_given && !format_given) options.format = OutputFormat::Folded;
+  if (folded_given && options.format != OutputFormat::Folded) throw std::invalid_argument("--folded only applies to --format folded");
+  if (options.diff && options.format != OutputFormat::Text && options.format != OutputFormat::Json) {
+    throw std::invalid_argument("diff writes text or json only");
+  }
   if (options.diff && options.inputs.size() != 2) throw std::invalid_argument("diff takes BASE and NEW");
   if (!options.diff && options.inputs.empty()) throw std::invalid_argument("no trace given");
   if (!options.diff && options.fail_on_peak_increase) {

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "report/outputs/stack_view.h"
+#include "report/outputs/folded_output.h"
 
 namespace gpumemtrace::report {
 
@@ -15,9 +16,12 @@ struct PeakIncreaseLimit {
   double value = 0;
 };
 
+enum class OutputFormat { Text, Json, Html, Perfetto, Folded };
+
 struct Options {
   bool diff = false;
-  bool json = false;
+  OutputFormat format = OutputFormat::Text;
+  FoldedSelection folded = FoldedSelection::Peak;  // what --format folded shows
   bool help = false;
   std::string output;  // "" = stdout
   std::string suppressions;
@@ -30,6 +34,7 @@ struct Options {
   bool width_given = false;  // --width: else the terminal's width when the report goes to one
   size_t max_items = 5;
   std::vector<std::string> inputs;  // traces; for diff: BASE NEW
+  bool progress = true;             // a progress line on stderr while reading (only when it is a tty)
 };
 
 // Throws std::invalid_argument with a message for the user (exit status 2).

@@ -91,7 +91,27 @@ bool ends_with(const std::string& s, std::string_view suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
+class ObservedSource : public ByteSource {
+ public:
+  ObservedSource(std::unique_ptr<ByteSource> inner, ReadObserver& observer)
+      : inner_(std::move(inner)), observer_(observer) {}
+  size_t read(char* out, size_t capacity) override {
+    const size_t n = inner_->read(out, capacity);
+    observer_.on_read(std::string_view(out, n));
+    return n;
+  }
+  bool truncated() const override { return inner_->truncated(); }
+
+ private:
+  std::unique_ptr<ByteSource> inner_;
+  ReadObserver& observer_;
+};
+
 }  // namespace
+
+std::unique_ptr<ByteSource> observed_byte_source(std::unique_ptr<ByteSource> inner, ReadObserver& observer) {
+  return std::make_unique<ObservedSource>(std::move(inner), observer);
+}
 
 std::unique_ptr<ByteSource> open_byte_source(const std::string& path) {
   auto file = std::make_unique<FileSource>(path);

@@ -27,4 +27,14 @@ std::unique_ptr<ByteSource> open_byte_source(const std::string& path);
 // Bytes held by the caller (must outlive the source).
 std::unique_ptr<ByteSource> memory_byte_source(std::string_view bytes);
 
+// Sees every chunk as it is read (the CLI's progress line). Called on the reading thread.
+class ReadObserver {
+ public:
+  virtual ~ReadObserver() = default;
+  virtual void on_read(std::string_view chunk) = 0;
+};
+
+// `inner`, with every chunk it returns shown to `observer` (which must outlive the source).
+std::unique_ptr<ByteSource> observed_byte_source(std::unique_ptr<ByteSource> inner, ReadObserver& observer);
+
 }  // namespace gpumemtrace::report

@@ -1,0 +1,436 @@
+// report/outputs/html/app.js — draws the HTML report from the `--format json` document embedded in
+// the page (element #gpumem-data): per process, per device timelines (uPlot), flame graphs of the
+// memory live at the peak, leaked and grown (d3-flame-graph), and tables.
+//
+// Invariant: text from the trace (function names, files, labels) reaches the page only through
+// textContent or d3's .text(), never as HTML. Keys this app does not know yet are shown as generic
+// tables, so a newer report model still renders.
+(function () {
+  "use strict";
+
+  const doc = JSON.parse(document.getElementById("gpumem-data").textContent);
+  const root = document.getElementById("report");
+  const KNOWN_TOP = ["summary", "processes", "leaks", "peaks", "ooms", "growth", "fragmentation", "spread"];
+  const KNOWN_PROCESS = ["file", "pid", "ppid", "exe", "cmdline", "host", "complete", "killed", "truncated",
+    "incomplete", "events", "dropped_events", "duration_ns", "leaked_bytes", "warnings", "devices", "marks",
+    "marks_total"];
+  const TABLE_ROWS = 100;  // rows drawn per table; the rest are counted
+
+  // --- DOM and formatting helpers ---------------------------------------------------------------
+  function h(tag, attrs, ...children) {
+    const el = document.createElement(tag);
+    for (const [k, v] of Object.entries(attrs || {})) {
+      if (v === undefined || v === null || v === false) continue;
+      if (k === "class") el.className = v; else el.setAttribute(k, v);
+    }
+    for (const child of children.flat()) {
+      if (child === undefined || child === null || child === false) continue;
+      el.appendChild(child instanceof Node ? child : document.createTextNode(String(child)));
+    }
+    return el;
+  }
+
+  function bytes(n) {
+    if (n === undefined || n === null) return "–";
+    const units = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let v = Number(n), i = 0;
+    while (Math.abs(v) >= 1024 && i < units.length - 1) { v /= 1024; i++; }
+    return i === 0 ? `${v} B` : `${v.toFixed(v >= 100 ? 0 : v >= 10 ? 1 : 2)} ${units[i]}`;
+  }
+
+  function seconds(ns) {
+    const s = Number(ns) / 1e9;
+    if (Math.abs(s) >= 100) return `${s.toFixed(0)} s`;
+    if (Math.abs(s) >= 1) return `${s.toFixed(2)} s`;
+    if (Math.abs(s) >= 1e-3) return `${(s * 1e3).toFixed(1)} ms`;
+    return `${(s * 1e6).toFixed(0)} µs`;
+  }
+
+  const basename = (path) => String(path || "").split("/").pop();
+  const isBytesKey = (key) => /bytes$|^requested$|^reserved$|^allocated$|^total$|^device_free$|free_in_reserved|largest_free_block/.test(key);
+
+  function frameText(f) {
+    const where = f.file ? `${basename(f.file)}${f.line ? ":" + f.line : ""}` : basename(f.module);
+    return (f.function || "??") + (where ? `  (${where})` : "");
+  }
+
+  // The profiler's and CUDA's own frames say nothing about the program; the first other frame is
+  // what a table row is named after.
+  const INTERNAL = /libgpumemtrace|libcudart|libcuda\.so|libcupti/;
+  const isInternal = (f) => !f.lang && INTERNAL.test(f.module || "");
+  function headline(stack) {
+    const frames = stack || [];
+    const own = frames.find((f) => !isInternal(f));
+    return own ? frameText(own) : frames.length ? frameText(frames[0]) : "(no stack)";
+  }
+
+  function stackCell(stack) {
+    const frames = stack || [];
+    if (!frames.length) return h("span", { class: "muted" }, "(no stack)");
+    return h("details", { class: "stack" }, h("summary", {}, headline(frames)),
+      h("ol", {}, frames.map((f) => h("li", { class: f.lang === "python" ? "py" : isInternal(f) ? "internal" : "" },
+        h("span", { class: "fn" }, f.function || "??"),
+        f.file ? h("span", { class: "where" }, ` ${f.file}${f.line ? ":" + f.line : ""}`) :
+          f.module ? h("span", { class: "where" }, ` ${f.module}`) : null))));
+  }
+
+  function table(headers, rows, emptyText) {
+    if (!rows.length) return h("p", { class: "muted" }, emptyText || "None.");
+    const shown = rows.slice(0, TABLE_ROWS);
+    return h("div", { class: "table-wrap" },
+      h("table", {}, h("thead", {}, h("tr", {}, headers.map((t) => h("th", {}, t)))),
+        h("tbody", {}, shown.map((r) => h("tr", {}, r.map((c) => h("td", {}, c)))))),
+      rows.length > shown.length ? h("p", { class: "muted" }, `… and ${rows.length - shown.length} more`) : null);
+  }
+
+  function generic(value, key) {
+    if (value === null || value === undefined) return "–";
+    if (Array.isArray(value) && value.length && value.every((f) => f && typeof f === "object" && "function" in f)) {
+      return stackCell(value);
+    }
+    if (typeof value === "number") return isBytesKey(key || "") ? bytes(value) : String(value);
+    if (typeof value === "object") return h("code", {}, JSON.stringify(value));
+    return String(value);
+  }
+
+  // A table for any list of objects the app has no dedicated view for.
+  function genericTable(list) {
+    if (!Array.isArray(list)) return h("p", {}, generic(list));
+    const rows = list.filter((x) => x && typeof x === "object");
+    const keys = [];
+    for (const r of rows.slice(0, 20)) for (const k of Object.keys(r)) if (!keys.includes(k) && k !== "file") keys.push(k);
+    return table(keys, rows.map((r) => keys.map((k) => generic(r[k], k))));
+  }
+
+  const section = (title, ...body) => h("section", { class: "card" }, h("h3", {}, title), ...body);
+  const stat = (label, value, tone) => h("div", { class: `stat ${tone || ""}` }, h("div", { class: "label" }, label),
+    h("div", { class: "value" }, value));
+
+  // --- timeline -----------------------------------------------------------------------------------
+  // Vertical markers (peak, OOMs, phases) drawn over the plot; labels only while they stay legible.
+  function markersPlugin(markers) {
+    return {
+      hooks: {
+        draw: (u) => {
+          const ctx = u.ctx, dpr = window.devicePixelRatio || 1;
+          ctx.save();
+          ctx.font = `${11 * dpr}px system-ui, sans-serif`;
+          const labelled = markers.length <= 24;
+          let row = 0;  // peak and OOM labels stack downwards: they often share a moment
+          for (const m of markers) {
+            const x = Math.round(u.valToPos(m.x, "x", true));
+            if (x < u.bbox.left || x > u.bbox.left + u.bbox.width) continue;
+            ctx.strokeStyle = m.color;
+            ctx.lineWidth = (m.kind === "mark" ? 1 : 2) * dpr;
+            ctx.setLineDash(m.kind === "mark" ? [4 * dpr, 3 * dpr] : []);
+            ctx.beginPath();
+            ctx.moveTo(x, u.bbox.top);
+            ctx.lineTo(x, u.bbox.top + u.bbox.height);
+            ctx.stroke();
+            if (labelled || m.kind !== "mark") {
+              ctx.fillStyle = m.color;
+              const y = m.kind === "mark" ? u.bbox.top + u.bbox.height - 6 * dpr : u.bbox.top + (12 + 14 * row++) * dpr;
+              const width = ctx.measureText(m.label).width;
+              const left = x + 4 * dpr + width > u.bbox.left + u.bbox.width ? x - 4 * dpr - width : x + 4 * dpr;
+              ctx.fillText(m.label, left, y);
+            }
+          }
+          ctx.restore();
+        },
+      },
+    };
+  }
+
+  function timelineSamples(process, device) {
+    if (Array.isArray(device.timeline) && device.timeline.length) return device.timeline;
+    const frag = doc.fragmentation.find((f) => f.pid === process.pid && f.file === process.file && f.device === device.device);
+    return frag && frag.timeline.length ? frag.timeline : null;
+  }
+
+  function timelineChart(el, samples, t0, markers) {
+    const order = (k) => (k === "reserved" ? 0 : k === "allocated" ? 1 : 2);
+    const keys = Object.keys(samples[0]).filter((k) => k !== "time_ns" && typeof samples[0][k] === "number")
+      .sort((a, b) => order(a) - order(b));
+    const palette = { reserved: "#3867d6", allocated: "#f0932b" };
+    const extra = ["#20bf6b", "#8854d0", "#eb3b5a", "#0fb9b1", "#4b6584"];
+    const data = [samples.map((s) => (s.time_ns - t0) / 1e9), ...keys.map((k) => samples.map((s) => s[k]))];
+    const series = [{ label: "time", value: (u, v) => (v === null ? "–" : seconds(v * 1e9)) }, ...keys.map((k, i) => {
+      const color = palette[k] || extra[i % extra.length];
+      return { label: k, stroke: color, width: 1.5, fill: color + "1f", value: (u, v) => (v === null ? "–" : bytes(v)) };
+    })];
+    const width = Math.max(320, el.clientWidth || 900);
+    const opts = {
+      width, height: 260, series, plugins: [markersPlugin(markers)],
+      scales: { x: { time: false } },
+      axes: [{ values: (u, vals) => vals.map((v) => seconds(v * 1e9)) },
+        { size: 72, values: (u, vals) => vals.map((v) => bytes(v)) }],
+      legend: { live: true },
+    };
+    const plot = new uPlot(opts, data, el);
+    new ResizeObserver(() => plot.setSize({ width: Math.max(320, el.clientWidth), height: 260 })).observe(el);
+  }
+
+  // --- flame graphs --------------------------------------------------------------------------------
+  // A tree of stacks, root first: every node carries the bytes and count of the items below it.
+  function stackTree(items, rootName) {
+    const root = { name: rootName, value: 0, count: 0, children: [], map: new Map() };
+    for (const item of items) {
+      if (!item.bytes) continue;
+      let node = root;
+      root.value += item.bytes;
+      root.count += item.count || 0;
+      const path = [...(item.prefix || []), ...[...(item.stack || [])].reverse()];
+      if (!path.length) path.push({ function: "(no stack)" });
+      for (const f of path) {
+        const key = `${f.function}\u0000${f.file || f.module || ""}\u0000${f.line || ""}`;
+        let child = node.map.get(key);
+        if (!child) {
+          child = { name: f.function || "??", frame: f, value: 0, count: 0, children: [], map: new Map() };
+          node.map.set(key, child);
+          node.children.push(child);
+        }
+        child.value += item.bytes;
+        child.count += item.count || 0;
+        node = child;
+      }
+    }
+    const strip = (n) => { delete n.map; n.children.forEach(strip); return n; };
+    return strip(root);
+  }
+
+  function flameColor(d) {
+    const f = d.data.frame;
+    if (!f) return "#b8c2cc";
+    if (f.lang === "python") return "#6a9fd8";
+    if (isInternal(f)) return "#c8ced6";
+    if (/^\[/.test(f.function || "")) return "#d6dbe0";
+    return /\.so/.test(f.module || "") ? "#f6c177" : "#f39c6b";
+  }
+
+  function flameGraph(el, tree) {
+    if (!tree.value) { el.appendChild(h("p", { class: "muted" }, "Nothing to show.")); return; }
+    const describe = (d) => {
+      const f = d.data.frame;
+      const where = f && f.file ? `\n${f.file}${f.line ? ":" + f.line : ""}` : f && f.module ? `\n${f.module}` : "";
+      const share = tree.value ? ` (${(100 * d.data.value / tree.value).toFixed(1)}%)` : "";
+      return `${d.data.name}${where}\n${bytes(d.data.value)}${share} in ${d.data.count} allocation${d.data.count === 1 ? "" : "s"}`;
+    };
+    const tip = flamegraph.tooltip.defaultFlamegraphTooltip().text(describe);
+    const chart = flamegraph.default()
+      .width(Math.max(320, el.clientWidth || 900))
+      .cellHeight(20).minFrameSize(1).transitionDuration(250).sort(true).inverted(true)
+      .selfValue(false).title("").tooltip(tip).setLabelHandler(describe)
+      .setColorMapper((d) => flameColor(d));
+    d3.select(el).datum(tree).call(chart);
+    el.appendChild(h("p", { class: "hint" }, "Click a frame to zoom in, click the root to zoom out; hover for bytes and count."));
+  }
+
+  // Tabs over one flame graph area: peak (reserved / allocated), leaks, growth.
+  function flameTabs(views) {
+    const available = views.filter((v) => v.items.some((i) => i.bytes > 0));
+    if (!available.length) return h("p", { class: "muted" }, "No stacks hold memory at the peak, at exit or in growth.");
+    const area = h("div", { class: "flame" });
+    const buttons = available.map((v) => h("button", { type: "button" }, v.title));
+    const show = (i) => {
+      buttons.forEach((b, j) => b.classList.toggle("active", i === j));
+      area.replaceChildren();
+      area.appendChild(h("p", { class: "hint" }, available[i].caption));
+      const graph = h("div", {});
+      area.appendChild(graph);
+      flameGraph(graph, stackTree(available[i].items, available[i].root));
+    };
+    buttons.forEach((b, i) => b.addEventListener("click", () => show(i)));
+    const wrap = h("div", {}, h("div", { class: "tabs" }, buttons), area);
+    requestAnimationFrame(() => show(0));
+    return wrap;
+  }
+
+  // --- one process ---------------------------------------------------------------------------------
+  function ofProcess(list, p) {
+    return (list || []).filter((x) => x.pid === p.pid && x.file === p.file);
+  }
+
+  function processT0(p, peaks, ooms) {
+    const times = [];
+    for (const d of p.devices) {
+      const s = timelineSamples(p, d);
+      if (s) times.push(s[0].time_ns);
+    }
+    for (const m of p.marks) times.push(m.time_ns);
+    for (const o of ooms) times.push(o.time_ns);
+    for (const k of peaks) times.push(k.time_ns);
+    return times.length ? Math.min(...times) : 0;
+  }
+
+  function deviceBlock(p, d, peak, ooms, t0) {
+    const stats = h("div", { class: "stats" },
+      stat("Peak reserved", bytes(d.peak_bytes), "accent"),
+      d.peak_allocated_bytes ? stat("Peak allocated", bytes(d.peak_allocated_bytes)) : null,
+      stat("Leaked", bytes(d.leaked_bytes), d.leaked_bytes ? "bad" : "good"),
+      stat("OOMs / failed", String(ooms.length), ooms.length ? "bad" : "good"),
+      d.total ? stat("Device memory", bytes(d.total)) : null,
+      stat("Allocations", String(d.allocations + (d.block_allocations || 0))));
+    const chartEl = h("div", { class: "timeline" });
+    const block = h("div", { class: "device" },
+      h("h3", {}, `GPU ${d.device}`, d.name ? h("span", { class: "muted" }, ` · ${d.name}`) : null), stats, chartEl);
+    const samples = timelineSamples(p, d);
+    const markers = [];
+    if (peak) markers.push({ x: (peak.time_ns - t0) / 1e9, color: "#3867d6", kind: "peak", label: `peak ${bytes(peak.bytes)}` });
+    if (peak && peak.allocated) markers.push({ x: (peak.allocated.time_ns - t0) / 1e9, color: "#e17b12", kind: "peak", label: `allocated peak ${bytes(peak.allocated.bytes)}` });
+    for (const o of ooms) markers.push({ x: (o.time_ns - t0) / 1e9, color: "#d63031", kind: "oom", label: o.op === "alloc" ? `${o.api} failed` : "OOM" });
+    for (const m of p.marks) markers.push({ x: (m.time_ns - t0) / 1e9, color: "#7f8c8d", kind: "mark", label: m.label });
+    for (const key of ["scopes", "phases"]) {
+      for (const s of p[key] || []) if (s && s.start_ns !== undefined) markers.push({ x: (s.start_ns - t0) / 1e9, color: "#8854d0", kind: "mark", label: s.name || s.label || key });
+    }
+    if (samples) {
+      requestAnimationFrame(() => timelineChart(chartEl, samples, t0, markers));
+      chartEl.appendChild(h("p", { class: "hint" }, `${samples.length} samples, evenly thinned from the trace; lines mark the peak (blue), OOMs and failed allocations (red) and marks (grey).`));
+    } else {
+      chartEl.appendChild(h("p", { class: "muted" }, "No timeline for this device in the report (the analyzer keeps one for devices with caching-allocator blocks)."));
+    }
+    if (markers.length) {
+      block.appendChild(h("ul", { class: "markers" }, markers.filter((m) => m.kind !== "mark").map((m) =>
+        h("li", {}, h("span", { class: "dot", style: `background:${m.color}` }), `${m.label} at ${seconds(m.x * 1e9)}`))));
+    }
+    if (peak) {
+      const culprits = (peak.allocated && peak.allocated.culprits.length ? peak.allocated : peak);
+      block.appendChild(h("h4", {}, `Live at the ${culprits === peak ? "" : "allocated "}peak: ${bytes(culprits.bytes)}`,
+        culprits.phase ? h("span", { class: "muted" }, ` · in phase “${culprits.phase}”`) : null));
+      block.appendChild(table(["Bytes", "Share", "Count", "Stack"], culprits.culprits.map((c) =>
+        [bytes(c.bytes), c.share !== undefined ? `${(100 * c.share).toFixed(1)}%` : "–", String(c.count), stackCell(c.stack)])
+        .concat(culprits.other_bytes ? [[bytes(culprits.other_bytes), "", "", "other stacks"]] : [])));
+    }
+    return block;
+  }
+
+  function processSection(p) {
+    const leaks = ofProcess(doc.leaks, p), peaks = ofProcess(doc.peaks, p), ooms = ofProcess(doc.ooms, p);
+    const growth = ofProcess(doc.growth, p), frag = ofProcess(doc.fragmentation, p);
+    const t0 = processT0(p, peaks, ooms);
+    const multiDevice = p.devices.length > 1;
+    const devicePrefix = (x) => (multiDevice ? [{ function: `GPU ${x.device}` }] : []);
+    const el = h("section", { class: "process", id: `pid-${p.pid}` });
+    el.appendChild(h("h2", {}, basename(p.exe) || basename(p.file), h("span", { class: "muted" }, ` · pid ${p.pid}`)));
+    el.appendChild(h("p", { class: "meta" }, [(p.cmdline || []).join(" "), p.host ? `on ${p.host}` : "",
+      `${p.events} events over ${seconds(p.duration_ns)}`, basename(p.file)].filter(Boolean).join(" · ")));
+    const flags = [];
+    if (!p.complete) flags.push("the process did not exit cleanly (no footer): leaks are what was live when the trace ends");
+    if (p.truncated) flags.push("the trace is cut short");
+    if (p.incomplete) flags.push(`${p.dropped_events} events were dropped: figures are incomplete`);
+    for (const w of flags.concat(p.warnings || [])) el.appendChild(h("p", { class: "warning" }, w));
+
+    for (const d of p.devices) {
+      const peak = peaks.find((k) => k.device === d.device);
+      el.appendChild(section(`Memory over time`, deviceBlock(p, d, peak, ooms.filter((o) => o.device === d.device), t0)));
+    }
+
+    // Where a caching allocator reports its blocks, they (not its segments) say who holds memory.
+    const views = [
+      { title: "Allocated at peak", root: "allocated at the peak", caption: "Caching-allocator blocks live at the allocated peak, by stack (root at the top).",
+        items: peaks.filter((k) => k.allocated).flatMap((k) => k.allocated.culprits.map((c) => ({ ...c, prefix: devicePrefix(k) }))
+          .concat([{ bytes: k.allocated.other_bytes, count: 0, prefix: devicePrefix(k), stack: [{ function: "[other stacks]" }] }])) },
+      { title: "Reserved at peak", root: "reserved at the peak", caption: "CUDA allocations live at each device's reserved peak, by stack (root at the top).",
+        items: peaks.flatMap((k) => k.culprits.map((c) => ({ ...c, prefix: devicePrefix(k) }))
+          .concat([{ bytes: k.other_bytes, count: 0, prefix: devicePrefix(k), stack: [{ function: "[other stacks]" }] }])) },
+      { title: "Leaks", root: "leaked", caption: "Memory still allocated when the trace ends (suppressed leaks left out), by stack.",
+        items: leaks.filter((l) => !l.suppressed).map((l) => ({ ...l, prefix: devicePrefix(l) })) },
+      { title: "Growth", root: "growth", caption: "How much each growing call site rose from its first high-water mark to its highest.",
+        items: growth.map((g) => ({ ...g, prefix: devicePrefix(g) })) },
+    ];
+    el.appendChild(section("Flame graphs", flameTabs(views)));
+
+    el.appendChild(section(`Leaks (${leaks.filter((l) => !l.suppressed).length})`, table(
+      ["Bytes", "Count", "GPU", "Level", "Kind", "Stack"],
+      leaks.map((l) => [bytes(l.bytes), String(l.count), String(l.device), l.level, l.kind || "",
+        l.suppressed ? h("span", {}, h("span", { class: "badge" }, `suppressed by ${l.suppressed_by}`), stackCell(l.stack)) : stackCell(l.stack)]),
+      "No leaks.")));
+
+    el.appendChild(section(`OOMs and failed allocations (${ooms.length})`, table(
+      ["At", "GPU", "Call", "Requested", "Live", "Device free", "Verdict", "Evidence and advice", "Stack", "Top holders"],
+      ooms.map((o) => [seconds(o.time_ns - t0), String(o.device), `${o.api || o.op}${o.result ? ` → error ${o.result}` : ""}`,
+        bytes(o.requested), bytes(o.live_bytes) + (o.allocated_bytes ? ` (${bytes(o.allocated_bytes)} in blocks)` : ""),
+        o.device_free === null ? "unknown" : `${bytes(o.device_free)}${o.device_total ? ` of ${bytes(o.device_total)}` : ""}`,
+        h("span", { class: `verdict ${o.verdict}` }, o.verdict),
+        h("div", {}, o.phase ? h("div", {}, `phase “${o.phase}”`) : null,
+          o.fragmentation ? h("div", {}, `largest free block ${bytes(o.fragmentation.largest_free_block)} of ${bytes(o.fragmentation.free_in_reserved)} free in reserved`) : null,
+          o.evidence ? h("div", {}, generic(o.evidence, "evidence")) : null,
+          o.advice ? h("div", { class: "advice" }, generic(o.advice, "advice")) : null),
+        stackCell(o.stack),
+        h("div", {}, (o.top_holders || []).slice(0, 3).map((t) => h("div", {}, `${bytes(t.bytes)} · ${headline(t.stack)}`)))]),
+      "No OOM and no failed allocation.")));
+
+    el.appendChild(section(`Growth (${growth.length})`, table(
+      ["Site", "GPU", "Level", "First", "Peak", "Final", "Rises", "Windows rising"],
+      growth.map((g) => [stackCell(g.stack), String(g.device), g.level, bytes(g.first_bytes), bytes(g.peak_bytes),
+        bytes(g.final_bytes), String(g.rises), `${g.windows_rising} of ${g.windows_total}`]),
+      "No call site keeps growing.")));
+
+    if (frag.length) {
+      el.appendChild(section("Fragmentation", table(
+        ["GPU", "When", "Reserved", "Allocated", "Free in reserved", "Largest free block", "Fragmentation"],
+        frag.flatMap((f) => [[String(f.device), `allocated peak (${seconds(f.peak_time_ns - t0)})`, f.at_peak]]
+          .concat(f.at_ooms.map((a) => [String(f.device), `OOM at ${seconds(a.time_ns - t0)}`, a])))
+          .map(([dev, when, pt]) => [dev, when, bytes(pt.reserved), bytes(pt.allocated), bytes(pt.free_in_reserved),
+            bytes(pt.largest_free_block), `${(100 * pt.ratio).toFixed(0)}%`]))));
+    }
+    if (p.marks.length) {
+      el.appendChild(section(`Marks (${p.marks_total})`, h("details", {}, h("summary", {}, "Show the marks"),
+        table(["At", "Label"], p.marks.map((m) => [seconds(m.time_ns - t0), m.label])))));
+    }
+    // Keys of newer report models (held_at_exit, scopes, roles, ...): shown as they come.
+    for (const [key, value] of Object.entries(p)) {
+      if (!KNOWN_PROCESS.includes(key)) el.appendChild(section(key.replace(/_/g, " "), genericTable(value)));
+    }
+    for (const [key, value] of Object.entries(doc)) {
+      if (!KNOWN_TOP.includes(key) && Array.isArray(value)) {
+        const mine = value.filter((x) => !x || x.pid === undefined || (x.pid === p.pid && (x.file === undefined || x.file === p.file)));
+        if (mine.length) el.appendChild(section(key.replace(/_/g, " "), genericTable(mine)));
+      }
+    }
+    return el;
+  }
+
+  // --- the spread across ranks (a directory of traces) ----------------------------------------------
+  function spreadSection() {
+    const peakMax = Math.max(1, ...doc.processes.map((p) => Math.max(0, ...p.devices.map((d) => d.peak_bytes))));
+    const rows = doc.processes.map((p) => {
+      const peak = Math.max(0, ...p.devices.map((d) => d.peak_bytes));
+      return [h("a", { href: `#pid-${p.pid}` }, `pid ${p.pid}`), basename(p.file), p.host || "",
+        h("div", { class: "bar-cell" }, h("div", { class: "bar", style: `width:${(100 * peak / peakMax).toFixed(1)}%` }), bytes(peak)),
+        bytes(p.leaked_bytes), String(ofProcess(doc.ooms, p).length), String(p.events), p.complete ? "yes" : "no"];
+    });
+    const s = doc.spread || {};
+    const line = (name, m) => (m ? h("p", {}, `${name}: min ${bytes(m.min)} (pid ${m.min_pid}), max ${bytes(m.max)} (pid ${m.max_pid}), mean ${bytes(Math.round(m.mean))}`) : null);
+    return section(`Across ${doc.processes.length} processes`, line("Peak", s.peak_bytes), line("Leaked", s.leaked_bytes),
+      table(["Process", "Trace", "Host", "Peak", "Leaked", "OOMs", "Events", "Clean exit"], rows));
+  }
+
+  function render() {
+    const s = doc.summary;
+    root.appendChild(h("header", {}, h("h1", {}, "GPU memory report"),
+      h("p", { class: "meta" }, `gpumemtrace · ${s.processes} process${s.processes === 1 ? "" : "es"} · ${s.events} events`)));
+    root.appendChild(h("div", { class: "stats top" },
+      stat("Peak", bytes(s.peak_bytes), "accent"),
+      stat("Leaked", `${bytes(s.leaked_bytes)} in ${s.leaked_count}`, s.leaked_bytes ? "bad" : "good"),
+      stat("OOMs / failed", String(doc.ooms.length), doc.ooms.length ? "bad" : "good"),
+      stat("Growing sites", String(doc.growth.length), doc.growth.length ? "warn" : "good"),
+      stat("Cached at exit", bytes(s.cached_bytes)),
+      stat("Trace", s.incomplete ? "incomplete" : s.complete ? "complete" : "cut short", s.incomplete || !s.complete ? "warn" : "good")));
+    if (doc.processes.length > 1) root.appendChild(spreadSection());
+    for (const p of doc.processes) root.appendChild(processSection(p));
+    root.appendChild(h("footer", {}, "Made by gpumem-report. Everything is in this one file; it makes no network request."));
+    // Charts draw in animation frames queued during render(); this one runs after them.
+    requestAnimationFrame(() => {
+      document.body.setAttribute("data-render-ms", String(Math.round(performance.now())));
+      document.body.setAttribute("data-rendered", "true");
+    });
+  }
+
+  try {
+    render();
+  } catch (error) {
+    root.appendChild(h("p", { class: "warning" }, `The report could not be drawn: ${error}`));
+    document.body.setAttribute("data-rendered", "error");
+    throw error;
+  }
+})();

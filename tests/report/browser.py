@@ -1,0 +1,46 @@
+"""Headless Chromium for the HTML report's tests: renders a page and returns its DOM after the
+scripts ran. Tests skip (never fail) when Chromium is missing or cannot start."""
+import os
+import shutil
+import subprocess
+import tempfile
+
+# Flags for a machine with no network and no display: nothing is fetched in the background, and a
+# fresh profile each time.
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync",
+         "--disable-default-apps", "--hide-scrollbars", "--virtual-time-budget=10000"]
+
+
+def chromium():
+    for name in ("chromium", "chromium-browser", "google-chrome"):
+        path = shutil.which(name)
+        if path:
+            return path
+    return None
+
+
+def run_chromium(page, *extra, timeout=60):
+    """Runs Chromium on `page` (a file path) with `extra` flags; returns its stdout, or None when it
+    cannot run here."""
+    binary = chromium()
+    if not binary:
+        return None
+    with tempfile.TemporaryDirectory() as profile:
+        try:
+            proc = subprocess.run([binary, *FLAGS, f"--user-data-dir={profile}", *extra,
+                                   "file://" + os.path.abspath(page)],
+                                  capture_output=True, text=True, timeout=timeout)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+    if proc.returncode != 0 or not proc.stdout.strip() and "--dump-dom" in extra:
+        return None
+    return proc.stdout
+
+
+def rendered_dom(page, width=1280, height=1600):
+    return run_chromium(page, "--dump-dom", f"--window-size={width},{height}")
+
+
+def screenshot(page, png, width=1280, height=1400):
+    return run_chromium(page, f"--screenshot={os.path.abspath(png)}", f"--window-size={width},{height}")

@@ -1,0 +1,79 @@
+"""A trace of 1M events: the HTML report stays small and quick to draw, and reading shows a progress
+line on a terminal (a pty) but not in a pipe."""
+import os
+import pty
+import re
+import select
+import shutil
+import subprocess
+import tempfile
+import time
+
+from browser import chromium, rendered_dom
+from demo_trace import write_large_trace
+from reportlib import REPORT, ReportTestCase, run_report
+
+EVENTS = 1_000_000
+
+
+class LargeTrace(ReportTestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.dir = tempfile.mkdtemp(prefix="gpumem-large-")
+        cls.trace = os.path.join(cls.dir, "big.jsonl")
+        write_large_trace(cls.trace, EVENTS)
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.dir, ignore_errors=True)
+
+    def test_html_of_1m_events_is_small_and_renders_quickly(self):
+        page = os.path.join(self.dir, "big.html")
+        run_report("--format", "html", "-o", page, self.trace, check_rc=0)
+        self.assertLess(os.path.getsize(page), 5 << 20)
+        if not chromium():
+            self.skipTest("chromium is not installed (make deps installs it)")
+        dom = rendered_dom(page)
+        if dom is None:
+            self.skipTest("chromium cannot start here")
+        self.assertTrue('data-rendered="true"' in dom, "the report's script did not finish")
+        render_ms = int(re.search(r'data-render-ms="(\d+)"', dom).group(1))  # from navigation to charts drawn
+        self.assertLess(render_ms, 5000)
+        self.assertTrue(f"{EVENTS} events" in dom)
+
+    def run_on_pty(self, *args):
+        """Runs gpumem-report with stderr on a pseudo-terminal; returns (rc, what the terminal got)."""
+        controller, terminal = pty.openpty()
+        proc = subprocess.Popen([REPORT, *args], stdout=subprocess.DEVNULL, stderr=terminal, stdin=subprocess.DEVNULL)
+        os.close(terminal)
+        got = b""
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            ready, _, _ = select.select([controller], [], [], 0.5)
+            if ready:
+                try:
+                    chunk = os.read(controller, 65536)
+                except OSError:  # the child closed its end
+                    break
+                if not chunk:
+                    break
+                got += chunk
+            elif proc.poll() is not None:
+                break
+        os.close(controller)
+        return proc.wait(timeout=60), got.decode("utf-8", "replace")
+
+    def test_progress_line_on_a_terminal_then_cleared(self):
+        rc, shown = self.run_on_pty("--format", "json", self.trace)
+        self.assertEqual(rc, 0)
+        self.assertRegex(shown, r"reading .*big\.jsonl: [\d.]+ [KMG]iB, [\d.]+ M events/s")
+        self.assertTrue(shown.endswith("\r\x1b[K"), f"the line is not cleared at the end: {shown[-80:]!r}")
+
+    def test_no_progress_line_when_asked(self):
+        rc, shown = self.run_on_pty("--no-progress", "--format", "json", self.trace)
+        self.assertEqual(rc, 0)
+        self.assertEqual(shown, "")
+
+    def test_no_progress_line_in_a_pipe(self):
+        proc = run_report("--format", "json", self.trace, check_rc=0)
+        self.assertEqual(proc.stderr, "")
