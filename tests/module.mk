@@ -33,6 +33,11 @@ $(BUILD)/tests/programs/libplugin_alloc.so: tests/e2e/plugin/plugin_alloc.cpp $(
 	$(CXX) -std=c++17 -O0 -g -fPIC -shared -isystem $(CUDA_HOME)/include $< -o $@ -L$(SIM_DIR) -lcudart
 TEST_BINS += $(BUILD)/tests/programs/libplugin_alloc.so
 
+$(BUILD)/tests/programs/libfake_cublas.so: tests/e2e/plugin/fake_cublas.cpp $(SIM_RUNTIME)
+	@mkdir -p $(@D)
+	$(CXX) -std=c++17 -O0 -g -fPIC -shared -isystem $(CUDA_HOME)/include $< -o $@ -L$(SIM_DIR) -lcudart
+TEST_BINS += $(BUILD)/tests/programs/libfake_cublas.so
+
 # --- GoogleTest unit tests of the recorder and writer ---
 RECORDER_TEST_SRCS := $(wildcard tests/unit/recorder_*.cpp)
 # The recorder and writer without any hook (a test binary must not interpose on itself); the backend

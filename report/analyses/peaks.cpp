@@ -34,7 +34,8 @@ void collect_peaks(MemoryModel& model, const Roles& roles, const SymbolTable& sy
       peak.reserved = peak_level(state.reserved, symbols);
       peak.has_blocks = state.has_blocks;
       if (state.has_blocks) peak.allocated = peak_level(state.allocated, symbols);
-      peak.has_fragmentation = state.has_fragmentation_at_peak;
+      // Expandable segments keep no segment ranges (their chunks are physical): nothing to measure.
+      peak.has_fragmentation = state.has_fragmentation_at_peak && state.fragmentation_at_peak.reserved;
       peak.fragmentation = state.fragmentation_at_peak;
       // A split that is all "other" (a program without PyTorch) says nothing: left out.
       peak.has_roles = roles.peak(device, &peak.roles, &peak.roles_time_ns) &&

@@ -85,6 +85,7 @@ bool is_interpreter_function(const std::string& function) {
 }
 
 FrameClass classify_python(const LogicalFrame& frame) {
+  if (is_internal_frame(frame)) return FrameClass{FrameRole::Hidden, ""};
   std::string package = package_of(frame.file);
   if (!package.empty()) return library(package_group(package));
   // The standard library: <frozen importlib._bootstrap>, /usr/lib/python3.11/threading.py.
@@ -332,6 +333,14 @@ std::vector<ViewLine> default_view(const Stack& stack, const StackViewOptions& o
 bool is_internal_frame(const LogicalFrame& frame) {
   std::string module = basename_of(frame.module);
   if (starts_with_any(module, {"libgpumemtrace", "libcudart", "libcuda.", "libcupti"})) return true;
+  // The profiler's own Python packages (tools/python: gpumemtrace.scope, the PyTorch hook, the pytest
+  // plugin): they appear in the stacks of scope events and of what they charge to them.
+  if (frame.python) {
+    for (const char* part : {"/gpumemtrace/__init__.py", "/gpumemtrace_torch/", "/gpumemtrace_pytest.py"}) {
+      if (frame.file.find(part) != std::string::npos) return true;
+    }
+    return false;
+  }
   // The profiler's namespace, and the C API of include/gpumemtrace.h (inline functions that end up
   // in the application: gpumemtrace_block_alloc, gpumemtrace_lookup_, ...).
   return starts_with_any(frame.function, {"gpumemtrace::", "gpumemtrace_"});

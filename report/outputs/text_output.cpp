@@ -145,8 +145,32 @@ void write_roles(std::ostream& out, const RoleSplit& split, const char* indent) 
   out << "\n";
 }
 
-void write_advice(std::ostream& out, const std::string& advice, const char* indent) {
-  if (!advice.empty()) out << indent << "advice: " << advice << "\n";
+// `label` + `text`, wrapped at word boundaries to `width` columns (0: no limit); continuation lines
+// are indented under the text.
+void write_wrapped(std::ostream& out, const std::string& indent, const std::string& label, const std::string& text,
+                   size_t width) {
+  const std::string lead = indent + label;
+  const std::string hang(lead.size(), ' ');
+  std::string line = lead;
+  size_t start = 0;
+  while (start < text.size()) {
+    size_t end = text.find(' ', start);
+    if (end == std::string::npos) end = text.size();
+    const std::string word = text.substr(start, end - start);
+    const bool fresh = line.size() == lead.size() || line == hang;
+    if (!fresh && width && line.size() + 1 + word.size() > width) {
+      out << line << "\n";
+      line = hang;
+    }
+    if (line.size() != lead.size() && line != hang) line += ' ';
+    line += word;
+    start = end + 1;
+  }
+  out << line << "\n";
+}
+
+void write_advice(std::ostream& out, const std::string& advice, const char* indent, const TextOptions& options) {
+  if (!advice.empty()) write_wrapped(out, indent, "advice: ", advice, options.stacks.width);
 }
 
 void write_fragmentation_point(std::ostream& out, const FragmentationPoint& p) {
@@ -174,7 +198,7 @@ void write_peaks(std::ostream& out, const ProcessReport& r, const TextOptions& o
       out << "\n";
     }
     if (peak.has_roles) write_roles(out, peak.roles, "  ");
-    write_advice(out, peak.advice, "  ");
+    write_advice(out, peak.advice, "  ", options);
   }
 }
 
@@ -183,7 +207,7 @@ void write_ooms(std::ostream& out, const ProcessReport& r, const TextOptions& op
     out << "OOM (" << device_name(oom.device) << "): " << format_bytes(oom.requested) << " requested at "
         << at(oom.time_ns, r) << " (" << (oom.api.empty() ? oom.op : oom.api) << phase_note(oom.phase)
         << "): " << verdict_name(oom.verdict) << "\n";
-    if (!oom.explanation.empty()) out << "  why: " << oom.explanation << "\n";
+    if (!oom.explanation.empty()) write_wrapped(out, "  ", "why: ", oom.explanation, options.stacks.width);
     if (oom.attempts_total > 1) {
       out << "  one request, " << oom.attempts_total << " attempts:";
       for (size_t i = 0; i < oom.attempts.size(); ++i) {
@@ -198,7 +222,7 @@ void write_ooms(std::ostream& out, const ProcessReport& r, const TextOptions& op
     if (oom.has_device_free) out << "; device free " << format_bytes(oom.device_free);
     if (oom.device_total) out << " of " << format_bytes(oom.device_total);
     out << "\n";
-    if (oom.has_blocks) {
+    if (oom.has_blocks && oom.fragmentation.reserved) {
       out << "  ";
       write_fragmentation_point(out, oom.fragmentation);
       out << "\n";
@@ -208,7 +232,7 @@ void write_ooms(std::ostream& out, const ProcessReport& r, const TextOptions& op
     out << "  top holders:\n";
     write_holders(out, oom.top_holders, oom.has_blocks ? oom.allocated_bytes : oom.live_bytes, options);
     write_roles(out, oom.roles, "  ");
-    write_advice(out, oom.advice, "  ");
+    write_advice(out, oom.advice, "  ", options);
   }
 }
 
@@ -242,7 +266,7 @@ void write_scopes(std::ostream& out, const ProcessReport& r, const TextOptions& 
       out << "    " << format_bytes(scope.leaks[i].bytes) << " in " << plural(scope.leaks[i].count, "allocation") << ":\n";
       write_stack(out, scope.leaks[i].stack, "        ", options.stacks);
     }
-    write_advice(out, scope.advice, "    ");
+    write_advice(out, scope.advice, "    ", options);
   }
 }
 
@@ -254,7 +278,7 @@ void write_growth(std::ostream& out, const ProcessReport& r, const TextOptions& 
         << " rises, rising in " << g.windows_rising << " of " << g.windows_total
         << " windows of the run; " << format_bytes(g.final_bytes) << " live at the end\n";
     write_stack(out, g.stack, "      ", options.stacks);
-    write_advice(out, g.advice, "  ");
+    write_advice(out, g.advice, "  ", options);
   }
 }
 

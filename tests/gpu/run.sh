@@ -12,7 +12,7 @@ export PATH=${CUDA_HOME:-/usr/local/cuda}/bin:$PATH
 
 make -j"$(nproc)" BUILD="$BUILD" "$BUILD/libgpumemtrace.so" >/dev/null || { echo "build failed"; exit 1; }
 status=0
-for check in tests/gpu/driver_checks.py tests/gpu/torch_checks.py; do
+for check in tests/gpu/driver_checks.py tests/gpu/torch_checks.py tests/gpu/verdict_checks.py; do
   [ -f "$check" ] || continue
   echo "== $check"
   "$PYTHON" "$check" || status=1

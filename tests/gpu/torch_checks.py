@@ -3,7 +3,9 @@
 run `python3 tests/gpu/torch_checks.py [--build build]` on a GPU machine. Prints SKIP and exits 0
 where torch or a GPU is missing. Each check runs a child under LD_PRELOAD=libgpumemtrace.so with
 PYTHONPATH=tools/python and inspects the trace:
-  growth      planted `epoch_loss += loss`: the live blocks at exit are named by that line
+  growth      planted validation accumulation outside torch.no_grad() (`val_total = val_total +
+              model(x).mean()` keeps every iteration's activations alive): gpumem-report flags a
+              block-level growth named by that line
   oom         planted OOM: block_oom event whose stack names the allocating line, with device free bytes
   expandable  PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True: map events, reserved agreement
   async       backend:cudaMallocAsync: one warning, driver-level events only, program unchanged
@@ -32,7 +34,16 @@ def step():
     loss = model(x).pow(2).mean()
     opt.zero_grad(); loss.backward(); opt.step()
     return loss
-if mode in ("growth", "expandable", "async", "agreement"):
+if mode == "growth":
+    for i in range(10):
+        step()
+    val_total = 0
+    for i in range(40):
+        x = torch.randn(512, 1024, device=dev)
+        val_total = val_total + model(x).mean()  # PLANTED_GROWTH
+    torch.cuda.synchronize()
+    print("%.3f" % val_total.item())
+elif mode in ("expandable", "async", "agreement"):
     epoch_loss = 0
     for i in range(50):
         loss = step()
@@ -65,7 +76,14 @@ def have_gpu_torch():
         return False
 
 
-def run(build, mode, env_extra=None, traced=True):
+def line_of(frame):
+    try:
+        return open(frame["file"]).read().splitlines()[frame["line"] - 1]
+    except (OSError, KeyError, IndexError):
+        return ""
+
+
+def run(build, mode, env_extra=None, traced=True, with_report=False):
     d = tempfile.mkdtemp()
     out = os.path.join(d, "trace.jsonl")
     env = dict(os.environ)
@@ -75,8 +93,11 @@ def run(build, mode, env_extra=None, traced=True):
                    PYTHONPATH=os.pathsep.join([os.path.join(ROOT, "tools", "python"),
                                                env.get("PYTHONPATH", "")]))
     env.update(env_extra or {})
-    code = "import json\n" + CHILD
-    p = subprocess.run([sys.executable, "-c", code, mode], capture_output=True, text=True, env=env,
+    # The child runs from a file, so that its Python frames name a line gpumem-report can show.
+    script = os.path.join(d, "child.py")
+    with open(script, "w") as f:
+        f.write("import json\n" + CHILD)
+    p = subprocess.run([sys.executable, script, mode], capture_output=True, text=True, env=env,
                        timeout=600)
     events, frames, stacks = [], {}, {}
     if traced and os.path.exists(out):
@@ -91,7 +112,11 @@ def run(build, mode, env_extra=None, traced=True):
                 frames[r["id"]] = r
             elif r["type"] == "stack":
                 stacks[r["id"]] = r["frames"]
-    return p, events, lambda e: [frames[i] for i in stacks.get(e.get("stack", 0), [])]
+    stack_of = lambda e: [frames[i] for i in stacks.get(e.get("stack", 0), [])]
+    if not with_report:
+        return p, events, stack_of
+    rep = subprocess.run([os.path.join(build, "gpumem-report"), "--format", "json", out], capture_output=True, text=True)
+    return p, events, stack_of, (json.loads(rep.stdout) if rep.returncode in (0, 1) and rep.stdout else None)
 
 
 def reserved_peak(events):
@@ -119,18 +144,12 @@ def main():
         failures += 0 if ok else 1
         print("%s %s: %s" % ("PASS" if ok else "FAIL", name, detail), flush=True)
 
-    p, ev, stack_of = run(args.build, "growth")
-    live = {}
-    for e in ev:
-        if e["op"] == "block_alloc":
-            live[e["addr"]] = e
-        elif e["op"] == "block_free":
-            live.pop(e["addr"], None)
-    named = [e for e in live.values()
-             if any(f.get("lang") == "python" and "epoch_loss" in open(f["file"]).read().splitlines()[f["line"] - 1]
-                    for f in stack_of(e) if os.path.exists(f.get("file", "")))] if live else []
-    check("growth", p.returncode == 0 and len(named) >= 40,
-          "%d live blocks at exit, %d named by the planted line" % (len(live), len(named)))
+    p, ev, stack_of, report = run(args.build, "growth", with_report=True)
+    planted = [g for g in (report or {}).get("growth", [])
+               if g["level"] == "block"
+               and any(f.get("lang") == "python" and "PLANTED_GROWTH" in line_of(f) for f in g["stack"])]
+    check("growth", p.returncode == 0 and len(planted) >= 1,
+          "%d growth entries, %d at the planted line" % (len((report or {}).get("growth", [])), len(planted)))
 
     p, ev, stack_of = run(args.build, "oom")
     ooms = [e for e in ev if e["op"] == "block_oom"]

@@ -1,0 +1,298 @@
+"""The verdicts of issue "Verdicts that hold on real PyTorch programs", on traces built from the real
+patterns (tracegen): held-at-exit classes, scoped leak checks (nested, several threads), one OOM
+incident per request, failed calls that are not OOMs, allocator limits, growth past a burst of
+chunked allocations, roles and the attribution of frameless autograd blocks. The same patterns
+recorded on an H100 are checked in test_report_real_traces.py; a real recorder run with a fake
+cuBLAS is in RecorderLibraryWorkspace below."""
+import os
+import shutil
+import sys
+import tempfile
+import unittest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "e2e"))
+
+from recorder_testlib import LIB, PROGRAMS, program, run_traced, trace_files  # noqa: E402
+from reportlib import REPORT, ReportTestCase, functions, report_json, run_report  # noqa: E402
+from tracegen import MiB, Trace  # noqa: E402
+
+GiB = 1 << 30
+TORCH = "/opt/venv/lib/python3.12/site-packages/torch"
+
+
+class Verdicts(ReportTestCase):
+    def setUp(self):
+        super().setUp()
+        self.dir = tempfile.mkdtemp()
+
+    def tearDown(self):
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def trace(self, name="t.jsonl", **kw):
+        return Trace(os.path.join(self.dir, name), **kw)
+
+    def pystack(self, t, *frames):
+        """A stack of Python frames (function, file, line), innermost first."""
+        return t.raw_stack([t.python(*f) for f in frames])
+
+    # --- scopes ----------------------------------------------------------------------------------
+
+    def scope(self, t, op, name, api="pytest", tid=4243, stack=0):
+        t.event(op, "none", 0, 0, stack, device=-1, api=api, label=name, tid=tid)
+
+    def test_nested_scopes_on_two_threads(self):
+        t = self.trace()
+        keep_a, temp_b, kept, handle = (t.stack("keep_a", 11), t.stack("temp_b", 12), t.stack("keep_suite", 13),
+                                        t.stack("cublasCreate_v2", 14))
+        self.scope(t, "scope_begin", "suite", api="gpumemtrace_scope")
+        self.scope(t, "scope_begin", "test_a", tid=1)
+        self.scope(t, "scope_begin", "test_b", tid=2)          # runs alongside test_a
+        t.alloc(0x1000000, MiB, keep_a, tid=1)                   # outlives test_a (freed after it)
+        t.alloc(0x2000000, 2 * MiB, temp_b, tid=2)
+        t.alloc(0x3000000, 4 * MiB, handle, tid=2)              # a library's workspace: never a scope leak
+        t.free(0x2000000, tid=2)
+        self.scope(t, "scope_end", "test_b", tid=2)
+        self.scope(t, "scope_end", "test_a", tid=1)
+        t.free(0x1000000)                                        # too late for test_a
+        t.alloc(0x4000000, 3 * MiB, kept)
+        self.scope(t, "scope_end", "suite", api="gpumemtrace_scope")
+        t.close()
+        r = report_json(t.f.name)
+        scopes = {s["name"]: s for s in r["scopes"]}
+        self.assertEqual([s["name"] for s in r["scopes"]], ["test_b", "test_a", "suite"])  # in the order they end
+        # A scope sees every thread's allocations while it is open (the autograd engine allocates a test's
+        # gradients on its own threads): keep_a, made while test_b ran and live at its end, is test_b's too.
+        self.assertEqual(scopes["test_b"]["leaked_bytes"], MiB)
+        self.assertEqual(scopes["test_a"]["leaked_bytes"], MiB)
+        self.assertIn("keep_a", functions(scopes["test_a"]["leaks"][0]["stack"]))
+        self.assertEqual(scopes["suite"]["leaked_bytes"], 3 * MiB)  # keep_a was freed before the suite ended
+        self.assertEqual(r["summary"]["leaking_scopes"], 3)
+        failed = run_report("--fail-on-leak=2MiB", t.f.name, check_rc=1)
+        self.assertIn("suite leaked 3.0 MiB", failed.stderr)
+        self.assertNotIn("test_a leaked", failed.stderr)  # 1 MiB: under the limit
+        # No scope and not the process (3 MiB: the 4 MiB workspace is cuBLAS's) exceed 4 MiB.
+        run_report("--fail-on-leak=4MiB", t.f.name, check_rc=0)
+
+    def test_scope_ignores_the_caching_allocators_cache_and_counts_blocks(self):
+        t = self.trace()
+        seg, use = t.stack("CUDACachingAllocator::malloc", 3), t.stack("use", 4)
+        self.scope(t, "scope_begin", "test_cache")
+        t.alloc(0x100000000, 20 * MiB, seg)                     # the allocator's segment: its cache
+        t.block_alloc(0x100000000, 2 * MiB, use, segment=0x100000000)
+        t.block_alloc(0x100200000, 1 * MiB, use, segment=0x100000000)
+        t.block_free(0x100000000)
+        self.scope(t, "scope_end", "test_cache")
+        t.close()
+        (scope,) = report_json(t.f.name)["scopes"]
+        self.assertEqual((scope["leaked_bytes"], scope["leaked_count"]), (MiB, 1))  # the block, not the segment
+
+    def test_unclosed_scope_reports_what_was_live_at_the_end(self):
+        t = self.trace()
+        s = t.stack("work", 5)
+        self.scope(t, "scope_begin", "test_killed")
+        t.alloc(0x1000, 5 * MiB, s)
+        t.close(footer=False)
+        (scope,) = report_json(t.f.name)["scopes"]
+        self.assertFalse(scope["closed"])
+        self.assertEqual(scope["leaked_bytes"], 5 * MiB)
+
+    # --- held at exit ------------------------------------------------------------------------------
+
+    def test_library_workspace_and_alive_blocks_are_not_leaks(self):
+        t = self.trace()
+        handle, seg = t.stack("cublasCreate_v2", 20), t.stack("CUDACachingAllocator::malloc", 21)
+        weights = self.pystack(t, ("_apply", TORCH + "/nn/modules/module.py", 965), ("main", "train.py", 5))
+        t.alloc(0x1000000, 64 * MiB, handle)
+        t.alloc(0x100000000, 20 * MiB, seg)
+        t.event("block_alloc", "block", 0x100000000, 8 * MiB, weights, api="torch.alloc", segment="0x100000000")
+        t.close()
+        r = report_json(t.f.name, "--fail-on-leak")
+        self.assertEqual(r["leaks"], [])
+        held = {(h["reason"], h.get("library"), h["bytes"]) for h in r["held_at_exit"]}
+        self.assertEqual(held, {("library", "cuBLAS", 64 * MiB), ("alive_at_exit", None, 8 * MiB)})
+        self.assertEqual(r["summary"]["library_bytes"], 64 * MiB)
+        self.assertEqual(r["summary"]["alive_at_exit_bytes"], 8 * MiB)
+        run_report("--fail-on-leak", "--no-default-suppressions", t.f.name, check_rc=1)
+        run_report("--fail-on-leak=1MiB", "--count-alive-at-exit", t.f.name, check_rc=1)
+        text = run_report(t.f.name).stdout
+        self.assertIn("held at exit (not leaks): 64.0 MiB by libraries (cuBLAS 64.0 MiB)", text)
+
+    def test_user_held_rule_names_its_library(self):
+        t = self.trace()
+        t.alloc(0x1000, 2 * MiB, t.stack("mylib_init", 3))
+        t.close()
+        supp = os.path.join(self.dir, "s.supp")
+        with open(supp, "w") as f:
+            f.write("held:MyLib:^mylib_\n")
+        r = report_json("--suppressions", supp, t.f.name)
+        self.assertEqual(r["leaks"], [])
+        self.assertEqual(r["held_at_exit"][0]["library"], "MyLib")
+
+    # --- OOM incidents -----------------------------------------------------------------------------
+
+    def test_retried_oom_is_one_incident_and_a_later_one_is_another(self):
+        t = self.trace()
+        seg, user = t.stack("CUDACachingAllocator::malloc", 3), t.stack("forward", 4)
+        t.alloc(0x100000000, 70 * GiB, seg)
+        t.failed_alloc(8 * GiB, seg)                      # the allocator's cudaMalloc
+        t.meminfo(2 * GiB, 80 * GiB)
+        t.free(0x100000000)                               # it frees its cache ...
+        t.failed_alloc(8 * GiB, seg)                      # ... and retries
+        t.meminfo(2 * GiB, 80 * GiB)
+        t.event("block_oom", "block", 0, 8 * GiB, user, api="torch.oom", free=2 * GiB)
+        t.event("meminfo", "none", 0, 0, 0, api="cudaMemGetInfo", free=2 * GiB, total=80 * GiB, dt=5 * 10**9)
+        t.failed_alloc(16 * GiB, seg)                     # five seconds later: another request
+        t.close()
+        r = report_json(t.f.name)
+        self.assertEqual(len(r["ooms"]), 2)
+        first, second = r["ooms"]
+        self.assertEqual([a["api"] for a in first["attempts"]], ["cudaMalloc", "cudaMalloc", "torch.oom"])
+        self.assertEqual((first["api"], first["requested"]), ("torch.oom", 8 * GiB))
+        self.assertIn("forward", functions(first["stack"]))
+        self.assertEqual(first["attempts_total"], 3)
+        self.assertEqual(second["attempts_total"], 1)
+        self.assertEqual(r["summary"]["ooms"], 2)
+        self.assertEqual(r["summary"]["failed_allocations"], 3)
+        # Others hold 78 GiB of the device after the cache was freed: not this process's capacity.
+        self.assertEqual(first["verdict"], "other processes")
+        self.assertIn("nvidia-smi", first["advice"])
+        text = run_report(t.f.name).stdout
+        self.assertEqual(text.count("\nOOM ("), 2)
+        self.assertIn("one request, 3 attempts: cudaMalloc 8.0 GiB", text)
+
+    def test_failures_that_are_not_out_of_memory(self):
+        t = self.trace()
+        s = t.stack("probe_fabric", 7)
+        t.event("alloc", "physical", 0, 20 * MiB, s, api="cuMemCreate", result=800)
+        t.event("alloc", "physical", 0, 20 * MiB, s, api="cuMemCreate", result=800)
+        t.failed_alloc(0, t.stack("bad_size", 8), result=1)
+        t.close()
+        r = report_json(t.f.name)
+        self.assertEqual(r["ooms"], [])
+        calls = [(c["api"], c["error"], c["count"]) for c in r["failed_calls"]]
+        self.assertEqual(calls, [("cuMemCreate", "CUDA_ERROR_NOT_PERMITTED", 2),
+                                 ("cudaMalloc", "cudaErrorInvalidValue", 1)])
+        self.assertEqual(r["summary"]["failed_allocations"], 3)
+        self.assertEqual(r["summary"]["failed_calls"], 3)
+        text = run_report(t.f.name).stdout
+        self.assertNotIn("OOM", text)
+        self.assertIn("failed calls (not out-of-memory): 3", text)
+
+    def test_allocator_cap_is_an_allocator_limit(self):
+        t = self.trace()
+        seg, user = t.stack("CUDACachingAllocator::malloc", 3), t.stack("big_alloc", 4)
+        t.alloc(0x100000000, 256 * MiB, seg)
+        t.event("block_oom", "block", 0, 2 * GiB, user, api="torch.oom", free=76 * GiB)
+        t.close()
+        (oom,) = report_json(t.f.name)["ooms"]
+        self.assertEqual(oom["verdict"], "allocator limit")
+        self.assertIn("76.0 GiB free", oom["explanation"])
+
+    # --- growth ------------------------------------------------------------------------------------
+
+    def test_growth_survives_a_burst_of_chunks_and_the_burst_is_not_growth(self):
+        t = self.trace()
+        keep, churn, chunk, release = (t.stack("keep_activation", 30), t.stack("churn", 31),
+                                       t.stack("ExpandableSegment::map", 32), t.stack("ExpandableSegment::unmap", 33))
+        for i in range(50):
+            t.alloc(0x10000000 + i * MiB, MiB, keep)
+            t.alloc(0x90000000, 2 * MiB, churn)
+            t.free(0x90000000)
+        # The OOM path of expandable segments: chunks created until the device is full, then released.
+        for i in range(4000):
+            t.event("alloc", "physical", 0x100000 + i, 20 * MiB, chunk, api="cuMemCreate", result=0)
+        for i in range(4000):
+            t.event("free", "physical", 0x100000 + i, 0, release, api="cuMemRelease", result=0)
+        t.close()
+        r = report_json(t.f.name)
+        self.assertEqual([functions(g["stack"])[1] for g in r["growth"]], ["keep_activation"])
+        self.assertEqual(r["growth"][0]["rises"], 50)
+
+    # --- roles and autograd attribution -----------------------------------------------------------
+
+    def test_roles_at_the_peak_and_gradients_charged_to_backward(self):
+        t = self.trace()
+        seg = t.stack("CUDACachingAllocator::malloc", 3)
+        params = self.pystack(t, ("_apply", TORCH + "/nn/modules/module.py", 965), ("<module>", "train.py", 5))
+        acts = self.pystack(t, ("forward", TORCH + "/nn/modules/linear.py", 134), ("<module>", "train.py", 9))
+        optim = self.pystack(t, ("_init_group", TORCH + "/optim/adam.py", 182), ("<module>", "train.py", 12))
+        backward = self.pystack(t, ("<module>", "train.py", 11))
+        t.alloc(0x100000000, 64 * MiB, seg)
+
+        def block(addr, size, stack):
+            t.event("block_alloc", "block", 0x100000000 + addr * MiB, size * MiB, stack, api="torch.alloc",
+                    segment="0x100000000")
+
+        def free(addr):
+            t.event("block_free", "block", 0x100000000 + addr * MiB, 0, 0, api="torch.free_requested")
+
+        block(0, 4, params)
+        block(4, 16, acts)
+        self.scope(t, "scope_begin", "backward", api="torch.backward", stack=backward)
+        block(20, 4, 0)        # a gradient: outlives backward()
+        block(24, 8, 0)        # a backward temporary
+        block(32, 2, 0)        # a backward temporary: the peak is here, inside backward()
+        free(24)
+        free(32)
+        free(4)                # activations freed during backward
+        self.scope(t, "scope_end", "backward", api="torch.backward", stack=backward)
+        block(24, 8, optim)    # optimizer state, below the peak
+        t.close()
+        r = report_json(t.f.name)
+        (peak,) = r["peaks"]
+        roles = {k: v // MiB for k, v in peak["roles"].items() if v}
+        self.assertEqual(roles, {"parameters": 4, "activations": 16, "gradients": 4, "backward temporaries": 10,
+                                 "allocator cache": 30})
+        self.assertEqual(peak["allocated"]["bytes"], 34 * MiB)
+        # The gradient, alive at exit, is charged to the backward() line, marked as such.
+        grads = [h for h in r["held_at_exit"] if h["bytes"] == 4 * MiB and h["stack"][0]["function"].startswith("[")]
+        self.assertEqual(len(grads), 1)
+        self.assertEqual(grads[0]["stack"][0]["function"], "[autograd engine thread, under backward()]")
+        self.assertEqual((grads[0]["stack"][1]["file"], grads[0]["stack"][1]["line"]), ("train.py", 11))
+        text = run_report(t.f.name).stdout
+        self.assertIn("by role: allocator cache 30.0 MiB, activations 16.0 MiB, backward temporaries 10.0 MiB", text)
+        self.assertNotIn("(no stack recorded)", text)
+
+    def test_frameless_blocks_outside_backward_are_labelled(self):
+        t = self.trace()
+        seg = t.stack("CUDACachingAllocator::malloc", 3)
+        t.alloc(0x100000000, 8 * MiB, seg)
+        t.event("block_alloc", "block", 0x100000000, 2 * MiB, 0, api="torch.alloc", segment="0x100000000")
+        t.close()
+        (held,) = report_json(t.f.name)["held_at_exit"]
+        self.assertEqual(functions(held["stack"]), ["[PyTorch thread without Python frames (autograd engine)]"])
+
+
+class RecorderLibraryWorkspace(unittest.TestCase):
+    """A real recorder run on the simulated runtime with a fake CUDA library that keeps a workspace
+    from its handle-creation function (tests/e2e/plugin/fake_cublas.cpp)."""
+
+    def run_program(self, *args):
+        lib = os.path.join(PROGRAMS, "libfake_cublas.so")
+        for need in (REPORT, LIB, lib, program("library_workspace")):
+            if not os.path.exists(need):
+                self.skipTest(f"{need} not built")
+        out = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, out, True)
+        proc = run_traced([program("library_workspace"), lib, *args], out)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        (path,) = trace_files(out)
+        return path
+
+    def test_the_workspace_is_held_by_cublas(self):
+        path = self.run_program()
+        r = report_json("--fail-on-leak", path)
+        self.assertEqual(r["leaks"], [])
+        (held,) = r["held_at_exit"]
+        self.assertEqual((held["reason"], held["library"], held["bytes"]), ("library", "cuBLAS", 8 * MiB))
+        self.assertIn("cublasCreate_v2", functions(held["stack"]))
+
+    def test_a_real_leak_beside_it_still_fails(self):
+        path = self.run_program("leak")
+        failed = run_report("--fail-on-leak", path, check_rc=1)
+        self.assertIn("leaked 3.0 MiB in 1 allocation", failed.stderr)
+        self.assertIn("plant_leak", failed.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()
