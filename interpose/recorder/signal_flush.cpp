@@ -41,7 +41,10 @@ int index_of(int sig) {
   return -1;
 }
 
-bool is_default(const struct sigaction& a) { return !(a.sa_flags & SA_SIGINFO) && a.sa_handler == SIG_DFL; }
+// sa_handler and sa_sigaction share storage: the kernel reads SIG_DFL and SIG_IGN there whatever the
+// flags say.
+bool is_default(const struct sigaction& a) { return a.sa_handler == SIG_DFL; }
+bool is_ignored(const struct sigaction& a) { return a.sa_handler == SIG_IGN; }
 
 void on_signal(int sig, siginfo_t* info, void* context) {
   const int saved_errno = errno;
@@ -75,9 +78,8 @@ void install_signal_flush() noexcept {
   for (int i = 0; i < kCount; ++i) {
     struct sigaction current;
     if (sigaction(kSignals[i], nullptr, &current) != 0) continue;
-    const bool ours = (current.sa_flags & SA_SIGINFO) && current.sa_sigaction == on_signal;
-    const bool ignored = !(current.sa_flags & SA_SIGINFO) && current.sa_handler == SIG_IGN;
-    if (ours || ignored) continue;  // ours: a fork child, or a restart after a failed exec
+    // Ours already: a fork child, or a restart after a failed exec.
+    if (current.sa_sigaction == on_signal || is_ignored(current)) continue;
     g_program_action[i] = current;
     struct sigaction replacement = current;  // the program's mask and flags
     if (is_default(current)) {
