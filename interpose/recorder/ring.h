@@ -18,7 +18,6 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
-#include <new>
 #include <sys/mman.h>
 
 namespace gpumemtrace {
