@@ -215,6 +215,32 @@ class Endings(unittest.TestCase, TraceInvariants):
                     self.assertEqual(sizes(child), [2002, 2003])
                     self.assertEqual(sizes(parent), [1001, 3003])
 
+    def test_python_multiprocessing_fork_workers_keep_their_events(self):
+        # multiprocessing's fork start method ends each worker with os._exit.
+        script = "\n".join([
+            "import ctypes, multiprocessing, sys",
+            "ctypes.CDLL(sys.argv[1], mode=ctypes.RTLD_GLOBAL)",
+            "rt = ctypes.CDLL(None)",
+            "def work(i):",
+            "    p = ctypes.c_void_p()",
+            "    rt.cudaMalloc(ctypes.byref(p), ctypes.c_size_t(7000 + i))",
+            "if __name__ == '__main__':",
+            "    ctx = multiprocessing.get_context('fork')",
+            "    for i in range(3):",
+            "        w = ctx.Process(target=work, args=(i,))",
+            "        w.start()",
+            "        w.join()",
+            "        assert w.exitcode == 0, w.exitcode",
+        ])
+        out = tempdir()
+        proc = run_traced(["python3", "-c", script, os.path.join(SIM, "libcudart.so.13")], out,
+                          env={"GPUMEMTRACE_PYTHON": "0"})
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        traces = [Trace(p) for p in trace_files(out)]
+        for t in traces:
+            self.check_invariants(t)
+        self.assertEqual(sorted(s for t in traces for s in sizes(t)), [7000, 7001, 7002])
+
     def test_vfork_child_ending_with_exit_leaves_the_parent_trace_alone(self):
         out = tempdir()
         proc = run_traced([TRUST, "vfork"], out)
