@@ -65,9 +65,10 @@ Config parse_config(const char* (*getenv_fn)(const char*), void (*warn)(const ch
                                                        !parse_bool(v, &c.python_frames))
     warn_bad(warn, "GPUMEMTRACE_PYTHON", v, "auto, 0 or 1");
   if (const char* v = getenv_fn("GPUMEMTRACE_OUTPUT")) {
-    if (*v)
+    if (*v) {
       c.output = v;
-    else
+      c.output_named = c.output.back() != '/' && c.output.find('%') == std::string::npos;
+    } else
       warn_bad(warn, "GPUMEMTRACE_OUTPUT", v, "a file path or a directory ending in /");
   }
   int_setting("GPUMEMTRACE_STACK_DEPTH", 0, kMaxNativeFrames, "0..64", &c.stack_depth);

@@ -13,6 +13,9 @@ enum class OnFull { Wait, Drop };
 struct Config {
   bool disabled = false;                                  // GPUMEMTRACE_DISABLE
   std::string output = "gpumemtrace.%e.%p.jsonl";         // GPUMEMTRACE_OUTPUT (template)
+  // The user named one literal path (no %-placeholder, not a directory): only such a path may be an
+  // existing FIFO or device (/dev/stdout). Generated names are always new regular files.
+  bool output_named = false;
   int stack_depth = 64;                                   // GPUMEMTRACE_STACK_DEPTH, 0..kMaxNativeFrames
   bool free_stacks = false;                               // GPUMEMTRACE_FREE_STACKS
   OnFull on_full = OnFull::Wait;                          // GPUMEMTRACE_ON_FULL

@@ -12,11 +12,9 @@
 // on the ring. No malloc, no lock, no stdio; errno is saved and restored.
 #include "interpose/recorder/recorder.h"
 
-#include <fcntl.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
-#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -25,6 +23,7 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <initializer_list>
 #include <new>
 #include <string>
 
@@ -33,6 +32,7 @@
 #include "interpose/recorder/label_table.h"
 #include "interpose/recorder/recorder_state.h"
 #include "interpose/recorder/unwind.h"
+#include "interpose/writer/trace_file.h"
 #include "interpose/writer/writer.h"
 
 namespace gpumemtrace {
@@ -43,6 +43,7 @@ enum State : int { kUninit, kStarting, kActive, kDisabled, kStopped };
 std::atomic<int> g_state{kUninit};
 RecorderShared* g_shared = nullptr;  // set once in start(); never freed (threads may still read it)
 Writer* g_writer = nullptr;
+pid_t g_trace_pid = 0;  // the process g_writer's trace belongs to (set in start())
 
 // Hook-path thread state: trivially destructible, initial-exec (no allocation on first access).
 // depth: HookScope nesting; internal: the writer thread; tid: cached gettid() (reset in a fork child).
@@ -62,13 +63,14 @@ uint32_t thread_id() {
   return t_tid;
 }
 
-void write_stderr_line(const char* prefix, const char* msg) {
+// Async-signal-safe: one write(2) of the parts, truncated to 512 bytes.
+void write_stderr_line(std::initializer_list<const char*> parts) {
   const int saved = errno;
   char buf[512];
   size_t n = 0;
-  for (const char* s : {prefix, msg, "\n"})
+  for (const char* s : parts)
     for (; *s && n < sizeof(buf) - 2; ++s) buf[n++] = *s;
-  if (buf[n - 1] != '\n') buf[n++] = '\n';
+  buf[n++] = '\n';
   ssize_t ignored = write(STDERR_FILENO, buf, n);
   (void)ignored;
   errno = saved;
@@ -81,15 +83,6 @@ std::string exe_base_name() {
   path[n] = '\0';
   const char* slash = strrchr(path, '/');
   return slash ? slash + 1 : path;
-}
-
-// "dir/name.jsonl.zst", 2 -> "dir/name-2.jsonl.zst": the number goes before the trace suffix, so
-// readers still recognise the file by its extension.
-std::string numbered_path(const std::string& path, int n) {
-  const size_t slash = path.rfind('/');
-  const size_t dot = path.find(".jsonl", slash == std::string::npos ? 0 : slash + 1);
-  const size_t at = dot == std::string::npos ? path.size() : dot;
-  return path.substr(0, at) + "-" + std::to_string(n) + path.substr(at);
 }
 
 void disable(const char* why) {
@@ -110,7 +103,7 @@ void on_fork_child() {
   t_tid = 0;
   const int st = g_state.load(std::memory_order_relaxed);
   if (st != kActive && st != kStarting && st != kStopped) return;
-  if (g_writer) close(g_writer->fd());
+  if (g_writer) g_writer->abandon_in_fork_child();
   g_writer = nullptr;
   if (g_shared) {
     g_shared->ring->reset();
@@ -145,34 +138,27 @@ void start() {
   const Config& cfg = g_shared->config;
   if (cfg.disabled) return disable(nullptr);
 
-  std::string path = expand_output_path(cfg.output, getpid(), exe_base_name());
-  // Never overwrite a trace: the same name comes back after exec (same pid) or with pid reuse.
-  // A name that is not a regular file (a FIFO, /dev/stdout) is written to as it is.
-  int fd = -1;
-  for (int attempt = 0; attempt < 100; ++attempt) {
-    const std::string candidate = attempt ? numbered_path(path, attempt) : path;
-    fd = open(candidate.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-    struct stat st;
-    if (fd < 0 && errno == EEXIST && stat(candidate.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
-      fd = open(candidate.c_str(), O_WRONLY | O_CLOEXEC);
-    if (fd >= 0 || errno != EEXIST) {
-      path = candidate;
-      break;
-    }
-  }
-  if (fd < 0) {
-    std::string msg = "cannot open " + path + ": " + strerror(errno) + "; running untraced";
+  // Never overwrite a trace (the same name comes back after exec, or with pid reuse), never follow
+  // or open what someone planted at a generated name: see open_trace_file().
+  TraceFile file;
+  std::string note, error;
+  if (!open_trace_file(expand_output_path(cfg.output, getpid(), exe_base_name()), cfg.output_named, &file, &note,
+                       &error)) {
     errno = saved_errno;
-    return disable(msg.c_str());
+    return disable((error + "; running untraced").c_str());
   }
-  std::string error;
-  g_writer = Writer::start(g_shared, fd, path, &error);
+  g_writer = Writer::start(g_shared, file, &error);
   if (!g_writer) {
-    close(fd);
+    file.close_if_ours();
     errno = saved_errno;
     return disable(("cannot start the writer: " + error + "; running untraced").c_str());
   }
-  log_info(("writing trace to " + path).c_str());
+  g_trace_pid = getpid();
+  install_signal_flush();
+  if (note.empty())
+    log_info(("writing trace to " + file.path()).c_str());
+  else  // a warning, not information: someone or something holds the expected name
+    log_line(("writing trace to " + file.path() + " (" + note + ")").c_str());
   errno = saved_errno;
   g_state.store(kActive, std::memory_order_release);
 }
@@ -287,11 +273,11 @@ void stop_recording() noexcept {
 
 bool recorder_disabled() noexcept { return g_state.load(std::memory_order_relaxed) == kDisabled; }
 
-void log_line(const char* msg) noexcept { write_stderr_line("gpumemtrace: ", msg); }
+void log_line(const char* msg) noexcept { write_stderr_line({"gpumemtrace: ", msg}); }
 
 void log_info(const char* msg) noexcept {
   if (g_shared && g_shared->config.quiet) return;
-  write_stderr_line("gpumemtrace: ", msg);
+  write_stderr_line({"gpumemtrace: ", msg});
 }
 
 bool record(const EventFacts& facts) noexcept {
@@ -383,12 +369,17 @@ void record_device_info(int32_t device, const char* name, uint64_t total_bytes, 
   slot.state.store(2, std::memory_order_release);
 }
 
-void recorder_before_exec() noexcept {
+void finish_trace(const char* when) noexcept {
+  // A vfork child (or a posix_spawn one) runs in our memory, with our state and writer, but the
+  // trace is its parent's, which goes on after the child's exec or _exit: leave it alone.
+  if (getpid() != g_trace_pid) return;
   int st = kActive;
   if (!g_state.compare_exchange_strong(st, kStopped, std::memory_order_acq_rel)) return;
   if (g_writer && !g_writer->stop(g_shared->config.exit_timeout_ms))
-    log_line("the writer did not finish in time before exec; the trace may be incomplete");
+    write_stderr_line({"gpumemtrace: the writer did not finish in time ", when, "; the trace may be incomplete"});
 }
+
+void recorder_before_exec() noexcept { finish_trace("before exec"); }
 
 void recorder_exec_failed() noexcept {
   int st = kStopped;
@@ -399,6 +390,7 @@ void recorder_exec_failed() noexcept {
 }
 
 bool flush_now(int timeout_ms) noexcept {
+  if (getpid() != g_trace_pid) return false;  // a vfork child: the trace is the parent's
   Writer* w = g_state.load(std::memory_order_acquire) == kActive ? g_writer : nullptr;
   return w && w->flush(timeout_ms);
 }
@@ -406,12 +398,7 @@ bool flush_now(int timeout_ms) noexcept {
 // Flush everything at exit. An ELF destructor of a preloaded library runs after the program's atexit
 // handlers and static destructors (which may still free CUDA memory, e.g. a caching allocator emptied
 // at exit), so those frees are in the trace. Bounded by GPUMEMTRACE_EXIT_TIMEOUT_MS: never hang exit.
-__attribute__((destructor)) void gpumemtrace_shutdown() {
-  int st = kActive;
-  if (!g_state.compare_exchange_strong(st, kStopped, std::memory_order_acq_rel)) return;
-  if (g_writer && !g_writer->stop(g_shared->config.exit_timeout_ms))
-    log_line("the writer did not finish in time at exit; the trace may be incomplete");
-}
+__attribute__((destructor)) void gpumemtrace_shutdown() { finish_trace("at exit"); }
 
 }  // namespace gpumemtrace
 

@@ -141,6 +141,13 @@ void record_meminfo(int32_t device, const char* api, uint64_t free_bytes, uint64
 // Device facts for the "device" line (name, total, free), e.g. from cudaGetDeviceProperties.
 void record_device_info(int32_t device, const char* name, uint64_t total_bytes, uint64_t free_bytes) noexcept;
 
+// Finishes the trace now (drained, footer, closed), waiting at most GPUMEMTRACE_EXIT_TIMEOUT_MS, for
+// a process about to end or be replaced without running exit handlers (_exit, a fatal signal, exec).
+// `when` ("at _exit") completes the warning printed when the writer did not finish in time.
+// Async-signal-safe. Does nothing when the recorder is not active, or in a vfork child (it shares our
+// memory, but the trace is its parent's).
+void finish_trace(const char* when) noexcept;
+
 // The exec hooks call these around the real exec: the trace is finished (drained, footer, closed)
 // before the program image is replaced, so nothing recorded so far is lost; the new image writes its
 // own trace. When exec fails, the next event starts a new trace file.

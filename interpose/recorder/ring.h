@@ -6,16 +6,18 @@
 // ring's order IS the timeline's total order, with no second counter to keep consistent.
 //
 // Invariants:
-//  - slot i is writable by the producer holding ticket t (t % capacity == i) iff slot.turn == t;
-//    readable by the consumer at ticket t iff slot.turn == t + 1; after reading, slot.turn = t + capacity.
-//  - No malloc, no lock, no syscall on the producer path (the memory is allocated once, up front).
+//  - slot i is writable by the producer holding ticket t (t % capacity == i) iff turn(i) == t;
+//    readable by the consumer at ticket t iff turn(i) == t + 1; after reading, turn(i) = t + capacity.
+//  - A slot stores turn(i) - i (modulo 2^64), so the initial state (turn(i) == i) is all zero bytes:
+//    the mapping is left untouched at init and a page becomes resident only when a producer first
+//    reaches one of its slots. A small run with a large ring costs a few pages, not the whole ring.
+//  - No malloc, no lock, no syscall on the producer path (the memory is mapped once, up front).
 // Thread-safety: try_push from any number of threads; try_pop/peek from exactly one thread at a time.
 #pragma once
 
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
-#include <new>
 #include <sys/mman.h>
 
 namespace gpumemtrace {
@@ -34,21 +36,26 @@ class Ring {
     release();
     if (capacity < 2 || (capacity & (capacity - 1)) != 0) return false;
     // mmap, not malloc: the ring may be created inside a hook, and untouched pages cost no memory.
-    void* mem = mmap(nullptr, capacity * sizeof(Slot), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
-                     -1, 0);
+    // MAP_NORESERVE: the largest ring is gigabytes of address space that is mostly never touched;
+    // it must not count against the commit limit. Fresh anonymous pages read as zero, which is
+    // every slot's initial state (see the invariants above), so nothing is written here.
+    void* mem = mmap(nullptr, capacity * sizeof(Slot), PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (mem == MAP_FAILED) return false;
     slots_ = static_cast<Slot*>(mem);
     capacity_ = capacity;
     mask_ = capacity - 1;
-    for (size_t i = 0; i < capacity; ++i) new (&slots_[i].turn) std::atomic<uint64_t>(i);
     head_.store(0, std::memory_order_relaxed);
     tail_ = 0;
     return true;
   }
 
   // Forgets every record in flight (fork child: the threads that held tickets do not exist there).
+  // Dropping the pages returns every slot to its all-zero initial state and gives the memory back;
+  // should that fail, the slots are rewritten one by one.
   void reset() {
-    for (size_t i = 0; i < capacity_; ++i) slots_[i].turn.store(i, std::memory_order_relaxed);
+    if (madvise(slots_, capacity_ * sizeof(Slot), MADV_DONTNEED) != 0)
+      for (size_t i = 0; i < capacity_; ++i) slots_[i].turn.store(0, std::memory_order_relaxed);
     head_.store(0, std::memory_order_relaxed);
     tail_ = 0;
   }
@@ -63,7 +70,7 @@ class Ring {
     Slot* slot;
     for (;;) {
       slot = &slots_[ticket & mask_];
-      const uint64_t turn = slot->turn.load(std::memory_order_acquire);
+      const uint64_t turn = slot->turn.load(std::memory_order_acquire) + (ticket & mask_);
       const int64_t diff = static_cast<int64_t>(turn - ticket);
       if (diff == 0) {
         if (head_.compare_exchange_weak(ticket, ticket + 1, std::memory_order_relaxed)) break;
@@ -74,7 +81,7 @@ class Ring {
       }
     }
     fill(slot->record, ticket + 1);
-    slot->turn.store(ticket + 1, std::memory_order_release);
+    slot->turn.store(ticket + 1 - (ticket & mask_), std::memory_order_release);
     return true;
   }
 
@@ -82,14 +89,14 @@ class Ring {
   // The pointer stays valid until pop().
   const Record* peek() const {
     Slot& slot = slots_[tail_ & mask_];
-    if (slot.turn.load(std::memory_order_acquire) != tail_ + 1) return nullptr;
+    if (slot.turn.load(std::memory_order_acquire) + (tail_ & mask_) != tail_ + 1) return nullptr;
     return &slot.record;
   }
 
   // Consumer. Releases the record returned by peek() to the producers.
   void pop() {
     Slot& slot = slots_[tail_ & mask_];
-    slot.turn.store(tail_ + capacity_, std::memory_order_release);
+    slot.turn.store(tail_ + capacity_ - (tail_ & mask_), std::memory_order_release);
     ++tail_;
   }
 
@@ -98,7 +105,7 @@ class Ring {
 
  private:
   struct Slot {
-    std::atomic<uint64_t> turn;
+    std::atomic<uint64_t> turn;  // turn(i) - i, see the invariants; zero-initialised by the mapping
     Record record;
   };
 

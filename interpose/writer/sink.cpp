@@ -1,45 +1,29 @@
-// interpose/writer/sink.cpp
+// interpose/writer/sink.cpp — the trace file sinks (plain and zstd) and the in-memory test sink.
 #include "interpose/writer/sink.h"
 
-#include <unistd.h>
 #include <zstd.h>
 
-#include <cerrno>
-#include <cstring>
 #include <vector>
+
+#include "interpose/writer/trace_file.h"
 
 namespace gpumemtrace {
 namespace {
 
-// Writes all bytes, retrying on EINTR and short writes (a signal must not cut the trace short).
-bool write_all(int fd, const char* data, size_t size, std::string* error) {
-  while (size > 0) {
-    ssize_t n = ::write(fd, data, size);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      *error = strerror(errno);
-      return false;
-    }
-    data += n;
-    size -= static_cast<size_t>(n);
-  }
-  return true;
-}
-
-class FdSink : public Sink {
+class FileSink : public Sink {
  public:
-  explicit FdSink(int fd) : fd_(fd) {}
-  bool write(const char* data, size_t size) override { return write_all(fd_, data, size, &error_); }
+  explicit FileSink(TraceFile* file) : file_(file) {}
+  bool write(const char* data, size_t size) override { return file_->write_all(data, size, &error_); }
   bool flush() override { return true; }  // no user-space buffer here: the writer buffers
   bool finish() override { return true; }
 
  private:
-  int fd_;
+  TraceFile* file_;
 };
 
 class ZstdSink : public Sink {
  public:
-  explicit ZstdSink(int fd) : fd_(fd), out_(ZSTD_CStreamOutSize()) {
+  explicit ZstdSink(TraceFile* file) : file_(file), out_(ZSTD_CStreamOutSize()) {
     cctx_ = ZSTD_createCCtx();
     if (cctx_) ZSTD_CCtx_setParameter(cctx_, ZSTD_c_compressionLevel, 3);
   }
@@ -64,13 +48,13 @@ class ZstdSink : public Sink {
         error_ = ZSTD_getErrorName(remaining);
         return false;
       }
-      if (out.pos && !write_all(fd_, out_.data(), out.pos, &error_)) return false;
+      if (out.pos && !file_->write_all(out_.data(), out.pos, &error_)) return false;
       const bool done = mode == ZSTD_e_continue ? in.pos == in.size : remaining == 0;
       if (done) return true;
     }
   }
 
-  int fd_;
+  TraceFile* file_;
   ZSTD_CCtx* cctx_;
   std::vector<char> out_;
 };
@@ -91,9 +75,9 @@ class StringSink : public Sink {
 
 }  // namespace
 
-std::unique_ptr<Sink> make_fd_sink(int fd, bool zstd) {
-  if (zstd) return std::make_unique<ZstdSink>(fd);
-  return std::make_unique<FdSink>(fd);
+std::unique_ptr<Sink> make_file_sink(TraceFile* file, bool zstd) {
+  if (zstd) return std::make_unique<ZstdSink>(file);
+  return std::make_unique<FileSink>(file);
 }
 
 std::unique_ptr<Sink> make_string_sink(std::string* out) { return std::make_unique<StringSink>(out); }

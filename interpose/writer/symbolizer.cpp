@@ -9,6 +9,8 @@
 
 #include <cstdlib>
 
+#include "interpose/writer/trace_file.h"
+
 namespace gpumemtrace {
 
 std::string demangle(const char* name) {
@@ -30,15 +32,22 @@ char* g_debuginfo_path = nullptr;
 // finder: it may call debuginfod, which makes network requests from inside the profiled program and
 // initialises curl/OpenSSL in the writer thread, racing the program's exit handlers that tear them
 // down (an intermittent SIGSEGV at exit, seen in tests/python).
+// libdwfl keeps the descriptors these return open as long as it knows the module: both are moved to
+// high numbers (move_fd_high), out of the way of a program that closes and reuses low ones.
 int find_local_debuginfo(Dwfl_Module* mod, void** userdata, const char* modname, Dwarf_Addr base,
                          const char* file_name, const char* debuglink_file, GElf_Word debuglink_crc,
                          char** debuginfo_file_name) {
-  return dwfl_build_id_find_debuginfo(mod, userdata, modname, base, file_name, debuglink_file, debuglink_crc,
-                                      debuginfo_file_name);
+  return move_fd_high(dwfl_build_id_find_debuginfo(mod, userdata, modname, base, file_name, debuglink_file,
+                                                   debuglink_crc, debuginfo_file_name));
+}
+
+int find_elf_fd_high(Dwfl_Module* mod, void** userdata, const char* module_name, Dwarf_Addr base,
+                     char** file_name, Elf** elfp) {
+  return move_fd_high(dwfl_linux_proc_find_elf(mod, userdata, module_name, base, file_name, elfp));
 }
 
 const Dwfl_Callbacks kCallbacks = {
-    dwfl_linux_proc_find_elf,
+    find_elf_fd_high,
     find_local_debuginfo,
     nullptr,
     &g_debuginfo_path,

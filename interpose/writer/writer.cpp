@@ -4,7 +4,6 @@
 #include <pthread.h>
 #include <signal.h>
 #include <time.h>
-#include <unistd.h>
 
 #include <cstring>
 
@@ -37,15 +36,15 @@ constexpr size_t kBufferFlushBytes = 256 * 1024;
 
 }  // namespace
 
-Writer::Writer(RecorderShared* shared, int fd, bool zstd)
-    : shared_(shared), fd_(fd), sink_(make_fd_sink(fd, zstd)) {
+Writer::Writer(RecorderShared* shared, const TraceFile& file)
+    : shared_(shared), file_(file), sink_(make_file_sink(&file_, ends_with(file.path(), ".zst"))) {
   buffer_.reserve(kBufferFlushBytes * 2);
 }
 
 Writer::~Writer() = default;
 
-Writer* Writer::start(RecorderShared* shared, int fd, const std::string& path, std::string* error) {
-  Writer* w = new Writer(shared, fd, ends_with(path, ".zst"));
+Writer* Writer::start(RecorderShared* shared, const TraceFile& file, std::string* error) {
+  Writer* w = new Writer(shared, file);
   // Block every signal in the new thread (the mask is inherited at creation), then restore ours.
   sigset_t all, old;
   sigfillset(&all);
@@ -176,7 +175,7 @@ void Writer::run() {
   serializer_->footer(serializer_->events_written(), drops_written_, monotonic_ns());
   flush_buffer(true);
   if (!output_failed_ && !sink_->finish()) log_line(("cannot finish the trace: " + sink_->error()).c_str());
-  close(fd_);
+  file_.close_if_ours();
   finished_.store(true, std::memory_order_release);
 }
 

@@ -7,6 +7,8 @@
 #include <string>
 #include <thread>
 
+#include "interpose/writer/trace_file.h"
+
 namespace gpumemtrace {
 
 struct RecorderShared;
@@ -16,13 +18,16 @@ class TraceSerializer;
 class Writer {
  public:
   // Starts the writer thread (all signals blocked, so it never takes the program's signals) writing
-  // to `fd` (owned by the writer from now on; `path` ending in .zst selects zstd). Null on failure,
+  // to `file` (owned by the writer from now on; a path ending in .zst selects zstd). Null on failure,
   // with the reason in `error`.
-  static Writer* start(RecorderShared* shared, int fd, const std::string& path, std::string* error);
+  static Writer* start(RecorderShared* shared, const TraceFile& file, std::string* error);
 
   // False once the thread has finished (stopped, or its output failed): producers then stop waiting.
   bool alive() const { return !finished_.load(std::memory_order_acquire); }
-  int fd() const { return fd_; }
+
+  // Fork child: the parent's writer thread does not exist here. Closes the trace's descriptor (when it
+  // is still ours) so that the child can never write into the parent's trace.
+  void abandon_in_fork_child() { file_.close_if_ours(); }
 
   // Asks the thread to drain everything, write the footer and close the file; waits at most
   // `timeout_ms`. True when it finished in time. Safe from any thread, e.g. an ELF destructor.
@@ -33,7 +38,7 @@ class Writer {
   bool flush(int timeout_ms);
 
  private:
-  Writer(RecorderShared* shared, int fd, bool zstd);
+  Writer(RecorderShared* shared, const TraceFile& file);
   ~Writer();
   void run();
   bool drain_once(size_t max_records);
@@ -42,8 +47,8 @@ class Writer {
   bool flush_buffer(bool sync_sink);
 
   RecorderShared* shared_;
-  int fd_;
-  std::unique_ptr<Sink> sink_;
+  TraceFile file_;
+  std::unique_ptr<Sink> sink_;  // writes to file_
   std::unique_ptr<TraceSerializer> serializer_;  // created in the thread (symbolizer start-up)
   std::string buffer_;
   bool output_failed_ = false;

@@ -83,6 +83,14 @@ TEST(Config, EachBadValueWarnsOnceAndKeepsTheDefault) {
   }
 }
 
+TEST(Config, OnlyALiteralOutputPathIsNamed) {
+  EXPECT_FALSE(parse({}).output_named);  // the default name is generated
+  EXPECT_TRUE(parse({{"GPUMEMTRACE_OUTPUT", "/dev/stdout"}}).output_named);
+  EXPECT_TRUE(parse({{"GPUMEMTRACE_OUTPUT", "run.jsonl"}}).output_named);
+  EXPECT_FALSE(parse({{"GPUMEMTRACE_OUTPUT", "/tmp/x/"}}).output_named);
+  EXPECT_FALSE(parse({{"GPUMEMTRACE_OUTPUT", "/tmp/t.%p.jsonl"}}).output_named);
+}
+
 TEST(Config, OutputTemplate) {
   EXPECT_EQ(expand_output_path("gpumemtrace.%e.%p.jsonl", 42, "python3"), "gpumemtrace.python3.42.jsonl");
   EXPECT_EQ(expand_output_path("/out/", 7, "app"), "/out/gpumemtrace.app.7.jsonl");

@@ -1,0 +1,237 @@
+// interpose/writer/trace_file.cpp — safe creation of the trace file and the checks on its descriptor.
+#include "interpose/writer/trace_file.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "interpose/recorder/recorder.h"
+
+namespace gpumemtrace {
+namespace {
+
+constexpr int kMaxNames = 100;      // numbered names tried before giving up
+constexpr int kOpenWaitMs = 2000;   // how long a named FIFO may go without a reader at start-up
+constexpr long kLowestOwnFd = 1000;
+constexpr long kTopHeadroom = 16;   // below RLIMIT_NOFILE, when that is under kLowestOwnFd + this
+
+bool same_file(const struct stat& a, const struct stat& b) { return a.st_dev == b.st_dev && a.st_ino == b.st_ino; }
+
+bool owned_by_us_or_root(const struct stat& st) { return st.st_uid == geteuid() || st.st_uid == 0; }
+
+const char* kind_of(const struct stat& st) {
+  if (S_ISLNK(st.st_mode)) return "a symbolic link";
+  if (S_ISFIFO(st.st_mode)) return "a FIFO";
+  if (S_ISDIR(st.st_mode)) return "a directory";
+  if (S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode)) return "a device";
+  if (S_ISSOCK(st.st_mode)) return "a socket";
+  return "a file of another user";
+}
+
+// Why `taken` cannot be ours, for the start-up line; empty for an earlier trace of ours (the same
+// name comes back after exec or with pid reuse: not worth a word).
+std::string why_taken(const std::string& taken) {
+  struct stat st;
+  if (lstat(taken.c_str(), &st) != 0) return "";
+  if (S_ISREG(st.st_mode) && st.st_uid == geteuid()) return "";
+  return taken + " is " + kind_of(st) + "; not used";
+}
+
+// The program's own descriptor 1 or 2 refers to `st` (GPUMEMTRACE_OUTPUT=/dev/stdout with stdout
+// redirected to a file).
+bool is_our_stdout_or_stderr(const struct stat& st) {
+  struct stat std_st;
+  for (int fd : {STDOUT_FILENO, STDERR_FILENO})
+    if (fstat(fd, &std_st) == 0 && same_file(std_st, st)) return true;
+  return false;
+}
+
+enum class Named { Opened, TakeAnotherName, Failed };
+
+// The user named `path` literally and it exists. A FIFO, device or socket (or the program's stdout
+// file) is opened without blocking; a regular file is never overwritten; anything belonging to another
+// user, or a dangling symlink, is not used.
+Named open_named_existing(const std::string& path, int* fd, bool* nonblock, std::string* note,
+                          std::string* error) {
+  struct stat link, target;
+  if (lstat(path.c_str(), &link) != 0 || stat(path.c_str(), &target) != 0) {
+    *note = path + " is a dangling symbolic link; not used";
+    return Named::TakeAnotherName;
+  }
+  if (S_ISDIR(target.st_mode)) {
+    *error = "cannot open " + path + ": it is a directory (end the name with / for a trace in it)";
+    return Named::Failed;
+  }
+  if (!owned_by_us_or_root(link) || !owned_by_us_or_root(target)) {
+    *note = path + " belongs to another user; not used";
+    return Named::TakeAnotherName;
+  }
+  int flags = O_WRONLY | O_CLOEXEC | O_NOCTTY;
+  if (S_ISREG(target.st_mode)) {
+    if (!is_our_stdout_or_stderr(target)) {  // an earlier trace: never overwritten
+      *note = why_taken(path);
+      return Named::TakeAnotherName;
+    }
+    flags |= O_APPEND;
+  } else {
+    flags |= O_NONBLOCK;  // a FIFO with a stalled reader must never block the program
+    *nonblock = true;
+  }
+  for (int waited_ms = 0;; waited_ms += 10) {
+    *fd = ::open(path.c_str(), flags);
+    if (*fd >= 0) break;
+    // A FIFO without a reader refuses a non-blocking writer (ENXIO): wait for one, a bounded time.
+    if (errno != ENXIO || !S_ISFIFO(target.st_mode) || waited_ms >= kOpenWaitMs) {
+      *error = errno == ENXIO ? "no reader on the FIFO " + path + " after " + std::to_string(kOpenWaitMs / 1000) + " s"
+                              : "cannot open " + path + ": " + strerror(errno);
+      return Named::Failed;
+    }
+    timespec pause{0, 10 * 1000000L};
+    nanosleep(&pause, nullptr);
+  }
+  struct stat opened;
+  if (fstat(*fd, &opened) != 0 || !same_file(opened, target)) {  // swapped between stat and open
+    ::close(*fd);
+    *error = "cannot open " + path + ": it changed while being opened";
+    return Named::Failed;
+  }
+  return Named::Opened;
+}
+
+}  // namespace
+
+int move_fd_high(int fd) {
+  if (fd < 0) return fd;
+  const int saved_errno = errno;
+  long lowest = kLowestOwnFd;
+  rlimit rl;
+  if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+      rl.rlim_cur < static_cast<rlim_t>(kLowestOwnFd + kTopHeadroom))
+    lowest = std::max(3L, static_cast<long>(rl.rlim_cur) - kTopHeadroom);
+  int out = fd;
+  if (fd < lowest) {
+    const int high = fcntl(fd, F_DUPFD_CLOEXEC, lowest);
+    if (high >= 0) {
+      ::close(fd);
+      out = high;
+    }
+  }
+  fcntl(out, F_SETFD, FD_CLOEXEC);
+  errno = saved_errno;
+  return out;
+}
+
+std::string numbered_path(const std::string& path, int n) {
+  const size_t slash = path.rfind('/');
+  const size_t dot = path.find(".jsonl", slash == std::string::npos ? 0 : slash + 1);
+  const size_t at = dot == std::string::npos ? path.size() : dot;
+  return path.substr(0, at) + "-" + std::to_string(n) + path.substr(at);
+}
+
+bool open_trace_file(const std::string& path, bool named, TraceFile* file, std::string* note,
+                     std::string* error) {
+  for (int attempt = 0; attempt < kMaxNames; ++attempt) {
+    const std::string candidate = attempt ? numbered_path(path, attempt) : path;
+    bool nonblock = false;
+    // O_EXCL|O_NOFOLLOW: a new regular file or nothing; a symlink or FIFO at the name is never
+    // followed or opened. 0600: a trace shows the program's command line, paths and stacks.
+    int fd = ::open(candidate.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY, 0600);
+    if (fd < 0 && errno != EEXIST) {
+      *error = "cannot open " + candidate + ": " + strerror(errno);
+      return false;
+    }
+    if (fd < 0 && attempt == 0 && named) {
+      const Named r = open_named_existing(candidate, &fd, &nonblock, note, error);
+      if (r == Named::Failed) return false;
+    } else if (fd < 0 && note->empty()) {
+      *note = why_taken(candidate);
+    }
+    if (fd < 0) continue;
+    struct stat st;
+    fd = move_fd_high(fd);
+    if (fstat(fd, &st) != 0) {
+      *error = "cannot open " + candidate + ": " + strerror(errno);
+      ::close(fd);
+      return false;
+    }
+    file->path_ = candidate;
+    file->fd_ = fd;
+    file->dev_ = st.st_dev;
+    file->ino_ = st.st_ino;
+    file->named_ = named && attempt == 0;
+    file->nonblock_ = nonblock;
+    return true;
+  }
+  *error = "cannot open " + path + ": " + std::to_string(kMaxNames) + " names with its stem are taken";
+  return false;
+}
+
+bool TraceFile::still_ours() const {
+  struct stat st;
+  return fd_ >= 0 && fstat(fd_, &st) == 0 && st.st_dev == dev_ && st.st_ino == ino_;
+}
+
+bool TraceFile::reopen() {
+  const int lost = fd_;
+  fd_ = -1;  // that number is the program's now (or free): never written to or closed by us again
+  // Only the same file (device and inode) is taken back; a path the user named may be a symlink
+  // (/dev/stdout), any other is not followed.
+  const int flags = O_WRONLY | O_APPEND | O_CLOEXEC | O_NOCTTY | (named_ ? 0 : O_NOFOLLOW) |
+                    (nonblock_ ? O_NONBLOCK : 0);
+  const int fd = ::open(path_.c_str(), flags);
+  if (fd < 0) return false;
+  struct stat st;
+  if (fstat(fd, &st) != 0 || st.st_dev != dev_ || st.st_ino != ino_) {
+    ::close(fd);
+    return false;
+  }
+  fd_ = move_fd_high(fd);
+  log_line(("the program closed or reused the trace's file descriptor " + std::to_string(lost) + "; reopened " +
+            path_ + " and appending")
+               .c_str());
+  return true;
+}
+
+bool TraceFile::write_all(const char* data, size_t size, std::string* error) {
+  if (!still_ours() && !reopen()) {
+    *error = "the program closed or reused the trace's file descriptor, and " + path_ +
+             " is no longer the trace file";
+    return false;
+  }
+  int stalled_ms = 0;
+  while (size > 0) {
+    const ssize_t n = ::write(fd_, data, size);
+    if (n > 0) {
+      data += n;
+      size -= static_cast<size_t>(n);
+      stalled_ms = 0;
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;  // a signal must not cut the trace short
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) && stalled_ms < kStallMs) {
+      pollfd p{fd_, POLLOUT, 0};
+      poll(&p, 1, 100);
+      stalled_ms += 100;
+      continue;
+    }
+    *error = n < 0 && errno != EAGAIN && errno != EWOULDBLOCK
+                 ? std::string(strerror(errno))
+                 : "the reader of " + path_ + " stopped reading for " + std::to_string(kStallMs / 1000) + " s";
+    return false;
+  }
+  return true;
+}
+
+void TraceFile::close_if_ours() {
+  if (still_ours()) ::close(fd_);
+  fd_ = -1;
+}
+
+}  // namespace gpumemtrace

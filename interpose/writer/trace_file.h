@@ -1,0 +1,67 @@
+// interpose/writer/trace_file.h — the trace's file: created safely, kept out of the program's way,
+// and never written once its descriptor no longer refers to it. docs/security.md has the threat model.
+//
+// Creation (open_trace_file): a new regular file made with O_CREAT|O_EXCL|O_NOFOLLOW, mode 0600; a
+// name that is taken (an older trace, a planted FIFO, a symlink) is never opened: a numbered name is
+// tried instead. Only a path the user named literally may be an existing FIFO or device (/dev/stdout);
+// it is opened O_NONBLOCK, waiting a bounded time for a FIFO's reader.
+// Descriptor: moved to a high number (move_fd_high), close-on-exec; its st_dev/st_ino are checked
+// before every write, so a program that closed it (closefrom) or reused the number (dup2, open) never
+// gets trace bytes in its own file.
+// Thread-safety: open_trace_file runs once on the recorder's start-up; a TraceFile is used by the
+// writer thread only (close_if_ours also from a fork child, where no other thread exists).
+#pragma once
+
+#include <sys/types.h>
+
+#include <string>
+
+namespace gpumemtrace {
+
+// Moves `fd` to the lowest free descriptor >= 1000 (or near the top of RLIMIT_NOFILE when that is
+// lower), close-on-exec, and closes the original. Returns the new descriptor, or `fd` itself when
+// no high number is free. Programs hand out low numbers: ours stays out of their way.
+int move_fd_high(int fd);
+
+class TraceFile {
+ public:
+  TraceFile() = default;
+
+  const std::string& path() const { return path_; }
+  int fd() const { return fd_; }
+
+  // Writes all of `data` (retrying EINTR and short writes; a non-blocking FIFO or terminal is waited
+  // for at most kStallMs without progress). First checks that the descriptor is still our file; if
+  // the program closed or reused it, reopens our path (O_APPEND) when it is still the same file, with
+  // one warning line, and otherwise fails. False with the reason in `error`.
+  [[nodiscard]] bool write_all(const char* data, size_t size, std::string* error);
+
+  // Closes the descriptor when it is still ours (a number the program reused is left alone).
+  void close_if_ours();
+
+  static constexpr int kStallMs = 10000;
+
+ private:
+  friend bool open_trace_file(const std::string&, bool, TraceFile*, std::string*, std::string*);
+  bool still_ours() const;
+  bool reopen();
+
+  std::string path_;
+  int fd_ = -1;
+  dev_t dev_ = 0;
+  ino_t ino_ = 0;
+  bool named_ = false;     // the user named this path: symlinks on it may be followed on reopen
+  bool nonblock_ = false;  // a FIFO or device opened O_NONBLOCK
+};
+
+// Opens the trace for `path` (already expanded). `named`: the user named this exact path (see
+// Config::output_named). On success fills `file`; `note` says why another name was taken (empty when
+// the name was free or merely held by an earlier trace of ours). False with `error` on failure.
+bool open_trace_file(const std::string& path, bool named, TraceFile* file, std::string* note,
+                     std::string* error);
+
+// "dir/name.jsonl.zst", 2 -> "dir/name-2.jsonl.zst": the number goes before the trace suffix, so
+// readers still recognise the file by its extension.
+std::string numbered_path(const std::string& path, int n);
+
+}  // namespace gpumemtrace

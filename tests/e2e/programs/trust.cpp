@@ -1,0 +1,201 @@
+// tests/e2e/programs/trust.cpp — programs that do to the recorder what real programs do: close or
+// reuse its descriptors, end with _exit, die of a signal, catch one. For tests/e2e/test_recorder_trust.py.
+//   trust closefrom FILE N     allocates 10000 bytes, closes every fd above 2, opens FILE, then makes N
+//                              allocations (10001+i) while writing its own lines to FILE; checks FILE
+//   trust dup2 FILE N          the same, but dup2()s FILE over the trace's descriptor instead of closing
+//   trust dup2_unlinked FILE N the same after unlinking the trace file (the recorder cannot reopen it)
+//   trust exit_child MS [_Exit] allocates 1001; a fork child allocates 2002 and 2003, sleeps MS ms and
+//                              ends with _exit(0) (or _Exit(0)); the parent allocates 3003, prints child=PID
+//   trust vfork                allocates 1001; a vfork child calls _exit(0) at once; allocates 3003
+//   trust loop                 allocates 100000+i, prints i, every millisecond, until a signal ends it
+//   trust handler before|after installs a SIGTERM handler before (or after) its first allocation (4141),
+//                              prints "ready", waits for the signal, allocates 4242, prints "after", exits 0
+//   trust rss                  16 allocate/free pairs, gpumemtrace_flush(), prints "rss_kb=N" (VmRSS)
+// The FILE modes exit 3 when FILE holds anything but the program's own bytes, and print "fd=N" (the
+// trace's descriptor number they saw) and "own=ok".
+#include <cuda_runtime_api.h>
+#include <dirent.h>
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+namespace {
+
+void allocate(size_t bytes) {
+  void* p = nullptr;
+  cudaMalloc(&p, bytes);
+}
+
+void sleep_ms(int ms) { usleep(ms * 1000); }
+
+// The descriptor whose target is a trace file (the recorder's), and its path; -1 when none.
+int find_trace_fd(std::string* path) {
+  DIR* d = opendir("/proc/self/fd");
+  int found = -1;
+  while (dirent* e = d ? readdir(d) : nullptr) {
+    char link[64], target[4096];
+    snprintf(link, sizeof(link), "/proc/self/fd/%s", e->d_name);
+    const ssize_t n = readlink(link, target, sizeof(target) - 1);
+    if (n <= 0) continue;
+    target[n] = '\0';
+    if (strstr(target, "/gpumemtrace.") && strstr(target, ".jsonl")) {
+      found = atoi(e->d_name);
+      *path = target;
+    }
+  }
+  if (d) closedir(d);
+  return found;
+}
+
+void close_all_above_stderr() {
+  if (syscall(SYS_close_range, 3u, ~0u, 0u) == 0) return;
+  rlimit rl;
+  getrlimit(RLIMIT_NOFILE, &rl);
+  for (rlim_t fd = 3; fd < rl.rlim_cur; ++fd) close(static_cast<int>(fd));
+}
+
+int run_own_file(const std::string& how, const char* file, int n) {
+  allocate(10000);  // the recorder starts: its trace file is open from here on
+  std::string trace_path;
+  const int trace_fd = find_trace_fd(&trace_path);
+  printf("fd=%d\n", trace_fd);
+  fflush(stdout);
+  int own = -1;
+  if (how == "closefrom") {
+    close_all_above_stderr();
+    own = open(file, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  } else {
+    if (trace_fd < 0) return 4;
+    if (how == "dup2_unlinked") unlink(trace_path.c_str());
+    own = open(file, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (dup2(own, trace_fd) < 0) return 4;
+  }
+  if (own < 0) return 4;
+  std::string expected;
+  for (int i = 0; i < n; ++i) {
+    allocate(10001 + i);
+    char line[32];
+    const int len = snprintf(line, sizeof(line), "own line %d\n", i);
+    if (write(own, line, len) != len) return 4;
+    expected.append(line, len);
+    if (i % 10 == 0) sleep_ms(20);  // several of the writer's flushes happen meanwhile
+  }
+  close(own);
+  FILE* f = fopen(file, "rb");
+  std::string got;
+  char buf[4096];
+  for (size_t k; f && (k = fread(buf, 1, sizeof(buf), f)) > 0;) got.append(buf, k);
+  if (f) fclose(f);
+  if (got != expected) {
+    printf("own=corrupted (%zu bytes, expected %zu)\n", got.size(), expected.size());
+    return 3;
+  }
+  printf("own=ok\n");
+  return 0;
+}
+
+int run_exit_child(int ms, bool big_exit) {
+  allocate(1001);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    allocate(2002);
+    allocate(2003);
+    if (ms > 0) sleep_ms(ms);
+    if (big_exit) _Exit(0);
+    _exit(0);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  allocate(3003);
+  printf("child=%d\n", pid);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+}
+
+int run_vfork() {
+  allocate(1001);
+  const pid_t pid = vfork();
+  if (pid == 0) _exit(0);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  allocate(3003);
+  return 0;
+}
+
+int run_loop() {
+  for (int i = 0;; ++i) {
+    allocate(100000 + i);
+    printf("%d\n", i);
+    fflush(stdout);
+    sleep_ms(1);
+  }
+}
+
+volatile sig_atomic_t g_got_signal = 0;
+void on_term(int) {
+  const char msg[] = "handled\n";
+  ssize_t ignored = write(STDOUT_FILENO, msg, sizeof(msg) - 1);
+  (void)ignored;
+  g_got_signal = 1;
+}
+
+void install_term_handler() {
+  struct sigaction sa = {};
+  sa.sa_handler = on_term;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGTERM, &sa, nullptr);
+}
+
+int run_handler(const std::string& when) {
+  if (when == "before") install_term_handler();
+  allocate(4141);
+  if (when == "after") install_term_handler();
+  printf("ready\n");
+  fflush(stdout);
+  for (int waited = 0; !g_got_signal && waited < 20000; ++waited) sleep_ms(1);
+  allocate(4242);
+  printf("after\n");
+  return 0;
+}
+
+int run_rss() {
+  for (int i = 0; i < 16; ++i) {
+    void* p = nullptr;
+    cudaMalloc(&p, 1 << 20);
+    cudaFree(p);
+  }
+  auto flush = reinterpret_cast<int (*)()>(dlsym(RTLD_DEFAULT, "gpumemtrace_flush"));
+  if (flush) flush();
+  FILE* f = fopen("/proc/self/status", "r");
+  char line[256];
+  long rss_kb = -1;
+  while (f && fgets(line, sizeof(line), f))
+    if (strncmp(line, "VmRSS:", 6) == 0) rss_kb = atol(line + 6);
+  if (f) fclose(f);
+  printf("rss_kb=%ld\n", rss_kb);
+  return rss_kb > 0 ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string mode = argc > 1 ? argv[1] : "";
+  if ((mode == "closefrom" || mode == "dup2" || mode == "dup2_unlinked") && argc == 4)
+    return run_own_file(mode, argv[2], atoi(argv[3]));
+  if (mode == "exit_child" && argc >= 3) return run_exit_child(atoi(argv[2]), argc == 4 && !strcmp(argv[3], "_Exit"));
+  if (mode == "vfork") return run_vfork();
+  if (mode == "loop") return run_loop();
+  if (mode == "handler" && argc == 3) return run_handler(argv[2]);
+  if (mode == "rss") return run_rss();
+  fprintf(stderr, "usage: trust closefrom|dup2|dup2_unlinked FILE N | exit_child MS [_Exit] | vfork | loop | "
+                  "handler before|after | rss\n");
+  return 2;
+}

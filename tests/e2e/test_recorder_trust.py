@@ -1,0 +1,308 @@
+"""End-to-end tests of what the recorder must never do to the program it is loaded into, nor let others
+do through it (docs/security.md): write into the program's files, follow what was planted at a trace's
+name, block the program, lose what a process recorded before _exit or a fatal signal, or keep memory
+it does not use."""
+import os
+import resource
+import signal
+import stat
+import subprocess
+import threading
+import time
+import unittest
+
+from recorder_testlib import LIB, SIM, Trace, program, run_traced, tempdir, trace_files
+from test_recorder_e2e import TraceInvariants, only_trace
+
+TRUST = program("trust")
+
+
+def warnings(stderr):
+    """The recorder's lines on stderr other than the informational 'writing trace to PATH'."""
+    return [l for l in stderr.splitlines() if l.startswith("gpumemtrace:") and
+            not (l.startswith("gpumemtrace: writing trace to") and "(" not in l)]
+
+
+def traced_env(out_dir, **extra):
+    env = dict(os.environ, LD_PRELOAD=LIB, LD_LIBRARY_PATH=SIM, GPUMEMTRACE_OUTPUT=out_dir + "/")
+    env.update(extra)
+    return env
+
+
+def sizes(trace):
+    return [e["size"] for e in trace.allocs()]
+
+
+class FileDescriptors(unittest.TestCase, TraceInvariants):
+    """The program closes or reuses descriptor numbers: the trace never lands in its files."""
+
+    def run_own_file(self, how, n=60, **kwargs):
+        out = tempdir()
+        own = os.path.join(out, "own.txt")
+        proc = run_traced([TRUST, how, own, str(n)], out, **kwargs)
+        return out, proc
+
+    def check_kept_tracing(self, out, proc, n=60):
+        self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+        self.assertIn("own=ok", proc.stdout)
+        t = only_trace(self, out)
+        self.check_invariants(t)
+        self.assertEqual(sizes(t), [10000] + [10001 + i for i in range(n)])
+        lines = warnings(proc.stderr)
+        self.assertEqual(len(lines), 1, proc.stderr)
+        self.assertIn("reopened", lines[0])
+
+    def test_trace_descriptor_is_high(self):
+        out, proc = self.run_own_file("dup2")
+        self.assertGreaterEqual(int(proc.stdout.split("fd=")[1].split()[0]), 1000)
+
+    def test_low_descriptor_limit_puts_it_near_the_top(self):
+        def low_limit():
+            resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))
+        out, proc = self.run_own_file("dup2", preexec_fn=low_limit)
+        self.assertGreaterEqual(int(proc.stdout.split("fd=")[1].split()[0]), 64 - 16)
+        self.check_kept_tracing(out, proc)
+
+    def test_program_closing_every_descriptor_gets_its_own_file_back(self):
+        out, proc = self.run_own_file("closefrom")
+        self.check_kept_tracing(out, proc)
+
+    def test_dup2_over_the_trace_descriptor(self):
+        out, proc = self.run_own_file("dup2")
+        self.check_kept_tracing(out, proc)
+
+    def test_trace_file_gone_stops_tracing_with_one_warning(self):
+        out, proc = self.run_own_file("dup2_unlinked")
+        self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+        self.assertIn("own=ok", proc.stdout)
+        lines = warnings(proc.stderr)
+        self.assertEqual(len(lines), 1, proc.stderr)
+        self.assertIn("no longer the trace file; tracing stopped", lines[0])
+        self.assertEqual(trace_files(out), [])  # unlinked by the program; nothing recreated it
+
+
+class SafeCreation(unittest.TestCase, TraceInvariants):
+    """Nothing planted at a generated trace name is followed or opened; the program never blocks."""
+
+    def run_with_planted(self, plant):
+        """Runs `scenarios depth` with plant(path) called on its default trace name before it starts."""
+        out = tempdir()
+
+        def plant_in_child():
+            plant(os.path.join(out, "gpumemtrace.scenarios.%d.jsonl" % os.getpid()))
+        start = time.time()
+        p = subprocess.Popen([program("scenarios"), "depth"], env=traced_env(out), preexec_fn=plant_in_child,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        stdout, stderr = p.communicate(timeout=60)
+        elapsed = time.time() - start
+        self.assertEqual(p.returncode, 0, stderr)
+        self.assertLess(elapsed, 5, "the program must not wait on a planted object")
+        planted = os.path.join(out, "gpumemtrace.scenarios.%d.jsonl" % p.pid)
+        traced = os.path.join(out, "gpumemtrace.scenarios.%d-1.jsonl" % p.pid)
+        st = os.lstat(traced)
+        self.assertTrue(stat.S_ISREG(st.st_mode))
+        self.assertEqual(stat.S_IMODE(st.st_mode) & 0o077, 0, "a trace is readable by its owner only")
+        t = Trace(traced)
+        self.check_invariants(t)
+        self.assertEqual(sizes(t), [5005])
+        lines = warnings(stderr)
+        self.assertEqual(len(lines), 1, stderr)
+        self.assertIn("writing trace to " + traced, lines[0])
+        self.assertIn("not used", lines[0])
+        return out, planted
+
+    def test_planted_fifo(self):
+        out, planted = self.run_with_planted(os.mkfifo)
+        self.assertTrue(stat.S_ISFIFO(os.lstat(planted).st_mode))
+
+    def test_symlink_to_a_fifo(self):
+        elsewhere = os.path.join(tempdir(), "attacker.fifo")
+        os.mkfifo(elsewhere)
+        out, planted = self.run_with_planted(lambda p: os.symlink(elsewhere, p))
+        self.assertEqual(os.readlink(planted), elsewhere)
+        self.assertTrue(stat.S_ISFIFO(os.lstat(elsewhere).st_mode))
+
+    def test_symlink_to_dev_null(self):
+        out, planted = self.run_with_planted(lambda p: os.symlink("/dev/null", p))
+        self.assertEqual(os.readlink(planted), "/dev/null")
+
+    def test_dangling_symlink(self):
+        target = os.path.join(tempdir(), "not-there.jsonl")
+        out, planted = self.run_with_planted(lambda p: os.symlink(target, p))
+        self.assertEqual(os.readlink(planted), target)
+        self.assertFalse(os.path.lexists(target), "a dangling symlink must not create its target")
+
+    def test_new_trace_is_private(self):
+        out = tempdir()
+        run_traced([program("scenarios"), "depth"], out)
+        self.assertEqual(stat.S_IMODE(os.stat(only_trace(self, out).path).st_mode) & 0o077, 0)
+
+    def test_named_fifo_with_a_reader(self):
+        out = tempdir()
+        fifo = os.path.join(out, "trace.fifo")
+        os.mkfifo(fifo)
+        got = []
+
+        def read_all():
+            with open(fifo, "rb") as f:
+                got.append(f.read())
+        reader = threading.Thread(target=read_all)
+        reader.start()
+        proc = run_traced([program("scenarios"), "depth"], out, env={"GPUMEMTRACE_OUTPUT": fifo})
+        reader.join(30)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        t = Trace(fifo, text=got[0].decode())
+        self.check_invariants(t)
+        self.assertEqual(sizes(t), [5005])
+
+    def test_named_fifo_without_a_reader_does_not_block(self):
+        out = tempdir()
+        fifo = os.path.join(out, "trace.fifo")
+        os.mkfifo(fifo)
+        start = time.time()
+        proc = run_traced([program("runtime_apis")], out, env={"GPUMEMTRACE_OUTPUT": fifo})
+        self.assertLess(time.time() - start, 10)
+        self.assertEqual(proc.stdout, "done rc=2\n")
+        lines = warnings(proc.stderr)
+        self.assertEqual(len(lines), 1, proc.stderr)
+        self.assertIn("no reader on the FIFO", lines[0])
+        self.assertIn("running untraced", lines[0])
+
+    def test_named_dev_stdout(self):
+        out = tempdir()
+        proc = run_traced([program("scenarios"), "depth"], out,
+                          env={"GPUMEMTRACE_OUTPUT": "/dev/stdout", "GPUMEMTRACE_QUIET": "1"})
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        t = Trace("/dev/stdout", text=proc.stdout)
+        self.check_invariants(t)
+        self.assertEqual(sizes(t), [5005])
+        self.assertEqual(trace_files(out), [])
+
+    def test_template_name_is_never_followed(self):
+        # A %-template is a generated name too: a symlink planted at it is not followed.
+        out = tempdir()
+        target = os.path.join(tempdir(), "victim.txt")
+        with open(target, "w") as f:
+            f.write("victim\n")
+        p = subprocess.Popen([program("scenarios"), "depth"],
+                             env=traced_env(out, GPUMEMTRACE_OUTPUT=out + "/t.%p.jsonl"),
+                             preexec_fn=lambda: os.symlink(target, os.path.join(out, "t.%d.jsonl" % os.getpid())),
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        _, stderr = p.communicate(timeout=60)
+        self.assertEqual(p.returncode, 0, stderr)
+        with open(target) as f:
+            self.assertEqual(f.read(), "victim\n")
+        self.assertEqual(sizes(Trace(os.path.join(out, "t.%d-1.jsonl" % p.pid))), [5005])
+
+
+class Endings(unittest.TestCase, TraceInvariants):
+    """Processes that end without exit handlers still leave everything they recorded."""
+
+    def test_fork_child_ending_with_exit_keeps_its_events(self):
+        for delay_ms in ("0", "50"):
+            for how in ("_exit", "_Exit"):
+                with self.subTest(delay_ms=delay_ms, how=how):
+                    out = tempdir()
+                    proc = run_traced([TRUST, "exit_child", delay_ms, how], out)
+                    self.assertEqual(proc.returncode, 0, proc.stderr)
+                    child_pid = int(proc.stdout.split("child=")[1])
+                    traces = {Trace(p).header["pid"]: Trace(p) for p in trace_files(out)}
+                    self.assertEqual(len(traces), 2)
+                    child = traces.pop(child_pid)
+                    parent = list(traces.values())[0]
+                    for t in (child, parent):
+                        self.check_invariants(t)
+                    self.assertEqual(sizes(child), [2002, 2003])
+                    self.assertEqual(sizes(parent), [1001, 3003])
+
+    def test_python_multiprocessing_fork_workers_keep_their_events(self):
+        # multiprocessing's fork start method ends each worker with os._exit.
+        script = "\n".join([
+            "import ctypes, multiprocessing, sys",
+            "ctypes.CDLL(sys.argv[1], mode=ctypes.RTLD_GLOBAL)",
+            "rt = ctypes.CDLL(None)",
+            "def work(i):",
+            "    p = ctypes.c_void_p()",
+            "    rt.cudaMalloc(ctypes.byref(p), ctypes.c_size_t(7000 + i))",
+            "if __name__ == '__main__':",
+            "    ctx = multiprocessing.get_context('fork')",
+            "    for i in range(3):",
+            "        w = ctx.Process(target=work, args=(i,))",
+            "        w.start()",
+            "        w.join()",
+            "        assert w.exitcode == 0, w.exitcode",
+        ])
+        out = tempdir()
+        proc = run_traced(["python3", "-c", script, os.path.join(SIM, "libcudart.so.13")], out,
+                          env={"GPUMEMTRACE_PYTHON": "0"})
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        traces = [Trace(p) for p in trace_files(out)]
+        for t in traces:
+            self.check_invariants(t)
+        self.assertEqual(sorted(s for t in traces for s in sizes(t)), [7000, 7001, 7002])
+
+    def test_vfork_child_ending_with_exit_leaves_the_parent_trace_alone(self):
+        out = tempdir()
+        proc = run_traced([TRUST, "vfork"], out)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        t = only_trace(self, out)
+        self.check_invariants(t)
+        self.assertEqual(sizes(t), [1001, 3003])
+
+    def test_fatal_signal_flushes_and_the_process_still_dies_of_it(self):
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            with self.subTest(signal=sig.name):
+                out = tempdir()
+                # The default disposition, whatever the test runner's own is (a background job ignores SIGINT).
+                p = subprocess.Popen([TRUST, "loop"], env=traced_env(out), stdout=subprocess.PIPE, text=True,
+                                     preexec_fn=lambda: [signal.signal(s, signal.SIG_DFL)
+                                                         for s in (signal.SIGINT, signal.SIGHUP)])
+                printed = -1
+                while printed < 150:
+                    printed = int(p.stdout.readline())
+                p.send_signal(sig)
+                for line in p.stdout:
+                    printed = int(line)
+                p.stdout.close()
+                self.assertEqual(p.wait(timeout=30), -sig)
+                t = only_trace(self, out)
+                self.check_invariants(t)
+                got = sizes(t)
+                # Every iteration the program reported is in the trace, in order, with none missing.
+                self.assertEqual(got, [100000 + i for i in range(len(got))])
+                self.assertGreaterEqual(len(got), printed + 1)
+
+    def test_program_signal_handler_still_runs(self):
+        for when in ("before", "after"):  # installed before the recorder starts (chained) or after it
+            with self.subTest(installed=when):
+                out = tempdir()
+                p = subprocess.Popen([TRUST, "handler", when], env=traced_env(out), stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, text=True)
+                self.assertEqual(p.stdout.readline(), "ready\n")
+                p.send_signal(signal.SIGTERM)
+                stdout, stderr = p.communicate(timeout=30)
+                self.assertEqual(p.returncode, 0, stderr)
+                self.assertEqual(stdout, "handled\nafter\n")
+                t = only_trace(self, out)
+                self.check_invariants(t)
+                self.assertEqual(sizes(t), [4141, 4242])
+
+
+class Memory(unittest.TestCase):
+    # docs/configuration.md (GPUMEMTRACE_RING_EVENTS): the ring costs memory for the slots used only.
+    RING_RSS_BOUND_KB = 8 * 1024
+
+    def rss_kb(self, ring_events):
+        out = tempdir()
+        proc = run_traced([TRUST, "rss"], out, env={"GPUMEMTRACE_RING_EVENTS": str(ring_events)})
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        return int(proc.stdout.split("rss_kb=")[1])
+
+    def test_largest_ring_is_mapped_lazily(self):
+        small = self.rss_kb(256)
+        largest = self.rss_kb(4194304)  # about 5 GiB of slots if every one were touched
+        self.assertLess(largest - small, self.RING_RSS_BOUND_KB, (small, largest))
+
+
+if __name__ == "__main__":
+    unittest.main()
