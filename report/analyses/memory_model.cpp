@@ -7,12 +7,15 @@ namespace gpumemtrace::report {
 
 bool is_torch_api(std::string_view api) { return api.compare(0, 6, "torch.") == 0; }
 
-void MemoryModel::Sampler::add(const TimelineSample& sample) {
-  // Keeps between kMax/2 and kMax evenly spaced samples of the whole run: when full, drop every
-  // other one and sample half as often from then on.
-  constexpr size_t kMax = 512;
-  if (++skipped_ < stride_) return;
+bool MemoryModel::Sampler::due() {
+  if (++skipped_ < stride_) return false;
   skipped_ = 0;
+  return true;
+}
+
+void MemoryModel::Sampler::store(const TimelineSample& sample) {
+  // When full, drop every other sample and sample half as often from then on.
+  constexpr size_t kMax = 512;
   samples_.push_back(sample);
   if (samples_.size() >= kMax) {
     size_t kept = 0;
@@ -97,7 +100,6 @@ void MemoryModel::apply(const Event& e, uint64_t position, SiteId site) {
     default:
       break;  // reserve/unreserve: address space only (docs/report.md); marks, scopes: no memory
   }
-  state.timeline.add(TimelineSample{e.t, state.reserved.live(), state.allocated.live()});
 }
 
 // Takes pending peak snapshots while they still describe the peak. The block-level snapshot also

@@ -80,9 +80,12 @@ class MemoryModel {
     bool trimmed = false;      // the trace told us about this pool's retention
     int32_t device = -1;
   };
+  // Keeps between kMax/2 and kMax evenly spaced samples of the whole run.
   class Sampler {
    public:
-    void add(const TimelineSample& sample);
+    // Once per event: true when this event's sample is to be kept (then store() it).
+    bool due();
+    void store(const TimelineSample& sample);
     std::vector<TimelineSample> take(const TimelineSample& last);
    private:
     std::vector<TimelineSample> samples_;

@@ -49,8 +49,20 @@ void ProcessAnalyzer::on_event(const Event& e) {
   }
   roles_.set_time(e.t);
   model_.apply(e, events_, autograd_.site_for(e));
+  sample(e);
   if (e.op == Op::BlockOom || (e.op == Op::Alloc && e.result != 0)) incidents_.on_failure(e, model_, roles_);
   if (e.op == Op::MemInfo) incidents_.on_meminfo(e);
+}
+
+// The device's timeline, with the role split of each kept sample.
+void ProcessAnalyzer::sample(const Event& e) {
+  if (e.op == Op::Trim) return;  // a pool's event: no device state
+  MemoryModel::DeviceState& state = model_.device_state(e.device);
+  if (!state.timeline.due()) return;
+  TimelineSample s{e.t, state.reserved.live(), state.allocated.live()};
+  s.roles = roles_.split(e.device);
+  s.has_roles = s.roles.bytes[static_cast<size_t>(Role::Other)] != s.roles.total();
+  state.timeline.store(s);
 }
 
 void ProcessAnalyzer::on_scope(const Event& e) {

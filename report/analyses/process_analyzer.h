@@ -44,6 +44,7 @@ class ProcessAnalyzer : public TraceHandler {
 
  private:
   void on_scope(const Event& e);
+  void sample(const Event& e);
 
   const SymbolTable& symbols_;
   const Suppressions& suppressions_;

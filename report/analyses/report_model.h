@@ -151,6 +151,8 @@ struct TimelineSample {
   uint64_t time_ns = 0;
   uint64_t reserved = 0;
   uint64_t allocated = 0;
+  bool has_roles = false;  // the split says more than "other" (PyTorch blocks)
+  RoleSplit roles;         // reserved bytes by role then
 };
 
 struct FragmentationReport {

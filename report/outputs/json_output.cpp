@@ -46,7 +46,9 @@ json fragmentation_json(const FragmentationPoint& point) {
 json timeline_json(const std::vector<TimelineSample>& samples) {
   json timeline = json::array();
   for (const TimelineSample& s : samples) {
-    timeline.push_back({{"time_ns", s.time_ns}, {"reserved", s.reserved}, {"allocated", s.allocated}});
+    json sample = {{"time_ns", s.time_ns}, {"reserved", s.reserved}, {"allocated", s.allocated}};
+    if (s.has_roles) sample["roles"] = roles_json(s.roles);
+    timeline.push_back(std::move(sample));
   }
   return timeline;
 }

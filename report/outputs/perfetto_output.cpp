@@ -36,6 +36,11 @@ void add_process(const ProcessReport& r, int64_t pid, json& meta, std::vector<js
     for (const TimelineSample& s : d.timeline) {
       events.push_back({{"name", counter}, {"ph", "C"}, {"ts", micros(s.time_ns)}, {"pid", pid}, {"tid", tid},
                         {"args", {{"reserved", s.reserved}, {"allocated", s.allocated}}}});
+      if (!s.has_roles) continue;
+      json roles = json::object();  // one counter track per device: reserved bytes by role
+      for (size_t i = 0; i < kRoles; ++i) roles[role_name(static_cast<Role>(i))] = s.roles.bytes[i];
+      events.push_back({{"name", counter + " by role"}, {"ph", "C"}, {"ts", micros(s.time_ns)}, {"pid", pid},
+                        {"tid", tid}, {"args", std::move(roles)}});
     }
   }
   for (const OomReport& oom : r.ooms) {

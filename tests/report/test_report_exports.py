@@ -66,10 +66,17 @@ class Exports(ReportTestCase):
 
     def test_perfetto_counters_are_the_reports_timeline_in_microseconds(self):
         doc = json.loads(output("train", "perfetto.json"))
-        counters = [e for e in doc["traceEvents"] if e["ph"] == "C"]
-        timeline = report_json(TRACES["train"])["fragmentation"][0]["timeline"]
+        counters = [e for e in doc["traceEvents"] if e["ph"] == "C" and not e["name"].endswith(" by role")]
+        timeline = report_json(TRACES["train"])["processes"][0]["devices"][0]["timeline"]
         self.assertEqual([(c["ts"], c["args"]["reserved"], c["args"]["allocated"]) for c in counters],
                          [(s["time_ns"] / 1000, s["reserved"], s["allocated"]) for s in timeline])
+        # The role track: each sample's split adds up to its reserved bytes.
+        by_role = [e for e in doc["traceEvents"] if e["ph"] == "C" and e["name"].endswith(" by role")]
+        with_roles = [s for s in timeline if "roles" in s]
+        self.assertEqual(len(by_role), len(with_roles))
+        for c, s in zip(by_role, with_roles):
+            self.assertEqual(c["args"], s["roles"])
+            self.assertEqual(sum(c["args"].values()), s["reserved"])
         names = [e["name"] for e in doc["traceEvents"] if e["ph"] == "i"]
         self.assertIn("OOM: capacity (gpumemtrace_block_oom)", names)
         self.assertIn("step 2 backward", names)

@@ -170,6 +170,31 @@
     new ResizeObserver(() => plot.setSize({ width: Math.max(320, el.clientWidth), height: 260 })).observe(el);
   }
 
+  // Reserved memory by role (samples' "roles"), stacked: each series is the running total up to its
+  // role, drawn from the top down so that each fill covers the one below; the legend shows each
+  // role's own bytes.
+  function rolesChart(el, samples, t0, markers) {
+    const withRoles = samples.filter((s) => s.roles);
+    const names = Object.keys(withRoles[0].roles).filter((k) => withRoles.some((s) => s.roles[k] > 0));
+    const colors = ["#3867d6", "#eb3b5a", "#8854d0", "#f0932b", "#20bf6b", "#0fb9b1", "#a5b1c2", "#4b6584"];
+    const x = withRoles.map((s) => (s.time_ns - t0) / 1e9);
+    const own = names.map((k) => withRoles.map((s) => s.roles[k]));
+    const cumulative = own.map((_, i) => withRoles.map((s, j) => own.slice(0, i + 1).reduce((a, r) => a + r[j], 0)));
+    const order = names.map((_, i) => names.length - 1 - i);
+    const series = [{ label: "time", value: (u, v) => (v === null ? "–" : seconds(v * 1e9)) }, ...order.map((i) => ({
+      label: names[i], stroke: colors[i % colors.length], width: 1, fill: colors[i % colors.length] + "99",
+      value: (u, v, si, di) => (di === null || di === undefined ? "–" : bytes(own[i][di])),
+    }))];
+    const width = Math.max(320, el.clientWidth || 900);
+    const plot = new uPlot({
+      width, height: 220, series, plugins: [markersPlugin(markers)], scales: { x: { time: false } },
+      axes: [{ values: (u, vals) => vals.map((v) => seconds(v * 1e9)) },
+        { size: 72, values: (u, vals) => vals.map((v) => bytes(v)) }],
+      legend: { live: true },
+    }, [x, ...order.map((i) => cumulative[i])], el);
+    new ResizeObserver(() => plot.setSize({ width: Math.max(320, el.clientWidth), height: 220 })).observe(el);
+  }
+
   // --- flame graphs --------------------------------------------------------------------------------
   // A tree of stacks, root first: every node carries the bytes and count of the items below it.
   function stackTree(items, rootName) {
@@ -277,13 +302,24 @@
     const markers = [];
     if (peak) markers.push({ x: (peak.time_ns - t0) / 1e9, color: "#3867d6", kind: "peak", label: `peak ${bytes(peak.bytes)}` });
     if (peak && peak.allocated) markers.push({ x: (peak.allocated.time_ns - t0) / 1e9, color: "#e17b12", kind: "peak", label: `allocated peak ${bytes(peak.allocated.bytes)}` });
-    for (const o of ooms) markers.push({ x: (o.time_ns - t0) / 1e9, color: "#d63031", kind: "oom", label: o.op === "alloc" ? `${o.api} failed` : "OOM" });
+    for (const o of ooms) markers.push({ x: (o.time_ns - t0) / 1e9, color: "#d63031", kind: "oom", label: o.verdict ? `OOM (${o.verdict})` : "OOM" });
+    for (const s of ofProcess(doc.scopes, p)) {
+      if (s.leaked_bytes) markers.push({ x: (s.end_time_ns - t0) / 1e9, color: "#8854d0", kind: "scope", label: `${s.name} leaked ${bytes(s.leaked_bytes)}` });
+    }
     for (const m of p.marks) markers.push({ x: (m.time_ns - t0) / 1e9, color: "#7f8c8d", kind: "mark", label: m.label });
     for (const key of ["scopes", "phases"]) {
       for (const s of p[key] || []) if (s && s.start_ns !== undefined) markers.push({ x: (s.start_ns - t0) / 1e9, color: "#8854d0", kind: "mark", label: s.name || s.label || key });
     }
     if (samples) {
-      requestAnimationFrame(() => timelineChart(chartEl, samples, t0, markers));
+      const mainEl = h("div", {});
+      chartEl.appendChild(mainEl);
+      requestAnimationFrame(() => timelineChart(mainEl, samples, t0, markers));
+      if (samples.some((s) => s.roles)) {
+        const rolesEl = h("div", { class: "timeline" });
+        chartEl.appendChild(h("p", { class: "hint" }, "Reserved memory by role (docs/report.md, \"Memory by role\"), stacked:"));
+        chartEl.appendChild(rolesEl);
+        requestAnimationFrame(() => rolesChart(rolesEl, samples, t0, markers));
+      }
       chartEl.appendChild(h("p", { class: "hint" }, `${samples.length} samples, evenly thinned from the trace; lines mark the peak (blue), OOMs and failed allocations (red) and marks (grey).`));
     } else {
       chartEl.appendChild(h("p", { class: "muted" }, "No timeline for this device in the report (the analyzer keeps one for devices with caching-allocator blocks)."));
