@@ -310,37 +310,32 @@ void MemoryModel::on_meminfo(const Event& e, DeviceState& state) {
   if (e.total) state.summary.total = e.total;
 }
 
+namespace {
+
+// Erases every entry of `device` from `live` (allocations, physical handles or blocks), noting each
+// as a holding that ended.
+template <typename Map>
+void take_device(Map& live, Level level, int32_t device, std::vector<Holding>& gone) {
+  for (auto it = live.begin(); it != live.end();) {
+    if (it->second.device != device) {
+      ++it;
+      continue;
+    }
+    gone.push_back(Holding{level, device, it->first, it->second.size, it->second.site, it->second.position,
+                           it->second.torch});
+    it = live.erase(it);
+  }
+}
+
+}  // namespace
+
 void MemoryModel::on_reset(int32_t device, DeviceState& state) {
   state.reserved.clear_live(phase_);  // takes a pending peak snapshot first
   state.allocated.clear_live(phase_);
   std::vector<Holding> gone;
-  for (auto it = allocations_.begin(); it != allocations_.end();) {
-    if (it->second.device != device) {
-      ++it;
-      continue;
-    }
-    gone.push_back(Holding{Level::Allocation, device, it->first, it->second.size, it->second.site,
-                           it->second.position, it->second.torch});
-    it = allocations_.erase(it);
-  }
-  for (auto it = physical_.begin(); it != physical_.end();) {
-    if (it->second.device != device) {
-      ++it;
-      continue;
-    }
-    gone.push_back(Holding{Level::Physical, device, it->first, it->second.size, it->second.site,
-                           it->second.position, it->second.torch});
-    it = physical_.erase(it);
-  }
-  for (auto it = blocks_.begin(); it != blocks_.end();) {
-    if (it->second.device != device) {
-      ++it;
-      continue;
-    }
-    gone.push_back(Holding{Level::Block, device, it->first, it->second.size, it->second.site,
-                           it->second.position, it->second.torch});
-    it = blocks_.erase(it);
-  }
+  take_device(allocations_, Level::Allocation, device, gone);
+  take_device(physical_, Level::Physical, device, gone);
+  take_device(blocks_, Level::Block, device, gone);
   for (Pool& pool : pools_) {
     if (pool.device == device) pool.cached = 0;
   }
