@@ -224,6 +224,7 @@ void fill_record(EventRecord& r, uint64_t seq, const EventFacts& f, uint64_t t, 
   r.segment = f.has_segment ? f.segment : f.handle;
   r.free_bytes = f.free_bytes;
   r.total_bytes = f.total_bytes;
+  r.range = f.range;
   uint16_t flags = 0;
   if (f.has_stream) flags |= kHasStream;
   if (f.has_pool) flags |= kHasPool;
@@ -231,6 +232,7 @@ void fill_record(EventRecord& r, uint64_t seq, const EventFacts& f, uint64_t t, 
   if (f.has_handle) flags |= kHasHandle;
   if (f.has_result) flags |= kHasResult;
   if (f.has_meminfo) flags |= kHasMemInfo;
+  if (f.range) flags |= kHasRange;
   const char* text = f.label ? f.label : f.pool_name;
   if (interned) {
     flags |= kHasLabel | kLabelInterned;

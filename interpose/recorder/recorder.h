@@ -52,6 +52,7 @@ struct EventFacts {
   uint64_t total_bytes = 0;
   const char* label = nullptr;      // mark label, scope name
   const char* pool_name = nullptr;  // block events: allocator pool name
+  uint64_t range = 0;               // scope events of a cross-thread range: its id; 0 = none
   uint64_t time_ns = 0;             // CLOCK_MONOTONIC of the event; 0 = now (events reported late,
                                     // e.g. drained from PyTorch's history, carry their own time)
   // Events reported late carry the stack recorded when they happened: `frame_count` >= 0 frames
