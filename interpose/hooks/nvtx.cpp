@@ -318,8 +318,11 @@ __attribute__((constructor)) void register_as_nvtx_injection() {
   Dl_info self{};
   void* const own_symbol = reinterpret_cast<void*>(&register_as_nvtx_injection);
   if (!dladdr(own_symbol, &self) || !self.dli_fname) return;
-  // Preloaded (in the global scope): the process-wide lookup finds this copy's entry point.
-  void* const global = dlsym(RTLD_DEFAULT, "InitializeInjectionNvtx2");
+  // Preloaded: the program's own symbol lookup (its global scope, not this library's local one, which
+  // RTLD_DEFAULT would search too) finds this copy's entry point.
+  void* const program = dlopen(nullptr, RTLD_NOW | RTLD_NOLOAD);
+  void* const global = program ? dlsym(program, "InitializeInjectionNvtx2") : nullptr;
+  if (program) dlclose(program);
   Dl_info found{};
   if (!global || !dladdr(global, &found) || found.dli_fbase != self.dli_fbase) return;
   char own_path[PATH_MAX];

@@ -8,7 +8,7 @@
 //   pop
 //   start "prefetch" (main thread)    ended by a second thread, which allocates 3 MiB inside it
 //   domain "io": push registered "read" 512 KiB, freed; pop
-//   mark "done"
+//   mark "done", then everything is freed
 // It prints the values NVTX returned ("levels: ...") and exits 1 when a CUDA call fails.
 #include <cuda_runtime_api.h>
 #include <nvtx3/nvToolsExt.h>
@@ -27,9 +27,11 @@ static void* allocate(size_t bytes) {
   return p;
 }
 
+static void* g_prefetched;
+
 static void* end_prefetch(void* unused) {
   (void)unused;
-  allocate(3 * MIB);
+  g_prefetched = allocate(3 * MIB);
   nvtxRangeEnd(g_prefetch);
   return NULL;
 }
@@ -38,11 +40,11 @@ int main(void) {
   int levels[8];
   int n = 0;
   levels[n++] = nvtxRangePushA("load");
-  allocate(1 * MIB);
+  void* weights = allocate(1 * MIB);
   levels[n++] = nvtxRangePop();
 
   levels[n++] = nvtxRangePushA("train");
-  allocate(2 * MIB);
+  void* gradients = allocate(2 * MIB);
   levels[n++] = nvtxRangePushA("forward");
   void* activations = allocate(8 * MIB);
   cudaFree(activations);
@@ -64,6 +66,9 @@ int main(void) {
   cudaFree(allocate(MIB / 2));
   levels[n++] = nvtxDomainRangePop(io);
   nvtxMarkA("done");
+  cudaFree(weights);
+  cudaFree(gradients);
+  cudaFree(g_prefetched);
 
   printf("levels:");
   for (int i = 0; i < n; ++i) printf(" %d", levels[i]);
