@@ -37,8 +37,6 @@
 #include "interpose/recorder/label_table.h"
 #include "interpose/recorder/recorder.h"
 
-using gpumemtrace::EventFacts;
-using gpumemtrace::HookScope;
 namespace f = gpumemtrace::format;
 
 namespace {
@@ -120,16 +118,7 @@ class LabelBuilder {
 };
 
 void record_nvtx(f::Op op, const char* label, uint64_t range) {
-  HookScope scope;
-  if (!scope.recording()) return;
-  EventFacts facts;
-  facts.op = op;
-  facts.kind = f::Kind::None;
-  facts.api = f::kApiNvtx;
-  facts.has_result = false;
-  facts.label = label;
-  facts.range = range;
-  gpumemtrace::record(facts);
+  gpumemtrace::record_labelled(op, label, f::kApiNvtx, range);
 }
 
 // ---- push/pop: a per-thread stack ----
@@ -331,7 +320,7 @@ __attribute__((constructor)) void register_as_nvtx_injection() {
   if (!current || !*current) {
     g_attach = setenv(kInjectionVariable, own_path, 1) == 0;
   } else if (is_this_library(current, own_path)) {
-    g_attach = true;  // set by the launcher, or inherited from a traced parent
+    g_attach = true;  // set by hand, or inherited from a traced parent
   } else if (mode == gpumemtrace::NvtxMode::On) {
     gpumemtrace::log_line("NVTX_INJECTION64_PATH names another tool; NVTX ranges go to it and are not recorded");
   }

@@ -351,6 +351,19 @@ bool record(const EventFacts& facts) noexcept {
   return pushed;
 }
 
+void record_labelled(format::Op op, const char* label, const char* api, uint64_t range) noexcept {
+  HookScope scope;
+  if (!scope.recording()) return;
+  EventFacts facts;
+  facts.op = op;
+  facts.kind = format::Kind::None;
+  facts.api = api;
+  facts.has_result = false;
+  facts.label = label;
+  facts.range = range;
+  record(facts);
+}
+
 bool first_event_on_device(int32_t device) noexcept {
   if (device < 0 || device >= kMaxDevices || !ensure_active()) return false;
   // A plain load first: the exchange (a locked instruction) runs once per device, not per event.

@@ -132,6 +132,11 @@ class HookScope {
 // recorder shut down). Call only when HookScope::recording() is true.
 bool record(const EventFacts& facts) noexcept;
 
+// Records a mark or scope event (kind none, no memory) carrying `label` (a mark's text, a scope's name;
+// null: none), from `api` (static), with `range` (a cross-thread range's id; 0: none). Opens its own
+// HookScope: the entry point for the custom API and NVTX callbacks.
+void record_labelled(format::Op op, const char* label, const char* api, uint64_t range = 0) noexcept;
+
 // True for exactly one call per device and process (a fork child starts over): the hook that gets
 // true records the device's facts (record_device_info) and a start-of-run meminfo event.
 bool first_event_on_device(int32_t device) noexcept;
