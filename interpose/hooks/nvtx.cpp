@@ -125,8 +125,9 @@ void record_nvtx(f::Op op, const char* label, uint64_t range) {
 
 // Invariant: t_depth entries are open on this thread; the first kMaxPushDepth of them are in
 // t_stack (deeper ones are counted, not recorded). Trivially destructible, initial-exec TLS: no
-// allocation on a thread's first NVTX call.
-constexpr int kMaxPushDepth = 64;
+// allocation on a thread's first NVTX call. Kept small (512 bytes): the library's whole TLS block is
+// static, and comes out of a small reserve in a process that dlopen()s it.
+constexpr int kMaxPushDepth = 32;
 struct PushedRange {
   const char* label;           // interned
   nvtxDomainHandle_t domain;   // null: the default domain

@@ -18,14 +18,14 @@ TOOL_LEVELS = "levels: 0 0 0 1 1 0 0 0"
 NO_TOOL_LEVELS = "levels: -2 -2 -2 -2 -2 -2 -2 -2"  # NVTX with no tool attached
 
 
-def run_nvtx_phases(env=None, preload=True):
+def run_nvtx_phases(env=None, preload=True, args=()):
     """(CompletedProcess, [trace paths]) of nvtx_phases; NVTX_INJECTION64_PATH unset unless `env` sets it."""
     out = tempdir()
     full_env = {"NVTX_INJECTION64_PATH": None, **(env or {})}
     e = {k: v for k, v in full_env.items() if v is not None}
     saved = os.environ.pop("NVTX_INJECTION64_PATH", None)
     try:
-        proc = run_traced([program("nvtx_phases")], out, env=e, preload=preload)
+        proc = run_traced([program("nvtx_phases"), *args], out, env=e, preload=preload)
     finally:
         if saved is not None:
             os.environ["NVTX_INJECTION64_PATH"] = saved
@@ -101,6 +101,22 @@ class NvtxUnderPreload(unittest.TestCase):
         self.assertEqual(slices["prefetch"]["args"]["range"], 1)
         tracks = {e["tid"]: e["args"]["name"] for e in events if e["ph"] == "M" and e["name"] == "thread_name"}
         self.assertTrue(tracks[train["tid"]].startswith("NVTX ranges, thread "), tracks)
+
+
+class DeepNesting(unittest.TestCase):
+    def test_ranges_beyond_32_deep_are_counted_not_recorded(self):
+        proc, files = run_nvtx_phases(args=["deep"])
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        self.assertIn("innermost: 39\npops: " + " ".join(str(i) for i in range(39, -1, -1)), proc.stdout)
+        self.assertIn("extra pop: -1", proc.stdout)
+        trace = Trace(files[0])
+        seen = [(e["op"], e["label"]) for e in nvtx_events(trace)]
+        begins = [("scope_begin", "d%d" % i) for i in range(32)]
+        ends = [("scope_end", "d%d" % i) for i in range(31, -1, -1)]
+        self.assertEqual(seen, begins + ends)
+        report = json.loads(subprocess.run([REPORT, "--format", "json", trace.path], capture_output=True,
+                                           text=True).stdout)
+        self.assertEqual(report["peaks"][0]["phase"], "/".join("d%d" % i for i in range(32)))
 
 
 class NvtxWithAnotherTool(unittest.TestCase):

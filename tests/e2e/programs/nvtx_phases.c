@@ -10,6 +10,8 @@
 //   domain "io": push registered "read" 512 KiB, freed; pop
 //   mark "done", then everything is freed
 // It prints the values NVTX returned ("levels: ...") and exits 1 when a CUDA call fails.
+// `nvtx_phases deep`: 40 nested ranges "d0".."d39" around one allocation, deeper than the recorder
+// keeps; prints the level of the innermost push and of each pop, innermost first.
 #include <cuda_runtime_api.h>
 #include <nvtx3/nvToolsExt.h>
 #include <pthread.h>
@@ -36,7 +38,22 @@ static void* end_prefetch(void* unused) {
   return NULL;
 }
 
-int main(void) {
+static int deep(void) {
+  char name[8];
+  int innermost = -1;
+  for (int i = 0; i < 40; ++i) {
+    snprintf(name, sizeof(name), "d%d", i);
+    innermost = nvtxRangePushA(name);
+  }
+  cudaFree(allocate(4096));
+  printf("innermost: %d\npops:", innermost);
+  for (int i = 0; i < 40; ++i) printf(" %d", nvtxRangePop());
+  printf("\nextra pop: %d\n", nvtxRangePop());
+  return g_failed;
+}
+
+int main(int argc, char** argv) {
+  if (argc > 1 && strcmp(argv[1], "deep") == 0) return deep();
   int levels[8];
   int n = 0;
   levels[n++] = nvtxRangePushA("load");
