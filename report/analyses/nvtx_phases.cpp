@@ -42,8 +42,8 @@ void NvtxPhases::close(uint64_t tid, Thread& thread, size_t index, uint64_t end_
   const OpenRange& open = thread.open[index];
   ++total_;
   if (closed_.size() < kMaxNvtxRanges) {
-    closed_.push_back(NvtxRange{open.label, tid, open.range, static_cast<uint32_t>(index), open.begin_time,
-                                std::max(end_time, open.begin_time), closed});
+    closed_.push_back(NvtxRange{open.label, tid, open.range, open.begin_time, std::max(end_time, open.begin_time),
+                                closed});
   }
   thread.open.erase(thread.open.begin() + static_cast<std::ptrdiff_t>(index));
   thread.phase.clear();

@@ -234,7 +234,6 @@ struct NvtxRange {
   std::string name;
   uint64_t tid = 0;                 // the thread that opened it
   uint64_t range = 0;               // start/end ranges: their id; 0 for push/pop
-  uint32_t depth = 0;               // ranges of the same thread open around it
   uint64_t begin_time_ns = 0;
   uint64_t end_time_ns = 0;
   bool closed = true;               // false: the trace ended inside it
