@@ -21,6 +21,16 @@ $(BUILD)/tests/programs/%: tests/e2e/programs/%.cpp $(SIM_RUNTIME)
 	  -rdynamic $< -o $@ -L$(SIM_DIR) -lcudart -lpthread -ldl -Wl,-rpath,'$$ORIGIN/../../sim'
 TEST_BINS += $(E2E_PROGRAMS)
 
+# NVTX v3 from the CUDA toolkit (header-only) in a C program, and a stand-in for another NVTX tool.
+$(BUILD)/tests/programs/nvtx_phases: tests/e2e/programs/nvtx_phases.c $(SIM_RUNTIME)
+	@mkdir -p $(@D)
+	$(CC) -std=gnu11 -Wall -Wextra -O0 -g -isystem $(CUDA_HOME)/include $< -o $@ -L$(SIM_DIR) -lcudart \
+	  -lpthread -ldl -Wl,-rpath,'$$ORIGIN/../../sim'
+$(BUILD)/tests/programs/libnvtx_other_tool.so: tests/e2e/plugin/nvtx_other_tool.c
+	@mkdir -p $(@D)
+	$(CC) -std=gnu11 -Wall -Wextra -fPIC -shared -isystem $(CUDA_HOME)/include $< -o $@
+TEST_BINS += $(BUILD)/tests/programs/nvtx_phases $(BUILD)/tests/programs/libnvtx_other_tool.so
+
 # The public header as strict C (tests/e2e/c_api/c_api_check.c).
 $(BUILD)/tests/programs/c_api_check: tests/e2e/c_api/c_api_check.c include/gpumemtrace.h
 	@mkdir -p $(@D)

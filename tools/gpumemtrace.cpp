@@ -69,6 +69,8 @@ const char kHelp[] =
     "                       tools/python in a source tree), which turns on PyTorch tensor-level events\n"
   "  PYTEST_PLUGINS       gpumemtrace_pytest appended (every pytest test becomes a scope of the trace);\n"
   "                       not with GPUMEMTRACE_PYTEST=0\n"
+    "  NVTX_INJECTION64_PATH  not set here: the recorder sets it in each traced process where it is unset,\n"
+    "                       so that NVTX ranges become phases (docs/capture.md, GPUMEMTRACE_NVTX)\n"
     "  Any other GPUMEMTRACE_* variable you set is passed on to the recorder (docs/configuration.md).\n"
     "Environment read by the launcher:\n"
     "  GPUMEMTRACE_LIBRARY  the recorder library to preload instead of <dir of gpumemtrace>/libgpumemtrace.so\n"

@@ -69,7 +69,7 @@ inline constexpr const char* kTypeFooter = "footer";
   X(ScopeBegin, "scope_begin") /* (kind none, no range) a named scope opens on this thread: */  \
                                /* "label" its name, "api" who opened it (a test, a phase)   */  \
   X(ScopeEnd, "scope_end")     /* ... and closes: ends the innermost open scope with the    */  \
-                               /* same "label"                                              */
+                               /* same "label" or, when it has one, the same "range"        */
 
 enum class Op : uint8_t {
 #define GPUMEMTRACE_OP_ENUM(name, str) name,
@@ -196,10 +196,17 @@ inline constexpr const char* kFieldResult = "result";       // CUDA error code, 
 inline constexpr const char* kFieldSegment = "segment";     // "0x..." segment of a block event
 inline constexpr const char* kFieldHandle = "handle";       // "0x..." physical handle (map/create)
 inline constexpr const char* kFieldLabel = "label";         // mark text, scope name
+inline constexpr const char* kFieldRange = "range";         // scope events of a cross-thread range
+                                                            // (nvtxRangeStart/End): the id that
+                                                            // pairs the end with its begin
 inline constexpr const char* kFieldDelayed = "delayed";     // true: reported after the fact with its
                                                             // own "t" (PyTorch history); its seq is
                                                             // the report's, order it by t (see sync)
 // meminfo events use kFieldFree and kFieldTotal.
+
+// "api" of the scope and mark events made from NVTX ranges and marks (interpose/hooks/nvtx.cpp): the
+// analyzer makes such scopes phases of their thread, not leak checks.
+inline constexpr const char* kApiNvtx = "nvtx";
 
 // Dropped / footer
 inline constexpr const char* kFieldCount = "count";         // dropped: events lost since last record

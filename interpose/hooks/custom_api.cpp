@@ -33,15 +33,7 @@ void report_block(f::Op op, const char* api, const void* ptr, size_t size, const
 
 // A mark or a scope event: no memory, a text (the mark's label, the scope's name).
 void report_labelled(f::Op op, const char* label, const char* api) {
-  HookScope scope;
-  if (!scope.recording()) return;
-  EventFacts facts;
-  facts.op = op;
-  facts.kind = f::Kind::None;
-  facts.api = api;
-  facts.has_result = false;
-  facts.label = label ? label : "";
-  gpumemtrace::record(facts);
+  gpumemtrace::record_labelled(op, label ? label : "", api);
 }
 
 // `api` must be static for the recorder (it keeps the pointer): the openers docs/trace-format.md

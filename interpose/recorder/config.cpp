@@ -92,6 +92,14 @@ Config parse_config(const char* (*getenv_fn)(const char*), void (*warn)(const ch
   return c;
 }
 
+NvtxMode parse_nvtx_mode(const char* value, void (*warn)(const char*)) {
+  if (!value || strcasecmp(value, "auto") == 0) return NvtxMode::Auto;
+  bool on = false;
+  if (parse_bool(value, &on)) return on ? NvtxMode::On : NvtxMode::Off;
+  warn_bad(warn, "GPUMEMTRACE_NVTX", value, "auto, 0 or 1");
+  return NvtxMode::Auto;
+}
+
 std::string expand_output_path(const std::string& tmpl, long pid, const std::string& exe_name) {
   std::string t = tmpl;
   if (!t.empty() && t.back() == '/') t += "gpumemtrace.%e.%p.jsonl";

@@ -32,6 +32,13 @@ struct Config {
 // environment.
 Config parse_config(const char* (*getenv_fn)(const char*), void (*warn)(const char*));
 
+// GPUMEMTRACE_NVTX: whether the library makes itself the program's NVTX injection (hooks/nvtx.cpp).
+// Auto: when no other tool is (NVTX_INJECTION64_PATH unset), silently. On: the same, and one stderr
+// line when another tool holds NVTX. Off: never. Read on its own, at load time, before the recorder
+// starts (the program's first NVTX call may come before its first CUDA memory call).
+enum class NvtxMode { Auto, On, Off };
+NvtxMode parse_nvtx_mode(const char* value, void (*warn)(const char*));
+
 // Expands an output template: %p -> pid, %e -> executable's base name, %% -> %. A template ending in
 // '/' is a directory: the default file name is appended. A `.zst` suffix selects zstd compression.
 std::string expand_output_path(const std::string& tmpl, long pid, const std::string& exe_name);

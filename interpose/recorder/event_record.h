@@ -27,6 +27,7 @@ enum EventFlags : uint16_t {
   kPoolIsName = 1 << 7,    // the label holds the pool's name (block events)
   kDelayed = 1 << 8,       // recorded after the fact with its own time (EventFacts::time_ns != 0)
   kLabelInterned = 1 << 9, // kHasLabel, text too long for the slot: interned_label points to it
+  kHasRange = 1 << 10,     // a scope event of a cross-thread range: `range` is its id
 };
 
 struct EventRecord {
@@ -52,6 +53,7 @@ struct EventRecord {
   uint64_t segment = 0;    // block events: the containing segment; map: the physical handle
   uint64_t free_bytes = 0; // meminfo
   uint64_t total_bytes = 0;
+  uint64_t range = 0;      // kHasRange
   union {
     char label[kLabelBytes] = {};      // the text itself, unless kLabelInterned
     const char* interned_label;        // kLabelInterned: a name from intern_label(), never freed

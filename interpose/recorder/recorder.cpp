@@ -210,6 +210,7 @@ void fill_record(EventRecord& r, uint64_t seq, const EventFacts& f, uint64_t t, 
   r.segment = f.has_segment ? f.segment : f.handle;
   r.free_bytes = f.free_bytes;
   r.total_bytes = f.total_bytes;
+  r.range = f.range;
   uint16_t flags = 0;
   if (f.has_stream) flags |= kHasStream;
   if (f.has_pool) flags |= kHasPool;
@@ -217,6 +218,7 @@ void fill_record(EventRecord& r, uint64_t seq, const EventFacts& f, uint64_t t, 
   if (f.has_handle) flags |= kHasHandle;
   if (f.has_result) flags |= kHasResult;
   if (f.has_meminfo) flags |= kHasMemInfo;
+  if (f.range) flags |= kHasRange;
   const char* text = f.label ? f.label : f.pool_name;
   if (interned) {
     flags |= kHasLabel | kLabelInterned;
@@ -333,6 +335,19 @@ bool record(const EventFacts& facts) noexcept {
   t_driver_api = nullptr;
   errno = saved_errno;
   return pushed;
+}
+
+void record_labelled(format::Op op, const char* label, const char* api, uint64_t range) noexcept {
+  HookScope scope;
+  if (!scope.recording()) return;
+  EventFacts facts;
+  facts.op = op;
+  facts.kind = format::Kind::None;
+  facts.api = api;
+  facts.has_result = false;
+  facts.label = label;
+  facts.range = range;
+  record(facts);
 }
 
 bool first_event_on_device(int32_t device) noexcept {

@@ -52,6 +52,7 @@ struct EventFacts {
   uint64_t total_bytes = 0;
   const char* label = nullptr;      // mark label, scope name
   const char* pool_name = nullptr;  // block events: allocator pool name
+  uint64_t range = 0;               // scope events of a cross-thread range: its id; 0 = none
   uint64_t time_ns = 0;             // CLOCK_MONOTONIC of the event; 0 = now (events reported late,
                                     // e.g. drained from PyTorch's history, carry their own time)
   // Events reported late carry the stack recorded when they happened: `frame_count` >= 0 frames
@@ -130,6 +131,11 @@ class HookScope {
 // false when the event was not recorded (recorder disabled, ring full in drop mode — counted, or the
 // recorder shut down). Call only when HookScope::recording() is true.
 bool record(const EventFacts& facts) noexcept;
+
+// Records a mark or scope event (kind none, no memory) carrying `label` (a mark's text, a scope's name;
+// null: none), from `api` (static), with `range` (a cross-thread range's id; 0: none). Opens its own
+// HookScope: the entry point for the custom API and NVTX callbacks.
+void record_labelled(format::Op op, const char* label, const char* api, uint64_t range = 0) noexcept;
 
 // True for exactly one call per device and process (a fork child starts over): the hook that gets
 // true records the device's facts (record_device_info) and a start-of-run meminfo event.

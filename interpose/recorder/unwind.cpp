@@ -17,6 +17,9 @@
 namespace gpumemtrace {
 namespace {
 
+// Set around unw_backtrace on the calling thread (trivially destructible, as hook-path TLS must be).
+thread_local bool t_in_unwinder = false;
+
 // [lo, hi) of this library's executable segments. Written once on start-up, read on the hot path.
 std::atomic<uintptr_t> g_own_lo{0}, g_own_hi{0};
 
@@ -42,8 +45,13 @@ void init_own_code_range() {
   dl_iterate_phdr(find_own_range, reinterpret_cast<void*>(&capture_native_stack));
   // libunwind's default cache is global and guarded by a lock (with signals masked around it); a
   // per-thread cache takes neither, which is what the hot path needs (heaptrack does the same).
+  // libunwind opens its memory-validation pipe when it initialises (here): in_unwinder() moves it.
+  t_in_unwinder = true;
   unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD);
+  t_in_unwinder = false;
 }
+
+bool in_unwinder() { return t_in_unwinder; }
 
 int capture_native_stack(uintptr_t* out, int max_depth) {
   if (max_depth <= 0) return 0;
@@ -52,7 +60,9 @@ int capture_native_stack(uintptr_t* out, int max_depth) {
   void* raw[kMaxNativeFrames + kOwnFramesBudget];
   int want = max_depth + kOwnFramesBudget;
   if (want > kMaxNativeFrames + kOwnFramesBudget) want = kMaxNativeFrames + kOwnFramesBudget;
+  t_in_unwinder = true;
   const int n = unw_backtrace(raw, want);
+  t_in_unwinder = false;
   const uintptr_t lo = g_own_lo.load(std::memory_order_relaxed);
   const uintptr_t hi = g_own_hi.load(std::memory_order_relaxed);
   int first = 0;

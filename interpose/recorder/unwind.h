@@ -14,4 +14,8 @@ void init_own_code_range();
 // Hot path: no malloc, no lock of ours, no stdio (libunwind's per-thread cache; see unwind.cpp).
 int capture_native_stack(uintptr_t* out, int max_depth);
 
+// True while this thread is inside libunwind for capture_native_stack (interpose/hooks/
+// unwinder_pipe.cpp moves the descriptors libunwind opens then out of the program's way).
+bool in_unwinder();
+
 }  // namespace gpumemtrace

@@ -233,6 +233,7 @@ void TraceSerializer::event(const EventRecord& r) {
   if (r.flags & kHasHandle) j.hex(f::kFieldHandle, r.segment);
   if (r.flags & kHasMemInfo) j.unum(f::kFieldFree, r.free_bytes).unum(f::kFieldTotal, r.total_bytes);
   if (r.flags & kHasLabel) j.str(f::kFieldLabel, r.label_text());
+  if (r.flags & kHasRange) j.unum(f::kFieldRange, r.range);
   j.unum(f::kFieldStack, stack);
   if (r.flags & kHasResult) j.num(f::kFieldResult, r.result);
   if (r.flags & kDelayed) j.flag(f::kFieldDelayed);

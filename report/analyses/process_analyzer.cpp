@@ -37,7 +37,8 @@ void ProcessAnalyzer::on_event(const Event& e) {
 
   switch (e.op) {
     case Op::Mark:
-      model_.set_phase(std::string(e.label));
+      mark_phase_ = std::string(e.label);
+      model_.set_phase(mark_phase_);
       ++marks_total_;
       if (marks_.size() < kMaxMarks) marks_.push_back(Mark{e.seq, e.t, model_.phase()});
       return;
@@ -46,6 +47,11 @@ void ProcessAnalyzer::on_event(const Event& e) {
       return on_scope(e);
     default:
       break;
+  }
+  if (nvtx_.seen()) {
+    const std::string& ranges = nvtx_.phase_of(e.tid);
+    const std::string& phase = ranges.empty() ? mark_phase_ : ranges;
+    if (phase != model_.phase()) model_.set_phase(phase);
   }
   roles_.set_time(e.t);
   model_.apply(e, events_, autograd_.site_for(e));
@@ -66,6 +72,7 @@ void ProcessAnalyzer::sample(const Event& e) {
 }
 
 void ProcessAnalyzer::on_scope(const Event& e) {
+  if (e.api == format::kApiNvtx) return nvtx_.on_scope(e);  // phases, not leak checks
   if (e.api == kBackwardScopeApi) {
     if (e.op == Op::ScopeBegin) roles_.on_backward_begin();
     if (autograd_.on_backward_scope(e)) roles_.on_backward_end();
@@ -113,6 +120,7 @@ ProcessReport ProcessAnalyzer::finish(const std::string& file, const ReadResult&
     }
   }
   scopes_.finish(out);
+  nvtx_.finish(out.last_time_ns, out);
   add_advice(out);
   return out;
 }

@@ -5,6 +5,7 @@
 //   autograd_attribution  frameless PyTorch blocks -> the backward() call that allocated them
 //   roles                 live memory by role, at each peak and each OOM
 //   scopes                per-scope (per-test) leak checks
+//   nvtx_phases           NVTX ranges: the phase of each event's thread (marks name it otherwise)
 //   oom_incidents         one incident per failed request, with a verdict; other failed calls
 //   growth                call sites that keep growing (its clock ticks here)
 // and, from the model at the end: peaks, fragmentation, leaks (leaks.h), then advice.
@@ -19,6 +20,7 @@
 #include "report/analyses/autograd_attribution.h"
 #include "report/analyses/growth.h"
 #include "report/analyses/memory_model.h"
+#include "report/analyses/nvtx_phases.h"
 #include "report/analyses/oom_incidents.h"
 #include "report/analyses/report_model.h"
 #include "report/analyses/roles.h"
@@ -56,12 +58,14 @@ class ProcessAnalyzer : public TraceHandler {
   uint64_t events_ = 0;
   std::vector<Mark> marks_;
   uint64_t marks_total_ = 0;
+  std::string mark_phase_;  // the last mark's label: the phase of threads with no NVTX range open
 
   MemoryModel model_;
   GrowthClock clock_;
   AutogradAttribution autograd_;
   Roles roles_;
   Scopes scopes_;
+  NvtxPhases nvtx_;
   OomIncidents incidents_;
 };
 

@@ -70,7 +70,8 @@ struct PeakLevel {
   uint64_t bytes = 0;
   uint64_t seq = 0;
   uint64_t time_ns = 0;
-  std::string phase;                // label of the last mark before the peak, "" when none
+  std::string phase;                // the NVTX ranges open on the peak's thread ("train/forward"),
+                                    // else the label of the last mark before it; "" when none
   std::vector<StackBytes> culprits; // largest first, at most kMaxCulprits
   uint64_t other_bytes = 0;         // held by stacks beyond the listed culprits
 };
@@ -230,6 +231,16 @@ struct DeviceSummary {
   std::vector<TimelineSample> timeline;  // reserved/allocated over the run, bounded, evenly thinned
 };
 
+// An NVTX range (nvtx_phases.h): a slice of its thread's timeline in the Perfetto export.
+struct NvtxRange {
+  std::string name;
+  uint64_t tid = 0;                 // the thread that opened it
+  uint64_t range = 0;               // start/end ranges: their id; 0 for push/pop
+  uint64_t begin_time_ns = 0;
+  uint64_t end_time_ns = 0;
+  bool closed = true;               // false: the trace ended inside it
+};
+
 struct Mark {
   uint64_t seq = 0;
   uint64_t time_ns = 0;
@@ -258,6 +269,8 @@ struct ProcessReport {
   std::vector<FragmentationReport> fragmentation;
   std::vector<Mark> marks;          // the first kMaxMarks
   uint64_t marks_total = 0;
+  std::vector<NvtxRange> nvtx_ranges;  // in the order they closed; the first kMaxNvtxRanges
+  uint64_t nvtx_ranges_total = 0;
 
   uint64_t leaked_bytes() const;    // unsuppressed
   uint64_t leaked_count() const;
@@ -270,6 +283,7 @@ inline constexpr size_t kMaxCulprits = 10;
 inline constexpr size_t kMaxMarks = 256;
 inline constexpr size_t kMaxAttempts = 16;
 inline constexpr size_t kMaxScopes = 1000;
+inline constexpr size_t kMaxNvtxRanges = 10000;
 inline constexpr size_t kMaxIncidents = 100;
 
 }  // namespace gpumemtrace::report

@@ -2,6 +2,8 @@
 #include "report/outputs/perfetto_output.h"
 
 #include <algorithm>
+#include <map>
+#include <set>
 #include <string>
 
 namespace gpumemtrace::report {
@@ -10,9 +12,10 @@ using nlohmann::json;
 namespace {
 
 // Thread ids inside each process's track group: marks and phases on one, scopes on one, each device
-// on its own.
+// on its own, and two per thread with NVTX ranges (push/pop ranges nest; start/end ranges may not).
 constexpr int64_t kPhaseTid = 0;
 constexpr int64_t kScopeTid = 1000000;  // above any device ordinal
+constexpr int64_t kNvtxTid = 2000000;   // + 2 * (the thread's rank of first appearance) [+ 1]
 int64_t device_tid(int32_t device) { return 1 + static_cast<int64_t>(device < 0 ? 0 : device); }
 
 // The trace's clock is in nanoseconds; the format wants microseconds (fractions allowed).
@@ -22,6 +25,26 @@ std::string device_label(int32_t device) { return "GPU " + std::to_string(device
 
 json metadata(const char* name, int64_t pid, int64_t tid, const std::string& value) {
   return {{"name", name}, {"ph", "M"}, {"pid", pid}, {"tid", tid}, {"args", {{"name", value}}}};
+}
+
+void add_nvtx_ranges(const ProcessReport& r, int64_t pid, json& meta, std::vector<json>& events) {
+  std::map<uint64_t, int64_t> track_of;  // OS thread id -> its push/pop track
+  std::set<int64_t> named;
+  for (const NvtxRange& range : r.nvtx_ranges) {
+    const int64_t first = track_of.emplace(range.tid, kNvtxTid + 2 * static_cast<int64_t>(track_of.size()))
+                              .first->second;
+    const int64_t track = first + (range.range ? 1 : 0);
+    if (named.insert(track).second) {
+      meta.push_back(metadata("thread_name", pid, track,
+                              std::string(range.range ? "NVTX start/end ranges" : "NVTX ranges") + ", thread " +
+                                  std::to_string(range.tid)));
+    }
+    json args = {{"thread", range.tid}, {"closed", range.closed}};
+    if (range.range) args["range"] = range.range;
+    events.push_back({{"name", range.name}, {"ph", "X"}, {"ts", micros(range.begin_time_ns)},
+                      {"dur", micros(range.end_time_ns - range.begin_time_ns)}, {"pid", pid},
+                      {"tid", track}, {"cat", "nvtx"}, {"args", std::move(args)}});
+  }
 }
 
 void add_process(const ProcessReport& r, int64_t pid, json& meta, std::vector<json>& events) {
@@ -63,6 +86,7 @@ void add_process(const ProcessReport& r, int64_t pid, json& meta, std::vector<js
                       {"pid", pid}, {"tid", kScopeTid}, {"cat", "scope"},
                       {"args", {{"leaked_bytes", scope.leaked_bytes}, {"api", scope.api}}}});
   }
+  add_nvtx_ranges(r, pid, meta, events);
   for (size_t i = 0; i < r.marks.size(); ++i) {
     const Mark& mark = r.marks[i];
     events.push_back({{"name", mark.label}, {"ph", "i"}, {"s", "p"}, {"ts", micros(mark.time_ns)}, {"pid", pid},

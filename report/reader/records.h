@@ -78,6 +78,7 @@ struct Event {
   std::string_view pool;  // "" when absent; a "0x..." handle or an allocator pool name
   std::string_view label;
   std::string_view api;
+  uint64_t range = 0;     // scope events of a cross-thread range: the id pairing begin and end; 0 = none
 };
 
 struct Footer {

@@ -64,7 +64,7 @@ struct Fields {
       library, backend, name, lang;
   uint64_t version = 0, id = 0, seq = 0, t = 0, tid = 0, size = 0, stack = 0, module = 0, line = 0,
            free = 0, total = 0, count = 0, dropped_total = 0, events = 0, end_time = 0,
-           start_time = 0, clock_start = 0, addr = 0, segment = 0, handle = 0, ip = 0, offset = 0;
+           start_time = 0, clock_start = 0, addr = 0, segment = 0, handle = 0, ip = 0, offset = 0, range = 0;
   int64_t device = -1, result = 0, pid = -1, ppid = -1;
   bool delayed = false;
   std::vector<uint32_t> frames;
@@ -245,6 +245,7 @@ void parse_field(std::string_view key, od::value& v, Fields& f) {
         case 'l': if (is(fmt::kFieldLabel)) f.label = get_str(v, key); return;
         case 't': if (is(fmt::kFieldTotal)) { f.total = get_u64(v, key); f.present |= B::kTotal; } return;
         case 'c': if (is(fmt::kFieldCount)) { f.count = get_u64(v, key); f.present |= B::kCount; } return;
+        case 'r': if (is(fmt::kFieldRange)) f.range = get_u64(v, key); return;
         default: return;
       }
     case 6:
@@ -479,6 +480,7 @@ class Dispatcher {
     e.pool = f.pool;
     e.label = f.label;
     e.api = f.api;
+    e.range = f.range;
     e.delayed = f.delayed;
     if (e.op == Op::Sync) return merger_.sync(e.t);  // a promise for the reader, not a memory event
     ++result_.events;

@@ -91,6 +91,18 @@ TEST(Config, OnlyALiteralOutputPathIsNamed) {
   EXPECT_FALSE(parse({{"GPUMEMTRACE_OUTPUT", "/tmp/t.%p.jsonl"}}).output_named);
 }
 
+TEST(Config, NvtxMode) {
+  g_warnings.clear();
+  EXPECT_EQ(parse_nvtx_mode(nullptr, collect_warning), NvtxMode::Auto);
+  EXPECT_EQ(parse_nvtx_mode("AUTO", collect_warning), NvtxMode::Auto);
+  EXPECT_EQ(parse_nvtx_mode("1", collect_warning), NvtxMode::On);
+  EXPECT_EQ(parse_nvtx_mode("off", collect_warning), NvtxMode::Off);
+  EXPECT_TRUE(g_warnings.empty());
+  EXPECT_EQ(parse_nvtx_mode("sometimes", collect_warning), NvtxMode::Auto);
+  ASSERT_EQ(g_warnings.size(), 1u);
+  EXPECT_NE(g_warnings[0].find("GPUMEMTRACE_NVTX=sometimes"), std::string::npos);
+}
+
 TEST(Config, OutputTemplate) {
   EXPECT_EQ(expand_output_path("gpumemtrace.%e.%p.jsonl", 42, "python3"), "gpumemtrace.python3.42.jsonl");
   EXPECT_EQ(expand_output_path("/out/", 7, "app"), "/out/gpumemtrace.app.7.jsonl");

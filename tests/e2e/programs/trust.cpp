@@ -71,6 +71,10 @@ int run_own_file(const std::string& how, const char* file, int n) {
   fflush(stdout);
   int own = -1;
   if (how == "closefrom") {
+    // Let the writer finish starting up (it opens /proc and debug files on its first batch) before
+    // every descriptor goes: a descriptor the writer has open at that moment is closed under it and
+    // its later close would hit the program's new file (docs/security.md, "Limits").
+    if (auto flush = reinterpret_cast<int (*)()>(dlsym(RTLD_DEFAULT, "gpumemtrace_flush"))) flush();
     close_all_above_stderr();
     own = open(file, O_WRONLY | O_CREAT | O_TRUNC, 0644);
   } else {
