@@ -1,7 +1,7 @@
 // gpumem-report: the offline analyzer. Pipeline: reader/ (lines -> validated records) ->
 // analyses/ (one streaming pass per trace -> ProcessReport) -> outputs/ (text, JSON, HTML, Perfetto,
 // folded stacks) -> cli/ gates.
-// Exit status: 0 fine, 1 a gate failed, 2 bad input or usage.
+// Exit status: 0 fine, 1 a gate failed, 2 bad input or usage, 3 a gate met a cut trace (no verdict).
 #include <sys/ioctl.h>
 #include <unistd.h>
 
@@ -30,6 +30,7 @@ namespace {
 
 constexpr int kExitGate = 1;
 constexpr int kExitBadInput = 2;
+constexpr int kExitIncomplete = 3;
 
 // JSON text of a report: file names, frames and labels come from the trace and need not be UTF-8;
 // invalid bytes become U+FFFD instead of an exception.
@@ -81,7 +82,7 @@ int run(const Options& options) {
   if (!options.width_given && options.output.empty()) {
     if (size_t columns = terminal_columns(STDOUT_FILENO)) text.stacks.width = columns;
   }
-  std::vector<std::string> failures;
+  std::vector<std::string> failures, incomplete;
   if (options.diff) {
     DiffReport diff = diff_reports(analyze_all({options.inputs[0]}, suppressions, options.progress),
                                    analyze_all({options.inputs[1]}, suppressions, options.progress));
@@ -96,6 +97,7 @@ int run(const Options& options) {
     }
     write_report(out, reports, options, text);
     failures = check_gates(reports, options);
+    incomplete = check_incomplete(reports, options);
   }
   // A report that cannot be written (disk full, closed pipe) is an error, not a silent success.
   errno = 0;
@@ -107,7 +109,8 @@ int run(const Options& options) {
                              ": cannot write the report" + (error ? std::string(": ") + strerror(error) : ""));
   }
   for (const std::string& failure : failures) std::cerr << "gpumem-report: FAILED: " << failure << (failure.back() == '\n' ? "" : "\n");
-  return failures.empty() ? 0 : kExitGate;
+  for (const std::string& cut : incomplete) std::cerr << "gpumem-report: INCOMPLETE: " << cut << "\n";
+  return !failures.empty() ? kExitGate : !incomplete.empty() ? kExitIncomplete : 0;
 }
 
 }  // namespace
