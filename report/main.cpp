@@ -41,13 +41,18 @@ std::string dump_json(const nlohmann::json& json) {
 std::vector<ProcessReport> analyze_all(const std::vector<std::string>& args, const Suppressions& suppressions,
                                        bool show_progress) {
   std::vector<ProcessReport> reports;
-  ProgressLine progress(STDERR_FILENO);
-  ReadObserver* observer = show_progress && progress.enabled() ? &progress : nullptr;
-  for (const std::string& file : expand_inputs(args)) {
-    progress.start_file(file);
-    reports.push_back(analyze_file(file, suppressions, observer));
-  }
-  return reports;  // the line is cleared here, before any warning or report is written
+  std::vector<std::string> skipped;  // empty traces in a directory: a warning each, not an error
+  {
+    ProgressLine progress(STDERR_FILENO);
+    ReadObserver* observer = show_progress && progress.enabled() ? &progress : nullptr;
+    for (const InputFile& input : expand_inputs(args)) {
+      progress.start_file(input.path);
+      if (auto report = analyze_input(input, suppressions, observer, &skipped)) reports.push_back(std::move(*report));
+    }
+  }  // the line is cleared here, before any warning or report is written
+  for (const std::string& warning : skipped) std::cerr << "gpumem-report: warning: " << warning << "\n";
+  if (reports.empty()) throw std::runtime_error("no trace to report on: every trace given is empty");
+  return reports;
 }
 
 void write_report(std::ostream& out, const std::vector<ProcessReport>& reports, const Options& options,

@@ -2,6 +2,7 @@
 says where the analysis stops, what was live then is not called a leak, and a gate on such a trace
 is its own outcome (exit status 3) unless --allow-incomplete. A corrupt .zst is detected by its
 frame checksum instead of silently changing the totals."""
+import json
 import os
 import subprocess
 import sys
@@ -113,3 +114,44 @@ class CutTraces(ReportTestCase):
         proc = run_report(self.path("flipped.jsonl.zst"))
         self.assertEqual(proc.returncode, EXIT_BAD_INPUT, proc.stdout)
         self.assertIn("checksum", proc.stderr)
+
+
+class EmptyTracesInADirectory(ReportTestCase):
+    """A child that ends (os._exit) before its recorder writes leaves a 0-byte or header-only trace
+    beside the others: a warning for that file, never a failure of the run."""
+
+    def setUp(self):
+        super().setUp()
+        self.tmp = tempfile.TemporaryDirectory(prefix="gpumem-empty-")
+        self.dir = self.tmp.name
+        t = Trace(os.path.join(self.dir, "parent.jsonl"), pid=100)
+        s = t.stack("work", 30)
+        t.alloc(0x1000, MiB, s)
+        t.free(0x1000)
+        t.close()
+        open(os.path.join(self.dir, "child-0ms.jsonl"), "w").close()
+        Trace(os.path.join(self.dir, "child-header.jsonl"), pid=102).close(footer=False)
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def test_empty_traces_are_warnings(self):
+        proc = run_report("--fail-on-leak", "--format", "json", self.dir)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        warnings = proc.stderr.strip().splitlines()
+        self.assertEqual(len(warnings), 2, proc.stderr)
+        self.assertIn("child-0ms.jsonl: empty (0 bytes)", warnings[0])
+        self.assertIn("child-header.jsonl: a header only", warnings[1])
+        report = json.loads(proc.stdout)
+        self.assertEqual([p["pid"] for p in report["processes"]], [100])
+
+    def test_an_empty_file_named_alone_is_still_an_error(self):
+        proc = run_report(os.path.join(self.dir, "child-0ms.jsonl"))
+        self.assertEqual(proc.returncode, EXIT_BAD_INPUT)
+        self.assertIn("empty file", proc.stderr)
+
+    def test_a_directory_of_empty_traces_is_an_error(self):
+        os.remove(os.path.join(self.dir, "parent.jsonl"))
+        proc = run_report(self.dir)
+        self.assertEqual(proc.returncode, EXIT_BAD_INPUT)
+        self.assertIn("every trace given is empty", proc.stderr.strip().splitlines()[-1])
