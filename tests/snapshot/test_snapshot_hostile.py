@@ -6,38 +6,18 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "report"))
 import hostile_pickles as hostile  # noqa: E402
+from reportlib import run_measured  # noqa: E402
 
 BUILD = os.environ.get("GPUMEMTRACE_BUILD", os.path.join(os.path.dirname(os.path.dirname(HERE)), "build"))
 REPORT = os.path.join(BUILD, "gpumem-report")
 CONVERT = os.path.join(BUILD, "gpumem-snapshot2trace")
 MiB = 1 << 20
-
-
-def run_measured(argv, limit_s=60):
-    """(returncode, stderr, seconds, max RSS in bytes) of one child."""
-    start = time.monotonic()
-    with tempfile.TemporaryFile() as err:
-        proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=err)
-        deadline = start + limit_s
-        while True:
-            pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
-            if pid:
-                break
-            if time.monotonic() > deadline:
-                proc.kill()
-                pid, status, usage = os.wait4(proc.pid, 0)
-                break
-            time.sleep(0.01)
-        proc.returncode = os.waitstatus_to_exitcode(status)
-        err.seek(0)
-        stderr = err.read().decode(errors="replace")
-    return proc.returncode, stderr, time.monotonic() - start, usage.ru_maxrss * 1024
 
 
 class HostileSnapshots(unittest.TestCase):
