@@ -41,13 +41,15 @@ std::string dump_json(const nlohmann::json& json) {
 std::vector<ProcessReport> analyze_all(const std::vector<std::string>& args, const Suppressions& suppressions,
                                        bool show_progress) {
   std::vector<ProcessReport> reports;
-  std::vector<std::string> skipped;  // empty traces in a directory: a warning each, not an error
+  std::vector<std::string> skipped;  // empty traces among several: a warning each, not an error
   {
     ProgressLine progress(STDERR_FILENO);
     ReadObserver* observer = show_progress && progress.enabled() ? &progress : nullptr;
-    for (const InputFile& input : expand_inputs(args)) {
-      progress.start_file(input.path);
-      if (auto report = analyze_input(input, suppressions, observer, &skipped)) reports.push_back(std::move(*report));
+    const std::vector<std::string> files = expand_inputs(args);
+    for (const std::string& file : files) {
+      progress.start_file(file);
+      if (files.size() == 1) reports.push_back(analyze_file(file, suppressions, observer));
+      else if (auto report = analyze_one_of_many(file, suppressions, observer, &skipped)) reports.push_back(std::move(*report));
     }
   }  // the line is cleared here, before any warning or report is written
   for (const std::string& warning : skipped) std::cerr << "gpumem-report: warning: " << warning << "\n";

@@ -125,25 +125,25 @@ bool is_trace_name(const std::string& name) {
 }
 }  // namespace
 
-std::optional<ProcessReport> analyze_input(const InputFile& input, const Suppressions& suppressions,
-                                           ReadObserver* observer, std::vector<std::string>* warnings) {
+std::optional<ProcessReport> analyze_one_of_many(const std::string& path, const Suppressions& suppressions,
+                                                 ReadObserver* observer, std::vector<std::string>* warnings) {
   std::error_code error;
-  if (input.in_directory && std::filesystem::file_size(input.path, error) == 0 && !error) {
-    warnings->push_back(input.path + ": empty (0 bytes): the process ended before its trace was written; skipped");
+  if (std::filesystem::file_size(path, error) == 0 && !error) {
+    warnings->push_back(path + ": empty (0 bytes): the process ended before its trace was written; skipped");
     return std::nullopt;
   }
-  ProcessReport report = analyze_file(input.path, suppressions, observer);
-  if (input.in_directory && report.events == 0 && !report.complete) {
-    warnings->push_back(input.path + ": a header only (no event, no footer): the process ended before it recorded "
+  ProcessReport report = analyze_file(path, suppressions, observer);
+  if (report.events == 0 && !report.complete) {
+    warnings->push_back(path + ": a header only (no event, no footer): the process ended before it recorded "
                         "anything; skipped");
     return std::nullopt;
   }
   return report;
 }
 
-std::vector<InputFile> expand_inputs(const std::vector<std::string>& args) {
+std::vector<std::string> expand_inputs(const std::vector<std::string>& args) {
   namespace fs = std::filesystem;
-  std::vector<InputFile> files;
+  std::vector<std::string> files;
   for (const std::string& arg : args) {
     std::error_code error;
     if (fs::is_directory(arg, error)) {
@@ -155,9 +155,9 @@ std::vector<InputFile> expand_inputs(const std::vector<std::string>& args) {
       }
       if (found.empty()) throw std::runtime_error(arg + ": directory holds no traces (*.jsonl, *.zst, *.pickle)");
       std::sort(found.begin(), found.end());
-      for (std::string& path : found) files.push_back(InputFile{std::move(path), true});
+      files.insert(files.end(), found.begin(), found.end());
     } else if (fs::exists(arg, error)) {
-      files.push_back(InputFile{arg, false});
+      files.push_back(arg);
     } else {
       throw std::runtime_error(arg + ": no such file or directory");
     }

@@ -21,21 +21,17 @@ ProcessReport analyze_source(ByteSource& source, const std::string& name,
 ProcessReport analyze_file(const std::string& path, const Suppressions& suppressions,
                            ReadObserver* observer = nullptr);
 
-struct InputFile {
-  std::string path;
-  bool in_directory = false;  // found in a directory named on the command line
-};
-
 // Files for the command-line arguments: a file stays as is; a directory becomes its traces
 // (*.jsonl, *.jsonl.zst, *.zst, PyTorch snapshots *.pickle/*.pkl; one per process), sorted by
 // name. Throws std::runtime_error for a missing path or a directory without traces.
-std::vector<InputFile> expand_inputs(const std::vector<std::string>& args);
+std::vector<std::string> expand_inputs(const std::vector<std::string>& args);
 
-// analyze_file(), except that a trace found in a directory may be empty: the trace of a process
-// that ended (_exit, a crash) before its recorder wrote more than the header. Such a file (0 bytes,
-// or a header with no event and no footer) gives no report but a warning in *warnings, so that it
-// never fails the others. A file named on its own is analyzed (or refused) as usual.
-std::optional<ProcessReport> analyze_input(const InputFile& input, const Suppressions& suppressions,
-                                           ReadObserver* observer, std::vector<std::string>* warnings);
+// analyze_file() for one of several traces (a directory's, or a run's files given together), where
+// one may be empty: the trace of a process that ended (_exit, a crash) before its recorder wrote more
+// than the header. Such a file (0 bytes, or a header with no event and no footer) gives no report but
+// a warning in *warnings, so that it never fails the others. (A trace given alone is analyze_file()'s:
+// a 0-byte one is an error.)
+std::optional<ProcessReport> analyze_one_of_many(const std::string& path, const Suppressions& suppressions,
+                                                 ReadObserver* observer, std::vector<std::string>* warnings);
 
 }  // namespace gpumemtrace::report

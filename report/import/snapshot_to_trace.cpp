@@ -408,7 +408,7 @@ uint32_t Converter::stack_of(uint32_t frames) {
   auto cached = stack_by_node_.find(frames);
   if (cached != stack_by_node_.end()) return cached->second;
   std::vector<uint32_t> ids;
-  if (!visit(std::min(doc_.items(frames).size(), kMaxFramesPerStack))) return 0;
+  if (!visit(doc_.items(frames).size())) return 0;  // each list once (cached by node below)
   for (uint32_t f : doc_.items(frames)) {
     if (ids.size() >= kMaxFramesPerStack) break;
     if (!doc_.is(f, Kind::Dict)) continue;

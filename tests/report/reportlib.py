@@ -2,8 +2,7 @@
 import json
 import os
 import subprocess
-import tempfile
-import time
+import sys
 import unittest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -18,27 +17,26 @@ def run_report(*args, check_rc=None):
     return proc
 
 
+# Runs argv from a fresh, small Python and reports on it alone. A child's ru_maxrss starts from the
+# high-water mark of the process it was forked from (Linux keeps it across exec), so a measurement
+# taken straight from a test runner that has grown to 80 MiB would read at least 80 MiB.
+_MEASURE = """
+import resource, subprocess, sys, time
+start = time.monotonic()
+try:
+    rc = subprocess.run(sys.argv[2:], stdout=subprocess.DEVNULL, timeout=float(sys.argv[1])).returncode
+except subprocess.TimeoutExpired:
+    rc = "timeout"
+print(rc, time.monotonic() - start, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024)
+"""
+
+
 def run_measured(argv, limit_s=60):
-    """(exit status, stderr, seconds, max RSS in bytes) of one child, killed after limit_s. Measured with
-    os.wait4 on that child alone: RUSAGE_CHILDREN's ru_maxrss is the maximum over every child this
-    test process ever waited for."""
-    start = time.monotonic()
-    with tempfile.TemporaryFile() as err:
-        proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=err)
-        deadline = start + limit_s
-        while True:
-            pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
-            if pid:
-                break
-            if time.monotonic() > deadline:
-                proc.kill()
-                pid, status, usage = os.wait4(proc.pid, 0)
-                break
-            time.sleep(0.01)
-        proc.returncode = os.waitstatus_to_exitcode(status)  # reaped here: Popen must not wait again
-        err.seek(0)
-        stderr = err.read().decode(errors="replace")
-    return proc.returncode, stderr, time.monotonic() - start, usage.ru_maxrss * 1024
+    """(exit status or "timeout", stderr, seconds, max RSS in bytes) of one run of argv."""
+    proc = subprocess.run([sys.executable, "-c", _MEASURE, str(limit_s), *map(str, argv)], capture_output=True,
+                          text=True, timeout=limit_s + 30)
+    rc, seconds, rss = proc.stdout.split()
+    return (int(rc) if rc != "timeout" else rc), proc.stderr, float(seconds), int(rss)
 
 
 def report_json(*args, rc=0):

@@ -116,9 +116,10 @@ class CutTraces(ReportTestCase):
         self.assertIn("checksum", proc.stderr)
 
 
-class EmptyTracesInADirectory(ReportTestCase):
+class EmptyTracesAmongOthers(ReportTestCase):
     """A child that ends (os._exit) before its recorder writes leaves a 0-byte or header-only trace
-    beside the others: a warning for that file, never a failure of the run."""
+    beside the others: a warning for that file, never a failure of the run, whether the traces come
+    as a directory or as files given together (as `gpumemtrace ci` gives them)."""
 
     def setUp(self):
         super().setUp()
@@ -144,6 +145,13 @@ class EmptyTracesInADirectory(ReportTestCase):
         self.assertIn("child-header.jsonl: a header only", warnings[1])
         report = json.loads(proc.stdout)
         self.assertEqual([p["pid"] for p in report["processes"]], [100])
+
+    def test_empty_files_given_together_are_warnings(self):
+        files = [os.path.join(self.dir, name) for name in ("child-0ms.jsonl", "parent.jsonl", "child-header.jsonl")]
+        proc = run_report("--fail-on-leak", *files)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        self.assertEqual(proc.stderr.count("warning:"), 2, proc.stderr)
+        self.assertIn("pid 100", proc.stdout)
 
     def test_an_empty_file_named_alone_is_still_an_error(self):
         proc = run_report(os.path.join(self.dir, "child-0ms.jsonl"))
