@@ -1,7 +1,7 @@
 // gpumem-report: the offline analyzer. Pipeline: reader/ (lines -> validated records) ->
 // analyses/ (one streaming pass per trace -> ProcessReport) -> outputs/ (text, JSON, HTML, Perfetto,
 // folded stacks) -> cli/ gates.
-// Exit status: 0 fine, 1 a gate failed, 2 bad input or usage.
+// Exit status: 0 fine, 1 a gate failed, 2 bad input or usage, 3 a gate met a cut trace (no verdict).
 #include <sys/ioctl.h>
 #include <unistd.h>
 
@@ -30,6 +30,7 @@ namespace {
 
 constexpr int kExitGate = 1;
 constexpr int kExitBadInput = 2;
+constexpr int kExitIncomplete = 3;
 
 // JSON text of a report: file names, frames and labels come from the trace and need not be UTF-8;
 // invalid bytes become U+FFFD instead of an exception.
@@ -40,13 +41,20 @@ std::string dump_json(const nlohmann::json& json) {
 std::vector<ProcessReport> analyze_all(const std::vector<std::string>& args, const Suppressions& suppressions,
                                        bool show_progress) {
   std::vector<ProcessReport> reports;
-  ProgressLine progress(STDERR_FILENO);
-  ReadObserver* observer = show_progress && progress.enabled() ? &progress : nullptr;
-  for (const std::string& file : expand_inputs(args)) {
-    progress.start_file(file);
-    reports.push_back(analyze_file(file, suppressions, observer));
-  }
-  return reports;  // the line is cleared here, before any warning or report is written
+  std::vector<std::string> skipped;  // empty traces among several: a warning each, not an error
+  {
+    ProgressLine progress(STDERR_FILENO);
+    ReadObserver* observer = show_progress && progress.enabled() ? &progress : nullptr;
+    const std::vector<std::string> files = expand_inputs(args);
+    for (const std::string& file : files) {
+      progress.start_file(file);
+      if (files.size() == 1) reports.push_back(analyze_file(file, suppressions, observer));
+      else if (auto report = analyze_one_of_many(file, suppressions, observer, &skipped)) reports.push_back(std::move(*report));
+    }
+  }  // the line is cleared here, before any warning or report is written
+  for (const std::string& warning : skipped) std::cerr << "gpumem-report: warning: " << warning << "\n";
+  if (reports.empty()) throw std::runtime_error("no trace to report on: every trace given is empty");
+  return reports;
 }
 
 void write_report(std::ostream& out, const std::vector<ProcessReport>& reports, const Options& options,
@@ -81,7 +89,7 @@ int run(const Options& options) {
   if (!options.width_given && options.output.empty()) {
     if (size_t columns = terminal_columns(STDOUT_FILENO)) text.stacks.width = columns;
   }
-  std::vector<std::string> failures;
+  std::vector<std::string> failures, incomplete;
   if (options.diff) {
     DiffReport diff = diff_reports(analyze_all({options.inputs[0]}, suppressions, options.progress),
                                    analyze_all({options.inputs[1]}, suppressions, options.progress));
@@ -96,6 +104,7 @@ int run(const Options& options) {
     }
     write_report(out, reports, options, text);
     failures = check_gates(reports, options);
+    incomplete = check_incomplete(reports, options);
   }
   // A report that cannot be written (disk full, closed pipe) is an error, not a silent success.
   errno = 0;
@@ -107,7 +116,8 @@ int run(const Options& options) {
                              ": cannot write the report" + (error ? std::string(": ") + strerror(error) : ""));
   }
   for (const std::string& failure : failures) std::cerr << "gpumem-report: FAILED: " << failure << (failure.back() == '\n' ? "" : "\n");
-  return failures.empty() ? 0 : kExitGate;
+  for (const std::string& cut : incomplete) std::cerr << "gpumem-report: INCOMPLETE: " << cut << "\n";
+  return !failures.empty() ? kExitGate : !incomplete.empty() ? kExitIncomplete : 0;
 }
 
 }  // namespace

@@ -1,6 +1,13 @@
+// report/analyses/analyze.cpp — see analyze.h.
 #include "report/analyses/analyze.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <ostream>
 #include <streambuf>
@@ -13,25 +20,59 @@
 namespace gpumemtrace::report {
 
 namespace {
-// An ostream target that appends to a string the caller owns (an ostringstream would copy its
-// whole buffer out in C++17's str()).
-class StringSink : public std::streambuf {
+// An ostream target that writes to a stdio file (the converted snapshot's temporary file).
+class StdioSink : public std::streambuf {
  public:
-  explicit StringSink(std::string* out) : out_(out) {}
+  explicit StdioSink(std::FILE* file) : file_(file) {}
 
  protected:
   int_type overflow(int_type c) override {
-    if (!traits_type::eq_int_type(c, traits_type::eof())) out_->push_back(traits_type::to_char_type(c));
-    return traits_type::not_eof(c);
+    if (traits_type::eq_int_type(c, traits_type::eof())) return traits_type::not_eof(c);
+    return std::fputc(traits_type::to_char_type(c), file_) == EOF ? traits_type::eof() : c;
   }
   std::streamsize xsputn(const char* s, std::streamsize n) override {
-    out_->append(s, static_cast<size_t>(n));
-    return n;
+    return static_cast<std::streamsize>(std::fwrite(s, 1, static_cast<size_t>(n), file_));
   }
 
  private:
-  std::string* out_;
+  std::FILE* file_;
 };
+
+// An anonymous temporary file in $TMPDIR (else /tmp), already unlinked: it disappears with the
+// process, however the process ends. Throws TraceError naming `path` (the input it is for).
+std::FILE* anonymous_temp_file(const std::string& path) {
+  const char* dir = std::getenv("TMPDIR");
+  std::string name = std::string(dir && *dir ? dir : "/tmp") + "/gpumem-report-snapshot.XXXXXX";
+  const int fd = mkstemp(name.data());
+  if (fd < 0) throw TraceError(path, 0, "PyTorch snapshot: cannot create a temporary file " + name + ": " + std::strerror(errno));
+  unlink(name.c_str());
+  std::FILE* file = fdopen(fd, "w+b");
+  if (!file) {
+    close(fd);
+    throw TraceError(path, 0, std::string("PyTorch snapshot: cannot open a temporary file: ") + std::strerror(errno));
+  }
+  return file;
+}
+
+// Converts the snapshot at `path` into an anonymous temporary file and returns a source that reads
+// it from the start: the converted trace is streamed through the disk, never held in memory.
+std::unique_ptr<ByteSource> convert_snapshot(const std::string& path, snapshot::ConvertStats* stats) {
+  std::FILE* file = anonymous_temp_file(path);
+  StdioSink sink(file);
+  std::ostream converted(&sink);
+  std::string error;
+  bool ok = snapshot::snapshot_to_trace(path, converted, &error, stats);
+  if (ok && (std::fflush(file) != 0 || std::ferror(file))) {
+    ok = false;
+    error = std::string("cannot write the converted trace to a temporary file: ") + std::strerror(errno);
+  }
+  if (!ok) {
+    std::fclose(file);
+    throw TraceError(path, 0, "PyTorch snapshot: " + (error.empty() ? std::string("cannot convert") : error));
+  }
+  std::rewind(file);
+  return file_byte_source(file);
+}
 }  // namespace
 
 ProcessReport analyze_source(ByteSource& source, const std::string& name,
@@ -44,17 +85,10 @@ ProcessReport analyze_source(ByteSource& source, const std::string& name,
 
 ProcessReport analyze_file(const std::string& path, const Suppressions& suppressions, ReadObserver* observer) {
   if (snapshot::looks_like_pickle(path)) {
-    // A PyTorch memory snapshot: converted in memory to an ordinary trace (its size is bounded by
-    // the allocator's history ring), then read exactly like a trace file.
-    std::string trace;
-    StringSink sink(&trace);
-    std::ostream converted(&sink);
-    std::string error;
+    // A PyTorch memory snapshot: converted to an ordinary trace in a temporary file, then read
+    // exactly like a trace file.
     snapshot::ConvertStats stats;
-    if (!snapshot::snapshot_to_trace(path, converted, &error, &stats)) {
-      throw TraceError(path, 0, "PyTorch snapshot: " + (error.empty() ? std::string("cannot convert") : error));
-    }
-    std::unique_ptr<ByteSource> source = memory_byte_source(trace);
+    std::unique_ptr<ByteSource> source = convert_snapshot(path, &stats);
     ProcessReport report;
     try {
       report = analyze_source(*source, path, suppressions);
@@ -90,6 +124,22 @@ bool is_trace_name(const std::string& name) {
   return ends(".jsonl") || ends(".zst") || ends(".pickle") || ends(".pkl");
 }
 }  // namespace
+
+std::optional<ProcessReport> analyze_one_of_many(const std::string& path, const Suppressions& suppressions,
+                                                 ReadObserver* observer, std::vector<std::string>* warnings) {
+  std::error_code error;
+  if (std::filesystem::file_size(path, error) == 0 && !error) {
+    warnings->push_back(path + ": empty (0 bytes): the process ended before its trace was written; skipped");
+    return std::nullopt;
+  }
+  ProcessReport report = analyze_file(path, suppressions, observer);
+  if (report.events == 0 && !report.complete) {
+    warnings->push_back(path + ": a header only (no event, no footer): the process ended before it recorded "
+                        "anything; skipped");
+    return std::nullopt;
+  }
+  return report;
+}
 
 std::vector<std::string> expand_inputs(const std::vector<std::string>& args) {
   namespace fs = std::filesystem;

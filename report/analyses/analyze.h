@@ -2,6 +2,7 @@
 // reader and runs every analysis on it in the same pass.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -24,5 +25,13 @@ ProcessReport analyze_file(const std::string& path, const Suppressions& suppress
 // (*.jsonl, *.jsonl.zst, *.zst, PyTorch snapshots *.pickle/*.pkl; one per process), sorted by
 // name. Throws std::runtime_error for a missing path or a directory without traces.
 std::vector<std::string> expand_inputs(const std::vector<std::string>& args);
+
+// analyze_file() for one of several traces (a directory's, or a run's files given together), where
+// one may be empty: the trace of a process that ended (_exit, a crash) before its recorder wrote more
+// than the header. Such a file (0 bytes, or a header with no event and no footer) gives no report but
+// a warning in *warnings, so that it never fails the others. (A trace given alone is analyze_file()'s:
+// a 0-byte one is an error.)
+std::optional<ProcessReport> analyze_one_of_many(const std::string& path, const Suppressions& suppressions,
+                                                 ReadObserver* observer, std::vector<std::string>* warnings);
 
 }  // namespace gpumemtrace::report

@@ -107,6 +107,9 @@ ProcessReport ProcessAnalyzer::finish(const std::string& file, const ReadResult&
 
   collect_peaks(model_, roles_, symbols_, out);
   collect_exit_state(model_, symbols_, suppressions_, out);
+  if (out.cut()) {  // what was live when the trace was cut is not a leak (ProcessReport::cut)
+    for (DeviceSummary& d : out.devices) d.leaked_bytes = 0;
+  }
   collect_growth(model_, clock_.windows_used(), symbols_, out.growth);
   incidents_.finish(out, symbols_);
   for (DeviceSummary& d : out.devices) {

@@ -52,13 +52,16 @@ uint64_t ProcessReport::peak_bytes() const {
   return peak;
 }
 
-uint64_t ProcessReport::leaked_bytes() const {
+uint64_t ProcessReport::leaked_bytes() const { return cut() ? 0 : live_when_cut_bytes(); }
+
+uint64_t ProcessReport::live_when_cut_bytes() const {
   uint64_t total = 0;
   for (const LeakGroup& leak : leaks) total += leak.suppressed ? 0 : leak.bytes;
   return total;
 }
 
 uint64_t ProcessReport::leaked_count() const {
+  if (cut()) return 0;
   uint64_t total = 0;
   for (const LeakGroup& leak : leaks) total += leak.suppressed ? 0 : leak.count;
   return total;

@@ -252,6 +252,9 @@ struct ProcessReport {
   Header header;
   bool complete = false;            // a footer was seen (clean exit)
   bool truncated = false;
+  // Cut: no footer (killed, disk full, still running) or a cut-short last line. The analysis covers
+  // up to last_time_ns only; what was live then is "live when the trace was cut", never a leak.
+  bool cut() const { return !complete || truncated; }
   uint64_t events = 0;
   uint64_t dropped_events = 0;      // > 0: the analysis is incomplete
   uint64_t first_time_ns = 0;
@@ -272,8 +275,9 @@ struct ProcessReport {
   std::vector<NvtxRange> nvtx_ranges;  // in the order they closed; the first kMaxNvtxRanges
   uint64_t nvtx_ranges_total = 0;
 
-  uint64_t leaked_bytes() const;    // unsuppressed
+  uint64_t leaked_bytes() const;    // unsuppressed; 0 for a cut trace
   uint64_t leaked_count() const;
+  uint64_t live_when_cut_bytes() const;  // unsuppressed bytes live at the end, cut or not
   uint64_t peak_bytes() const;      // the highest reserved peak over its devices
   uint64_t alive_at_exit_bytes() const;
   uint64_t scope_leaked_bytes() const;  // the largest leak of one scope

@@ -23,7 +23,16 @@ void Scopes::on_release(const Holding& h) {
 
 void Scopes::on_scope(const Event& e, uint64_t position) {
   if (e.op == Op::ScopeBegin) {
+    if (open_.size() >= kMaxOpenScopes) {
+      ++untracked_open_;
+      ++untracked_total_;
+      return;
+    }
     open_.push_back(OpenScope{std::string(e.label), std::string(e.api), position, e.t});
+    return;
+  }
+  if (untracked_open_) {
+    --untracked_open_;
     return;
   }
   for (size_t i = open_.size(); i-- > 0;) {
@@ -91,6 +100,10 @@ void Scopes::finish(ProcessReport& out) {
     OpenScope scope = std::move(open_.back());
     open_.pop_back();
     close(scope, out.last_time_ns, false);
+  }
+  if (untracked_total_) {
+    out.warnings.push_back(std::to_string(untracked_total_) + " scopes opened while " + std::to_string(kMaxOpenScopes) +
+                           " were open were not checked (limit)");
   }
   out.scopes = std::move(reports_);
   out.scopes_total = total_;

@@ -25,6 +25,8 @@
 
 namespace gpumemtrace::report {
 
+inline constexpr size_t kMaxOpenScopes = 64;
+
 class Scopes : public ModelListener {
  public:
   Scopes(const MemoryModel& model, const SymbolTable& symbols, const Suppressions& suppressions)
@@ -49,7 +51,11 @@ class Scopes : public ModelListener {
   const MemoryModel& model_;
   const SymbolTable& symbols_;
   const Suppressions& suppressions_;
+  // At most kMaxOpenScopes, so memory and the search at scope_end do not grow with a trace that
+  // opens scopes without closing them; deeper ones are counted in untracked_open_ (ended LIFO first).
   std::vector<OpenScope> open_;
+  uint64_t untracked_open_ = 0;
+  uint64_t untracked_total_ = 0;
   // Live holdings acquired while a scope was open, by (level, key).
   std::unordered_map<uint64_t, Holding> inside_;
   std::unordered_map<uint32_t, bool> excluded_stacks_;  // held by a library or suppressed

@@ -43,6 +43,7 @@ std::vector<std::string> check_gates(const std::vector<ProcessReport>& reports, 
     }
     for (const ScopeReport& scope : r.scopes) {
       if (!options.fail_on_leak || scope.leaked_bytes <= *options.fail_on_leak) continue;
+      if (r.cut() && !scope.closed) continue;  // the trace was cut inside it: no verdict
       std::ostringstream message;
       message << r.file << ": " << scope.name << " leaked " << format_bytes(scope.leaked_bytes) << " in "
               << scope.leaked_count << (scope.leaked_count == 1 ? " allocation" : " allocations")
@@ -68,6 +69,18 @@ std::vector<std::string> check_gates(const std::vector<ProcessReport>& reports, 
     }
   }
   return failures;
+}
+
+std::vector<std::string> check_incomplete(const std::vector<ProcessReport>& reports, const Options& options) {
+  std::vector<std::string> incomplete;
+  if (options.allow_incomplete || (!options.fail_on_leak && !options.fail_on_growth)) return incomplete;
+  for (const ProcessReport& r : reports) {
+    if (!r.cut()) continue;
+    const std::string at = format_seconds(r.last_time_ns - r.first_time_ns);
+    incomplete.push_back(r.file + ": cut at " + at + " (" + (r.truncated ? "cut-short last line" : "no footer") +
+                         "): no verdict on a cut trace (--allow-incomplete gates it on what it recorded)");
+  }
+  return incomplete;
 }
 
 std::vector<std::string> check_diff_gates(const DiffReport& diff, const Options& options) {

@@ -12,6 +12,9 @@
 namespace gpumemtrace::report {
 
 std::vector<std::string> check_gates(const std::vector<ProcessReport>& reports, const Options& options);
+// Cut traces (ProcessReport::cut) when a gate was asked for: a gate gives no verdict on them (exit
+// status 3) unless --allow-incomplete, which gates them on what they recorded. One message each.
+std::vector<std::string> check_incomplete(const std::vector<ProcessReport>& reports, const Options& options);
 std::vector<std::string> check_diff_gates(const DiffReport& diff, const Options& options);
 
 }  // namespace gpumemtrace::report

@@ -24,6 +24,7 @@ const char* const kUsage =
     "  --count-alive-at-exit       --fail-on-leak also counts PyTorch blocks still referenced at exit\n"
     "  --fail-on-growth            exit 1 when a call site keeps growing\n"
     "  --fail-on-peak-increase=SIZE|PCT%   (diff) exit 1 when a peak grows by more than that\n"
+    "  --allow-incomplete          gate cut traces (no footer) on what they recorded instead of exit 3\n"
     "  --frames N|all              lines per stack in text output (default 12; all = --native)\n"
     "  --native                    every frame of each stack as recorded: nothing folded or cut\n"
     "  --full-names                C++ names with template arguments and parameter lists\n"
@@ -34,7 +35,7 @@ const char* const kUsage =
     "  --top N                     entries per section in text output (default 5)\n"
     "  --no-progress               no progress line on stderr (shown only when it is a terminal)\n"
     "  -h, --help                  this text\n"
-    "exit status: 0 fine, 1 a gate failed, 2 bad input or usage\n";
+    "exit status: 0 fine, 1 a gate failed, 2 bad input or usage, 3 a gate met a cut trace (no verdict)\n";
 
 namespace {
 
@@ -134,6 +135,8 @@ Options parse_options(const std::vector<std::string>& args) {
       options.count_alive_at_exit = true;
     } else if (arg == "--fail-on-growth") {
       options.fail_on_growth = true;
+    } else if (arg == "--allow-incomplete") {
+      options.allow_incomplete = true;
     } else if (is(arg, "--fail-on-peak-increase")) {
       options.fail_on_peak_increase = parse_peak_limit(value_of(arg, "--fail-on-peak-increase"));
     } else if (is(arg, "--frames")) {

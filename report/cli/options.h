@@ -29,6 +29,7 @@ struct Options {
   bool count_alive_at_exit = false;     // --fail-on-leak also counts blocks alive at exit
   std::optional<uint64_t> fail_on_leak;  // bytes
   bool fail_on_growth = false;
+  bool allow_incomplete = false;        // gate cut traces on what they recorded (else exit status 3)
   std::optional<PeakIncreaseLimit> fail_on_peak_increase;
   StackViewOptions stacks;  // text output: --frames, --native, --full-names, --width, --user-code, --library
   bool width_given = false;  // --width: else the terminal's width when the report goes to one

@@ -523,11 +523,26 @@ std::string_view Document::str(uint32_t index) const {
 uint32_t Document::get(uint32_t dict, std::string_view key) const {
   if (!is(dict, Kind::Dict)) return kNoNode;
   const auto& it = nodes_[dict].items;
+  if (it.size() > 2 * kIndexedDictItems) {
+    auto found = wide_dict_index_.find(DictKey{dict, key});
+    return found == wide_dict_index_.end() ? kNoNode : found->second;
+  }
   for (size_t i = it.size(); i >= 2; i -= 2) {
     uint32_t k = it[i - 2];
     if (nodes_[k].kind == Kind::Str && str(k) == key) return it[i - 1];
   }
   return kNoNode;
+}
+
+void Document::index_wide_dicts() {
+  wide_dict_index_.clear();
+  for (uint32_t i = 0; i < nodes_.size(); ++i) {
+    const Node& n = nodes_[i];
+    if (n.kind != Kind::Dict || n.items.size() <= 2 * kIndexedDictItems) continue;
+    for (size_t k = 0; k + 1 < n.items.size(); k += 2) {
+      if (nodes_[n.items[k]].kind == Kind::Str) wide_dict_index_[DictKey{i, str(n.items[k])}] = n.items[k + 1];
+    }
+  }
 }
 
 bool Document::as_u64(uint32_t index, uint64_t* out) const {
@@ -626,6 +641,7 @@ bool parse(std::string data, Document* doc, std::string* error, const Limits& li
   }
   doc->data_ = std::move(data);
   doc->nodes_.clear();
+  doc->wide_dict_index_.clear();
   doc->root_ = kNoNode;
   Parser parser(doc->data_, &doc->nodes_, limits);
   uint32_t root = kNoNode;
@@ -635,6 +651,7 @@ bool parse(std::string data, Document* doc, std::string* error, const Limits& li
     return false;
   }
   doc->root_ = root;
+  doc->index_wide_dicts();
   return true;
 }
 

@@ -15,8 +15,13 @@
 //    legal pickle and is represented, not expanded);
 //  - limits on the input size, the node count and the MARK nesting depth (Limits below); None, True
 //    and False are one shared node each, so a run of 1-byte opcodes cannot fill the arena;
-//  - strings are not copied: they are (offset, length) views into the document's own copy of the input.
-// Consumers walk the result with explicit depth bounds (see dump()).
+//  - strings are not copied: they are (offset, length) views into the document's own copy of the input;
+//  - get() on a dict is O(1): dicts wider than kIndexedDictItems keys are indexed by a hash table built
+//    once after parsing (O(input size) entries), so a wide dict looked up many times (through shared
+//    references) costs no more than a narrow one.
+// Consumers walk the result with explicit depth bounds (see dump()). The memo makes the value graph a
+// DAG (or a cyclic graph): a consumer that follows references must count what it visits and stop at
+// a limit of its own (snapshot_to_trace.cpp does), since a few KB can reference 10^9 items.
 //
 // Thread-safety: a Document is immutable after parse() and may be read from any number of threads.
 #pragma once
@@ -24,6 +29,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 namespace gpumemtrace::pickle {
@@ -60,6 +66,9 @@ struct Limits {
 };
 
 inline constexpr uint32_t kNoNode = UINT32_MAX;
+// Dicts with more key/value pairs than this are indexed (Document::get); smaller ones are scanned,
+// which is faster for the 5 to 12 keys of a snapshot's dicts.
+inline constexpr size_t kIndexedDictItems = 16;
 
 class Document {
  public:
@@ -71,7 +80,7 @@ class Document {
   // Accessors that never fail: a wrong kind or a missing key gives the fallback / kNoNode.
   bool is(uint32_t index, Kind kind) const { return index < nodes_.size() && nodes_[index].kind == kind; }
   std::string_view str(uint32_t index) const;                    // Str or Bytes, else ""
-  uint32_t get(uint32_t dict, std::string_view key) const;       // value of a Str key, last wins
+  uint32_t get(uint32_t dict, std::string_view key) const;       // value of a Str key, last wins; O(1)
   bool as_u64(uint32_t index, uint64_t* out) const;              // non-negative Int or Bool
   bool as_i64(uint32_t index, int64_t* out) const;               // Int that fits int64, or Bool
   bool as_double(uint32_t index, double* out) const;             // Float or Int
@@ -83,9 +92,24 @@ class Document {
 
  private:
   friend bool parse(std::string data, Document* doc, std::string* error, const Limits& limits);
+  void index_wide_dicts();
+
+  // A Str key of an indexed dict: the dict's node and the key's bytes (a view into data_).
+  struct DictKey {
+    uint32_t dict;
+    std::string_view key;
+    bool operator==(const DictKey& other) const { return dict == other.dict && key == other.key; }
+  };
+  struct DictKeyHash {
+    size_t operator()(const DictKey& k) const {
+      return std::hash<std::string_view>()(k.key) ^ (static_cast<size_t>(k.dict) * 0x9e3779b97f4a7c15ull);
+    }
+  };
+
   std::string data_;
   std::vector<Node> nodes_;
   uint32_t root_ = kNoNode;
+  std::unordered_map<DictKey, uint32_t, DictKeyHash> wide_dict_index_;  // -> the value node, last key wins
 };
 
 // Parses `data` (takes ownership). On failure returns false and sets *error to one line such as

@@ -40,6 +40,10 @@ constexpr size_t kMaxFramesPerStack = 512;
 constexpr const char* kLangNative = "native";
 constexpr const char* kFieldSource = "source";  // header: the snapshot file converted
 constexpr size_t kMaxWarnings = 8;
+// Function and file names longer than this are cut (a real one is far shorter): every distinct frame
+// writes its names into the trace, so a hostile pickle that shares one huge string among many frames
+// must not multiply it.
+constexpr size_t kMaxNameBytes = 4096;
 
 enum class Action : uint8_t {
   Alloc, FreeRequested, FreeCompleted, SegmentAlloc, SegmentFree, SegmentMap, SegmentUnmap, Oom,
@@ -156,7 +160,10 @@ bool is_python_file(std::string_view file) {
 
 class Converter {
  public:
-  Converter(const Document& doc, std::ostream& out, ConvertStats* stats) : doc_(doc), out_(out), stats_(*stats) {}
+  Converter(const Document& doc, std::ostream& out, ConvertStats* stats)
+      : doc_(doc), out_(out), stats_(*stats),
+        max_items_(kExpansionItemsBase + doc.data().size()),
+        max_output_bytes_(kExpansionOutputBase + kExpansionOutputPerInputByte * doc.data().size()) {}
 
   bool run(const std::string& source_name, std::string* error);
 
@@ -191,7 +198,21 @@ class Converter {
     write_line();
     ++stats_.events;
   }
-  void write_line() { out_.write(line_.data(), static_cast<std::streamsize>(line_.size())); }
+  // Past the output limit nothing more is written; run() reports the overflow.
+  void write_line() {
+    output_bytes_ += line_.size();
+    if (output_bytes_ > max_output_bytes_) return;
+    out_.write(line_.data(), static_cast<std::streamsize>(line_.size()));
+  }
+  // Counts `n` list items about to be visited. The memo lets a pickle reference one list from many
+  // places, so what the converter visits can be exponentially larger than the input; past the limit
+  // it stops (false) and run() fails.
+  bool visit(size_t n) {
+    items_visited_ += n;
+    return items_visited_ <= max_items_;
+  }
+  bool over_limit() const { return items_visited_ > max_items_ || output_bytes_ > max_output_bytes_; }
+  std::string limit_error() const;
   void emit_initial_state();
   void map_chunk(uint64_t t, int device, uint64_t start, uint64_t end, uint32_t stack, bool with_map_event);
   void unmap_range(uint64_t t, int device, uint64_t start, uint64_t end, uint32_t stack);
@@ -212,12 +233,26 @@ class Converter {
   std::map<int, DeviceState> devices_;       // the final state, then (after reverse_replay) the initial one
   std::map<int, std::vector<Entry>> traces_;  // per device, in history order
   bool use_free_completed_ = true;
+  const uint64_t max_items_;
+  const uint64_t max_output_bytes_;
+  uint64_t items_visited_ = 0;
+  uint64_t output_bytes_ = 0;
   std::unordered_map<std::string, uint32_t> frame_ids_;
   std::map<std::vector<uint32_t>, uint32_t> stack_ids_;
   std::unordered_map<uint32_t, uint32_t> stack_by_node_;
 };
 
+std::string Converter::limit_error() const {
+  if (items_visited_ > max_items_) {
+    return "snapshot refused: its shared references expand to more than " + std::to_string(max_items_) +
+           " list items (the limit is 1 Mi + one per input byte; a snapshot written by PyTorch stays far below)";
+  }
+  return "snapshot refused: the converted trace would exceed " + std::to_string(max_output_bytes_) +
+         " bytes (the limit is 256 MiB + 64 per input byte; a snapshot written by PyTorch stays far below)";
+}
+
 bool Converter::read_segments(uint32_t segments, std::string* error) {
+  if (!visit(doc_.items(segments).size())) return true;
   for (uint32_t seg : doc_.items(segments)) {
     if (!doc_.is(seg, Kind::Dict)) {
       *error = "not a PyTorch memory snapshot: a segment is a " +
@@ -245,6 +280,7 @@ bool Converter::read_segments(uint32_t segments, std::string* error) {
     }
     // Blocks tile the segment in address order; older snapshots give no "address", so keep a cursor.
     uint64_t cursor = base;
+    if (!visit(doc_.items(doc_.get(seg, "blocks")).size())) return true;
     for (uint32_t blk : doc_.items(doc_.get(seg, "blocks"))) {
       if (!doc_.is(blk, Kind::Dict)) continue;
       uint64_t addr = u64(blk, "address", cursor);
@@ -274,6 +310,7 @@ bool Converter::read_traces(uint32_t traces) {
   bool any_completed = false, any_requested = false;
   for (size_t device = 0; device < per_device.size(); ++device) {
     auto& list = traces_[static_cast<int>(device)];
+    if (!visit(doc_.items(per_device[device]).size())) return true;
     for (uint32_t te : doc_.items(per_device[device])) {
       ++stats_.trace_entries;
       if (!doc_.is(te, Kind::Dict)) {
@@ -371,11 +408,12 @@ uint32_t Converter::stack_of(uint32_t frames) {
   auto cached = stack_by_node_.find(frames);
   if (cached != stack_by_node_.end()) return cached->second;
   std::vector<uint32_t> ids;
+  if (!visit(doc_.items(frames).size())) return 0;  // each list once (cached by node below)
   for (uint32_t f : doc_.items(frames)) {
     if (ids.size() >= kMaxFramesPerStack) break;
     if (!doc_.is(f, Kind::Dict)) continue;
-    std::string_view function = doc_.str(doc_.get(f, "name"));
-    std::string_view file = doc_.str(doc_.get(f, "filename"));
+    std::string_view function = doc_.str(doc_.get(f, "name")).substr(0, kMaxNameBytes);
+    std::string_view file = doc_.str(doc_.get(f, "filename")).substr(0, kMaxNameBytes);
     int64_t line = 0;
     doc_.as_i64(doc_.get(f, "line"), &line);
     if (is_capture_frame(function)) continue;
@@ -609,6 +647,10 @@ bool Converter::run(const std::string& source_name, std::string* error) {
   }
   if (!read_segments(segments, error)) return false;
   read_traces(traces);
+  if (over_limit()) {
+    *error = limit_error();
+    return false;
+  }
   reverse_replay();
 
   // Merge the devices' histories by time (each device's own order is kept).
@@ -658,7 +700,14 @@ bool Converter::run(const std::string& source_name, std::string* error) {
   write_line();
 
   emit_initial_state();
-  for (const Entry* e : order) emit_entry(*e);
+  for (const Entry* e : order) {
+    if (over_limit()) break;
+    emit_entry(*e);
+  }
+  if (over_limit()) {
+    *error = limit_error();
+    return false;
+  }
 
   line_.clear();
   JsonLine(&line_)

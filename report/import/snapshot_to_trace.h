@@ -16,6 +16,15 @@
 
 namespace gpumemtrace::snapshot {
 
+// Limits on what one snapshot may expand to (docs/trace-format.md, "PyTorch snapshot import"). The
+// pickle's memo lets a list be referenced from many places, so a few KB can stand for 10^9 history
+// entries ("billion laughs"); the converter counts the list items it visits and the bytes it writes,
+// and refuses the snapshot past either limit. Both grow with the input, so a genuine snapshot (which
+// shares only strings and frame dicts) never reaches them.
+inline constexpr uint64_t kExpansionItemsBase = 1u << 20;           // + 1 item per input byte
+inline constexpr uint64_t kExpansionOutputBase = 256ull << 20;      // + kExpansionOutputPerInputByte
+inline constexpr uint64_t kExpansionOutputPerInputByte = 64;
+
 struct ConvertStats {
   uint64_t segments = 0;          // segments in the snapshot (state at the end)
   uint64_t trace_entries = 0;     // history entries over all devices
@@ -27,7 +36,8 @@ struct ConvertStats {
   std::vector<std::string> warnings;  // at most a few, one line each
 };
 
-// Reads the snapshot at in_path and writes the trace to out. On failure returns false and sets
+// Reads the snapshot at in_path and writes the trace to out, line by line as it is converted (memory:
+// the parsed pickle and the history entries, O(input size); never the converted trace). On failure returns false and sets
 // *error to one line (no file name: the caller prefixes it). `source_name` goes into the header.
 bool snapshot_to_trace(const std::string& in_path, std::ostream& out, std::string* error);
 bool snapshot_to_trace(const std::string& in_path, std::ostream& out, std::string* error,

@@ -89,6 +89,8 @@ json process_json(const ProcessReport& r) {
           {"killed", !r.complete},
           {"truncated", r.truncated},
           {"incomplete", r.dropped_events > 0},
+          {"cut", r.cut()},
+          {"cut_at_ns", r.cut() ? r.last_time_ns - r.first_time_ns : 0},
           {"events", r.events},
           {"dropped_events", r.dropped_events},
           {"duration_ns", r.last_time_ns - r.first_time_ns},
@@ -136,7 +138,8 @@ json reports_to_json(const std::vector<ProcessReport>& reports) {
                   {"failed_allocations", 0}, {"block_ooms", 0}, {"dropped_events", 0},
                   {"leaked_bytes", 0}, {"leaked_count", 0}, {"cached_bytes", 0}, {"peak_bytes", 0},
                   {"library_bytes", 0}, {"alive_at_exit_bytes", 0}, {"ooms", 0}, {"failed_calls", 0},
-                  {"scopes", 0}, {"leaking_scopes", 0}, {"complete", true}, {"incomplete", false}};
+                  {"scopes", 0}, {"leaking_scopes", 0}, {"complete", true}, {"incomplete", false},
+                  {"cut", false}, {"live_when_cut_bytes", 0}};
   json processes = json::array(), leaks = json::array(), peaks = json::array(), ooms = json::array(),
        growth = json::array(), fragmentation = json::array(), held = json::array(),
        failed_calls = json::array(), scopes = json::array();
@@ -151,6 +154,8 @@ json reports_to_json(const std::vector<ProcessReport>& reports) {
     bump("leaked_count", r.leaked_count());
     summary["peak_bytes"] = std::max(summary["peak_bytes"].get<uint64_t>(), r.peak_bytes());
     if (!r.complete) summary["complete"] = false;
+    if (r.cut()) summary["cut"] = true;
+    if (r.cut()) bump("live_when_cut_bytes", r.live_when_cut_bytes());
     if (r.dropped_events) summary["incomplete"] = true;
     for (const DeviceSummary& d : r.devices) {
       bump("allocations", d.allocations);
@@ -194,6 +199,7 @@ json reports_to_json(const std::vector<ProcessReport>& reports) {
                     {"bytes", leak.bytes}, {"count", leak.count}, {"stack", stack_to_json(leak.stack)},
                     {"suppressed", leak.suppressed}});
       if (leak.suppressed) entry["suppressed_by"] = leak.suppressed_by;
+      if (r.cut()) entry["live_when_cut"] = true;  // not a leak: the trace ends before the program did
       leaks.push_back(std::move(entry));
     }
     for (const PeakReport& peak : r.peaks) {

@@ -51,8 +51,10 @@ void write_header(std::ostream& out, const ProcessReport& r) {
     for (size_t i = 0; i < r.header.cmdline.size(); ++i) out << (i ? " " : "") << r.header.cmdline[i];
     out << ")";
   }
-  out << ", " << r.events << " events over " << format_seconds(r.last_time_ns - r.first_time_ns) << ", "
-      << (r.complete ? "clean exit" : "no footer: the process was killed or is still running") << "\n";
+  const std::string duration = format_seconds(r.last_time_ns - r.first_time_ns);
+  out << ", " << r.events << " events over " << duration << ", "
+      << (r.complete ? "clean exit" : "no footer: the process was killed, ran out of disk or is still running") << "\n";
+  if (r.cut()) out << "INCOMPLETE: cut at " << duration << ": the analysis covers up to " << duration << "\n";
   for (const std::string& warning : r.warnings) out << "warning: " << warning << "\n";
   if (r.dropped_events) {
     out << "INCOMPLETE: the recorder dropped " << r.dropped_events
@@ -78,9 +80,12 @@ void write_leaks(std::ostream& out, const ProcessReport& r, const TextOptions& o
   uint64_t cached = 0, suppressed = 0;
   for (const DeviceSummary& d : r.devices) cached += d.cached_bytes;
   for (const LeakGroup& leak : r.leaks) suppressed += leak.suppressed ? leak.bytes : 0;
-  out << "leaks: ";
-  if (r.leaked_bytes() == 0) out << "none";
-  else out << format_bytes(r.leaked_bytes()) << " in " << plural(r.leaked_count(), "allocation");
+  // A cut trace ends before the program did: what was live then is shown, never called a leak.
+  uint64_t live_count = 0;
+  for (const LeakGroup& leak : r.leaks) live_count += leak.suppressed ? 0 : leak.count;
+  out << (r.cut() ? "live when the trace was cut (not leaks): " : "leaks: ");
+  if (r.live_when_cut_bytes() == 0) out << "none";
+  else out << format_bytes(r.live_when_cut_bytes()) << " in " << plural(live_count, "allocation");
   if (cached) out << "; " << format_bytes(cached) << " cached by an allocator or pool (not leaked)";
   if (suppressed) out << "; " << format_bytes(suppressed) << " suppressed";
   out << "\n";
@@ -90,7 +95,8 @@ void write_leaks(std::ostream& out, const ProcessReport& r, const TextOptions& o
     if (shown++ == options.max_items) break;
     out << "  " << format_bytes(leak.bytes) << " in " << plural(leak.count, "allocation") << " ("
         << device_name(leak.device) << ", "
-        << (leak.level == Level::Block ? std::string("allocator block") : leak.kind) << "), allocated here:\n";
+        << (leak.level == Level::Block ? std::string("allocator block") : leak.kind) << "), "
+        << (r.cut() ? "live when cut, " : "") << "allocated here:\n";
     write_stack(out, leak.stack, "      ", options.stacks);
   }
 }

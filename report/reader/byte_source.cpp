@@ -1,3 +1,4 @@
+// report/reader/byte_source.cpp — see byte_source.h.
 #include "report/reader/byte_source.h"
 
 #include <zstd.h>
@@ -15,6 +16,7 @@ class FileSource : public ByteSource {
   explicit FileSource(const std::string& path) : file_(std::fopen(path.c_str(), "rb")) {
     if (!file_) throw std::runtime_error("cannot open: " + std::string(std::strerror(errno)));
   }
+  explicit FileSource(std::FILE* file) : file_(file) {}
   ~FileSource() override { std::fclose(file_); }
   FileSource(const FileSource&) = delete;
   FileSource& operator=(const FileSource&) = delete;
@@ -118,6 +120,8 @@ std::unique_ptr<ByteSource> open_byte_source(const std::string& path) {
   if (ends_with(path, ".zst")) return std::make_unique<ZstdSource>(std::move(file));
   return file;
 }
+
+std::unique_ptr<ByteSource> file_byte_source(std::FILE* file) { return std::make_unique<FileSource>(file); }
 
 std::unique_ptr<ByteSource> memory_byte_source(std::string_view bytes) {
   return std::make_unique<MemorySource>(bytes);

@@ -24,6 +24,9 @@ class ByteSource {
 // file cannot be opened.
 std::unique_ptr<ByteSource> open_byte_source(const std::string& path);
 
+// An open stdio file, read from its current position; the source owns it and closes it.
+std::unique_ptr<ByteSource> file_byte_source(std::FILE* file);
+
 // Bytes held by the caller (must outlive the source).
 std::unique_ptr<ByteSource> memory_byte_source(std::string_view bytes);
 

@@ -353,6 +353,9 @@ class Configuration(unittest.TestCase, TraceInvariants):
         t = Trace(files[0], text=read_zst(files[0]))
         self.check_invariants(t)
         self.assertEqual([e["size"] for e in t.allocs()], [5005])
+        with open(files[0], "rb") as f:
+            frame_header = f.read(5)
+        self.assertTrue(frame_header[4] & 0x04, "the zstd frame carries no content checksum")
 
     def test_stack_depth(self):
         for depth, want in (("3", 3), ("0", 0)):

@@ -2,6 +2,7 @@
 import json
 import os
 import subprocess
+import sys
 import unittest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -14,6 +15,28 @@ def run_report(*args, check_rc=None):
     if check_rc is not None and proc.returncode != check_rc:
         raise AssertionError(f"exit {proc.returncode} (wanted {check_rc}) for {args}:\n{proc.stdout}\n{proc.stderr}")
     return proc
+
+
+# Runs argv from a fresh, small Python and reports on it alone. A child's ru_maxrss starts from the
+# high-water mark of the process it was forked from (Linux keeps it across exec), so a measurement
+# taken straight from a test runner that has grown to 80 MiB would read at least 80 MiB.
+_MEASURE = """
+import resource, subprocess, sys, time
+start = time.monotonic()
+try:
+    rc = subprocess.run(sys.argv[2:], stdout=subprocess.DEVNULL, timeout=float(sys.argv[1])).returncode
+except subprocess.TimeoutExpired:
+    rc = "timeout"
+print(rc, time.monotonic() - start, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024)
+"""
+
+
+def run_measured(argv, limit_s=60):
+    """(exit status or "timeout", stderr, seconds, max RSS in bytes) of one run of argv."""
+    proc = subprocess.run([sys.executable, "-c", _MEASURE, str(limit_s), *map(str, argv)], capture_output=True,
+                          text=True, timeout=limit_s + 30)
+    rc, seconds, rss = proc.stdout.split()
+    return (int(rc) if rc != "timeout" else rc), proc.stderr, float(seconds), int(rss)
 
 
 def report_json(*args, rc=0):

@@ -4,12 +4,15 @@ returns and `_dump_snapshot()` pickles; see torch/csrc/cuda/memory_snapshot.cpp)
 import tests and the fuzz corpus. No torch needed.
 
 Each builder returns a dict; `dump(snapshot, path, protocol)` pickles it the way `_dump_snapshot` does.
-`python3 snapshot_samples.py --corpus DIR` writes every sample under every protocol 2..5 into DIR.
+`python3 snapshot_samples.py --corpus DIR` writes every sample under every protocol 2..5 into DIR, with
+the checked-in fuzzing seeds of tests/snapshot/corpus/ (hostile pickles: billion laughs, wide dicts).
 """
 import argparse
 import os
 import pickle
+import shutil
 
+CORPUS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus")
 KiB = 1 << 10
 MiB = 1 << 20
 USER = "/home/user/project/train.py"
@@ -181,6 +184,8 @@ def main():
     for name, build in SAMPLES.items():
         for proto in range(2, 6):
             dump(build(), os.path.join(args.corpus, f"{name}.p{proto}.pickle"), proto)
+    for name in os.listdir(CORPUS):
+        shutil.copy(os.path.join(CORPUS, name), args.corpus)
 
 
 if __name__ == "__main__":

@@ -1,8 +1,10 @@
 """Brief libFuzzer run of the restricted pickle reader + snapshot converter (make test); `make fuzz`
 runs it at length (fuzz-snapshot-pickle in tools/module.mk). Seeds: every sample snapshot in every
-protocol, plus the malicious and truncated forms."""
+protocol, plus the malicious and truncated forms, and the checked-in corpus (tests/snapshot/corpus/:
+hostile pickles that once took seconds and gigabytes; -timeout and -rss_limit_mb hold them to bounds)."""
 import os
 import pickle
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -32,6 +34,8 @@ class SnapshotFuzzBrief(unittest.TestCase):
                             f.write(blob)
             with open(os.path.join(corpus, "reduce"), "wb") as f:
                 f.write(b"\x80\x02N)R.")
+            for name in os.listdir(samples.CORPUS):
+                shutil.copy(os.path.join(samples.CORPUS, name), corpus)
             proc = subprocess.run([FUZZER, f"-max_total_time={SECONDS}", "-max_len=16384", "-timeout=10",
                                    "-rss_limit_mb=2048", f"-artifact_prefix={tmp}/", corpus],
                                   capture_output=True, text=True, timeout=SECONDS + 120)

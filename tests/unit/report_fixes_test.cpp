@@ -26,8 +26,10 @@ class TraceText {
              extra + "}\n";
     return *this;
   }
+  // With a footer: a complete trace, so what is live at the end is a leak (a cut trace has none).
   ProcessReport analyze() const {
-    auto source = memory_byte_source(text_);
+    const std::string text = text_ + "{\"type\":\"footer\"}\n";
+    auto source = memory_byte_source(text);
     return analyze_source(*source, "mem", Suppressions());
   }
 

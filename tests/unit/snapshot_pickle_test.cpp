@@ -200,3 +200,33 @@ TEST(SnapshotPickle, NoneTrueFalseShareOneNodeEach) {
   EXPECT_EQ(v, 0u);
   EXPECT_EQ(items[3], items[0]);
 }
+
+// A dict wider than kIndexedDictItems is looked up through the hash index: same answers as a scan
+// (the last of duplicate keys wins, non-str keys are never matched, a missing key is kNoNode).
+TEST(SnapshotPickle, WideDictLookupIsIndexedLastKeyWins) {
+  std::string bytes = B({0x80, 0x04, '}', '('});
+  auto short_str = [&](const std::string& s) {
+    bytes += static_cast<char>(0x8c);
+    bytes += static_cast<char>(s.size());
+    bytes += s;
+  };
+  for (int i = 0; i < 100; ++i) {
+    short_str("k" + std::to_string(i));
+    bytes += B({'K', i});  // BININT1 i
+  }
+  short_str("k7");
+  bytes += B({'K', 200});        // a duplicate key: this value wins
+  bytes += B({'K', 5, 'K', 9});  // an int key 5 -> 9: not a str key
+  bytes += B({'u', '.'});
+  Document doc;
+  std::string error;
+  ASSERT_TRUE(parse(bytes, &doc, &error)) << error;
+  ASSERT_GT(doc.items(doc.root()).size(), 2 * gpumemtrace::pickle::kIndexedDictItems);
+  uint64_t v = 0;
+  ASSERT_TRUE(doc.as_u64(doc.get(doc.root(), "k42"), &v));
+  EXPECT_EQ(v, 42u);
+  ASSERT_TRUE(doc.as_u64(doc.get(doc.root(), "k7"), &v));
+  EXPECT_EQ(v, 200u);
+  EXPECT_EQ(doc.get(doc.root(), "k100"), gpumemtrace::pickle::kNoNode);
+  EXPECT_EQ(doc.get(doc.root(), "5"), gpumemtrace::pickle::kNoNode);
+}

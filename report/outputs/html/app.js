@@ -12,7 +12,7 @@
   const root = document.getElementById("report");
   const KNOWN_TOP = ["summary", "processes", "leaks", "peaks", "ooms", "growth", "fragmentation", "spread"];
   const KNOWN_PROCESS = ["file", "pid", "ppid", "exe", "cmdline", "host", "complete", "killed", "truncated",
-    "incomplete", "events", "dropped_events", "duration_ns", "leaked_bytes", "warnings", "devices", "marks",
+    "incomplete", "cut", "cut_at_ns", "events", "dropped_events", "duration_ns", "leaked_bytes", "warnings", "devices", "marks",
     "marks_total"];
   const TABLE_ROWS = 100;  // rows drawn per table; the rest are counted
 
@@ -350,7 +350,8 @@
     el.appendChild(h("p", { class: "meta" }, [(p.cmdline || []).join(" "), p.host ? `on ${p.host}` : "",
       `${p.events} events over ${seconds(p.duration_ns)}`, basename(p.file)].filter(Boolean).join(" · ")));
     const flags = [];
-    if (!p.complete) flags.push("the process did not exit cleanly (no footer): leaks are what was live when the trace ends");
+    if (p.cut) flags.push(`INCOMPLETE: cut at ${seconds(p.cut_at_ns)}: the analysis covers up to ${seconds(p.cut_at_ns)}; ` +
+      "the leaks shown are what was live when the trace was cut, not leaks");
     if (p.truncated) flags.push("the trace is cut short");
     if (p.incomplete) flags.push(`${p.dropped_events} events were dropped: figures are incomplete`);
     for (const w of flags.concat(p.warnings || [])) el.appendChild(h("p", { class: "warning" }, w));
