@@ -12,3 +12,9 @@ bench-recorder: $(BUILD)/libgpumemtrace.so $(BUILD)/bench/alloc_loop $(BUILD)/be
 	$(PYTHON) bench/recorder_bench.py --build $(BUILD)
 .PHONY: bench-recorder
 BENCH_TARGETS += bench-recorder
+
+## bench-symbolize: what GPUMEMTRACE_SYMBOLIZE=0 saves the traced program, what the offline pass costs gpumem-report
+bench-symbolize: $(BUILD)/libgpumemtrace.so $(BUILD)/gpumem-report $(BUILD)/bench/alloc_loop $(BUILD)/examples/train_loop
+	$(PYTHON) bench/symbolize_bench.py --build $(BUILD)
+.PHONY: bench-symbolize
+BENCH_TARGETS += bench-symbolize

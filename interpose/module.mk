@@ -3,7 +3,8 @@
 # It links no CUDA library (no NEEDED libcudart/libcuda/libcupti): CUDA is found at run time.
 
 GPUMEMTRACE_VERSION := 0.1.0
-LIB_SRCS := $(sort $(shell find interpose cupti -name '*.cpp' -not -path '*/test*') trace/json_line.cpp)
+LIB_SRCS := $(sort $(shell find interpose cupti -name '*.cpp' -not -path '*/test*') trace/json_line.cpp \
+  trace/dwarf_symbols.cpp)
 LIB_OBJS := $(LIB_SRCS:%.cpp=$(BUILD)/%.o)
 LIB_LDLIBS := -lunwind -ldw -lelf -lzstd -ldl -lpthread
 

@@ -7,8 +7,10 @@
 # report/import (PyTorch snapshot -> trace) too: only its .cpp files; its .cc files are programs
 # (gpumem-snapshot2trace, the pickle fuzzer) built by tools/module.mk.
 # trace/json_line.cpp: the JSON line builder the snapshot converter writes with (as the recorder does).
+# trace/dwarf_symbols.cpp: the recorder's DWARF lookup, for traces recorded without symbols
+# (report/reader/offline_symbolizer.cpp; elfutils: -ldw -lelf).
 REPORT_SRCS := $(sort $(shell find report/reader report/analyses report/outputs report/cli report/import -name '*.cpp')) \
-  trace/json_line.cpp
+  trace/json_line.cpp trace/dwarf_symbols.cpp
 # The HTML report's scripts and styles (report/outputs/html_output.cpp), inlined at build time: the
 # chart libraries from npm (vendor/package-lock.json pins them; `make deps` installs them under
 # vendor/node_modules) and the report's own app. Order matters: d3's modules before d3-flame-graph.
@@ -41,7 +43,7 @@ $(LIBRARY_RULES_INC): report/analyses/library_rules.supp
 $(BUILD)/report/analyses/suppressions.o: $(LIBRARY_RULES_INC)
 $(BUILD)/report/analyses/suppressions.o: CPPFLAGS += -I$(BUILD)/gen
 REPORT_LIB := $(BUILD)/report/libgpumem-report.a
-REPORT_LDLIBS := -lsimdjson -lzstd
+REPORT_LDLIBS := -lsimdjson -lzstd -ldw -lelf
 
 $(REPORT_LIB): $(REPORT_OBJS)
 	@mkdir -p $(@D)

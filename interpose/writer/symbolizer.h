@@ -1,25 +1,15 @@
 // interpose/writer/symbolizer.h — instruction pointer -> function, file, line, inlined frames.
-// elfutils libdwfl, in the writer thread, once per unique address (the writer caches results).
+// elfutils libdwfl over the process's own modules, in the writer thread, once per unique address (the
+// writer caches results); the lookup itself is trace/dwarf_symbols.h, shared with gpumem-report.
 // Not thread-safe: one instance, used by the writer thread only.
 #pragma once
 
 #include <cstdint>
 #include <memory>
-#include <string>
-#include <vector>
+
+#include "trace/dwarf_symbols.h"  // SourceLocation, Symbolized
 
 namespace gpumemtrace {
-
-struct SourceLocation {
-  std::string function;  // demangled; "" when no symbol covers the address
-  std::string file;      // "" when there is no line information
-  int line = 0;
-};
-
-struct Symbolized {
-  SourceLocation outer;                // the real (outermost) function at the address
-  std::vector<SourceLocation> inlined; // functions inlined at the address, innermost first
-};
 
 class Symbolizer {
  public:
@@ -35,7 +25,5 @@ class Symbolizer {
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
-
-std::string demangle(const char* name);
 
 }  // namespace gpumemtrace

@@ -6,6 +6,7 @@
 
 #include "report/reader/event_merger.h"
 #include "report/reader/line_reader.h"
+#include "report/reader/offline_symbolizer.h"
 
 namespace gpumemtrace::report {
 namespace fmt = gpumemtrace::format;
@@ -55,13 +56,13 @@ struct Fields {
     kType = 1u << 0, kVersion = 1u << 1, kId = 1u << 2, kSeq = 1u << 3, kOp = 1u << 4,
     kSize = 1u << 5, kDevice = 1u << 6, kFree = 1u << 7, kTotal = 1u << 8, kFrames = 1u << 9,
     kSegment = 1u << 10, kHandle = 1u << 11, kCount = 1u << 12, kModule = 1u << 13,
-    kFormat = 1u << 14,
+    kFormat = 1u << 14, kFunction = 1u << 15,
   };
   uint32_t present = 0;
   bool has(Bit bit) const { return (present & bit) != 0; }
 
   std::string_view type, format, op, kind, pool, label, api, function, file, path, exe, host,
-      library, backend, name, lang;
+      library, backend, name, lang, build_id;
   uint64_t version = 0, id = 0, seq = 0, t = 0, tid = 0, size = 0, stack = 0, module = 0, line = 0,
            free = 0, total = 0, count = 0, dropped_total = 0, events = 0, end_time = 0,
            start_time = 0, clock_start = 0, addr = 0, segment = 0, handle = 0, ip = 0, offset = 0, range = 0;
@@ -280,7 +281,8 @@ void parse_field(std::string_view key, od::value& v, Fields& f) {
         default: return;
       }
     case 8:
-      if (is(fmt::kFieldFunction)) f.function = get_str(v, key);
+      if (is(fmt::kFieldFunction)) { f.function = get_str(v, key); f.present |= B::kFunction; }
+      else if (is(fmt::kFieldBuildId)) f.build_id = get_str(v, key);
       else if (is(fmt::kFieldEndTime)) f.end_time = get_u64(v, key, UINT64_MAX);
       return;
     case 13:
@@ -331,6 +333,7 @@ class Dispatcher {
   // End of the trace (or of what could be read): the events still held for merging go out.
   void finish() {
     merger_.finish();
+    for (std::string& warning : offline_.warnings()) result_.warnings.push_back(std::move(warning));
     if (merger_.late()) {
       result_.warnings.push_back(std::to_string(merger_.late()) +
                                  " delayed events came after a sync that covered their time: merged at the "
@@ -361,6 +364,7 @@ class Dispatcher {
     if (f.type == fmt::kTypeModule) {
       if (!f.has(B::kId) || f.id == 0) fail("module without a valid \"id\"");
       symbols_.add_module(static_cast<uint32_t>(f.id), std::string(f.path));
+      offline_.add_module(static_cast<uint32_t>(f.id), f.path, f.build_id);
       return;
     }
     if (f.type == fmt::kTypeDevice) {
@@ -427,6 +431,7 @@ class Dispatcher {
     frame.offset = f.offset;
     frame.python = f.lang == fmt::kLangPython;
     frame.inlined = f.inlined;
+    if (OfflineSymbolizer::needs_symbols(frame, f.has(B::kFunction))) offline_.symbolize(frame);
     if (!symbols_.add_frame(static_cast<uint32_t>(f.id), std::move(frame))) {
       fail("frame id " + std::to_string(f.id) + " defined twice");
     }
@@ -491,6 +496,7 @@ class Dispatcher {
   TraceHandler& handler_;
   ReadResult& result_;
   EventMerger merger_;
+  OfflineSymbolizer offline_;  // frames recorded with GPUMEMTRACE_SYMBOLIZE=0
   uint64_t first_line_ = 1;
   uint64_t last_seq_ = 0;
   bool warned_after_footer_ = false;

@@ -38,7 +38,9 @@ struct ReadResult {
 };
 
 // Reads `source` to the end. `name` is the file name used in messages. Symbols (modules, frames,
-// stacks) go to `symbols`, everything else to `handler`. Throws TraceError.
+// stacks) go to `symbols`, everything else to `handler`. Native frames recorded without symbols
+// (GPUMEMTRACE_SYMBOLIZE=0) are named from their module files as they are read
+// (offline_symbolizer.h); a module that cannot be used becomes a warning. Throws TraceError.
 ReadResult read_trace(ByteSource& source, const std::string& name, SymbolTable& symbols,
                       TraceHandler& handler);
 
