@@ -134,9 +134,9 @@ TEST(Serializer, OptionalFieldsFollowFlags) {
   TraceSerializer s(&out, /*symbolize=*/false);
   EventRecord r = make_event(1, format::Op::BlockAlloc, 0x7100, 100, {});
   r.kind = format::Kind::Block;
-  r.flags = kHasSegment | kPoolIsName;
+  r.flags = kHasSegment | kHasPoolName;
   r.segment = 0x7000;
-  strcpy(r.label, "my \"pool\"");
+  strcpy(r.pool_name, "my \"pool\"");
   s.event(r);
   EventRecord m = make_event(2, format::Op::MemInfo, 0, 0, {});
   m.flags = kHasMemInfo;
