@@ -1,16 +1,17 @@
 // interpose/recorder/recorder.h — the narrow API between hooks and the recorder.
 //
 // A hook does three things: open a HookScope, call the real function, and (when the scope says so)
-// hand the plain facts of what happened to record(). Everything else — starting the recorder on first
-// use, timestamps, stacks, sequence numbers, the ring buffer, the writer thread — lives behind this
-// header.
+// hand what the call means to record_call(), built with the named constructors of namespace `event`.
+// Everything else — starting the recorder on first use, the device's facts, timestamps, stacks,
+// sequence numbers, the ring buffer, the writer thread — lives behind this header.
 //
 //   RESULT hook(args) {
 //     HookScope scope;                                  // thread-local re-entry guard
 //     RESULT r = real(args);
-//     if (scope.recording()) record({Op::Alloc, Kind::Device, "cudaMalloc", ...});
+//     if (scope.recording()) record_call(described("cudaMalloc", r, event::allocation(...)), queries);
 //     return r;
 //   }
+// (the CUDA hooks get this from their tables: interpose/hooks/call_description.h)
 //
 // Thread-safety: every function here may be called from any thread at any time, including before
 // main() and during exit. None of them allocates, locks or uses stdio after the recorder has started
