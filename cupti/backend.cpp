@@ -105,13 +105,6 @@ thread_local const char* t_runtime_api = nullptr;
 std::atomic<uint64_t> g_callback_allocs{0};
 cupti::ActivityCounts g_activity;  // written only by CUPTI's buffer-completion thread (serialised by CUPTI)
 
-// The device of a context (null: the current one), for an event a callback yields. Keeps errno: the
-// driver queries run inside the program's call.
-int32_t device_of_context(CUcontext ctx) {
-  KeepErrno keep;
-  return ctx ? driver::device_of(ctx) : driver::current_device();
-}
-
 void CUPTIAPI on_callback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* data) {
   const auto* cb = static_cast<const CUpti_CallbackData*>(data);
   if (!cb) return;
@@ -124,9 +117,10 @@ void CUPTIAPI on_callback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId c
   HookScope scope;  // the recorder's own CUDA calls (and our device queries) find it open and are skipped
   if (!scope.recording()) return;
   EventFacts e;
-  if (!cupti::driver_callback_facts(cbid, *cb, t_runtime_api, device_of_context, &e)) return;
+  if (!cupti::driver_callback_event(cbid, *cb, t_runtime_api, &e)) return;
   if (e.op == format::Op::Alloc && e.result == 0) g_callback_allocs.fetch_add(1, std::memory_order_relaxed);
-  (void)record(e);  // keeps errno
+  // As the driver hooks record it: device, first sighting, meminfo after an out-of-memory error.
+  record_call(e, driver::kDriverQueries);  // keeps errno
 }
 
 // ---- activity (audit) ----

@@ -1,10 +1,10 @@
 // cupti/cupti_events.cpp — see cupti_events.h.
 #include "cupti/cupti_events.h"
 
+#include "interpose/hooks/driver_calls.h"
+
 namespace gpumemtrace::cupti {
 namespace {
-
-namespace f = format;
 
 #define GPUMEMTRACE_CUPTI_RUNTIME_IDS(X)                                                              \
   X(cudaMalloc_v3020, "cudaMalloc") X(cudaFree_v3020, "cudaFree") X(cudaMallocPitch_v3020, "cudaMallocPitch") \
@@ -18,14 +18,17 @@ namespace f = format;
   X(cudaMemPoolTrimTo_v11020, "cudaMemPoolTrimTo") X(cudaDeviceReset_v3020, "cudaDeviceReset")        \
   X(cudaMemGetInfo_v3020, "cudaMemGetInfo")
 
-template <typename P>
-const P& params(const CUpti_CallbackData& cb) {
-  return *static_cast<const P*>(cb.functionParams);
-}
-
-uint64_t u(const void* p) { return reinterpret_cast<uint64_t>(p); }
-
-constexpr int32_t kAskDriver = -2;  // the event's device is not named by the call: ask device_of
+// p.a, p.b, ... for a row's argument names (a, b, ...): at most five, as in driver_hooks.def.
+#define GPUMEMTRACE_UNPACK(...) __VA_ARGS__
+#define GPUMEMTRACE_FIELDS_1(p, a) p.a
+#define GPUMEMTRACE_FIELDS_2(p, a, b) p.a, p.b
+#define GPUMEMTRACE_FIELDS_3(p, a, b, c) p.a, p.b, p.c
+#define GPUMEMTRACE_FIELDS_4(p, a, b, c, d) p.a, p.b, p.c, p.d
+#define GPUMEMTRACE_FIELDS_5(p, a, b, c, d, e) p.a, p.b, p.c, p.d, p.e
+#define GPUMEMTRACE_FIELDS_PICK(_1, _2, _3, _4, _5, name, ...) name
+#define GPUMEMTRACE_FIELDS_OF(p, ...)                                                                 \
+  GPUMEMTRACE_FIELDS_PICK(__VA_ARGS__, GPUMEMTRACE_FIELDS_5, GPUMEMTRACE_FIELDS_4, GPUMEMTRACE_FIELDS_3, \
+                          GPUMEMTRACE_FIELDS_2, GPUMEMTRACE_FIELDS_1, )(p, __VA_ARGS__)
 
 }  // namespace
 
@@ -72,165 +75,35 @@ int runtime_callback_ids(CUpti_CallbackId* out, int capacity) noexcept {
   return n;
 }
 
-bool driver_callback_facts(CUpti_CallbackId cbid, const CUpti_CallbackData& cb, const char* runtime_api,
-                           DeviceOfFn device_of, EventFacts* out) noexcept {
-  const char* driver = driver_api_name(cbid);
-  if (!driver || !cb.functionParams) return false;
+bool driver_callback_event(CUpti_CallbackId cbid, const CUpti_CallbackData& cb, const char* runtime_api,
+                           EventFacts* out) noexcept {
+  if (!cb.functionParams) return false;
   const bool enter = cb.callbackSite == CUPTI_API_ENTER;
   const CUresult r = !enter && cb.functionReturnValue ? *static_cast<const CUresult*>(cb.functionReturnValue)
                                                       : CUDA_SUCCESS;
-  const bool ok = r == CUDA_SUCCESS;
+  const capture::Outcome o = enter ? capture::Outcome::pending() : capture::Outcome::returned(r);
   EventFacts e;
-  e.api = runtime_api ? runtime_api : driver;
-  e.driver_api = runtime_api ? driver : nullptr;
-  e.result = static_cast<int32_t>(r);
-  e.device = kAskDriver;
-  CUcontext context = nullptr;  // kAskDriver: this context's device (null: the current context's)
-  // Shapes: at EXIT with the result (allocations, trim, reserve, map: the caller passes the address
-  // only when the call succeeded); at ENTER without a result, whatever ends memory (before it can be
-  // reused). A free of null is a no-op in CUDA, not an event.
-  auto exited = [&](f::Op op, f::Kind kind, uint64_t addr, uint64_t size) {
-    e.op = op;
-    e.kind = kind;
-    e.addr = addr;
-    e.size = size;
-    return !enter;
-  };
-  auto ending = [&](f::Op op, f::Kind kind, uint64_t addr, uint64_t size = 0) {
-    e.op = op;
-    e.kind = kind;
-    e.addr = addr;
-    e.size = size;
-    e.has_result = false;
-    e.result = 0;
-    return enter && (op != f::Op::Free || addr != 0);
-  };
-  auto out_ptr = [&](const CUdeviceptr* p) -> uint64_t { return !enter && ok && p ? *p : 0; };
-  auto out_host = [&](void* const* p) -> uint64_t { return !enter && ok && p ? u(*p) : 0; };
-  bool record = false;
   switch (cbid) {
-    case CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2: {
-      const auto& p = params<cuMemAlloc_v2_params>(cb);
-      record = exited(f::Op::Alloc, f::Kind::Device, out_ptr(p.dptr), p.bytesize);
-      break;
-    }
-    case CUPTI_DRIVER_TRACE_CBID_cuMemAllocPitch_v2: {
-      const auto& p = params<cuMemAllocPitch_v2_params>(cb);
-      const uint64_t size = !enter && ok && p.pPitch ? *p.pPitch * p.Height : p.WidthInBytes * p.Height;
-      record = exited(f::Op::Alloc, f::Kind::Device, out_ptr(p.dptr), size);
-      break;
-    }
-    case CUPTI_DRIVER_TRACE_CBID_cuMemFree_v2:
-      record = ending(f::Op::Free, f::Kind::Device, params<cuMemFree_v2_params>(cb).dptr);
-      break;
-    case CUPTI_DRIVER_TRACE_CBID_cuMemAllocManaged: {
-      const auto& p = params<cuMemAllocManaged_params>(cb);
-      record = exited(f::Op::Alloc, f::Kind::Managed, out_ptr(p.dptr), p.bytesize);
-      break;
-    }
-    case CUPTI_DRIVER_TRACE_CBID_cuMemHostAlloc: {
-      const auto& p = params<cuMemHostAlloc_params>(cb);
-      record = exited(f::Op::Alloc, f::Kind::Host, out_host(p.pp), p.bytesize);
-      break;
-    }
-    case CUPTI_DRIVER_TRACE_CBID_cuMemAllocHost_v2: {
-      const auto& p = params<cuMemAllocHost_v2_params>(cb);
-      record = exited(f::Op::Alloc, f::Kind::Host, out_host(p.pp), p.bytesize);
-      break;
-    }
-    case CUPTI_DRIVER_TRACE_CBID_cuMemFreeHost:
-      record = ending(f::Op::Free, f::Kind::Host, u(params<cuMemFreeHost_params>(cb).p));
-      break;
-    case CUPTI_DRIVER_TRACE_CBID_cuMemAllocAsync:
-    case CUPTI_DRIVER_TRACE_CBID_cuMemAllocAsync_ptsz: {
-      const auto& p = params<cuMemAllocAsync_params>(cb);  // the _ptsz params struct has the same layout
-      record = exited(f::Op::Alloc, f::Kind::Async, out_ptr(p.dptr), p.bytesize);
-      e.with_stream(u(p.hStream));
-      break;
-    }
-    case CUPTI_DRIVER_TRACE_CBID_cuMemAllocFromPoolAsync:
-    case CUPTI_DRIVER_TRACE_CBID_cuMemAllocFromPoolAsync_ptsz: {
-      const auto& p = params<cuMemAllocFromPoolAsync_params>(cb);
-      record = exited(f::Op::Alloc, f::Kind::Async, out_ptr(p.dptr), p.bytesize);
-      e.with_stream(u(p.hStream)).with_pool(u(p.pool));
-      break;
-    }
-    case CUPTI_DRIVER_TRACE_CBID_cuMemFreeAsync:
-    case CUPTI_DRIVER_TRACE_CBID_cuMemFreeAsync_ptsz: {
-      const auto& p = params<cuMemFreeAsync_params>(cb);
-      record = ending(f::Op::Free, f::Kind::Async, p.dptr);
-      e.with_stream(u(p.hStream));
-      break;
-    }
-    case CUPTI_DRIVER_TRACE_CBID_cuMemPoolTrimTo: {
-      const auto& p = params<cuMemPoolTrimTo_params>(cb);
-      record = exited(f::Op::Trim, f::Kind::Async, 0, p.minBytesToKeep);
-      e.with_pool(u(p.pool));
-      break;
-    }
-    case CUPTI_DRIVER_TRACE_CBID_cuMemAddressReserve: {
-      const auto& p = params<cuMemAddressReserve_params>(cb);
-      record = exited(f::Op::Reserve, f::Kind::Virtual, out_ptr(p.ptr), p.size);
-      break;
-    }
-    case CUPTI_DRIVER_TRACE_CBID_cuMemAddressFree: {
-      const auto& p = params<cuMemAddressFree_params>(cb);
-      record = ending(f::Op::Unreserve, f::Kind::Virtual, p.ptr, p.size);
-      break;
-    }
-    case CUPTI_DRIVER_TRACE_CBID_cuMemCreate: {
-      const auto& p = params<cuMemCreate_params>(cb);
-      const uint64_t handle = out_ptr(p.handle);  // CUmemGenericAllocationHandle: an unsigned long long
-      record = exited(f::Op::Alloc, f::Kind::Physical, handle, p.size);
-      // The device the memory is on, from its properties (not the current context's); host memory: none.
-      e.device = p.prop && p.prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE ? p.prop->location.id : -1;
-      if (ok) e.with_handle(handle);
-      break;
-    }
-    case CUPTI_DRIVER_TRACE_CBID_cuMemRelease: {
-      const auto& p = params<cuMemRelease_params>(cb);
-      record = ending(f::Op::Free, f::Kind::Physical, p.handle);
-      e.with_handle(p.handle);
-      break;
-    }
-    case CUPTI_DRIVER_TRACE_CBID_cuMemMap: {
-      const auto& p = params<cuMemMap_params>(cb);
-      record = exited(f::Op::Map, f::Kind::Physical, p.ptr, p.size);
-      e.with_handle(p.handle);
-      break;
-    }
-    case CUPTI_DRIVER_TRACE_CBID_cuMemUnmap: {
-      const auto& p = params<cuMemUnmap_params>(cb);
-      record = ending(f::Op::Unmap, f::Kind::Physical, p.ptr, p.size);
-      break;
-    }
-    case CUPTI_DRIVER_TRACE_CBID_cuMemGetInfo_v2: {  // as the hooks record it: successful calls only
-      const auto& p = params<cuMemGetInfo_v2_params>(cb);
-      record = ok && p.free && p.total && exited(f::Op::MemInfo, f::Kind::None, 0, 0);
-      if (record) {
-        e.has_result = false;
-        e.has_meminfo = true;
-        e.free_bytes = *p.free;
-        e.total_bytes = *p.total;
-      }
-      break;
-    }
-    // Context destruction / primary context reset: every allocation of the device ends here.
-    case CUPTI_DRIVER_TRACE_CBID_cuCtxDestroy:
-    case CUPTI_DRIVER_TRACE_CBID_cuCtxDestroy_v2:
-      context = params<cuCtxDestroy_v2_params>(cb).ctx;  // both take (CUcontext ctx)
-      record = context && ending(f::Op::Reset, f::Kind::None, 0);
-      break;
-    case CUPTI_DRIVER_TRACE_CBID_cuDevicePrimaryCtxReset:
-    case CUPTI_DRIVER_TRACE_CBID_cuDevicePrimaryCtxReset_v2:
-      e.device = params<cuDevicePrimaryCtxReset_v2_params>(cb).dev;  // both take (CUdevice dev)
-      record = ending(f::Op::Reset, f::Kind::None, 0);
-      break;
-    default:
-      break;
+    // The parameter struct's fields are named like the hook's parameters (driver_hooks.def).
+#define GPUMEMTRACE_DRIVER_RESOLVER(...)
+#define GPUMEMTRACE_DRIVER_HOOK(symbol, proc, since, stream, need, params, args, meaning)            \
+  case CUPTI_DRIVER_TRACE_CBID_##symbol: {                                                          \
+    const auto& p = *static_cast<const symbol##_params*>(cb.functionParams);                        \
+    e = capture::describe_##symbol(o, GPUMEMTRACE_FIELDS_OF(p, GPUMEMTRACE_UNPACK args));          \
+    break;                                                                                          \
   }
-  if (!record) return false;
-  if (e.device == kAskDriver) e.device = device_of ? device_of(context) : -1;
+#include "interpose/hooks/driver_hooks.def"
+#undef GPUMEMTRACE_DRIVER_HOOK
+#undef GPUMEMTRACE_DRIVER_RESOLVER
+    default:
+      return false;
+  }
+  // Each event at its moment, as the hooks take it: whatever ends memory at ENTER, the rest at EXIT.
+  if (e.empty || e.taken_before_call() != enter) return false;
+  if (runtime_api) {
+    e.driver_api = e.api;
+    e.api = runtime_api;
+  }
   *out = e;
   return true;
 }

@@ -34,17 +34,13 @@ int driver_callback_ids(CUpti_CallbackId* out, int capacity) noexcept;
 // domain (a callback on every launch and copy).
 int runtime_callback_ids(CUpti_CallbackId* out, int capacity) noexcept;
 
-// The device of context `ctx` (null: the calling thread's current context), -1 when unknown. Asked
-// only when a callback yields an event: CUPTI calls back at ENTER and EXIT of every enabled function.
-using DeviceOfFn = int32_t (*)(CUcontext ctx);
-
-// Facts for a driver-domain callback, or false when this (id, site) records nothing (an allocation at
-// ENTER, a free at EXIT, a free of null, an id we do not follow). `runtime_api`: the runtime call in
-// progress on this thread, or null. The device comes from the call's own arguments where it names
-// one (cuMemCreate's location, cuDevicePrimaryCtxReset's device, cuCtxDestroy's context), else from
-// the current context.
-bool driver_callback_facts(CUpti_CallbackId cbid, const CUpti_CallbackData& cb, const char* runtime_api,
-                           DeviceOfFn device_of, EventFacts* out) noexcept;
+// The event of a driver-domain callback (the call's description, driver_calls.h, from CUPTI's
+// parameter struct), or false when this (id, site) records nothing: an allocation at ENTER, a free at
+// EXIT, a free of null, an id we do not follow. `runtime_api`: the runtime call in progress on this
+// thread, or null. The device is left to record_call() unless the call names it (cuMemCreate's
+// location, cuDevicePrimaryCtxReset's device; cuCtxDestroy: its context's).
+bool driver_callback_event(CUpti_CallbackId cbid, const CUpti_CallbackData& cb, const char* runtime_api,
+                           EventFacts* out) noexcept;
 
 // Activity audit counters.
 struct ActivityCounts {

@@ -7,7 +7,6 @@
 
 #include "interpose/recorder/recorder.h"
 
-using gpumemtrace::EventFacts;
 using gpumemtrace::HookScope;
 namespace f = gpumemtrace::format;
 
@@ -17,18 +16,8 @@ void report_block(f::Op op, const char* api, const void* ptr, size_t size, const
                   const char* pool) {
   HookScope scope;
   if (!scope.recording()) return;
-  EventFacts facts;
-  facts.op = op;
-  facts.kind = f::Kind::Block;
-  facts.api = api;
-  facts.addr = reinterpret_cast<uint64_t>(ptr);
-  facts.size = size;
-  facts.device = device;
-  facts.has_result = false;
-  facts.has_segment = segment != nullptr;
-  facts.segment = reinterpret_cast<uint64_t>(segment);
-  facts.pool_name = pool;
-  gpumemtrace::record(facts);
+  gpumemtrace::record(gpumemtrace::event::block(op, api, reinterpret_cast<uint64_t>(ptr), size,
+                                                reinterpret_cast<uint64_t>(segment), device, pool));
 }
 
 // A mark or a scope event: no memory, a text (the mark's label, the scope's name).

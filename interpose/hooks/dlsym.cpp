@@ -56,7 +56,9 @@ extern "C" __attribute__((visibility("hidden"))) void* gpumemtrace_dlsym_route(v
 // dlsym for a hooked driver symbol (handle is RTLD_DEFAULT or a library handle).
 extern "C" __attribute__((visibility("hidden"))) void* gpumemtrace_dlsym_hooked(void* handle, const char* symbol) {
   const int fn = find_symbol(symbol);
-  if (fn >= 0 && is_resolver(static_cast<Fn>(fn))) gpumemtrace::backend::on_driver_contact();
+  // Looking up a driver function is a contact with the driver: the backend is decided before the
+  // wrapper handed out here can be called (the wrappers themselves never decide).
+  if (fn >= 0) gpumemtrace::backend::on_driver_contact();
   void* p = real_dlsym(handle, symbol);
   if (!p || fn < 0) return p;
   stats().dlsym_driver.fetch_add(1, std::memory_order_relaxed);

@@ -14,8 +14,8 @@
 namespace gpumemtrace::driver {
 
 const FnInfo kFnInfo[kFnCount] = {
-#define GPUMEMTRACE_DRIVER_HOOK(symbol, proc, since, stream, need, params, args) \
-  {#symbol, #proc, since, Stream::stream, need},
+#define GPUMEMTRACE_DRIVER_HOOK(symbol, proc, since, stream, need, params, args, meaning) \
+  {#symbol, #proc, since, Stream::stream, Need::need},
 #include "interpose/hooks/driver_hooks.def"
 #undef GPUMEMTRACE_DRIVER_HOOK
 };
@@ -104,7 +104,7 @@ void warn_missing(Fn fn) noexcept {
   const FnInfo& info = kFnInfo[static_cast<int>(fn)];
   std::atomic<bool>& done = logged[static_cast<int>(fn)];
   char line[256];
-  if (info.need != Required || done.load(std::memory_order_relaxed)) return;
+  if (info.need != Need::Required || done.load(std::memory_order_relaxed)) return;
   if (!find_loaded_library("libcuda.so", line, sizeof(line)) || done.exchange(true)) return;
   snprintf(line, sizeof(line), "driver hooks: the loaded CUDA driver has no %s (every supported driver has it: a "
            "broken installation?); calls to it return CUDA_ERROR_NOT_INITIALIZED", info.symbol);
@@ -184,6 +184,36 @@ int32_t device_of(CUcontext ctx) noexcept {
   if (fn && fn(&d, ctx) == CUDA_SUCCESS) return d;
   return current_device();
 }
+
+namespace {
+
+int32_t driver_current_device(int32_t) { return current_device(); }
+
+int32_t driver_device_of_context(const void* ctx) {
+  return device_of(static_cast<CUcontext>(const_cast<void*>(ctx)));
+}
+
+bool driver_memory(uint64_t* free_bytes, uint64_t* total_bytes) {
+  auto fn = reinterpret_cast<CUresult (*)(size_t*, size_t*)>(query_function(Query::MemGetInfo));
+  size_t free_now = 0, total = 0;
+  if (!fn || fn(&free_now, &total) != CUDA_SUCCESS) return false;
+  *free_bytes = free_now;
+  *total_bytes = total;
+  return true;
+}
+
+void driver_describe_device(int32_t device, char* name, size_t name_size, uint64_t* total_bytes) {
+  auto get_name = reinterpret_cast<CUresult (*)(char*, int, CUdevice)>(query_function(Query::DeviceGetName));
+  auto total_mem = reinterpret_cast<CUresult (*)(size_t*, CUdevice)>(query_function(Query::DeviceTotalMem));
+  if (!get_name || get_name(name, static_cast<int>(name_size) - 1, device) != CUDA_SUCCESS) name[0] = '\0';
+  size_t total = 0;
+  if (total_mem && total_mem(&total, device) == CUDA_SUCCESS) *total_bytes = total;
+}
+
+}  // namespace
+
+const DeviceQueries kDriverQueries = {"cuMemGetInfo_v2", driver_current_device, driver_device_of_context,
+                                      driver_memory, driver_describe_device};
 
 namespace {
 

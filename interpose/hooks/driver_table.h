@@ -21,14 +21,14 @@
 #include <cstdint>
 
 #include "interpose/hooks/driver_query.h"  // is_own_code, current_device, device_of
+#include "interpose/hooks/real_function.h"  // Need
 
 namespace gpumemtrace::driver {
 
 enum class Stream : uint8_t { Any, Legacy, PerThread };
-enum Need : uint8_t { Optional = 0, Required = 1 };
 
 enum class Fn : int {
-#define GPUMEMTRACE_DRIVER_HOOK(symbol, proc, since, stream, need, params, args) symbol,
+#define GPUMEMTRACE_DRIVER_HOOK(symbol, proc, since, stream, need, params, args, meaning) symbol,
 #include "interpose/hooks/driver_hooks.def"
 #undef GPUMEMTRACE_DRIVER_HOOK
   kCount

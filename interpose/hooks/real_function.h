@@ -9,10 +9,16 @@
 
 #include <atomic>
 #include <cstddef>
+#include <cstdint>
 
 namespace gpumemtrace {
 
 enum class Library { CudaRuntime, CudaDriver, Libc };
+
+// Whether every CUDA version gpumemtrace supports has a hooked function (runtime_hooks.def and
+// driver_hooks.def): a missing Required one is a broken installation, said in one line; a missing
+// Optional one is a newer API this CUDA lacks.
+enum class Need : uint8_t { Optional, Required };
 
 // The path of a loaded object whose file name starts with `soname_prefix` (e.g. "libcudart.so"),
 // copied into `path`; false when none is loaded. Walks the loaded objects: start-up paths only.

@@ -13,8 +13,9 @@ namespace gpumemtrace {
 
 // Compile-time bounds of a ring slot. GPUMEMTRACE_STACK_DEPTH may ask for fewer native frames.
 inline constexpr int kMaxNativeFrames = 64;
-inline constexpr int kLabelBytes = 48;  // mark label or block pool name, NUL-terminated, truncated
+inline constexpr int kLabelBytes = 48;  // mark label or scope name, NUL-terminated, truncated
                                         // (a longer scope name is interned: label_table.h)
+inline constexpr int kPoolNameBytes = 48;  // block events' allocator pool name, NUL-terminated, truncated
 
 enum EventFlags : uint16_t {
   kHasStream = 1 << 0,
@@ -24,14 +25,14 @@ enum EventFlags : uint16_t {
   kHasResult = 1 << 4,
   kHasMemInfo = 1 << 5,
   kHasLabel = 1 << 6,
-  kPoolIsName = 1 << 7,    // the label holds the pool's name (block events)
+  kHasPoolName = 1 << 7,   // pool_name holds the allocator pool's name (block events)
   kDelayed = 1 << 8,       // recorded after the fact with its own time (EventFacts::time_ns != 0)
   kLabelInterned = 1 << 9, // kHasLabel, text too long for the slot: interned_label points to it
   kHasRange = 1 << 10,     // a scope event of a cross-thread range: `range` is its id
 };
 
 struct EventRecord {
-  // The label text of a kHasLabel / kPoolIsName event, wherever it is kept.
+  // The label text of a kHasLabel event, wherever it is kept.
   const char* label_text() const { return (flags & kLabelInterned) ? interned_label : label; }
 
   uint64_t seq = 0;        // global sequence number (assigned by the ring, from 1)
@@ -50,7 +51,8 @@ struct EventRecord {
   uint64_t size = 0;
   uint64_t stream = 0;
   uint64_t pool = 0;
-  uint64_t segment = 0;    // block events: the containing segment; map: the physical handle
+  uint64_t segment = 0;    // block events: the containing segment
+  uint64_t handle = 0;     // physical memory: the allocation handle
   uint64_t free_bytes = 0; // meminfo
   uint64_t total_bytes = 0;
   uint64_t range = 0;      // kHasRange
@@ -58,6 +60,7 @@ struct EventRecord {
     char label[kLabelBytes] = {};      // the text itself, unless kLabelInterned
     const char* interned_label;        // kLabelInterned: a name from intern_label(), never freed
   };
+  char pool_name[kPoolNameBytes] = {};  // kHasPoolName
   uintptr_t native[kMaxNativeFrames];                 // innermost first, own frames skipped
   python::PythonFrameRef python[python::kMaxPythonFrames];  // innermost first
 };

@@ -190,6 +190,14 @@ const char* long_scope_name(const char* name) {
   return interned;
 }
 
+// Copies `text` into `out` (`size` bytes), truncated and NUL-terminated. Byte by byte: no libc call
+// on the hot path.
+void copy_truncated(char* out, const char* text, size_t size) {
+  size_t i = 0;
+  for (; text[i] && i < size - 1; ++i) out[i] = text[i];
+  out[i] = '\0';
+}
+
 // `interned`: the event's label, already interned (long_scope_name), or null.
 void fill_record(EventRecord& r, uint64_t seq, const EventFacts& f, uint64_t t, const char* interned,
                  const uintptr_t* native, int native_depth, const python::PythonFrameRef* py,
@@ -207,7 +215,8 @@ void fill_record(EventRecord& r, uint64_t seq, const EventFacts& f, uint64_t t, 
   r.size = f.size;
   r.stream = f.stream;
   r.pool = f.pool;
-  r.segment = f.has_segment ? f.segment : f.handle;
+  r.segment = f.segment;
+  r.handle = f.handle;
   r.free_bytes = f.free_bytes;
   r.total_bytes = f.total_bytes;
   r.range = f.range;
@@ -219,15 +228,16 @@ void fill_record(EventRecord& r, uint64_t seq, const EventFacts& f, uint64_t t, 
   if (f.has_result) flags |= kHasResult;
   if (f.has_meminfo) flags |= kHasMemInfo;
   if (f.range) flags |= kHasRange;
-  const char* text = f.label ? f.label : f.pool_name;
   if (interned) {
     flags |= kHasLabel | kLabelInterned;
     r.interned_label = interned;
-  } else if (text) {
-    flags |= f.label ? kHasLabel : kPoolIsName;
-    size_t i = 0;
-    for (; text[i] && i < kLabelBytes - 1; ++i) r.label[i] = text[i];
-    r.label[i] = '\0';
+  } else if (f.label) {
+    flags |= kHasLabel;
+    copy_truncated(r.label, f.label, kLabelBytes);
+  }
+  if (f.pool_name) {
+    flags |= kHasPoolName;
+    copy_truncated(r.pool_name, f.pool_name, kPoolNameBytes);
   }
   if (f.time_ns && f.op != format::Op::Sync) flags |= kDelayed;  // sync's t is a promise, not a moment
   r.flags = flags;
@@ -340,12 +350,7 @@ bool record(const EventFacts& facts) noexcept {
 void record_labelled(format::Op op, const char* label, const char* api, uint64_t range) noexcept {
   HookScope scope;
   if (!scope.recording()) return;
-  EventFacts facts;
-  facts.op = op;
-  facts.kind = format::Kind::None;
-  facts.api = api;
-  facts.has_result = false;
-  facts.label = label;
+  EventFacts facts = event::mark(op, api, label);
   facts.range = range;
   record(facts);
 }
@@ -358,16 +363,42 @@ bool first_event_on_device(int32_t device) noexcept {
 }
 
 void record_meminfo(int32_t device, const char* api, uint64_t free_bytes, uint64_t total_bytes) noexcept {
-  EventFacts m;
-  m.op = format::Op::MemInfo;
-  m.kind = format::Kind::None;
+  EventFacts m = event::meminfo(free_bytes, total_bytes).on_device(device);
   m.api = api;
-  m.device = device;
-  m.has_result = false;
-  m.has_meminfo = true;
-  m.free_bytes = free_bytes;
-  m.total_bytes = total_bytes;
   record(m);
+}
+
+namespace {
+
+// First sighting of a device: its "device" line (name, total, free) and a meminfo event ("at start").
+// The device facts are published before the meminfo event is recorded, so the writer has them first.
+void note_device(int32_t device, const DeviceQueries& q) {
+  if (!first_event_on_device(device)) return;
+  uint64_t free_bytes = 0, total_bytes = 0;
+  const bool have_memory = q.memory && q.memory(&free_bytes, &total_bytes);
+  char name[96] = {};
+  uint64_t device_total = 0;
+  if (q.describe_device) q.describe_device(device, name, sizeof(name), &device_total);
+  if (!device_total) device_total = total_bytes;
+  if (!have_memory && !device_total) return;  // nothing to say about it
+  record_device_info(device, name, device_total, free_bytes);
+  if (have_memory) record_meminfo(device, q.meminfo_api, free_bytes, total_bytes);
+}
+
+}  // namespace
+
+void record_call(EventFacts e, const DeviceQueries& q) noexcept {
+  if (e.empty) return;
+  KeepErrno keep;
+  resolve_device(&e, q);
+  (void)record(e);
+  if (e.op == format::Op::MemInfo) return;  // the program's own query: nothing to add
+  const int32_t outcome = e.has_result ? e.result : kCudaSuccess;
+  uint64_t free_bytes = 0, total_bytes = 0;
+  if (outcome == kCudaSuccess)
+    note_device(e.device, q);
+  else if (outcome == kCudaOutOfMemory && q.memory && q.memory(&free_bytes, &total_bytes))
+    record_meminfo(e.device, q.meminfo_api, free_bytes, total_bytes);  // how much was really free
 }
 
 void record_device_info(int32_t device, const char* name, uint64_t total_bytes, uint64_t free_bytes) noexcept {

@@ -1,16 +1,17 @@
 // interpose/recorder/recorder.h — the narrow API between hooks and the recorder.
 //
 // A hook does three things: open a HookScope, call the real function, and (when the scope says so)
-// hand the plain facts of what happened to record(). Everything else — starting the recorder on first
-// use, timestamps, stacks, sequence numbers, the ring buffer, the writer thread — lives behind this
-// header.
+// hand what the call means to record_call(), built with the named constructors of namespace `event`.
+// Everything else — starting the recorder on first use, the device's facts, timestamps, stacks,
+// sequence numbers, the ring buffer, the writer thread — lives behind this header.
 //
 //   RESULT hook(args) {
 //     HookScope scope;                                  // thread-local re-entry guard
 //     RESULT r = real(args);
-//     if (scope.recording()) record({Op::Alloc, Kind::Device, "cudaMalloc", ...});
+//     if (scope.recording()) record_call(described("cudaMalloc", r, event::allocation(...)), queries);
 //     return r;
 //   }
+// (the CUDA hooks get this from their tables: interpose/hooks/call_description.h)
 //
 // Thread-safety: every function here may be called from any thread at any time, including before
 // main() and during exit. None of them allocates, locks or uses stdio after the recorder has started
@@ -26,27 +27,39 @@
 
 namespace gpumemtrace {
 
-// Plain facts about one memory event, filled by a hook. Strings `api` and `driver_api` must be static;
-// `label` is copied into the event: truncated to 47 bytes, except a scope's name (scope_begin /
-// scope_end), kept whole up to kMaxScopeNameBytes (label_table.h).
+// Results every capture layer shares: cudaSuccess == CUDA_SUCCESS, cudaErrorMemoryAllocation ==
+// CUDA_ERROR_OUT_OF_MEMORY (checked where the CUDA headers are included: runtime.cpp, driver_calls.h).
+inline constexpr int32_t kCudaSuccess = 0;
+inline constexpr int32_t kCudaOutOfMemory = 2;
+
+// EventFacts::device before record_call() resolves it: the device of `context` when set, else the
+// calling thread's current device.
+inline constexpr int32_t kCurrentDevice = -2;
+
+// Plain facts about one event, built with the named constructors of namespace `event` below (not
+// field by field). Strings `api` and `driver_api` must be static; `label` and `pool_name` are copied
+// into the event: truncated to 47 bytes, except a scope's name (scope_begin / scope_end), kept whole
+// up to kMaxScopeNameBytes (label_table.h). Each field means one thing, whatever the op.
 struct EventFacts {
   format::Op op = format::Op::Alloc;
   format::Kind kind = format::Kind::Device;
   const char* api = nullptr;
   uint64_t addr = 0;
   uint64_t size = 0;
-  int32_t device = -1;     // -1: unknown
+  int32_t device = -1;     // -1: unknown; kCurrentDevice: resolved by record_call()
+  const void* context = nullptr;  // kCurrentDevice: the device is this CUDA context's (not recorded)
   int32_t result = 0;      // CUDA error code the call returned
   bool has_result = true;
+  bool empty = false;      // the call records nothing (a free of null, a failed query)
   const char* driver_api = nullptr;
   bool has_stream = false;
   uint64_t stream = 0;
   bool has_pool = false;
-  uint64_t pool = 0;
+  uint64_t pool = 0;       // memory pool handle (stream-ordered allocations, trims)
   bool has_segment = false;
-  uint64_t segment = 0;
+  uint64_t segment = 0;    // block events: the allocator segment holding the block
   bool has_handle = false;
-  uint64_t handle = 0;
+  uint64_t handle = 0;     // physical memory: the allocation handle (cuMemCreate / cuMemRelease / cuMemMap)
   bool has_meminfo = false;
   uint64_t free_bytes = 0;
   uint64_t total_bytes = 0;
@@ -60,27 +73,132 @@ struct EventFacts {
   const python::PythonFrameRef* frames = nullptr;
   int frame_count = -1;
 
-  EventFacts& with_stream(uint64_t s) {
+  // Whatever ends memory (or all of a device's) is taken before the real call: afterwards the
+  // address may already belong to another thread's allocation. Everything else after it returns.
+  bool taken_before_call() const noexcept {
+    return op == format::Op::Free || op == format::Op::Unmap || op == format::Op::Unreserve ||
+           op == format::Op::Reset;
+  }
+
+  EventFacts& with_stream(uint64_t s) noexcept {
     has_stream = true;
     stream = s;
     return *this;
   }
-  EventFacts& with_pool(uint64_t p) {
+  EventFacts& with_pool(uint64_t p) noexcept {
     has_pool = true;
     pool = p;
     return *this;
   }
-  EventFacts& with_segment(uint64_t s) {
+  EventFacts& with_segment(uint64_t s) noexcept {
     has_segment = true;
     segment = s;
     return *this;
   }
-  EventFacts& with_handle(uint64_t h) {
+  EventFacts& with_handle(uint64_t h) noexcept {
     has_handle = true;
     handle = h;
     return *this;
   }
+  EventFacts& on_device(int32_t d) noexcept {
+    device = d;
+    return *this;
+  }
+  // The device is `ctx`'s (context destruction), resolved by record_call().
+  EventFacts& of_context(const void* ctx) noexcept {
+    device = kCurrentDevice;
+    context = ctx;
+    return *this;
+  }
 };
+
+// Named constructors, one per kind of event. Capture events (CUDA calls) start on kCurrentDevice;
+// the call's description (interpose/hooks/call_description.h) adds the api and the result.
+namespace event {
+
+inline EventFacts with_op(format::Op op, format::Kind kind, uint64_t addr, uint64_t size, bool has_result) noexcept {
+  EventFacts e;
+  e.op = op;
+  e.kind = kind;
+  e.addr = addr;
+  e.size = size;
+  e.has_result = has_result;
+  e.device = kCurrentDevice;
+  return e;
+}
+
+// A call that records nothing.
+inline EventFacts nothing() noexcept {
+  EventFacts e;
+  e.empty = true;
+  return e;
+}
+// Memory obtained: `addr` 0 when the call failed; `size` what was asked for, or the footprint.
+inline EventFacts allocation(format::Kind kind, uint64_t addr, uint64_t size) noexcept {
+  return with_op(format::Op::Alloc, kind, addr, size, true);
+}
+// Memory given back, before the call (no result). Freeing null is a no-op in CUDA (and a common way to
+// initialise the context): no event.
+inline EventFacts release(format::Kind kind, uint64_t addr, uint64_t size = 0) noexcept {
+  EventFacts e = with_op(format::Op::Free, kind, addr, size, false);
+  e.empty = addr == 0;
+  return e;
+}
+// Physical memory created (cuMemCreate): addr = handle; on the device its properties name.
+inline EventFacts physical_allocation(uint64_t handle, uint64_t size, int32_t device) noexcept {
+  EventFacts e = allocation(format::Kind::Physical, handle, size).on_device(device);
+  if (handle) e.with_handle(handle);
+  return e;
+}
+inline EventFacts physical_release(uint64_t handle) noexcept {
+  return release(format::Kind::Physical, handle).with_handle(handle);
+}
+// Which virtual range shows which physical allocation.
+inline EventFacts map(uint64_t addr, uint64_t size, uint64_t handle) noexcept {
+  return with_op(format::Op::Map, format::Kind::Physical, addr, size, true).with_handle(handle);
+}
+inline EventFacts unmap(uint64_t addr, uint64_t size) noexcept {
+  return with_op(format::Op::Unmap, format::Kind::Physical, addr, size, false);
+}
+// Address space only.
+inline EventFacts reserve(uint64_t addr, uint64_t size) noexcept {
+  return with_op(format::Op::Reserve, format::Kind::Virtual, addr, size, true);
+}
+inline EventFacts unreserve(uint64_t addr, uint64_t size) noexcept {
+  return with_op(format::Op::Unreserve, format::Kind::Virtual, addr, size, false);
+}
+// A pool trimmed down to `keep` bytes.
+inline EventFacts trim(uint64_t pool, uint64_t keep) noexcept {
+  return with_op(format::Op::Trim, format::Kind::Async, 0, keep, true).with_pool(pool);
+}
+// Every allocation of a device ends (device reset, context destruction), before the call.
+inline EventFacts reset() noexcept { return with_op(format::Op::Reset, format::Kind::None, 0, 0, false); }
+// A device's free and total bytes.
+inline EventFacts meminfo(uint64_t free_bytes, uint64_t total_bytes) noexcept {
+  EventFacts e = with_op(format::Op::MemInfo, format::Kind::None, 0, 0, false);
+  e.has_meminfo = true;
+  e.free_bytes = free_bytes;
+  e.total_bytes = total_bytes;
+  return e;
+}
+// A caching allocator's block (BlockAlloc / BlockFree / BlockOom) inside `segment` (0: not said).
+inline EventFacts block(format::Op op, const char* api, uint64_t addr, uint64_t size, uint64_t segment,
+                        int32_t device, const char* pool_name) noexcept {
+  EventFacts e = with_op(op, format::Kind::Block, addr, size, false).on_device(device);
+  e.api = api;
+  if (segment) e.with_segment(segment);
+  e.pool_name = pool_name;
+  return e;
+}
+// A program's marker, or a scope's begin / end (op Mark, ScopeBegin, ScopeEnd): a text, no memory.
+inline EventFacts mark(format::Op op, const char* api, const char* label) noexcept {
+  EventFacts e = with_op(op, format::Kind::None, 0, 0, false).on_device(-1);
+  e.api = api;
+  e.label = label ? label : "";
+  return e;
+}
+
+}  // namespace event
 
 // Keeps errno as the program's own call left it across the calls a hook adds (device queries,
 // recording). record() keeps errno by itself; hooks that query CUDA use this around the queries.
@@ -136,6 +254,35 @@ bool record(const EventFacts& facts) noexcept;
 // null: none), from `api` (static), with `range` (a cross-thread range's id; 0: none). Opens its own
 // HookScope: the entry point for the custom API and NVTX callbacks.
 void record_labelled(format::Op op, const char* label, const char* api, uint64_t range = 0) noexcept;
+
+// How one capture layer asks CUDA about devices: the runtime hooks through the runtime, the driver
+// hooks and the CUPTI callbacks through the driver. Any member may be null (nothing known).
+// Precondition of every query: it runs inside the caller's HookScope (never recorded itself).
+struct DeviceQueries {
+  const char* meminfo_api;                          // the "api" of the meminfo events it records
+  int32_t (*current_device)(int32_t call_result);   // after a call that returned this; -1: unknown
+  int32_t (*device_of_context)(const void* ctx);    // -1: unknown
+  bool (*memory)(uint64_t* free_bytes, uint64_t* total_bytes);  // the current device's
+  // The device's name ("" when unknown) and total bytes (0 when unknown).
+  void (*describe_device)(int32_t device, char* name, size_t name_size, uint64_t* total_bytes);
+};
+
+// Resolves kCurrentDevice: the device of the event's context, else of the calling thread.
+inline void resolve_device(EventFacts* e, const DeviceQueries& q) noexcept {
+  if (e->device != kCurrentDevice) return;
+  const int32_t outcome = e->has_result ? e->result : kCudaSuccess;
+  if (e->context)
+    e->device = q.device_of_context ? q.device_of_context(e->context) : -1;
+  else
+    e->device = q.current_device ? q.current_device(outcome) : -1;
+}
+
+// THE recording entry point of the runtime hooks, the driver hooks and the CUPTI callbacks, below all
+// three: resolves the device, records the event, then enriches it the same way whatever the layer:
+// after the first successful event on a device, its "device" line and a meminfo event; after an
+// out-of-memory failure, a meminfo event (how much was really free). Nothing for an empty event.
+// Keeps errno. Call only when HookScope::recording() is true.
+void record_call(EventFacts e, const DeviceQueries& q) noexcept;
 
 // True for exactly one call per device and process (a fork child starts over): the hook that gets
 // true records the device's facts (record_device_info) and a start-of-run meminfo event.

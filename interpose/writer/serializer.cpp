@@ -225,12 +225,12 @@ void TraceSerializer::event(const EventRecord& r) {
   if (!no_range) j.unum(f::kFieldSize, r.size);  // frees: 0 when the API does not say
   j.num(f::kFieldDevice, r.device);
   if (r.flags & kHasStream) j.hex(f::kFieldStream, r.stream);
-  if (r.flags & kPoolIsName)
-    j.str(f::kFieldPool, r.label_text());
+  if (r.flags & kHasPoolName)
+    j.str(f::kFieldPool, r.pool_name);
   else if (r.flags & kHasPool)
     j.hex(f::kFieldPool, r.pool);
   if (r.flags & kHasSegment) j.hex(f::kFieldSegment, r.segment);
-  if (r.flags & kHasHandle) j.hex(f::kFieldHandle, r.segment);
+  if (r.flags & kHasHandle) j.hex(f::kFieldHandle, r.handle);
   if (r.flags & kHasMemInfo) j.unum(f::kFieldFree, r.free_bytes).unum(f::kFieldTotal, r.total_bytes);
   if (r.flags & kHasLabel) j.str(f::kFieldLabel, r.label_text());
   if (r.flags & kHasRange) j.unum(f::kFieldRange, r.range);

@@ -8,6 +8,12 @@ $(SIM_LIBCUDA): tests/sim/fake_libcuda.cpp
 	@mkdir -p $(@D)
 	$(CXX) $(CPPFLAGS) $(ALL_CXXFLAGS) -fvisibility=hidden -shared -Wl,-soname,libcuda.so.1 $< -o $@
 
+## build/sim/libfakecupti.so: simulated CUPTI callback API over the simulated driver (GPUMEMTRACE_CUPTI_PATH)
+SIM_LIBCUPTI := $(BUILD)/sim/libfakecupti.so
+$(SIM_LIBCUPTI): tests/sim/fake_libcupti.cpp $(SIM_LIBCUDA)
+	@mkdir -p $(@D)
+	$(CXX) $(CPPFLAGS) $(ALL_CXXFLAGS) -shared $< -o $@ -L$(BUILD)/sim -l:libcuda.so.1
+
 # Test programs: -O0 and frame pointers so that their named steps appear in the stacks.
 DRV_TEST_DIR := $(BUILD)/tests/driver
 DRV_PROG_FLAGS = -std=c++17 $(WARN) -O0 -g -fno-omit-frame-pointer -fno-inline
@@ -46,7 +52,7 @@ $(DRV_TEST_DIR)/drv_layered: tests/driver/drv_layered.cpp $(DRV_TEST_DIR)/libdrv
 	@mkdir -p $(@D)
 	$(CXX) $(CPPFLAGS) $(DRV_PROG_FLAGS) $< -o $@ -L$(DRV_TEST_DIR) -ldrvminirt -Wl,-rpath,$(abspath $(DRV_TEST_DIR))
 
-DRV_TEST_PROGRAMS := $(SIM_LIBCUDA) $(addprefix $(DRV_TEST_DIR)/,drv_direct drv_dlsym drv_procaddr drv_cudart \
+DRV_TEST_PROGRAMS := $(SIM_LIBCUDA) $(SIM_LIBCUPTI) $(addprefix $(DRV_TEST_DIR)/,drv_direct drv_dlsym drv_procaddr drv_cudart \
                      drv_cudart_static libdrvminirt.so drv_layered)
 TEST_BINS += $(DRV_TEST_PROGRAMS)
 

@@ -9,7 +9,7 @@ import tempfile
 # fresh profile each time.
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
          "--disable-background-networking", "--disable-component-update", "--disable-sync",
-         "--disable-default-apps", "--hide-scrollbars", "--virtual-time-budget=10000"]
+         "--disable-default-apps", "--hide-scrollbars"]
 
 
 def chromium():
@@ -20,15 +20,16 @@ def chromium():
     return None
 
 
-def run_chromium(page, *extra, timeout=60):
-    """Runs Chromium on `page` (a file path) with `extra` flags; returns its stdout, or None when it
-    cannot run here."""
+def run_chromium(page, *extra, timeout=60, budget_ms=10000):
+    """Runs Chromium on `page` (a file path) with `extra` flags, letting the page's scripts run for
+    `budget_ms` of virtual time; returns its stdout, or None when it cannot run here."""
     binary = chromium()
     if not binary:
         return None
     with tempfile.TemporaryDirectory() as profile:
         try:
-            proc = subprocess.run([binary, *FLAGS, f"--user-data-dir={profile}", *extra,
+            proc = subprocess.run([binary, *FLAGS, f"--virtual-time-budget={budget_ms}",
+                                   f"--user-data-dir={profile}", *extra,
                                    "file://" + os.path.abspath(page)],
                                   capture_output=True, text=True, timeout=timeout)
         except (OSError, subprocess.TimeoutExpired):
@@ -38,8 +39,9 @@ def run_chromium(page, *extra, timeout=60):
     return proc.stdout
 
 
-def rendered_dom(page, width=1280, height=1600):
-    return run_chromium(page, "--dump-dom", f"--window-size={width},{height}")
+def rendered_dom(page, width=1280, height=1600, budget_ms=10000, timeout=60):
+    return run_chromium(page, "--dump-dom", f"--window-size={width},{height}", budget_ms=budget_ms,
+                        timeout=timeout)
 
 
 def screenshot(page, png, width=1280, height=1400):

@@ -11,9 +11,19 @@
 // Device memory is a fake address space (bump allocator, 512-byte aligned; never dereferenceable) with
 // a capacity per device, so out-of-memory can be provoked; host memory is real memory.
 // Settings: tests/sim/sim_settings.h, and GPUMEMTRACE_SIM_NO_DEVICE=1 (cuInit fails with 100).
+//
+// CUPTI's driver-domain callbacks are simulated too: the memory functions gpumemtrace hooks call a
+// dispatcher (registered by the simulated libcupti, tests/sim/fake_libcupti.cpp) at API_ENTER and
+// API_EXIT with CUPTI's parameter struct, on every route (exported symbol or cuGetProcAddress), and
+// outside the driver's lock, as the real driver does.
 // Thread-safety: one mutex around all state (a test double, not a fast path).
 #define __CUDA_API_VERSION_INTERNAL 1
 #include <cuda.h>
+// CUPTI's callback data, ids and parameter structs, without <cupti.h>: it redeclares types that the
+// exact-name mode of <cuda.h> above already declares.
+#include <cupti_callbacks.h>
+#include <cupti_driver_cbid.h>
+#include <generated_cuda_meta.h>
 
 #include <atomic>
 #include <cstdlib>
@@ -512,6 +522,71 @@ CUresult f_cuMemUnmap(CUdeviceptr ptr, size_t size) {
 
 CUresult f_cuMemSetAccess(CUdeviceptr, size_t, const CUmemAccessDesc*, size_t) { return CUDA_SUCCESS; }
 
+// The _ptsz entries reuse the same implementation (the fake has no default-stream semantics) through
+// distinct functions so that the pointers differ, as in the real driver.
+CUresult f_cuMemAllocAsync_ptsz(CUdeviceptr* d, size_t b, CUstream s) { return pool_alloc(d, b, nullptr); }
+CUresult f_cuMemAllocFromPoolAsync_ptsz(CUdeviceptr* d, size_t b, CUmemoryPool p, CUstream s) {
+  return f_cuMemAllocFromPoolAsync(d, b, p, s);
+}
+CUresult f_cuMemFreeAsync_ptsz(CUdeviceptr d, CUstream s) { return f_cuMemFreeAsync(d, s); }
+
+// ---------------------------------------------------------------------------------------------------
+// CUPTI callbacks: t_<symbol> runs f_<symbol> between the ENTER and EXIT callbacks of its id.
+using ApiCallback = void (*)(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const CUpti_CallbackData* data);
+std::atomic<ApiCallback> g_api_callback{nullptr};
+
+template <typename Params, typename Impl>
+CUresult with_callbacks(CUpti_CallbackId cbid, const char* name, Params params, Impl impl) {
+  const ApiCallback callback = g_api_callback.load(std::memory_order_acquire);
+  if (!callback) return impl();
+  CUresult result = CUDA_SUCCESS;
+  CUpti_CallbackData data{};
+  data.functionName = name;
+  data.functionParams = &params;
+  data.functionReturnValue = &result;
+  data.callbackSite = CUPTI_API_ENTER;
+  callback(CUPTI_CB_DOMAIN_DRIVER_API, cbid, &data);
+  result = impl();
+  data.callbackSite = CUPTI_API_EXIT;
+  callback(CUPTI_CB_DOMAIN_DRIVER_API, cbid, &data);
+  return result;
+}
+
+#define UNPACK(...) __VA_ARGS__
+#define TRACED(symbol, params, args)                                                                      \
+  CUresult t_##symbol params {                                                                            \
+    return with_callbacks(CUPTI_DRIVER_TRACE_CBID_##symbol, #symbol, symbol##_params{UNPACK args},        \
+                          [&] { return f_##symbol args; });                                               \
+  }
+#define TRACED_FUNCTIONS(X)                                                                               \
+  X(cuMemGetInfo_v2, (size_t* f, size_t* t), (f, t))                                                     \
+  X(cuMemAlloc_v2, (CUdeviceptr* d, size_t b), (d, b))                                                    \
+  X(cuMemAllocPitch_v2, (CUdeviceptr* d, size_t* p, size_t w, size_t h, unsigned int e), (d, p, w, h, e)) \
+  X(cuMemFree_v2, (CUdeviceptr d), (d))                                                                   \
+  X(cuMemAllocManaged, (CUdeviceptr* d, size_t b, unsigned int f), (d, b, f))                             \
+  X(cuMemHostAlloc, (void** p, size_t b, unsigned int f), (p, b, f))                                      \
+  X(cuMemAllocHost_v2, (void** p, size_t b), (p, b))                                                      \
+  X(cuMemFreeHost, (void* p), (p))                                                                        \
+  X(cuMemAllocAsync, (CUdeviceptr* d, size_t b, CUstream s), (d, b, s))                                   \
+  X(cuMemAllocAsync_ptsz, (CUdeviceptr* d, size_t b, CUstream s), (d, b, s))                              \
+  X(cuMemAllocFromPoolAsync, (CUdeviceptr* d, size_t b, CUmemoryPool p, CUstream s), (d, b, p, s))        \
+  X(cuMemAllocFromPoolAsync_ptsz, (CUdeviceptr* d, size_t b, CUmemoryPool p, CUstream s), (d, b, p, s))   \
+  X(cuMemFreeAsync, (CUdeviceptr d, CUstream s), (d, s))                                                  \
+  X(cuMemFreeAsync_ptsz, (CUdeviceptr d, CUstream s), (d, s))                                             \
+  X(cuMemPoolTrimTo, (CUmemoryPool p, size_t k), (p, k))                                                  \
+  X(cuMemAddressReserve, (CUdeviceptr* p, size_t s, size_t a, CUdeviceptr h, unsigned long long f),       \
+    (p, s, a, h, f))                                                                                      \
+  X(cuMemAddressFree, (CUdeviceptr p, size_t s), (p, s))                                                  \
+  X(cuMemCreate, (CUmemGenericAllocationHandle* h, size_t s, const CUmemAllocationProp* p,                \
+    unsigned long long f), (h, s, p, f))                                                                  \
+  X(cuMemRelease, (CUmemGenericAllocationHandle h), (h))                                                  \
+  X(cuMemMap, (CUdeviceptr p, size_t s, size_t o, CUmemGenericAllocationHandle h, unsigned long long f),   \
+    (p, s, o, h, f))                                                                                      \
+  X(cuMemUnmap, (CUdeviceptr p, size_t s), (p, s))                                                        \
+  X(cuCtxDestroy_v2, (CUcontext c), (c))                                                                  \
+  X(cuDevicePrimaryCtxReset_v2, (CUdevice d), (d))
+TRACED_FUNCTIONS(TRACED)
+
 // ---------------------------------------------------------------------------------------------------
 // cuGetProcAddress: base name + version -> the newest variant not newer than the request.
 enum class Flavor { Any, Legacy, PerThread };
@@ -523,14 +598,6 @@ struct ProcRow {
 };
 
 #define ROW(name, since, flavor, fn) {name, since, Flavor::flavor, reinterpret_cast<void*>(&fn)}
-
-// The _ptsz entries reuse the same implementation (the fake has no default-stream semantics) through
-// distinct functions so that the pointers differ, as in the real driver.
-CUresult f_cuMemAllocAsync_ptsz(CUdeviceptr* d, size_t b, CUstream s) { return pool_alloc(d, b, nullptr); }
-CUresult f_cuMemAllocFromPoolAsync_ptsz(CUdeviceptr* d, size_t b, CUmemoryPool p, CUstream s) {
-  return f_cuMemAllocFromPoolAsync(d, b, p, s);
-}
-CUresult f_cuMemFreeAsync_ptsz(CUdeviceptr d, CUstream s) { return f_cuMemFreeAsync(d, s); }
 
 const ProcRow kProcs[] = {
     ROW("cuInit", 2000, Any, f_cuInit),
@@ -546,9 +613,9 @@ const ProcRow kProcs[] = {
     ROW("cuDeviceTotalMem", 3020, Any, f_cuDeviceTotalMem_v2),
     ROW("cuDevicePrimaryCtxRetain", 7000, Any, f_cuDevicePrimaryCtxRetain),
     ROW("cuDevicePrimaryCtxRelease", 11000, Any, f_cuDevicePrimaryCtxRelease_v2),
-    ROW("cuDevicePrimaryCtxReset", 11000, Any, f_cuDevicePrimaryCtxReset_v2),
+    ROW("cuDevicePrimaryCtxReset", 11000, Any, t_cuDevicePrimaryCtxReset_v2),
     ROW("cuCtxCreate", 3020, Any, f_cuCtxCreate_v2),
-    ROW("cuCtxDestroy", 4000, Any, f_cuCtxDestroy_v2),
+    ROW("cuCtxDestroy", 4000, Any, t_cuCtxDestroy_v2),
     ROW("cuCtxSetCurrent", 4000, Any, f_cuCtxSetCurrent),
     ROW("cuCtxGetCurrent", 4000, Any, f_cuCtxGetCurrent),
     ROW("cuCtxGetDevice", 2000, Any, f_cuCtxGetDevice),
@@ -557,31 +624,31 @@ const ProcRow kProcs[] = {
     ROW("cuStreamCreate", 2000, Any, f_cuStreamCreate),
     ROW("cuStreamDestroy", 4000, Any, f_cuStreamDestroy_v2),
     ROW("cuStreamSynchronize", 2000, Any, f_cuStreamSynchronize),
-    ROW("cuMemGetInfo", 3020, Any, f_cuMemGetInfo_v2),
-    ROW("cuMemAlloc", 3020, Any, f_cuMemAlloc_v2),
-    ROW("cuMemAllocPitch", 3020, Any, f_cuMemAllocPitch_v2),
-    ROW("cuMemFree", 3020, Any, f_cuMemFree_v2),
-    ROW("cuMemAllocManaged", 6000, Any, f_cuMemAllocManaged),
-    ROW("cuMemHostAlloc", 2020, Any, f_cuMemHostAlloc),
-    ROW("cuMemAllocHost", 3020, Any, f_cuMemAllocHost_v2),
-    ROW("cuMemFreeHost", 2000, Any, f_cuMemFreeHost),
-    ROW("cuMemAllocAsync", 11020, Legacy, f_cuMemAllocAsync),
-    ROW("cuMemAllocAsync", 11020, PerThread, f_cuMemAllocAsync_ptsz),
-    ROW("cuMemAllocFromPoolAsync", 11020, Legacy, f_cuMemAllocFromPoolAsync),
-    ROW("cuMemAllocFromPoolAsync", 11020, PerThread, f_cuMemAllocFromPoolAsync_ptsz),
-    ROW("cuMemFreeAsync", 11020, Legacy, f_cuMemFreeAsync),
-    ROW("cuMemFreeAsync", 11020, PerThread, f_cuMemFreeAsync_ptsz),
-    ROW("cuMemPoolTrimTo", 11020, Any, f_cuMemPoolTrimTo),
+    ROW("cuMemGetInfo", 3020, Any, t_cuMemGetInfo_v2),
+    ROW("cuMemAlloc", 3020, Any, t_cuMemAlloc_v2),
+    ROW("cuMemAllocPitch", 3020, Any, t_cuMemAllocPitch_v2),
+    ROW("cuMemFree", 3020, Any, t_cuMemFree_v2),
+    ROW("cuMemAllocManaged", 6000, Any, t_cuMemAllocManaged),
+    ROW("cuMemHostAlloc", 2020, Any, t_cuMemHostAlloc),
+    ROW("cuMemAllocHost", 3020, Any, t_cuMemAllocHost_v2),
+    ROW("cuMemFreeHost", 2000, Any, t_cuMemFreeHost),
+    ROW("cuMemAllocAsync", 11020, Legacy, t_cuMemAllocAsync),
+    ROW("cuMemAllocAsync", 11020, PerThread, t_cuMemAllocAsync_ptsz),
+    ROW("cuMemAllocFromPoolAsync", 11020, Legacy, t_cuMemAllocFromPoolAsync),
+    ROW("cuMemAllocFromPoolAsync", 11020, PerThread, t_cuMemAllocFromPoolAsync_ptsz),
+    ROW("cuMemFreeAsync", 11020, Legacy, t_cuMemFreeAsync),
+    ROW("cuMemFreeAsync", 11020, PerThread, t_cuMemFreeAsync_ptsz),
+    ROW("cuMemPoolTrimTo", 11020, Any, t_cuMemPoolTrimTo),
     ROW("cuMemPoolCreate", 11020, Any, f_cuMemPoolCreate),
     ROW("cuMemPoolDestroy", 11020, Any, f_cuMemPoolDestroy),
     ROW("cuDeviceGetDefaultMemPool", 11020, Any, f_cuDeviceGetDefaultMemPool),
     ROW("cuMemGetAllocationGranularity", 10020, Any, f_cuMemGetAllocationGranularity),
-    ROW("cuMemAddressReserve", 10020, Any, f_cuMemAddressReserve),
-    ROW("cuMemAddressFree", 10020, Any, f_cuMemAddressFree),
-    ROW("cuMemCreate", 10020, Any, f_cuMemCreate),
-    ROW("cuMemRelease", 10020, Any, f_cuMemRelease),
-    ROW("cuMemMap", 10020, Any, f_cuMemMap),
-    ROW("cuMemUnmap", 10020, Any, f_cuMemUnmap),
+    ROW("cuMemAddressReserve", 10020, Any, t_cuMemAddressReserve),
+    ROW("cuMemAddressFree", 10020, Any, t_cuMemAddressFree),
+    ROW("cuMemCreate", 10020, Any, t_cuMemCreate),
+    ROW("cuMemRelease", 10020, Any, t_cuMemRelease),
+    ROW("cuMemMap", 10020, Any, t_cuMemMap),
+    ROW("cuMemUnmap", 10020, Any, t_cuMemUnmap),
     ROW("cuMemSetAccess", 10020, Any, f_cuMemSetAccess),
 };
 
@@ -614,6 +681,14 @@ CUresult f_cuGetProcAddress_v2(const char* symbol, void** pfn, int cudaVersion, 
 // Exported symbols (what programs linked against libcuda.so.1 and dlsym see).
 #define EXPORT(ret, name, params, args) \
   extern "C" __attribute__((visibility("default"))) ret name params { return f_##name args; }
+#define EXPORT_TRACED(name, params, args) \
+  extern "C" __attribute__((visibility("default"))) CUresult name params { return t_##name args; }
+TRACED_FUNCTIONS(EXPORT_TRACED)
+
+// For the simulated libcupti: where the driver-domain callbacks go (null: nowhere).
+extern "C" __attribute__((visibility("default"))) void gpumemtrace_sim_set_api_callback(ApiCallback callback) {
+  g_api_callback.store(callback, std::memory_order_release);
+}
 
 EXPORT(CUresult, cuInit, (unsigned int f), (f))
 EXPORT(CUresult, cuDriverGetVersion, (int* v), (v))
@@ -629,9 +704,7 @@ EXPORT(CUresult, cuDeviceGetName, (char* n, int l, CUdevice d), (n, l, d))
 EXPORT(CUresult, cuDeviceTotalMem_v2, (size_t* b, CUdevice d), (b, d))
 EXPORT(CUresult, cuDevicePrimaryCtxRetain, (CUcontext* c, CUdevice d), (c, d))
 EXPORT(CUresult, cuDevicePrimaryCtxRelease_v2, (CUdevice d), (d))
-EXPORT(CUresult, cuDevicePrimaryCtxReset_v2, (CUdevice d), (d))
 EXPORT(CUresult, cuCtxCreate_v2, (CUcontext* c, unsigned int f, CUdevice d), (c, f, d))
-EXPORT(CUresult, cuCtxDestroy_v2, (CUcontext c), (c))
 EXPORT(CUresult, cuCtxSetCurrent, (CUcontext c), (c))
 EXPORT(CUresult, cuCtxGetCurrent, (CUcontext* c), (c))
 EXPORT(CUresult, cuCtxGetDevice, (CUdevice* d), (d))
@@ -640,33 +713,9 @@ EXPORT(CUresult, cuCtxSynchronize, (void), ())
 EXPORT(CUresult, cuStreamCreate, (CUstream* s, unsigned int f), (s, f))
 EXPORT(CUresult, cuStreamDestroy_v2, (CUstream s), (s))
 EXPORT(CUresult, cuStreamSynchronize, (CUstream s), (s))
-EXPORT(CUresult, cuMemGetInfo_v2, (size_t* f, size_t* t), (f, t))
-EXPORT(CUresult, cuMemAlloc_v2, (CUdeviceptr* d, size_t b), (d, b))
-EXPORT(CUresult, cuMemAllocPitch_v2, (CUdeviceptr* d, size_t* p, size_t w, size_t h, unsigned int e), (d, p, w, h, e))
-EXPORT(CUresult, cuMemFree_v2, (CUdeviceptr d), (d))
-EXPORT(CUresult, cuMemAllocManaged, (CUdeviceptr* d, size_t b, unsigned int f), (d, b, f))
-EXPORT(CUresult, cuMemHostAlloc, (void** p, size_t b, unsigned int f), (p, b, f))
-EXPORT(CUresult, cuMemAllocHost_v2, (void** p, size_t b), (p, b))
-EXPORT(CUresult, cuMemFreeHost, (void* p), (p))
-EXPORT(CUresult, cuMemAllocAsync, (CUdeviceptr* d, size_t b, CUstream s), (d, b, s))
-EXPORT(CUresult, cuMemAllocAsync_ptsz, (CUdeviceptr* d, size_t b, CUstream s), (d, b, s))
-EXPORT(CUresult, cuMemAllocFromPoolAsync, (CUdeviceptr* d, size_t b, CUmemoryPool p, CUstream s), (d, b, p, s))
-EXPORT(CUresult, cuMemAllocFromPoolAsync_ptsz, (CUdeviceptr* d, size_t b, CUmemoryPool p, CUstream s), (d, b, p, s))
-EXPORT(CUresult, cuMemFreeAsync, (CUdeviceptr d, CUstream s), (d, s))
-EXPORT(CUresult, cuMemFreeAsync_ptsz, (CUdeviceptr d, CUstream s), (d, s))
-EXPORT(CUresult, cuMemPoolTrimTo, (CUmemoryPool p, size_t k), (p, k))
 EXPORT(CUresult, cuMemPoolCreate, (CUmemoryPool* p, const CUmemPoolProps* q), (p, q))
 EXPORT(CUresult, cuMemPoolDestroy, (CUmemoryPool p), (p))
 EXPORT(CUresult, cuDeviceGetDefaultMemPool, (CUmemoryPool* p, CUdevice d), (p, d))
 EXPORT(CUresult, cuMemGetAllocationGranularity,
        (size_t* g, const CUmemAllocationProp* p, CUmemAllocationGranularity_flags f), (g, p, f))
-EXPORT(CUresult, cuMemAddressReserve, (CUdeviceptr* p, size_t s, size_t a, CUdeviceptr h, unsigned long long f),
-       (p, s, a, h, f))
-EXPORT(CUresult, cuMemAddressFree, (CUdeviceptr p, size_t s), (p, s))
-EXPORT(CUresult, cuMemCreate, (CUmemGenericAllocationHandle* h, size_t s, const CUmemAllocationProp* p,
-       unsigned long long f), (h, s, p, f))
-EXPORT(CUresult, cuMemRelease, (CUmemGenericAllocationHandle h), (h))
-EXPORT(CUresult, cuMemMap, (CUdeviceptr p, size_t s, size_t o, CUmemGenericAllocationHandle h, unsigned long long f),
-       (p, s, o, h, f))
-EXPORT(CUresult, cuMemUnmap, (CUdeviceptr p, size_t s), (p, s))
 EXPORT(CUresult, cuMemSetAccess, (CUdeviceptr p, size_t s, const CUmemAccessDesc* d, size_t c), (p, s, d, c))

@@ -12,7 +12,7 @@
 
 namespace gmt = gpumemtrace;
 namespace f = gpumemtrace::format;
-using gmt::cupti::driver_callback_facts;
+using gmt::cupti::driver_callback_event;
 
 namespace {
 
@@ -24,15 +24,25 @@ CUpti_CallbackData callback(CUpti_ApiCallbackSite site, void* params, CUresult* 
   return cb;
 }
 
-// The device lookup the backend passes (driver::device_of / current_device), faked: it answers
-// g_device and counts how often, and for which context, it was asked.
+// The driver's device lookups (driver::kDriverQueries: device of a context / of the current one),
+// faked: they answer g_device and count how often, and for which context, they were asked.
 int32_t g_device = 0;
 int g_lookups = 0;
 CUcontext g_asked = nullptr;
-int32_t fake_device_of(CUcontext ctx) {
+int32_t fake_device_of(const void* ctx) {
   ++g_lookups;
-  g_asked = ctx;
+  g_asked = static_cast<CUcontext>(const_cast<void*>(ctx));
   return g_device;
+}
+int32_t fake_current_device(int32_t) { return fake_device_of(nullptr); }
+const gmt::DeviceQueries kFakeQueries = {"cuMemGetInfo_v2", fake_current_device, fake_device_of, nullptr, nullptr};
+
+// The event of a callback with its device resolved as record_call() resolves it.
+bool driver_callback_facts(CUpti_CallbackId id, const CUpti_CallbackData& cb, const char* runtime_api,
+                           const gmt::DeviceQueries& queries, gmt::EventFacts* e) {
+  if (!driver_callback_event(id, cb, runtime_api, e)) return false;
+  gmt::resolve_device(e, queries);
+  return true;
 }
 
 // The facts of callback `id` at `site` with `params` (and `result` at EXIT), the current context being
@@ -41,7 +51,7 @@ std::optional<gmt::EventFacts> at(CUpti_ApiCallbackSite site, CUpti_CallbackId i
                                   int32_t device = 0, const char* runtime_api = nullptr) {
   g_device = device;
   gmt::EventFacts e;
-  if (!driver_callback_facts(id, callback(site, params, result), runtime_api, fake_device_of, &e))
+  if (!driver_callback_facts(id, callback(site, params, result), runtime_api, kFakeQueries, &e))
     return std::nullopt;
   return e;
 }
@@ -233,7 +243,7 @@ TEST(CuptiCallbacks, DeviceIsAskedOnlyForEvents) {
   EXPECT_EQ(g_lookups, 1);  // named by the call
   gmt::EventFacts e;
   EXPECT_TRUE(driver_callback_facts(CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2, callback(CUPTI_API_EXIT, &p, &ok), nullptr,
-                                    nullptr, &e));
+                                    gmt::DeviceQueries{}, &e));
   EXPECT_EQ(e.device, -1);  // no lookup: unknown
 }
 

@@ -134,9 +134,9 @@ TEST(Serializer, OptionalFieldsFollowFlags) {
   TraceSerializer s(&out, /*symbolize=*/false);
   EventRecord r = make_event(1, format::Op::BlockAlloc, 0x7100, 100, {});
   r.kind = format::Kind::Block;
-  r.flags = kHasSegment | kPoolIsName;
+  r.flags = kHasSegment | kHasPoolName;
   r.segment = 0x7000;
-  strcpy(r.label, "my \"pool\"");
+  strcpy(r.pool_name, "my \"pool\"");
   s.event(r);
   EventRecord m = make_event(2, format::Op::MemInfo, 0, 0, {});
   m.flags = kHasMemInfo;
@@ -152,6 +152,35 @@ TEST(Serializer, OptionalFieldsFollowFlags) {
   EXPECT_FALSE(lines[1].contains("addr"));
   EXPECT_EQ(lines[1]["free"], 10);
   EXPECT_EQ(lines[1]["total"], 20);
+}
+
+// Each slot means one thing: a map's handle is not a block's segment, a block's pool name is not a
+// label.
+TEST(Serializer, HandleAndSegmentPoolNameAndLabelHaveTheirOwnSlots) {
+  std::string out;
+  TraceSerializer s(&out, /*symbolize=*/false);
+  EventRecord m = make_event(1, format::Op::Map, 0x7e0000000000, 2 << 20, {});
+  m.kind = format::Kind::Physical;
+  m.flags = kHasHandle | kHasResult;
+  m.handle = 0x1010;
+  m.segment = 0xdead;  // not flagged: never written
+  s.event(m);
+  EventRecord b = make_event(2, format::Op::BlockAlloc, 0x7100, 100, {});
+  b.kind = format::Kind::Block;
+  b.flags = kHasSegment | kHasPoolName;
+  b.segment = 0x7000;
+  b.handle = 0xbeef;  // not flagged: never written
+  strcpy(b.pool_name, "large");
+  strcpy(b.label, "not a pool");
+  s.event(b);
+  auto lines = parse_lines(out);
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_EQ(lines[0]["handle"], "0x1010");
+  EXPECT_FALSE(lines[0].contains("segment"));
+  EXPECT_EQ(lines[1]["segment"], "0x7000");
+  EXPECT_FALSE(lines[1].contains("handle"));
+  EXPECT_EQ(lines[1]["pool"], "large");
+  EXPECT_FALSE(lines[1].contains("label"));
 }
 
 TEST(Serializer, ScopeEventsCarryTheirNameAndNoRange) {
