@@ -94,11 +94,12 @@ int run(const Options& options) {
   }
   std::vector<std::string> failures;
   if (options.diff) {
-    DiffReport diff = diff_reports(analyze_all(groups[0], suppressions, options.progress),
-                                   analyze_all(groups[1], suppressions, options.progress));
+    std::vector<ProcessReport> base = analyze_all(groups[0], suppressions, options.progress);
+    std::vector<ProcessReport> current = analyze_all(groups[1], suppressions, options.progress);
+    DiffReport diff = diff_reports(base, current);
     if (options.format == OutputFormat::Json) out << dump_json(diff_to_json(diff)) << "\n";
     else write_diff_text(out, diff, text);
-    failures = check_diff_gates(diff, options);
+    failures = check_diff_gates(diff, current, options);
   } else {
     std::vector<ProcessReport> reports = analyze_all(groups[0], suppressions, options.progress);
     for (const ProcessReport& r : reports) {

@@ -12,6 +12,9 @@
 namespace gpumemtrace::report {
 
 std::vector<std::string> check_gates(const std::vector<ProcessReport>& reports, const Options& options);
-std::vector<std::string> check_diff_gates(const DiffReport& diff, const Options& options);
+// diff: --fail-on-peak-increase on the difference; --fail-on-leak and --fail-on-growth judge the new
+// run (`new_reports`) exactly as check_gates would judge it alone.
+std::vector<std::string> check_diff_gates(const DiffReport& diff, const std::vector<ProcessReport>& new_reports,
+                                          const Options& options);
 
 }  // namespace gpumemtrace::report
