@@ -2,7 +2,8 @@
 // the function, file and module of the allocation site's frames: those above the program's entry
 // (main) that are not the profiler's, the CUDA runtime's or driver's, or the C runtime's (libc,
 // libpthread, libdl, ld.so): `leak:libc.so` hides no leak (docs/report.md, "Suppressions").
-// A pattern matches as a substring; `*` matches any run of characters, a leading `^` / trailing `$` anchor it at the start / end (as LSAN does).
+// A pattern matches as a substring; `*` matches any run of characters, a leading `^` / trailing `$`
+// anchor it at the start / end (as LSAN does).
 // `held:LIBRARY:PATTERN` lines name memory a library keeps for the life of the process
 // (library_rules.supp holds the shipped ones): held at exit, not leaked.
 #pragma once
