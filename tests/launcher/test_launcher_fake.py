@@ -96,9 +96,10 @@ class FakeLauncher(LauncherTestCase):
         else:
             self.assertEqual(env["PYTHONPATH"], "/user/path")
         log = self.report_log()
-        # The report gets this run's trace files (not DIR: it may hold earlier runs' traces).
-        traces = sorted(os.path.join(out, n) for n in os.listdir(out))
-        self.assertEqual(log["argv"], ["--format", "json", *traces])
+        # The report gets this run's trace files (not DIR: it may hold earlier runs' traces); a JSON
+        # report goes into DIR, never onto CMD's standard output.
+        traces = sorted(os.path.join(out, n) for n in os.listdir(out) if n.endswith(".jsonl"))
+        self.assertEqual(log["argv"], ["--format", "json", "-o", os.path.join(out, "report.json"), *traces])
         self.assertEqual(log["ld_preload"], user_lib)  # the analyzer itself is not traced
 
     def test_pytest_plugin_appended_unless_switched_off(self):
