@@ -46,6 +46,19 @@ class RealLauncher(LauncherTestCase):
         self.assertEqual(report["leaks"][0]["bytes"], 3 * MiB)
         self.assertIn("leak_buffer", [f["function"] for f in report["leaks"][0]["stack"]])
 
+    def test_report_file_keeps_stdout_for_the_program(self):
+        p = self.launch(["run", "-q", "-o", "t", "--report", "leaks.txt", "--", *self.prog("leak")])
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(p.stdout, "")  # the program printed nothing, and the report is in the file
+        self.assertEqual(p.stderr, "")  # -q: no launcher note, no recorder line
+        with open(os.path.join(self.tmp, "leaks.txt")) as f:
+            self.assertIn("3.0 MiB", f.read())
+
+    def test_unknown_recorder_value_warns(self):
+        p = self.launch(["run", "-o", "t", "--", *self.prog("clean")], env={"GPUMEMTRACE_BACKEND": "nvtx"})
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("ignoring GPUMEMTRACE_BACKEND=nvtx (expected interpose, cupti or auto)", p.stderr)
+
     def test_ci_clean_program_exits_0(self):
         p = self.launch(["ci", "-o", "t", "--fail-on-leak", "--fail-on-growth", "--", *self.prog("clean")])
         self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
