@@ -41,8 +41,8 @@ namespace {
 namespace report = gpumemtrace::report;
 
 const char kHelp[] =
-    "usage: gpumemtrace run [-o DIR] [REPORT OPTIONS] -- CMD [ARGS...]\n"
-    "       gpumemtrace ci  [-o DIR] [GATE AND REPORT OPTIONS] -- CMD [ARGS...]\n"
+    "usage: gpumemtrace run [-o DIR] [--report FILE] [-q] [REPORT OPTIONS] -- CMD [ARGS...]\n"
+    "       gpumemtrace ci  [-o DIR] [--report FILE] [-q] [GATE AND REPORT OPTIONS] -- CMD [ARGS...]\n"
     "       gpumemtrace --help | --version\n"
     "\n"
     "Runs CMD with every CUDA memory event recorded (with its call stack, Python frames included), then\n"
@@ -60,13 +60,16 @@ const char kHelp[] =
     "                         starts (DataLoader workers, torchrun ranks, subprocesses) writes its own\n"
     "                         trace file there; the report covers them all, one section per process.\n"
     "                         Traces already in DIR (earlier runs) are kept and left out of the report.\n"
-    "  -q, --quiet            no launcher notes on stderr (the report is still printed).\n"
+    "  --report FILE          write the report to FILE. Default: a text report on stdout after CMD's own\n"
+    "                         output; any other --format into DIR (report.json, report.html,\n"
+    "                         report.perfetto.json, report.folded), never onto CMD's stdout.\n"
+    "  -q, --quiet            no launcher notes and no recorder line on stderr (warnings remain).\n"
     "  -h, --help             this text.   --version   the version.\n"
-    "  Any other option is passed to gpumem-report unchanged, for example:\n"
+    "  Any other option is passed to gpumem-report, checked before CMD starts, for example:\n"
     "    --fail-on-leak[=SIZE]  gate: leaked bytes above SIZE (default 0; K/M/G, KiB/MiB/GiB)\n"
     "    --fail-on-growth       gate: a call site whose live bytes keep rising\n"
     "    --suppressions FILE    LSAN-style leak:PATTERN lines\n"
-    "    --format json          the report as one JSON object\n"
+    "    --format json          the report as one JSON object (into DIR/report.json unless --report)\n"
     "  (see `gpumem-report --help` for the full list).\n"
     "The `--` before CMD is required: it separates the options from the command.\n"
     "\n"
@@ -81,6 +84,7 @@ const char kHelp[] =
     "Environment read by the launcher:\n"
     "  GPUMEMTRACE_LIBRARY  the recorder library to preload instead of <dir of gpumemtrace>/libgpumemtrace.so\n"
     "  GPUMEMTRACE_REPORT   the analyzer to run instead of <dir of gpumemtrace>/gpumem-report\n"
+    "                       (GPUMEMTRACE_LIBRARY and GPUMEMTRACE_REPORT: relative to the current directory)\n"
     "\n"
     "Exit status: as described under Commands; 2 for bad usage (one line on stderr) or when the recorder\n"
     "library or the analyzer cannot be found. A command that cannot be executed gives 127.\n"
@@ -88,6 +92,7 @@ const char kHelp[] =
     "Examples:\n"
     "  gpumemtrace run -- python train.py --epochs 1\n"
     "  gpumemtrace ci --fail-on-leak=1MiB --fail-on-growth -o traces -- python -m pytest tests/gpu\n"
+    "  gpumemtrace run --report memory.txt -- python train.py > train.log\n"
     "  gpumemtrace run -o traces -- torchrun --nproc-per-node 8 train.py\n";
 
 bool g_quiet = false;
