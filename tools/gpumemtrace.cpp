@@ -336,11 +336,7 @@ LaunchOptions parse_command_line(int argc, char** argv) {
   app.add_flag("-q,--quiet", g_quiet);
   app.add_option("-o,--output", options.output_dir)->type_name("DIR");
   app.add_option("--report", options.report_file)->type_name("FILE");
-  for (const std::string& arg : before) {  // CLI11 would take the word after `--output=` as its value
-    if (arg.size() > 3 && arg.compare(0, 2, "--") == 0 && arg.back() == '=' && arg.find('=') == arg.size() - 1) {
-      throw report::UsageError(arg.substr(0, arg.size() - 1) + " needs a value");
-    }
-  }
+  report::refuse_empty_option_values(before);
   std::vector<std::string> reversed(before.rbegin(), before.rend());  // CLI11 takes them last first
   try {
     app.parse(reversed);

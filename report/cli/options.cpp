@@ -110,13 +110,7 @@ struct Parser {
 
   // Parses `args` (without the program name); throws UsageError.
   void parse(const std::vector<std::string>& args) {
-    // CLI11 reads `--name=` as `--name` with its value still to come; here it is a missing value.
-    for (const std::string& arg : args) {
-      if (arg == "--") break;
-      if (arg.size() > 3 && arg.compare(0, 2, "--") == 0 && arg.back() == '=' && arg.find('=') == arg.size() - 1) {
-        throw UsageError(arg.substr(0, arg.size() - 1) + ": missing value");
-      }
-    }
+    refuse_empty_option_values(args);
     std::vector<std::string> reversed(args.rbegin(), args.rend());  // CLI11 takes them last first
     try {
       app.parse(reversed);
@@ -243,6 +237,15 @@ Options finish(Parser& parser, bool traces_follow) {
 }
 
 }  // namespace
+
+void refuse_empty_option_values(const std::vector<std::string>& args) {
+  for (const std::string& arg : args) {
+    if (arg == "--") break;
+    if (arg.size() > 3 && arg.compare(0, 2, "--") == 0 && arg.back() == '=' && arg.find('=') == arg.size() - 1) {
+      throw UsageError(arg.substr(0, arg.size() - 1) + ": missing value");
+    }
+  }
+}
 
 Options parse_options(const std::vector<std::string>& args) {
   Parser parser;

@@ -54,6 +54,10 @@ Options parse_options(const std::vector<std::string>& args);
 // definition, but no trace and no `diff` may be among them. Throws UsageError.
 Options parse_forwarded_options(const std::vector<std::string>& args);
 
+// Throws UsageError("--name: missing value") for an argument `--name=` before any `--`: CLI11 would
+// take the next word as its value (a trace, or the launcher's CMD).
+void refuse_empty_option_values(const std::vector<std::string>& args);
+
 // `gpumem-report --help`: generated from the same definition.
 std::string help_text();
 
