@@ -1,4 +1,4 @@
-// gpumem-report: the offline analyzer. Pipeline: reader/ (lines -> validated records) ->
+// report/main.cpp — gpumem-report, the offline analyzer. Pipeline: reader/ (lines -> validated records) ->
 // analyses/ (one streaming pass per trace -> ProcessReport) -> outputs/ (text, JSON, HTML, Perfetto,
 // folded stacks) -> cli/ gates.
 // Exit status: 0 fine, 1 a gate failed, 2 bad input or usage, 3 a gate met a cut trace (no verdict).
@@ -11,11 +11,10 @@
 #include <iostream>
 #include <stdexcept>
 
-#include <unistd.h>
-
 #include "report/analyses/analyze.h"
 #include "report/analyses/diff.h"
 #include "report/cli/gates.h"
+#include "report/cli/inputs.h"
 #include "report/cli/options.h"
 #include "report/cli/progress.h"
 #include "report/outputs/folded_output.h"
@@ -38,18 +37,20 @@ std::string dump_json(const nlohmann::json& json) {
   return json.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
-std::vector<ProcessReport> analyze_all(const std::vector<std::string>& args, const Suppressions& suppressions,
+std::vector<ProcessReport> analyze_all(const std::vector<TraceInput>& inputs, const Suppressions& suppressions,
                                        bool show_progress) {
   std::vector<ProcessReport> reports;
   std::vector<std::string> skipped;  // empty traces among several: a warning each, not an error
   {
     ProgressLine progress(STDERR_FILENO);
     ReadObserver* observer = show_progress && progress.enabled() ? &progress : nullptr;
-    const std::vector<std::string> files = expand_inputs(args);
-    for (const std::string& file : files) {
-      progress.start_file(file);
-      if (files.size() == 1) reports.push_back(analyze_file(file, suppressions, observer));
-      else if (auto report = analyze_one_of_many(file, suppressions, observer, &skipped)) reports.push_back(std::move(*report));
+    for (const TraceInput& input : inputs) {
+      progress.start_file(input.name);
+      if (inputs.size() == 1 || !input.spooled.empty()) {
+        reports.push_back(analyze_input(input, suppressions, observer));
+      } else if (auto report = analyze_one_of_many(input.path, suppressions, observer, &skipped)) {
+        reports.push_back(std::move(*report));
+      }
     }
   }  // the line is cleared here, before any warning or report is written
   for (const std::string& warning : skipped) std::cerr << "gpumem-report: warning: " << warning << "\n";
@@ -79,8 +80,20 @@ int run(const Options& options) {
   Suppressions suppressions;
   if (!options.suppressions.empty()) suppressions = Suppressions::load(options.suppressions);
   if (options.default_suppressions) suppressions.merge(Suppressions::library_defaults());
+  // Every input is resolved (streams read to their end) before the output is opened: -o naming one of
+  // them is refused before it could be emptied. For diff, one group per run.
+  InputSet input_set;
+  std::vector<std::vector<TraceInput>> groups(options.diff ? 2 : 1);
+  std::vector<std::string> input_paths = options.inputs;
+  for (size_t i = 0; i < options.inputs.size(); ++i) {
+    for (TraceInput& input : input_set.resolve(options.inputs[i])) {
+      if (input.spooled.empty()) input_paths.push_back(input.path);
+      groups[options.diff ? i : 0].push_back(std::move(input));
+    }
+  }
   std::ofstream file;
   if (!options.output.empty()) {
+    refuse_output_among_inputs(options.output, input_paths);
     file.open(options.output);
     if (!file) throw std::runtime_error(options.output + ": cannot write");
   }
@@ -91,13 +104,14 @@ int run(const Options& options) {
   }
   std::vector<std::string> failures, incomplete;
   if (options.diff) {
-    DiffReport diff = diff_reports(analyze_all({options.inputs[0]}, suppressions, options.progress),
-                                   analyze_all({options.inputs[1]}, suppressions, options.progress));
+    std::vector<ProcessReport> base = analyze_all(groups[0], suppressions, options.progress);
+    std::vector<ProcessReport> current = analyze_all(groups[1], suppressions, options.progress);
+    DiffReport diff = diff_reports(base, current);
     if (options.format == OutputFormat::Json) out << dump_json(diff_to_json(diff)) << "\n";
     else write_diff_text(out, diff, text);
-    failures = check_diff_gates(diff, options);
+    failures = check_diff_gates(diff, current, options);
   } else {
-    std::vector<ProcessReport> reports = analyze_all(options.inputs, suppressions, options.progress);
+    std::vector<ProcessReport> reports = analyze_all(groups[0], suppressions, options.progress);
     for (const ProcessReport& r : reports) {
       if (options.format == OutputFormat::Text) break;  // the text report prints its warnings itself
       for (const std::string& warning : r.warnings) std::cerr << "gpumem-report: " << r.file << ": warning: " << warning << "\n";
@@ -126,18 +140,21 @@ int main(int argc, char** argv) {
   Options options;
   try {
     options = parse_options(std::vector<std::string>(argv + 1, argv + argc));
-  } catch (const std::invalid_argument& error) {
-    std::cerr << "gpumem-report: " << error.what() << "\n" << kUsage;
+  } catch (const UsageError& error) {
+    std::cerr << "gpumem-report: " << error.what() << " (run with --help for more)\n";
     return kExitBadInput;
   }
   if (options.help) {
-    std::cout << kUsage;
+    std::cout << help_text();
+    return 0;
+  }
+  if (options.version) {
+    std::cout << "gpumem-report " << GPUMEMTRACE_VERSION << "\n";
     return 0;
   }
   try {
     return run(options);
-  } catch (const std::exception& error) {  // TraceError (file:line: what), I/O, suppressions
-
+  } catch (const std::exception& error) {  // TraceError (file:line: what), I/O, suppressions, -o among the inputs
     std::cerr << "gpumem-report: error: " << error.what() << "\n";
     return kExitBadInput;
   }

@@ -50,6 +50,8 @@ $(REPORT_LIB): $(REPORT_OBJS)
 	@rm -f $@  # ar only adds members: start over so removed sources leave no stale objects
 	$(AR) rcs $@ $^
 
+# --version prints the project's version (GPUMEMTRACE_VERSION, interpose/module.mk).
+$(BUILD)/report/main.o: CPPFLAGS += -DGPUMEMTRACE_VERSION='"$(GPUMEMTRACE_VERSION)"'
 $(BUILD)/gpumem-report: $(BUILD)/report/main.o $(REPORT_LIB)
 	@mkdir -p $(@D)
 	$(CXX) -o $@ $^ $(REPORT_LDLIBS)

@@ -5,10 +5,11 @@
 // CMD's status; `ci` exits with CMD's status when CMD failed, otherwise with the report's gate verdict.
 // docs/launcher.md is the prose version of --help.
 //
-// Signals: SIGINT/SIGTERM/SIGHUP/SIGQUIT sent to the launcher by another process (kill, a CI runner's
-// timeout) are forwarded to CMD; the same signals typed at the terminal already reach CMD (same process
-// group) and are not sent twice. The launcher itself never dies of them while CMD runs, so the report of
-// an interrupted run is still printed.
+// Signals: SIGINT/SIGTERM/SIGHUP/SIGQUIT/SIGUSR1/SIGUSR2 sent to the launcher by another process (kill,
+// a CI runner's timeout) are forwarded to CMD; the same signals typed at the terminal already reach CMD
+// (same process group) and are not sent twice. The launcher itself never dies of them while CMD runs, so
+// the report of an interrupted run is still printed. When the launcher dies anyway (SIGKILL), CMD gets
+// SIGKILL too (PR_SET_PDEATHSIG).
 #include <dirent.h>
 #include <errno.h>
 #include <limits.h>
@@ -24,17 +25,24 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <sys/prctl.h>
+
+#include <CLI/CLI.hpp>
+
 #include <algorithm>
 #include <string>
 #include <vector>
 
+#include "report/analyses/suppressions.h"
+#include "report/cli/options.h"
+
 namespace {
 
-const char kVersion[] = "0.1.0";
+namespace report = gpumemtrace::report;
 
 const char kHelp[] =
-    "usage: gpumemtrace run [-o DIR] [REPORT OPTIONS] -- CMD [ARGS...]\n"
-    "       gpumemtrace ci  [-o DIR] [GATE AND REPORT OPTIONS] -- CMD [ARGS...]\n"
+    "usage: gpumemtrace run [-o DIR] [--report FILE] [-q] [REPORT OPTIONS] -- CMD [ARGS...]\n"
+    "       gpumemtrace ci  [-o DIR] [--report FILE] [-q] [GATE AND REPORT OPTIONS] -- CMD [ARGS...]\n"
     "       gpumemtrace --help | --version\n"
     "\n"
     "Runs CMD with every CUDA memory event recorded (with its call stack, Python frames included), then\n"
@@ -44,7 +52,7 @@ const char kHelp[] =
     "  run   run CMD, print the report, exit with CMD's exit status (128+N if a signal N killed it).\n"
     "  ci    run CMD; if it failed, print the report and exit with CMD's status (128+N for a signal);\n"
     "        otherwise exit with the report's gate verdict: 0 every gate passed, 1 a gate failed,\n"
-    "        2 the traces could not be read (or no trace was written).\n"
+    "        2 the traces could not be read (or no trace was written), 3 a gate met a cut trace (no verdict).\n"
     "\n"
     "Options (before --):\n"
     "  -o DIR, --output DIR   directory for the traces (created if needed); default: a new directory\n"
@@ -52,13 +60,16 @@ const char kHelp[] =
     "                         starts (DataLoader workers, torchrun ranks, subprocesses) writes its own\n"
     "                         trace file there; the report covers them all, one section per process.\n"
     "                         Traces already in DIR (earlier runs) are kept and left out of the report.\n"
-    "  -q, --quiet            no launcher notes on stderr (the report is still printed).\n"
+    "  --report FILE          write the report to FILE. Default: a text report on stdout after CMD's own\n"
+    "                         output; any other --format into DIR (report.json, report.html,\n"
+    "                         report.perfetto.json, report.folded), never onto CMD's stdout.\n"
+    "  -q, --quiet            no launcher notes and no recorder line on stderr (warnings remain).\n"
     "  -h, --help             this text.   --version   the version.\n"
-    "  Any other option is passed to gpumem-report unchanged, for example:\n"
+    "  Any other option is passed to gpumem-report, checked before CMD starts, for example:\n"
     "    --fail-on-leak[=SIZE]  gate: leaked bytes above SIZE (default 0; K/M/G, KiB/MiB/GiB)\n"
     "    --fail-on-growth       gate: a call site whose live bytes keep rising\n"
     "    --suppressions FILE    LSAN-style leak:PATTERN lines\n"
-    "    --format json          the report as one JSON object\n"
+    "    --format json          the report as one JSON object (into DIR/report.json unless --report)\n"
     "  (see `gpumem-report --help` for the full list).\n"
     "The `--` before CMD is required: it separates the options from the command.\n"
     "\n"
@@ -75,6 +86,7 @@ const char kHelp[] =
     "Environment read by the launcher:\n"
     "  GPUMEMTRACE_LIBRARY  the recorder library to preload instead of <dir of gpumemtrace>/libgpumemtrace.so\n"
     "  GPUMEMTRACE_REPORT   the analyzer to run instead of <dir of gpumemtrace>/gpumem-report\n"
+    "                       (GPUMEMTRACE_LIBRARY and GPUMEMTRACE_REPORT: relative to the current directory)\n"
     "\n"
     "Exit status: as described under Commands; 2 for bad usage (one line on stderr) or when the recorder\n"
     "library or the analyzer cannot be found. A command that cannot be executed gives 127.\n"
@@ -82,6 +94,7 @@ const char kHelp[] =
     "Examples:\n"
     "  gpumemtrace run -- python train.py --epochs 1\n"
     "  gpumemtrace ci --fail-on-leak=1MiB --fail-on-growth -o traces -- python -m pytest tests/gpu\n"
+    "  gpumemtrace run --report memory.txt -- python train.py > train.log\n"
     "  gpumemtrace run -o traces -- torchrun --nproc-per-node 8 train.py\n";
 
 bool g_quiet = false;
@@ -193,7 +206,7 @@ void forward_signal(int sig, siginfo_t* info, void*) {
   if (child > 0 && (info == nullptr || info->si_code != SI_KERNEL)) kill(child, sig);
 }
 
-const int kForwarded[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
+const int kForwarded[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
 
 void install_forwarding() {
   struct sigaction sa;
@@ -228,6 +241,7 @@ int spawn_and_wait(const std::vector<std::string>& argv, const std::vector<std::
   fflush(stderr);
   sigset_t saved_mask;
   if (forward) block_forwarded(&saved_mask);
+  const pid_t launcher = getpid();
   pid_t pid = fork();
   if (pid < 0) {
     const int err = errno;
@@ -236,6 +250,9 @@ int spawn_and_wait(const std::vector<std::string>& argv, const std::vector<std::
     return -1;
   }
   if (pid == 0) {
+    // The child dies with the launcher (SIGKILL, OOM killer, a crash): never an orphan that keeps a GPU.
+    // The launcher may have died before prctl: then the parent is already someone else.
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != launcher) _exit(126);
     restore_default_signals();
     if (forward) sigprocmask(SIG_SETMASK, &saved_mask, nullptr);
     for (const auto& [name, value] : env) setenv(name.c_str(), value.c_str(), 1);
@@ -279,73 +296,122 @@ std::vector<std::string> list_entries(const std::string& dir) {
   return names;
 }
 
+// The launcher's command line: `run|ci [LAUNCHER AND REPORT OPTIONS] -- CMD [ARGS...]`.
+struct LaunchOptions {
+  bool ci = false;
+  bool help = false;
+  bool version = false;
+  std::string output_dir;   // -o DIR: the traces; "" = a new directory
+  std::string report_file;  // --report FILE: the report; "" = standard output (text) or DIR/report.EXT
+  std::vector<std::string> report_options;  // everything else before `--`, for gpumem-report
+  report::Options report;                   // report_options as gpumem-report will read them
+  std::vector<std::string> cmd;
+};
+
+// Throws report::UsageError (one line, exit 2). The report options are checked here, with
+// gpumem-report's own definition, so a typo is found before CMD runs, not after it.
+LaunchOptions parse_command_line(int argc, char** argv) {
+  LaunchOptions options;
+  if (argc < 2) throw report::UsageError("expected a command: run or ci");
+  const std::string command = argv[1];
+  if (command == "--help" || command == "-h" || command == "help") return options.help = true, options;
+  if (command == "--version") return options.version = true, options;
+  if (command != "run" && command != "ci") {
+    throw report::UsageError("unknown command '" + command + "': expected run or ci");
+  }
+  options.ci = command == "ci";
+  // Everything after the first `--` is CMD, untouched.
+  std::vector<std::string> before;
+  bool separator = false;
+  for (int i = 2; i < argc; ++i) {
+    if (!separator && std::string(argv[i]) == "--") {
+      separator = true;
+    } else {
+      (separator ? options.cmd : before).push_back(argv[i]);
+    }
+  }
+  CLI::App app{"", "gpumemtrace " + command};
+  app.set_help_flag();
+  app.allow_extras();  // the report's options, checked below
+  app.add_flag("-h,--help", options.help);
+  app.add_flag("--version", options.version);
+  app.add_flag("-q,--quiet", g_quiet);
+  app.add_option("-o,--output", options.output_dir)->type_name("DIR");
+  app.add_option("--report", options.report_file)->type_name("FILE");
+  report::refuse_empty_option_values(before);
+  std::vector<std::string> reversed(before.rbegin(), before.rend());  // CLI11 takes them last first
+  try {
+    app.parse(reversed);
+  } catch (const CLI::ParseError& error) {
+    throw report::UsageError(error.what());
+  }
+  if (options.help || options.version) return options;
+  if (!separator) throw report::UsageError("missing '--' before the command to run");
+  if (options.cmd.empty()) throw report::UsageError("no command after '--'");
+  options.report_options = app.remaining();
+  options.report = report::parse_forwarded_options(options.report_options);
+  if (options.report.help || options.report.version) {
+    throw report::UsageError("--help and --version come right after gpumemtrace, not before '--'");
+  }
+  return options;
+}
+
+// Where the report goes when --report is not given: text to standard output after CMD's own output;
+// the other formats into DIR, so that they are never mixed with what CMD printed.
+std::string default_report_file(const report::Options& report, const std::string& dir) {
+  switch (report.format) {
+    case report::OutputFormat::Text: return "";
+    case report::OutputFormat::Json: return dir + "/report.json";
+    case report::OutputFormat::Html: return dir + "/report.html";
+    case report::OutputFormat::Perfetto: return dir + "/report.perfetto.json";
+    case report::OutputFormat::Folded: return dir + "/report.folded";
+  }
+  return "";
+}
+
+// True when `path`'s directory exists and is writable: a report that could not be written is found
+// before CMD runs.
+bool report_file_writable(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  const std::string dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
+  return exists(dir, S_IFDIR) && access(dir.c_str(), W_OK) == 0 && !exists(path, S_IFDIR);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 2) return usage_error("expected a command: run or ci");
-  const std::string command = argv[1];
-  if (command == "--help" || command == "-h" || command == "help") {
+  LaunchOptions options;
+  try {
+    options = parse_command_line(argc, argv);
+    if (!options.report.suppressions.empty()) report::Suppressions::load(options.report.suppressions);
+  } catch (const report::UsageError& error) {
+    return usage_error("%s", error.what());
+  } catch (const std::exception& error) {  // a suppressions file that cannot be read or parsed
+    fprintf(stderr, "gpumemtrace: %s\n", error.what());
+    return 2;
+  }
+  if (options.help) {
     fputs(kHelp, stdout);
     return 0;
   }
-  if (command == "--version") {
-    printf("gpumemtrace %s\n", kVersion);
+  if (options.version) {
+    printf("gpumemtrace %s\n", GPUMEMTRACE_VERSION);
     return 0;
   }
-  if (command != "run" && command != "ci") return usage_error("unknown command '%s': expected run or ci", command.c_str());
-  const bool ci = command == "ci";
-
-  std::string output;
-  bool output_given = false;
-  std::vector<std::string> report_options;
-  std::vector<std::string> cmd;
-  bool saw_separator = false;
-  for (int i = 2; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a == "--") {
-      saw_separator = true;
-      for (int j = i + 1; j < argc; ++j) cmd.push_back(argv[j]);
-      break;
-    }
-    if (a == "-h" || a == "--help") {
-      fputs(kHelp, stdout);
-      return 0;
-    }
-    if (a == "-q" || a == "--quiet") {
-      g_quiet = true;
-    } else if (a == "-o" || a == "--output") {
-      if (i + 1 >= argc || std::string(argv[i + 1]) == "--") return usage_error("%s needs a directory", a.c_str());
-      output = argv[++i];
-      output_given = true;
-    } else if (a.rfind("--output=", 0) == 0) {
-      output = a.substr(9);
-      output_given = true;
-    } else if (a.rfind("-o", 0) == 0 && a.size() > 2 && a[2] != '-') {
-      output = a.substr(2);
-      output_given = true;
-    } else {
-      report_options.push_back(a);  // for gpumem-report (it validates them)
-    }
-  }
-  if (!saw_separator) return usage_error("missing '--' before the command to run");
-  if (cmd.empty()) return usage_error("no command after '--'");
-  if (output_given && output.empty()) return usage_error("-o needs a directory");
-  if (output.empty()) output = default_output_dir();
-  // A word that is not an option is only accepted as the value of the option before it
-  // (`--format json`); gpumem-report validates the options themselves.
-  for (size_t i = 0; i < report_options.size(); ++i) {
-    const std::string& opt = report_options[i];
-    const bool is_option = opt.size() > 1 && opt[0] == '-';
-    const bool after_option = i > 0 && report_options[i - 1].size() > 1 && report_options[i - 1][0] == '-' &&
-                              report_options[i - 1].find('=') == std::string::npos;
-    if (!is_option && !after_option) return usage_error("unexpected argument '%s' before '--'", opt.c_str());
+  const bool ci = options.ci;
+  const std::vector<std::string>& cmd = options.cmd;
+  const std::string output = options.output_dir.empty() ? default_output_dir() : options.output_dir;
+  if (!options.report_file.empty() && !report_file_writable(options.report_file)) {
+    return usage_error("--report %s: its directory does not exist or is not writable", options.report_file.c_str());
   }
 
   const std::string bindir = self_dir();
   const char* lib_env = getenv("GPUMEMTRACE_LIBRARY");
   const std::string library = absolute(lib_env && *lib_env ? lib_env : bindir + "/libgpumemtrace.so");
+  // A relative GPUMEMTRACE_REPORT is resolved against the current directory, as GPUMEMTRACE_LIBRARY
+  // is (a bare name would otherwise be checked here and then looked up on PATH by exec).
   const char* report_env = getenv("GPUMEMTRACE_REPORT");
-  const std::string report = report_env && *report_env ? std::string(report_env) : bindir + "/gpumem-report";
+  const std::string report = absolute(report_env && *report_env ? std::string(report_env) : bindir + "/gpumem-report");
   if (!exists(library, S_IFREG)) {
     fprintf(stderr, "gpumemtrace: the recorder library %s does not exist (build it with make, or set GPUMEMTRACE_LIBRARY)\n", library.c_str());
     return 2;
@@ -355,7 +421,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (access(report.c_str(), X_OK) != 0) {
-    fprintf(stderr, "gpumemtrace: the analyzer %s is not an executable (build it with make, or set GPUMEMTRACE_REPORT)\n", report.c_str());
+    fprintf(stderr, "gpumemtrace: the analyzer %s is not an executable (build it with make, or set GPUMEMTRACE_REPORT; a relative one is resolved against the current directory)\n", report.c_str());
     return 2;
   }
   std::string python_dir;
@@ -378,6 +444,7 @@ int main(int argc, char** argv) {
       {"GPUMEMTRACE_OUTPUT", dir + "/"},
   };
   if (!python_dir.empty()) env.push_back({"PYTHONPATH", prepend_path("PYTHONPATH", python_dir)});
+  if (g_quiet) env.push_back({"GPUMEMTRACE_QUIET", "1"});  // -q: not even the recorder's line
   // pytest loads the modules PYTEST_PLUGINS names: the plugin makes every test a scope.
   if (!python_dir.empty() && exists(python_dir + "/gpumemtrace_pytest.py", S_IFREG) &&
       !switched_off("GPUMEMTRACE_PYTEST"))
@@ -408,12 +475,21 @@ int main(int argc, char** argv) {
   }
 
   std::vector<std::string> report_argv = {report};
-  report_argv.insert(report_argv.end(), report_options.begin(), report_options.end());
+  report_argv.insert(report_argv.end(), options.report_options.begin(), options.report_options.end());
+  if (g_quiet) report_argv.push_back("--no-progress");
+  const std::string report_file =
+      options.report_file.empty() ? default_report_file(options.report, dir) : absolute(options.report_file);
+  if (!report_file.empty()) report_argv.insert(report_argv.end(), {"-o", report_file});
   report_argv.insert(report_argv.end(), traces.begin(), traces.end());
   const int report_status = spawn_and_wait(report_argv, {}, true);
   const int report_code = exit_code_of(report_status);
-  if (report_code != 0 && !(ci && report_code == 1))
+  // 0, 1 and 3 are the analyzer's verdicts (fine, a gate failed, a gate met a cut trace); anything
+  // else is its failure.
+  const bool verdict = report_code == 0 || report_code == 1 || report_code == 3;
+  if (report_code != 0 && !(ci && verdict))
     note("gpumem-report exited with status %d; the traces are in %s/", report_code, dir.c_str());
+  else if (!report_file.empty())
+    note("report written to %s; traces kept in %s/", report_file.c_str(), dir.c_str());
   else if (before.empty())
     note("traces kept in %s/ (read again with: gpumem-report %s)", dir.c_str(), dir.c_str());
   else
@@ -422,5 +498,5 @@ int main(int argc, char** argv) {
 
   if (!ci) return cmd_code;
   if (cmd_code != 0) return cmd_code;
-  return report_code == 0 || report_code == 1 ? report_code : 2;  // a crashed analyzer is not a verdict
+  return verdict ? report_code : 2;  // a crashed analyzer is not a verdict
 }

@@ -50,5 +50,8 @@ fuzz-snapshot-pickle: $(SNAPSHOT_FUZZER)
 # ---- the launcher ----
 PROGRAMS += $(BUILD)/gpumemtrace
 
-$(BUILD)/gpumemtrace: $(BUILD)/tools/gpumemtrace.o
-	$(CXX) $(ALL_CXXFLAGS) $^ -o $@
+# It checks the report options it passes on with gpumem-report's own definition (report/cli/options.cpp,
+# from the report library), before it starts the program.
+$(BUILD)/tools/gpumemtrace.o: CPPFLAGS += -DGPUMEMTRACE_VERSION='"$(GPUMEMTRACE_VERSION)"'
+$(BUILD)/gpumemtrace: $(BUILD)/tools/gpumemtrace.o $(REPORT_LIB)
+	$(CXX) $(ALL_CXXFLAGS) $^ -o $@ $(REPORT_LDLIBS)

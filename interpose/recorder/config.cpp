@@ -81,6 +81,13 @@ Config parse_config(const char* (*getenv_fn)(const char*), void (*warn)(const ch
     else
       warn_bad(warn, "GPUMEMTRACE_RING_EVENTS", v, "a power of two in 256..4194304");
   }
+  // Read elsewhere in the recorder (cupti/backend.cpp, hooks/driver_table.cpp) but checked here too, so
+  // that every bad value is reported at start-up, once, in the same words as the others.
+  if (const char* v = getenv_fn("GPUMEMTRACE_BACKEND");
+      v && *v && strcmp(v, "interpose") != 0 && strcmp(v, "cupti") != 0 && strcmp(v, "auto") != 0)
+    warn_bad(warn, "GPUMEMTRACE_BACKEND", v, "interpose, cupti or auto");
+  if (const char* v = getenv_fn("GPUMEMTRACE_DRIVER_STATS"); v && strcmp(v, "0") != 0 && strcmp(v, "1") != 0)
+    warn_bad(warn, "GPUMEMTRACE_DRIVER_STATS", v, "0 or 1");
   if (const char* v = getenv_fn("GPUMEMTRACE_ON_FULL")) {
     if (strcasecmp(v, "wait") == 0)
       c.on_full = OnFull::Wait;

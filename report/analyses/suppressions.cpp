@@ -5,6 +5,8 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "report/outputs/stack_view.h"
+
 namespace gpumemtrace::report {
 namespace {
 
@@ -29,6 +31,34 @@ bool glob(const char* p, const char* pend, const char* t, const char* tend) {
   }
   while (p < pend && *p == '*') ++p;
   return p == pend;
+}
+
+// The C runtime's own modules (libc, libpthread, libdl, the dynamic loader): glue that allocations pass
+// through on the way to the CUDA runtime (pthread_once, dlopen), never where the program allocated.
+bool is_c_runtime_frame(const LogicalFrame& frame) {
+  const size_t slash = frame.module.rfind('/');
+  const std::string module = slash == std::string::npos ? frame.module : frame.module.substr(slash + 1);
+  for (const char* prefix : {"libc.so", "libc-", "libpthread", "libdl.so", "libdl-", "ld-linux", "ld-"}) {
+    if (module.compare(0, std::char_traits<char>::length(prefix), prefix) == 0) return true;
+  }
+  return false;
+}
+
+// The first of `rules` (in order) that matches a site frame of `stack`: a frame above the program's
+// entry (main included; _start, __libc_start_main, start_thread below it are not) that is neither the
+// profiler's nor the CUDA runtime's or driver's (is_internal_frame) nor the C runtime's. These are the
+// frames that say where the program allocated, the ones the text report shows for the stack.
+template <typename Rule, typename PatternOf>
+const Rule* first_site_match(const std::vector<Rule>& rules, const Stack& stack, PatternOf pattern_of) {
+  const size_t site_end = frames_above_entry(stack);
+  for (const Rule& rule : rules) {
+    for (size_t i = 0; i < site_end; ++i) {
+      const LogicalFrame& frame = stack[i];
+      if (is_internal_frame(frame) || is_c_runtime_frame(frame)) continue;
+      if (frame_matches(pattern_of(rule), frame)) return &rule;
+    }
+  }
+  return nullptr;
 }
 
 }  // namespace
@@ -89,21 +119,11 @@ bool frame_matches(const std::string& pattern, const LogicalFrame& frame) {
 }
 
 const std::string* Suppressions::match_leak(const Stack& stack) const {
-  for (const std::string& pattern : leak_patterns_) {
-    for (const LogicalFrame& frame : stack) {
-      if (frame_matches(pattern, frame)) return &pattern;
-    }
-  }
-  return nullptr;
+  return first_site_match(leak_patterns_, stack, [](const std::string& pattern) -> const std::string& { return pattern; });
 }
 
 const Suppressions::LibraryRule* Suppressions::match_library(const Stack& stack) const {
-  for (const LibraryRule& rule : library_rules_) {
-    for (const LogicalFrame& frame : stack) {
-      if (frame_matches(rule.pattern, frame)) return &rule;
-    }
-  }
-  return nullptr;
+  return first_site_match(library_rules_, stack, [](const LibraryRule& rule) -> const std::string& { return rule.pattern; });
 }
 
 void Suppressions::merge(const Suppressions& other) {

@@ -1,6 +1,9 @@
 // report/analyses/suppressions.h — LSAN-style suppressions: `leak:PATTERN` lines, matched against
-// each frame's function, file and module. A pattern matches as a substring; `*` matches any run
-// of characters, a leading `^` / trailing `$` anchor it at the start / end (as LSAN does).
+// the function, file and module of the allocation site's frames: those above the program's entry
+// (main) that are not the profiler's, the CUDA runtime's or driver's, or the C runtime's (libc,
+// libpthread, libdl, ld.so): `leak:libc.so` hides no leak (docs/report.md, "Suppressions").
+// A pattern matches as a substring; `*` matches any run of characters, a leading `^` / trailing `$`
+// anchor it at the start / end (as LSAN does).
 // `held:LIBRARY:PATTERN` lines name memory a library keeps for the life of the process
 // (library_rules.supp holds the shipped ones): held at exit, not leaked.
 #pragma once
@@ -27,9 +30,9 @@ class Suppressions {
     std::string library;
     std::string pattern;
   };
-  // The first leak pattern that matches a frame of `stack`, or nullptr.
+  // The first leak pattern that matches an allocation-site frame of `stack`, or nullptr.
   const std::string* match_leak(const Stack& stack) const;
-  // The first `held:` rule that matches a frame of `stack`, or nullptr.
+  // The first `held:` rule that matches an allocation-site frame of `stack`, or nullptr.
   const LibraryRule* match_library(const Stack& stack) const;
 
  private:

@@ -1,3 +1,4 @@
+// report/cli/gates.cpp — the CI gates (--fail-on-leak, --fail-on-growth, --fail-on-peak-increase).
 #include "report/cli/gates.h"
 
 #include <cstdio>
@@ -83,8 +84,9 @@ std::vector<std::string> check_incomplete(const std::vector<ProcessReport>& repo
   return incomplete;
 }
 
-std::vector<std::string> check_diff_gates(const DiffReport& diff, const Options& options) {
-  std::vector<std::string> failures;
+std::vector<std::string> check_diff_gates(const DiffReport& diff, const std::vector<ProcessReport>& new_reports,
+                                          const Options& options) {
+  std::vector<std::string> failures = check_gates(new_reports, options);
   if (!options.fail_on_peak_increase) return failures;
   const PeakIncreaseLimit& limit = *options.fail_on_peak_increase;
   for (const PeakDelta& p : diff.peaks) {

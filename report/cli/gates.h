@@ -15,6 +15,9 @@ std::vector<std::string> check_gates(const std::vector<ProcessReport>& reports, 
 // Cut traces (ProcessReport::cut) when a gate was asked for: a gate gives no verdict on them (exit
 // status 3) unless --allow-incomplete, which gates them on what they recorded. One message each.
 std::vector<std::string> check_incomplete(const std::vector<ProcessReport>& reports, const Options& options);
-std::vector<std::string> check_diff_gates(const DiffReport& diff, const Options& options);
+// diff: --fail-on-peak-increase on the difference; --fail-on-leak and --fail-on-growth judge the new
+// run (`new_reports`) exactly as check_gates would judge it alone.
+std::vector<std::string> check_diff_gates(const DiffReport& diff, const std::vector<ProcessReport>& new_reports,
+                                          const Options& options);
 
 }  // namespace gpumemtrace::report

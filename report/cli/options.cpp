@@ -1,56 +1,139 @@
+// report/cli/options.cpp — gpumem-report's options, defined once with CLI11 (define_options) and
+// checked after parsing (finish). The launcher reads the same definition (parse_forwarded_options).
 #include "report/cli/options.h"
 
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
 #include <cstdlib>
-#include <stdexcept>
 
 #include "report/outputs/units.h"
 
 namespace gpumemtrace::report {
 
-const char* const kUsage =
-    "usage: gpumem-report [OPTIONS] TRACE...        report on traces (files, .zst, directories,\n"
-    "                                               PyTorch snapshot pickles)\n"
-    "       gpumem-report diff [OPTIONS] BASE NEW   compare two runs (peak and leaks by stack)\n"
-    "\n"
-    "options:\n"
-    "  --format FORMAT             text (default), json, html (one self-contained page),\n"
-    "                              perfetto (Trace Event Format for ui.perfetto.dev), folded\n"
-    "  --folded=peak|leaks         what --format folded shows (default peak; implies it)\n"
-    "  -o, --output FILE           write the report to FILE\n"
-    "  --suppressions FILE         leak:PATTERN lines (function, file or module; * wildcard)\n"
-    "  --no-default-suppressions   do not apply the shipped library rules (cuBLAS, cuDNN, NCCL, ... held at exit)\n"
-    "  --fail-on-leak[=SIZE]       exit 1 when leaked bytes, or one scope's leak, exceed SIZE (default 0;\n"
-    "                              K/M/G, KiB/MiB/GiB)\n"
-    "  --count-alive-at-exit       --fail-on-leak also counts PyTorch blocks still referenced at exit\n"
-    "  --fail-on-growth            exit 1 when a call site keeps growing\n"
-    "  --fail-on-peak-increase=SIZE|PCT%   (diff) exit 1 when a peak grows by more than that\n"
-    "  --allow-incomplete          gate cut traces (no footer) on what they recorded instead of exit 3\n"
-    "  --frames N|all              lines per stack in text output (default 12; all = --native)\n"
-    "  --native                    every frame of each stack as recorded: nothing folded or cut\n"
-    "  --full-names                C++ names with template arguments and parameter lists\n"
-    "  --width N                   characters per stack line (default: the terminal's, else 160;\n"
-    "                              0 = no limit)\n"
-    "  --user-code PATTERN[,...]   frames to show as your code (function, file or module; * wildcard)\n"
-    "  --library PATTERN[,...]     frames to fold as library code\n"
-    "  --top N                     entries per section in text output (default 5)\n"
-    "  --no-progress               no progress line on stderr (shown only when it is a terminal)\n"
-    "  -h, --help                  this text\n"
-    "exit status: 0 fine, 1 a gate failed, 2 bad input or usage, 3 a gate met a cut trace (no verdict)\n";
-
 namespace {
+
+// What CLI11 fills in: the option texts as given, turned into Options by finish() so that every
+// error message names the option and the value.
+struct RawOptions {
+  std::string format, folded, fail_on_leak, fail_on_peak_increase, frames, width, top;
+  std::vector<std::string> user_code, library, inputs, diff_inputs;
+  bool native = false, no_progress = false, no_default_suppressions = false;
+};
+
+// The help text's layout: the two synopsis lines, and flag names without CLI11's "{default}" suffix.
+class HelpFormatter : public CLI::Formatter {
+ public:
+  HelpFormatter() { column_width(34); }
+  std::string make_usage(const CLI::App*, std::string) const override {
+    return "usage: gpumem-report [OPTIONS] TRACE...        report on traces\n"
+           "       gpumem-report diff [OPTIONS] BASE NEW   compare two runs\n";
+  }
+  std::string make_option_name(const CLI::Option* option, bool positional) const override {
+    std::string name = CLI::Formatter::make_option_name(option, positional);
+    const size_t brace = name.find('{');
+    if (brace != std::string::npos) name.erase(brace, name.find('}', brace) - brace + 1);
+    return name;
+  }
+};
+
+struct Parser {
+  CLI::App app{"Reports on gpumemtrace traces: leaks, peaks, OOM post-mortems, growth, fragmentation.",
+               "gpumem-report"};
+  CLI::App* diff = nullptr;
+  RawOptions raw;
+  Options options;
+
+  Parser() {
+    app.set_help_flag();  // -h/--help is an ordinary flag: main() prints the text and exits 0
+    app.formatter(std::make_shared<HelpFormatter>());
+    app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);  // the last one wins
+    app.footer(
+        "TRACE: a file (.jsonl, .zst, a PyTorch snapshot pickle), a directory of them, or - for standard\n"
+        "input (a pipe or a FIFO; plain or zstd).\n"
+        "exit status: 0 fine, 1 a gate failed, 2 bad input or usage, 3 a gate met a cut trace (no verdict)\n");
+    app.add_flag("-h,--help", options.help, "this text");
+    app.add_flag("--version", options.version, "the version");
+    app.add_option("--format", raw.format,
+                   "text (default), json, html (one self-contained page), perfetto (Trace Event Format for "
+                   "ui.perfetto.dev), folded; diff writes text or json")
+        ->type_name("FORMAT");
+    app.add_option("--folded", raw.folded, "what --format folded shows: peak (default) or leaks; implies it")
+        ->type_name("peak|leaks");
+    app.add_option("-o,--output", options.output, "write the report to FILE (not one of the traces)")
+        ->type_name("FILE");
+    app.add_option("--suppressions", options.suppressions,
+                   "leak:PATTERN lines (function, file or module of the allocation site; * wildcard)")
+        ->type_name("FILE");
+    app.add_flag("--no-default-suppressions", raw.no_default_suppressions,
+                 "do not apply the shipped library rules (cuBLAS, cuDNN, NCCL, ... held at exit)");
+    // A flag, not an option with an optional value: SIZE attaches only with '=', so the word after a
+    // bare --fail-on-leak is a trace, never its size.
+    app.add_flag("--fail-on-leak{0}", raw.fail_on_leak,
+                 "exit 1 when leaked bytes, or one scope's leak, exceed SIZE (default 0; K/M/G, KiB/MiB/GiB); "
+                 "with diff, the new run's leaks")
+        ->type_name("[=SIZE]");
+    app.add_flag("--count-alive-at-exit", options.count_alive_at_exit,
+                 "--fail-on-leak also counts PyTorch blocks still referenced at exit");
+    app.add_flag("--fail-on-growth", options.fail_on_growth,
+                 "exit 1 when a call site keeps growing (with diff: in the new run)");
+    app.add_flag("--allow-incomplete", options.allow_incomplete,
+                 "gate cut traces (no footer) on what they recorded instead of exit 3");
+    app.add_option("--fail-on-peak-increase", raw.fail_on_peak_increase,
+                   "(diff) exit 1 when a peak grows by more than SIZE bytes or PCT percent")
+        ->type_name("SIZE|PCT%");
+    app.add_option("--frames", raw.frames, "lines per stack in text output (default 12; all = --native)")
+        ->type_name("N|all");
+    app.add_flag("--native", raw.native, "every frame of each stack as recorded: nothing folded or cut");
+    app.add_flag("--full-names", options.stacks.full_names,
+                 "C++ names with template arguments and parameter lists");
+    app.add_option("--width", raw.width,
+                   "characters per stack line (default: the terminal's, else 160; 0 = no limit)")
+        ->type_name("N");
+    // One value per occurrence (a trace may follow); repeatable, each a comma-separated list.
+    app.add_option("--user-code", raw.user_code,
+                   "frames to show as your code (function, file or module; * wildcard; repeatable)")
+        ->type_name("PATTERN[,...]")
+        ->allow_extra_args(false)
+        ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+    app.add_option("--library", raw.library, "frames to fold as library code (repeatable)")
+        ->type_name("PATTERN[,...]")
+        ->allow_extra_args(false)
+        ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+    app.add_option("--top", raw.top, "entries per section in text output (default 5; 0 = none)")
+        ->type_name("N");
+    app.add_flag("--no-progress", raw.no_progress, "no progress line on stderr (shown only when it is a terminal)");
+    app.add_option("TRACE", raw.inputs, "traces to report on, one section per process")->type_name("");
+    diff = app.add_subcommand("diff", "compare two runs (peak and leaks by stack); every option works after it");
+    diff->fallthrough();  // options given after `diff` are the main command's
+    diff->set_help_flag();
+    diff->add_option("BASE NEW", raw.diff_inputs, "the two runs (files or directories)")->type_name("");
+  }
+
+  // Parses `args` (without the program name); throws UsageError.
+  void parse(const std::vector<std::string>& args) {
+    refuse_empty_option_values(args);
+    std::vector<std::string> reversed(args.rbegin(), args.rend());  // CLI11 takes them last first
+    try {
+      app.parse(reversed);
+    } catch (const CLI::ParseError& error) {
+      throw UsageError(error.what());
+    }
+  }
+};
 
 size_t parse_count(const std::string& text, const std::string& option) {
   char* end = nullptr;
   unsigned long value = std::strtoul(text.c_str(), &end, 10);
-  if (text.empty() || *end != '\0' || value > 1000000) {
-    throw std::invalid_argument(option + ": expected a number, got `" + text + "`");
+  if (text.empty() || !std::isdigit(static_cast<unsigned char>(text[0])) || *end != '\0' || value > 1000000) {
+    throw UsageError(option + ": expected a number, got `" + text + "`");
   }
   return value;
 }
 
 uint64_t parse_size_option(const std::string& text, const std::string& option) {
   std::optional<uint64_t> size = parse_size(text);
-  if (!size) throw std::invalid_argument(option + ": expected a size like 0, 10M or 1.5GiB, got `" + text + "`");
+  if (!size) throw UsageError(option + ": expected a size like 0, 10M or 1.5GiB, got `" + text + "`");
   return *size;
 }
 
@@ -60,7 +143,7 @@ OutputFormat parse_format(const std::string& text) {
   if (text == "html") return OutputFormat::Html;
   if (text == "perfetto") return OutputFormat::Perfetto;
   if (text == "folded") return OutputFormat::Folded;
-  throw std::invalid_argument("--format: expected text, json, html, perfetto or folded, got `" + text + "`");
+  throw UsageError("--format: expected text, json, html, perfetto or folded, got `" + text + "`");
 }
 
 PeakIncreaseLimit parse_peak_limit(const std::string& text) {
@@ -70,7 +153,7 @@ PeakIncreaseLimit parse_peak_limit(const std::string& text) {
     std::string number = text.substr(0, text.size() - 1);
     limit.value = std::strtod(number.c_str(), &end);
     if (number.empty() || *end != '\0' || !(limit.value >= 0)) {
-      throw std::invalid_argument("--fail-on-peak-increase: expected SIZE or PCT%, got `" + text + "`");
+      throw UsageError("--fail-on-peak-increase: expected SIZE or PCT%, got `" + text + "`");
     }
     limit.percent = true;
     return limit;
@@ -79,109 +162,108 @@ PeakIncreaseLimit parse_peak_limit(const std::string& text) {
   return limit;
 }
 
-// PATTERN[,PATTERN...] appended to `patterns`.
-void parse_patterns(const std::string& text, const std::string& option, std::vector<std::string>& patterns) {
-  size_t start = 0;
-  while (true) {
-    size_t comma = text.find(',', start);
-    std::string pattern = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-    if (pattern.empty()) throw std::invalid_argument(option + ": expected PATTERN[,PATTERN...], got `" + text + "`");
-    patterns.push_back(pattern);
-    if (comma == std::string::npos) return;
-    start = comma + 1;
+// Each PATTERN[,PATTERN...] of `lists`, appended to `patterns`.
+void parse_patterns(const std::vector<std::string>& lists, const std::string& option,
+                    std::vector<std::string>& patterns) {
+  for (const std::string& text : lists) {
+    size_t start = 0;
+    while (true) {
+      size_t comma = text.find(',', start);
+      std::string pattern = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+      if (pattern.empty()) throw UsageError(option + ": expected PATTERN[,PATTERN...], got `" + text + "`");
+      patterns.push_back(pattern);
+      if (comma == std::string::npos) break;
+      start = comma + 1;
+    }
   }
+}
+
+// The checks and conversions CLI11 does not do; `traces_follow`: the launcher appends the traces.
+Options finish(Parser& parser, bool traces_follow) {
+  RawOptions& raw = parser.raw;
+  Options& options = parser.options;
+  if (options.help || options.version) return options;
+  options.diff = parser.diff->parsed();
+  options.progress = !raw.no_progress;
+  options.default_suppressions = !raw.no_default_suppressions;
+  if (!raw.format.empty()) options.format = parse_format(raw.format);
+  if (!raw.folded.empty()) {
+    if (raw.folded != "peak" && raw.folded != "leaks") {
+      throw UsageError("--folded: expected peak or leaks, got `" + raw.folded + "`");
+    }
+    options.folded = raw.folded == "leaks" ? FoldedSelection::Leaks : FoldedSelection::Peak;
+    if (raw.format.empty()) options.format = OutputFormat::Folded;
+    if (options.format != OutputFormat::Folded) throw UsageError("--folded only applies to --format folded");
+  }
+  if (parser.app.count("--fail-on-leak")) {
+    options.fail_on_leak = parse_size_option(raw.fail_on_leak, "--fail-on-leak");
+  }
+  if (!raw.fail_on_peak_increase.empty()) options.fail_on_peak_increase = parse_peak_limit(raw.fail_on_peak_increase);
+  bool frames_given = false;
+  options.stacks.native = raw.native;
+  if (raw.frames == "all") {
+    options.stacks.native = true;
+  } else if (parser.app.count("--frames")) {
+    options.stacks.max_frames = parse_count(raw.frames, "--frames");
+    frames_given = true;
+  }
+  // --native shows every frame unless --frames N limits them too.
+  if (options.stacks.native && !frames_given) options.stacks.max_frames = StackViewOptions::kNoLimit;
+  if (parser.app.count("--width")) {
+    options.stacks.width = parse_count(raw.width, "--width");
+    options.width_given = true;
+  }
+  parse_patterns(raw.user_code, "--user-code", options.stacks.user_code);
+  parse_patterns(raw.library, "--library", options.stacks.library);
+  if (parser.app.count("--top")) options.max_items = parse_count(raw.top, "--top");
+
+  if (options.diff && !raw.inputs.empty()) {
+    throw UsageError("diff comes before the traces (a trace named diff: write ./diff)");
+  }
+  options.inputs = options.diff ? raw.diff_inputs : raw.inputs;
+  if (traces_follow) {
+    if (options.diff) throw UsageError("diff is not available here: run gpumem-report diff on two runs' traces");
+    if (!options.inputs.empty()) throw UsageError("unexpected argument `" + options.inputs.front() + "`");
+    if (options.fail_on_peak_increase) throw UsageError("--fail-on-peak-increase only applies to diff");
+    return options;
+  }
+  if (options.diff && options.format != OutputFormat::Text && options.format != OutputFormat::Json) {
+    throw UsageError("diff writes text or json only");
+  }
+  if (options.diff && options.inputs.size() != 2) throw UsageError("diff takes BASE and NEW");
+  if (!options.diff && options.inputs.empty()) throw UsageError("no trace given");
+  if (!options.diff && options.fail_on_peak_increase) {
+    throw UsageError("--fail-on-peak-increase only applies to diff");
+  }
+  return options;
 }
 
 }  // namespace
 
-Options parse_options(const std::vector<std::string>& args) {
-  Options options;
-  bool frames_given = false;
-  bool format_given = false, folded_given = false;
-  size_t i = 0;
-  auto value_of = [&](const std::string& arg, const std::string& name) -> std::string {
-    if (arg.size() > name.size() && arg[name.size()] == '=') return arg.substr(name.size() + 1);
-    if (i + 1 >= args.size()) throw std::invalid_argument(name + ": missing value");
-    return args[++i];
-  };
-  auto is = [](const std::string& arg, const std::string& name) {
-    return arg == name || (arg.size() > name.size() && arg.compare(0, name.size() + 1, name + "=") == 0);
-  };
-  for (; i < args.size(); ++i) {
-    const std::string& arg = args[i];
-    if (arg == "-h" || arg == "--help") {
-      options.help = true;
-    } else if (is(arg, "--format")) {
-      options.format = parse_format(value_of(arg, "--format"));
-      format_given = true;
-    } else if (is(arg, "--folded")) {
-      std::string what = value_of(arg, "--folded");
-      if (what != "peak" && what != "leaks") throw std::invalid_argument("--folded: expected peak or leaks, got `" + what + "`");
-      options.folded = what == "leaks" ? FoldedSelection::Leaks : FoldedSelection::Peak;
-      folded_given = true;
-    } else if (arg == "--no-progress") {
-      options.progress = false;
-    } else if (arg == "-o" || is(arg, "--output")) {
-      options.output = value_of(arg, arg == "-o" ? "-o" : "--output");
-    } else if (is(arg, "--suppressions")) {
-      options.suppressions = value_of(arg, "--suppressions");
-    } else if (arg == "--fail-on-leak") {
-      options.fail_on_leak = 0;  // the optional SIZE only attaches with '=': a trace name may follow
-    } else if (is(arg, "--fail-on-leak")) {
-      options.fail_on_leak = parse_size_option(value_of(arg, "--fail-on-leak"), "--fail-on-leak");
-    } else if (arg == "--no-default-suppressions") {
-      options.default_suppressions = false;
-    } else if (arg == "--count-alive-at-exit") {
-      options.count_alive_at_exit = true;
-    } else if (arg == "--fail-on-growth") {
-      options.fail_on_growth = true;
-    } else if (arg == "--allow-incomplete") {
-      options.allow_incomplete = true;
-    } else if (is(arg, "--fail-on-peak-increase")) {
-      options.fail_on_peak_increase = parse_peak_limit(value_of(arg, "--fail-on-peak-increase"));
-    } else if (is(arg, "--frames")) {
-      std::string frames = value_of(arg, "--frames");
-      if (frames == "all") {
-        options.stacks.native = true;
-      } else {
-        options.stacks.max_frames = parse_count(frames, "--frames");
-        frames_given = true;
-      }
-    } else if (arg == "--native") {
-      options.stacks.native = true;
-    } else if (arg == "--full-names") {
-      options.stacks.full_names = true;
-    } else if (is(arg, "--width")) {
-      options.stacks.width = parse_count(value_of(arg, "--width"), "--width");
-      options.width_given = true;
-    } else if (is(arg, "--user-code")) {
-      parse_patterns(value_of(arg, "--user-code"), "--user-code", options.stacks.user_code);
-    } else if (is(arg, "--library")) {
-      parse_patterns(value_of(arg, "--library"), "--library", options.stacks.library);
-    } else if (is(arg, "--top")) {
-      options.max_items = parse_count(value_of(arg, "--top"), "--top");
-    } else if (arg.size() > 1 && arg[0] == '-') {
-      throw std::invalid_argument("unknown option `" + arg + "`");
-    } else if (arg == "diff" && options.inputs.empty() && !options.diff) {
-      options.diff = true;  // the subcommand: the first positional argument, options may precede it
-    } else {
-      options.inputs.push_back(arg);
+void refuse_empty_option_values(const std::vector<std::string>& args) {
+  for (const std::string& arg : args) {
+    if (arg == "--") break;
+    if (arg.size() > 3 && arg.compare(0, 2, "--") == 0 && arg.back() == '=' && arg.find('=') == arg.size() - 1) {
+      throw UsageError(arg.substr(0, arg.size() - 1) + ": missing value");
     }
   }
-  // --native shows every frame unless --frames N limits them too.
-  if (options.stacks.native && !frames_given) options.stacks.max_frames = StackViewOptions::kNoLimit;
-  if (options.help) return options;
-  if (folded_given && !format_given) options.format = OutputFormat::Folded;
-  if (folded_given && options.format != OutputFormat::Folded) throw std::invalid_argument("--folded only applies to --format folded");
-  if (options.diff && options.format != OutputFormat::Text && options.format != OutputFormat::Json) {
-    throw std::invalid_argument("diff writes text or json only");
-  }
-  if (options.diff && options.inputs.size() != 2) throw std::invalid_argument("diff takes BASE and NEW");
-  if (!options.diff && options.inputs.empty()) throw std::invalid_argument("no trace given");
-  if (!options.diff && options.fail_on_peak_increase) {
-    throw std::invalid_argument("--fail-on-peak-increase only applies to diff");
-  }
-  return options;
+}
+
+Options parse_options(const std::vector<std::string>& args) {
+  Parser parser;
+  parser.parse(args);
+  return finish(parser, false);
+}
+
+Options parse_forwarded_options(const std::vector<std::string>& args) {
+  Parser parser;
+  parser.parse(args);
+  return finish(parser, true);
+}
+
+std::string help_text() {
+  Parser parser;
+  return parser.app.help();
 }
 
 }  // namespace gpumemtrace::report

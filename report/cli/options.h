@@ -1,8 +1,11 @@
-// report/cli/options.h — the command line of gpumem-report (see `gpumem-report --help`).
+// report/cli/options.h — the command line of gpumem-report (see `gpumem-report --help`), defined once
+// with CLI11 and read both by gpumem-report and by the launcher (which checks the report options it
+// passes on before it starts the program).
 #pragma once
 
 #include <cstdint>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -23,6 +26,7 @@ struct Options {
   OutputFormat format = OutputFormat::Text;
   FoldedSelection folded = FoldedSelection::Peak;  // what --format folded shows
   bool help = false;
+  bool version = false;
   std::string output;  // "" = stdout
   std::string suppressions;
   bool default_suppressions = true;     // the shipped library rules (library_rules.supp)
@@ -34,12 +38,28 @@ struct Options {
   StackViewOptions stacks;  // text output: --frames, --native, --full-names, --width, --user-code, --library
   bool width_given = false;  // --width: else the terminal's width when the report goes to one
   size_t max_items = 5;
-  std::vector<std::string> inputs;  // traces; for diff: BASE NEW
+  std::vector<std::string> inputs;  // traces ("-" = standard input); for diff: BASE NEW
   bool progress = true;             // a progress line on stderr while reading (only when it is a tty)
 };
 
-// Throws std::invalid_argument with a message for the user (exit status 2).
+// A usage error: one line for the user, exit status 2.
+class UsageError : public std::invalid_argument {
+ public:
+  using std::invalid_argument::invalid_argument;
+};
+
+// gpumem-report's arguments (argv without the program name). Throws UsageError.
 Options parse_options(const std::vector<std::string>& args);
-extern const char* const kUsage;
+
+// The report options the launcher passes on, before it appends the run's trace files: the same
+// definition, but no trace and no `diff` may be among them. Throws UsageError.
+Options parse_forwarded_options(const std::vector<std::string>& args);
+
+// Throws UsageError("--name: missing value") for an argument `--name=` before any `--`: CLI11 would
+// take the next word as its value (a trace, or the launcher's CMD).
+void refuse_empty_option_values(const std::vector<std::string>& args);
+
+// `gpumem-report --help`: generated from the same definition.
+std::string help_text();
 
 }  // namespace gpumemtrace::report

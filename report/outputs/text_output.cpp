@@ -33,15 +33,32 @@ std::string plural(uint64_t n, const char* word) {
   return std::to_string(n) + " " + word + (n == 1 ? "" : "s");
 }
 
+// Calls `write` for the first `limit` items of `items` that `keep` accepts: --top N shows exactly N
+// entries of a section (none for 0).
+template <typename Item, typename Keep, typename Write>
+void for_top(const std::vector<Item>& items, size_t limit, Keep keep, Write write) {
+  size_t shown = 0;
+  for (const Item& item : items) {
+    if (shown == limit) return;
+    if (!keep(item)) continue;
+    ++shown;
+    write(item);
+  }
+}
+
+template <typename Item, typename Write>
+void for_top(const std::vector<Item>& items, size_t limit, Write write) {
+  for_top(items, limit, [](const Item&) { return true; }, write);
+}
+
 void write_holders(std::ostream& out, const std::vector<StackBytes>& list, uint64_t total,
                    const TextOptions& options) {
-  for (size_t i = 0; i < std::min(list.size(), options.max_items); ++i) {
-    const StackBytes& item = list[i];
+  for_top(list, options.max_items, [&](const StackBytes& item) {
     out << "    " << format_bytes(item.bytes);
     if (total) out << " (" << percent(item.bytes, total) << ")";
     out << " in " << plural(item.count, "allocation") << ":\n";
     write_stack(out, item.stack, "        ", options.stacks);
-  }
+  });
 }
 
 void write_header(std::ostream& out, const ProcessReport& r) {
@@ -89,16 +106,14 @@ void write_leaks(std::ostream& out, const ProcessReport& r, const TextOptions& o
   if (cached) out << "; " << format_bytes(cached) << " cached by an allocator or pool (not leaked)";
   if (suppressed) out << "; " << format_bytes(suppressed) << " suppressed";
   out << "\n";
-  size_t shown = 0;
-  for (const LeakGroup& leak : r.leaks) {
-    if (leak.suppressed) continue;
-    if (shown++ == options.max_items) break;
+  auto shown = [](const LeakGroup& leak) { return !leak.suppressed; };
+  for_top(r.leaks, options.max_items, shown, [&](const LeakGroup& leak) {
     out << "  " << format_bytes(leak.bytes) << " in " << plural(leak.count, "allocation") << " ("
         << device_name(leak.device) << ", "
         << (leak.level == Level::Block ? std::string("allocator block") : leak.kind) << "), "
         << (r.cut() ? "live when cut, " : "") << "allocated here:\n";
     write_stack(out, leak.stack, "      ", options.stacks);
-  }
+  });
 }
 
 // Live at exit but not leaked: libraries' state and blocks the program still referenced.
@@ -126,14 +141,13 @@ void write_held_at_exit(std::ostream& out, const ProcessReport& r, const TextOpt
   }
   if (alive) out << " " << format_bytes(alive) << " of PyTorch blocks still referenced at exit (alive at exit)";
   out << "\n";
-  for (size_t i = 0; i < std::min(r.held_at_exit.size(), options.max_items); ++i) {
-    const HeldAtExit& held = r.held_at_exit[i];
+  for_top(r.held_at_exit, options.max_items, [&](const HeldAtExit& held) {
     out << "  " << format_bytes(held.bytes) << " in " << plural(held.count, "allocation") << " ("
         << device_name(held.device) << ", "
         << (held.reason == "library" ? "held by " + held.library : std::string("alive at exit"))
         << "), allocated here:\n";
     write_stack(out, held.stack, "      ", options.stacks);
-  }
+  });
 }
 
 // "activations 3.1 GiB, optimizer state 1.0 GiB, ...": largest first, empty roles left out.
@@ -209,7 +223,7 @@ void write_peaks(std::ostream& out, const ProcessReport& r, const TextOptions& o
 }
 
 void write_ooms(std::ostream& out, const ProcessReport& r, const TextOptions& options) {
-  for (const OomReport& oom : r.ooms) {
+  for_top(r.ooms, options.max_items, [&](const OomReport& oom) {
     out << "OOM (" << device_name(oom.device) << "): " << format_bytes(oom.requested) << " requested at "
         << at(oom.time_ns, r) << " (" << (oom.api.empty() ? oom.op : oom.api) << phase_note(oom.phase)
         << "): " << verdict_name(oom.verdict) << "\n";
@@ -239,7 +253,7 @@ void write_ooms(std::ostream& out, const ProcessReport& r, const TextOptions& op
     write_holders(out, oom.top_holders, oom.has_blocks ? oom.allocated_bytes : oom.live_bytes, options);
     write_roles(out, oom.roles, "  ");
     write_advice(out, oom.advice, "  ", options);
-  }
+  });
 }
 
 void write_failed_calls(std::ostream& out, const ProcessReport& r, const TextOptions& options) {
@@ -247,13 +261,12 @@ void write_failed_calls(std::ostream& out, const ProcessReport& r, const TextOpt
   uint64_t total = 0;
   for (const FailedCall& call : r.failed_calls) total += call.count;
   out << "failed calls (not out-of-memory): " << total << "\n";
-  for (size_t i = 0; i < std::min(r.failed_calls.size(), options.max_items); ++i) {
-    const FailedCall& call = r.failed_calls[i];
+  for_top(r.failed_calls, options.max_items, [&](const FailedCall& call) {
     out << "  " << call.api << " " << format_bytes(call.size) << ": " << call.error << " (" << call.result << "), "
         << plural(call.count, "time") << ", " << device_name(call.device) << ", first at "
         << at(call.first_time_ns, r) << ":\n";
     write_stack(out, call.stack, "      ", options.stacks);
-  }
+  });
 }
 
 void write_scopes(std::ostream& out, const ProcessReport& r, const TextOptions& options) {
@@ -261,31 +274,28 @@ void write_scopes(std::ostream& out, const ProcessReport& r, const TextOptions& 
   size_t leaking = 0;
   for (const ScopeReport& scope : r.scopes) leaking += scope.leaked_bytes ? 1 : 0;
   out << "scopes: " << r.scopes_total << " checked, " << leaking << " leaked\n";
-  size_t shown = 0;
-  for (const ScopeReport& scope : r.scopes) {
-    if (!scope.leaked_bytes) continue;
-    if (shown++ == options.max_items) break;
+  auto leaked = [](const ScopeReport& scope) { return scope.leaked_bytes != 0; };
+  for_top(r.scopes, options.max_items, leaked, [&](const ScopeReport& scope) {
     out << "  LEAK " << scope.name << ": " << format_bytes(scope.leaked_bytes) << " in "
         << plural(scope.leaked_count, "allocation") << " still live at its "
         << (scope.closed ? "end" : "trace's end (the scope never closed)") << ", allocated here:\n";
-    for (size_t i = 0; i < std::min(scope.leaks.size(), options.max_items); ++i) {
-      out << "    " << format_bytes(scope.leaks[i].bytes) << " in " << plural(scope.leaks[i].count, "allocation") << ":\n";
-      write_stack(out, scope.leaks[i].stack, "        ", options.stacks);
-    }
+    for_top(scope.leaks, options.max_items, [&](const StackBytes& leak) {
+      out << "    " << format_bytes(leak.bytes) << " in " << plural(leak.count, "allocation") << ":\n";
+      write_stack(out, leak.stack, "        ", options.stacks);
+    });
     write_advice(out, scope.advice, "    ", options);
-  }
+  });
 }
 
 void write_growth(std::ostream& out, const ProcessReport& r, const TextOptions& options) {
-  for (size_t i = 0; i < std::min(r.growth.size(), options.max_items); ++i) {
-    const GrowthReport& g = r.growth[i];
+  for_top(r.growth, options.max_items, [&](const GrowthReport& g) {
     out << "growth (" << device_name(g.device) << (g.level == Level::Block ? ", blocks" : "") << "): "
         << format_bytes(g.first_bytes) << " -> " << format_bytes(g.peak_bytes) << " in " << g.rises
         << " rises, rising in " << g.windows_rising << " of " << g.windows_total
         << " windows of the run; " << format_bytes(g.final_bytes) << " live at the end\n";
     write_stack(out, g.stack, "      ", options.stacks);
     write_advice(out, g.advice, "  ", options);
-  }
+  });
 }
 
 }  // namespace
@@ -330,20 +340,18 @@ void write_diff_text(std::ostream& out, const DiffReport& diff, const TextOption
   for (const PeakDelta& p : diff.peaks) {
     out << "peak (process " << p.process << ", " << device_name(p.device) << "): " << format_bytes(p.base_bytes)
         << " -> " << format_bytes(p.new_bytes) << " (" << signed_bytes(p.delta()) << ")\n";
-    for (size_t i = 0; i < std::min(p.culprits.size(), options.max_items); ++i) {
-      const StackDelta& d = p.culprits[i];
+    for_top(p.culprits, options.max_items, [&](const StackDelta& d) {
       out << "    " << signed_bytes(d.delta()) << " (" << format_bytes(d.base_bytes) << " -> "
           << format_bytes(d.new_bytes) << "):\n";
       write_stack(out, d.stack, "        ", options.stacks);
-    }
+    });
   }
   out << "leaks: " << format_bytes(diff.base_leaked) << " -> " << format_bytes(diff.new_leaked) << "\n";
-  for (size_t i = 0; i < std::min(diff.leaks.size(), options.max_items); ++i) {
-    const StackDelta& d = diff.leaks[i];
+  for_top(diff.leaks, options.max_items, [&](const StackDelta& d) {
     out << "    " << signed_bytes(d.delta()) << " (" << format_bytes(d.base_bytes) << " in " << d.base_count
         << " -> " << format_bytes(d.new_bytes) << " in " << d.new_count << "):\n";
     write_stack(out, d.stack, "        ", options.stacks);
-  }
+  });
 }
 
 }  // namespace gpumemtrace::report

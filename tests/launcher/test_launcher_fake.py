@@ -27,6 +27,7 @@ if mode == "kill":
     os.kill(os.getpid(), int(sys.argv[2]))
 if mode == "wait":
     signal.signal(signal.SIGTERM, lambda *a: (print("child got SIGTERM", flush=True), sys.exit(42)))
+    signal.signal(signal.SIGUSR1, lambda *a: (print("child got SIGUSR1", flush=True), sys.exit(43)))
     print("ready", flush=True)
     time.sleep(60)
     sys.exit(99)
@@ -96,9 +97,10 @@ class FakeLauncher(LauncherTestCase):
         else:
             self.assertEqual(env["PYTHONPATH"], "/user/path")
         log = self.report_log()
-        # The report gets this run's trace files (not DIR: it may hold earlier runs' traces).
-        traces = sorted(os.path.join(out, n) for n in os.listdir(out))
-        self.assertEqual(log["argv"], ["--format", "json", *traces])
+        # The report gets this run's trace files (not DIR: it may hold earlier runs' traces); a JSON
+        # report goes into DIR, never onto CMD's standard output.
+        traces = sorted(os.path.join(out, n) for n in os.listdir(out) if n.endswith(".jsonl"))
+        self.assertEqual(log["argv"], ["--format", "json", "-o", os.path.join(out, "report.json"), *traces])
         self.assertEqual(log["ld_preload"], user_lib)  # the analyzer itself is not traced
 
     def test_pytest_plugin_appended_unless_switched_off(self):
@@ -208,6 +210,79 @@ class FakeLauncher(LauncherTestCase):
         self.assertEqual(proc.returncode, 42, err)  # CMD's own status
         self.assertIn("FAKE REPORT", out)  # and the report still printed
 
+    def start_waiting(self, extra_args=()):
+        env = dict(os.environ)
+        env.pop("LD_PRELOAD", None)
+        env.update(self.env)
+        proc = subprocess.Popen([LAUNCHER, "run", "-o", "t", *extra_args, "--", PYTHON, self.cmd, "wait"], cwd=self.tmp,
+                                env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.addCleanup(lambda: proc.poll() is None and proc.kill())
+        self.assertEqual(proc.stdout.readline().strip(), "ready")
+        return proc
+
+    def test_sigusr1_is_forwarded(self):
+        proc = self.start_waiting()
+        proc.send_signal(signal.SIGUSR1)
+        out, err = proc.communicate(timeout=30)
+        self.assertIn("child got SIGUSR1", out)
+        self.assertEqual(proc.returncode, 43, err)
+
+    def test_command_dies_with_the_launcher(self):
+        proc = self.start_waiting()
+        (trace,) = os.listdir(os.path.join(self.tmp, "t"))
+        child = int(trace.split(".")[2])  # gpumemtrace.fake.PID.jsonl
+        proc.kill()  # SIGKILL: nothing can be forwarded; PR_SET_PDEATHSIG ends CMD
+        proc.wait(timeout=30)
+        deadline = time.time() + 10
+        while time.time() < deadline:
+            try:
+                os.kill(child, 0)
+            except ProcessLookupError:
+                break
+            with open("/proc/%d/stat" % child) as f:  # a zombie of an init that has not reaped yet
+                if f.read().split(")")[-1].split()[0] == "Z":
+                    break
+            time.sleep(0.05)
+        else:
+            os.kill(child, signal.SIGKILL)
+            self.fail("CMD outlived the launcher")
+
+    def test_report_options_are_checked_before_cmd_runs(self):
+        marker = os.path.join(self.tmp, "t")
+        for args in (["--fail-on-lek"], ["--top", "x"], ["--format", "xml"], ["diff"], ["stray"],
+                     ["--suppressions", os.path.join(self.tmp, "missing.supp")]):
+            with self.subTest(args=args):
+                p = self.run_fake(["ci", "-o", marker, *args, "--", PYTHON, self.cmd, "exit", "0"])
+                self.assertEqual(p.returncode, 2, p.stderr)
+                self.assertEqual(len(p.stderr.strip().splitlines()), 1, p.stderr)
+                self.assertTrue(p.stderr.startswith("gpumemtrace: "), p.stderr)
+                self.assertFalse(os.path.exists(marker))  # CMD never ran
+                self.assertFalse(os.path.exists(self.log))  # nor the report
+
+    def test_report_file(self):
+        p = self.run_fake(["run", "-o", "t", "--report", "rep.txt", "--", PYTHON, self.cmd, "exit", "0"])
+        self.assertEqual(p.returncode, 0, p.stderr)
+        argv = self.report_log()["argv"]
+        self.assertEqual(argv[:2], ["-o", os.path.join(self.tmp, "rep.txt")])
+        p = self.run_fake(["run", "--report", os.path.join(self.tmp, "no", "dir", "r.txt"), "--", "true"])
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("--report", p.stderr)
+
+    def test_quiet_passes_quiet_on(self):
+        p = self.run_fake(["run", "-q", "-o", "t", "--", PYTHON, self.cmd, "exit", "0"])
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(p.stderr, "")
+        self.assertIn("--no-progress", self.report_log()["argv"])
+
+    def test_relative_report_is_resolved_against_the_current_directory(self):
+        p = self.run_fake(["run", "-o", "t", "--", PYTHON, self.cmd, "exit", "0"],
+                          {"GPUMEMTRACE_REPORT": os.path.basename(self.report)})
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("FAKE REPORT", p.stdout)
+        p = self.run_fake(["run", "-o", "t", "--", PYTHON, self.cmd, "exit", "0"], {"GPUMEMTRACE_REPORT": "nope"})
+        self.assertEqual(p.returncode, 2)
+        self.assertIn(os.path.join(self.tmp, "nope"), p.stderr)
+
     def test_missing_library_or_report(self):
         p = self.run_fake(["run", "--", "true"], {"GPUMEMTRACE_LIBRARY": os.path.join(self.tmp, "nope.so")})
         self.assertEqual(p.returncode, 2)
@@ -230,9 +305,10 @@ class Usage(LauncherTestCase):
                 self.assertIn(word, p.stdout)
 
     def test_version(self):
-        p = self.launch(["--version"])
-        self.assertEqual(p.returncode, 0)
-        self.assertRegex(p.stdout, r"^gpumemtrace \d+\.\d+")
+        for args in (["--version"], ["run", "--version"]):
+            p = self.launch(args)
+            self.assertEqual(p.returncode, 0)
+            self.assertRegex(p.stdout, r"^gpumemtrace \d+\.\d+")
 
     def test_bad_usage_is_one_line_and_exit_2(self):
         cases = [[], ["bogus"], ["run"], ["run", "true"], ["run", "--"], ["ci", "-o"], ["run", "-o", "--", "true"],

@@ -34,12 +34,30 @@ class RealLauncher(LauncherTestCase):
         traces = os.listdir(os.path.join(self.tmp, "t"))
         self.assertEqual(len(traces), 1, traces)
 
+    def read_json_report(self, directory):
+        with open(os.path.join(self.tmp, directory, "report.json")) as f:
+            return json.load(f)
+
     def test_run_json_report_options(self):
         p = self.launch(["run", "-o", "t", "--format", "json", "--", *self.prog("leak")])
         self.assertEqual(p.returncode, 0, p.stderr)
-        report = json.loads(p.stdout)
+        self.assertNotIn("{", p.stdout)  # JSON never goes to CMD's standard output: into DIR
+        report = self.read_json_report("t")
         self.assertEqual(report["leaks"][0]["bytes"], 3 * MiB)
         self.assertIn("leak_buffer", [f["function"] for f in report["leaks"][0]["stack"]])
+
+    def test_report_file_keeps_stdout_for_the_program(self):
+        p = self.launch(["run", "-q", "-o", "t", "--report", "leaks.txt", "--", *self.prog("leak")])
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(p.stdout, "")  # the program printed nothing, and the report is in the file
+        self.assertEqual(p.stderr, "")  # -q: no launcher note, no recorder line
+        with open(os.path.join(self.tmp, "leaks.txt")) as f:
+            self.assertIn("3.0 MiB", f.read())
+
+    def test_unknown_recorder_value_warns(self):
+        p = self.launch(["run", "-o", "t", "--", *self.prog("clean")], env={"GPUMEMTRACE_BACKEND": "nvtx"})
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("ignoring GPUMEMTRACE_BACKEND=nvtx (expected interpose, cupti or auto)", p.stderr)
 
     def test_ci_clean_program_exits_0(self):
         p = self.launch(["ci", "-o", "t", "--fail-on-leak", "--fail-on-growth", "--", *self.prog("clean")])
@@ -62,10 +80,10 @@ class RealLauncher(LauncherTestCase):
 
     def test_multi_process_directory(self):
         p = self.launch(["ci", "-o", "t", "--format", "json", "--fail-on-leak", "--", *self.prog("multi")])
-        traces = sorted(os.listdir(os.path.join(self.tmp, "t")))
+        traces = sorted(n for n in os.listdir(os.path.join(self.tmp, "t")) if n.endswith(".jsonl"))
         self.assertEqual(len(traces), 3, traces)  # parent and both children
         self.assertEqual(p.returncode, 1, p.stderr)  # the `leak` child leaked
-        report = json.loads(p.stdout)
+        report = self.read_json_report("t")
         self.assertEqual(report["summary"]["processes"], 3)
         self.assertEqual(sum(l["bytes"] for l in report["leaks"]), 3 * MiB)
 

@@ -60,6 +60,10 @@ TEST(Config, ValidValues) {
   EXPECT_FALSE(c.python_frames);
   EXPECT_TRUE(parse({{"GPUMEMTRACE_PYTHON", "auto"}}).python_frames);
   EXPECT_TRUE(g_warnings.empty());
+  for (const char* backend : {"interpose", "cupti", "auto"}) {
+    parse({{"GPUMEMTRACE_BACKEND", backend}, {"GPUMEMTRACE_DRIVER_STATS", "1"}});
+    EXPECT_TRUE(g_warnings.empty()) << backend;
+  }
 }
 
 TEST(Config, EachBadValueWarnsOnceAndKeepsTheDefault) {
@@ -67,7 +71,8 @@ TEST(Config, EachBadValueWarnsOnceAndKeepsTheDefault) {
       {"GPUMEMTRACE_STACK_DEPTH", "-1"}, {"GPUMEMTRACE_STACK_DEPTH", "65"}, {"GPUMEMTRACE_STACK_DEPTH", "12x"},
       {"GPUMEMTRACE_ON_FULL", "block"},  {"GPUMEMTRACE_RING_EVENTS", "1000"}, {"GPUMEMTRACE_RING_EVENTS", "128"},
       {"GPUMEMTRACE_FLUSH_MS", "0"},     {"GPUMEMTRACE_FLUSH_MS", "1000"},    {"GPUMEMTRACE_DISABLE", "maybe"},
-      {"GPUMEMTRACE_PYTHON", "maybe"},
+      {"GPUMEMTRACE_PYTHON", "maybe"},      {"GPUMEMTRACE_FREE_STACKS", "maybe"}, {"GPUMEMTRACE_BACKEND", "nvtx"},
+      {"GPUMEMTRACE_DRIVER_STATS", "yes"},
       {"GPUMEMTRACE_OUTPUT", ""}};
   const Config defaults = parse({});
   for (const auto& [name, value] : bad) {

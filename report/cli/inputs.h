@@ -1,0 +1,48 @@
+// report/cli/inputs.h — what gpumem-report's TRACE arguments name: files and directories (read where
+// they are), and streams (`-` for standard input, a FIFO, /dev/stdin on a pipe), which are read once,
+// to the end, into a temporary file, because the reader opens a trace more than once (the snapshot
+// check reads its first bytes) and a stream cannot be opened again.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "report/analyses/analyze.h"
+
+namespace gpumemtrace::report {
+
+// One trace to analyze: `path` is where its bytes are, `name` what the report calls it.
+struct TraceInput {
+  std::string path;
+  std::string name;
+  std::string spooled;  // the temporary copy of a stream ("" for a file); removed by ~InputSet
+};
+
+class InputSet {
+ public:
+  InputSet() = default;
+  ~InputSet();  // removes the temporary copies
+  InputSet(const InputSet&) = delete;
+  InputSet& operator=(const InputSet&) = delete;
+
+  // The traces `arg` names (a directory: its traces, sorted). Streams are read here. Throws
+  // std::runtime_error for a missing path, an empty directory, a stream that cannot be read, or
+  // standard input named twice.
+  std::vector<TraceInput> resolve(const std::string& arg);
+
+ private:
+  std::vector<std::string> temporaries_;
+  bool stdin_read_ = false;
+};
+
+// True for `-` and for a path that is a FIFO, a character device or a socket.
+bool is_stream_input(const std::string& arg);
+
+// Throws std::invalid_argument when `output` is one of `inputs` (the same path, or the same file by
+// st_dev/st_ino): opening it for writing would empty the trace before it is read.
+void refuse_output_among_inputs(const std::string& output, const std::vector<std::string>& inputs);
+
+// analyze_file on `input`, with errors and the report naming `input.name`.
+ProcessReport analyze_input(const TraceInput& input, const Suppressions& suppressions, ReadObserver* observer);
+
+}  // namespace gpumemtrace::report
