@@ -16,6 +16,8 @@
 //   start/end    scope_begin/scope_end with "range": the id handed out here; the end may come from
 //                another thread, and names the range again when the open-range table still holds it.
 //   mark         a mark event.
+// The memory extension (nvToolsExtMem.h) attaches through InitializeInjectionNvtxExtension, at the
+// end of this file, and is recorded by nvtx_memory.cpp.
 //
 // Hot path (every callback): no malloc, no lock, no stdio. Labels are interned (label_table.h), so
 // the pointer a stack entry keeps stays valid; domain and registered-string handles are interned
