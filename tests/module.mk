@@ -21,7 +21,8 @@ $(BUILD)/tests/programs/%: tests/e2e/programs/%.cpp $(SIM_RUNTIME)
 	  -rdynamic $< -o $@ -L$(SIM_DIR) -lcudart -lpthread -ldl -Wl,-rpath,'$$ORIGIN/../../sim'
 TEST_BINS += $(E2E_PROGRAMS)
 
-# NVTX v3 from the CUDA toolkit (header-only) in a C program, and a stand-in for another NVTX tool.
+# NVTX v3 from the CUDA toolkit (header-only) in C programs (ranges; the memory extension), and a
+# stand-in for another NVTX tool.
 $(BUILD)/tests/programs/nvtx_phases: tests/e2e/programs/nvtx_phases.c $(SIM_RUNTIME)
 	@mkdir -p $(@D)
 	$(CC) -std=gnu11 -Wall -Wextra -O0 -g -isystem $(CUDA_HOME)/include $< -o $@ -L$(SIM_DIR) -lcudart \
@@ -29,7 +30,12 @@ $(BUILD)/tests/programs/nvtx_phases: tests/e2e/programs/nvtx_phases.c $(SIM_RUNT
 $(BUILD)/tests/programs/libnvtx_other_tool.so: tests/e2e/plugin/nvtx_other_tool.c
 	@mkdir -p $(@D)
 	$(CC) -std=gnu11 -Wall -Wextra -fPIC -shared -isystem $(CUDA_HOME)/include $< -o $@
-TEST_BINS += $(BUILD)/tests/programs/nvtx_phases $(BUILD)/tests/programs/libnvtx_other_tool.so
+$(BUILD)/tests/programs/nvtx_heap: tests/e2e/programs/nvtx_heap.c $(SIM_RUNTIME)
+	@mkdir -p $(@D)
+	$(CC) -std=gnu11 -Wall -Wextra -O0 -g -isystem $(CUDA_HOME)/include $< -o $@ -L$(SIM_DIR) -lcudart \
+	  -lpthread -ldl -Wl,-rpath,'$$ORIGIN/../../sim'
+TEST_BINS += $(BUILD)/tests/programs/nvtx_phases $(BUILD)/tests/programs/nvtx_heap \
+  $(BUILD)/tests/programs/libnvtx_other_tool.so
 
 # The public header as strict C (tests/e2e/c_api/c_api_check.c).
 $(BUILD)/tests/programs/c_api_check: tests/e2e/c_api/c_api_check.c include/gpumemtrace.h

@@ -16,14 +16,14 @@
 //   start/end    scope_begin/scope_end with "range": the id handed out here; the end may come from
 //                another thread, and names the range again when the open-range table still holds it.
 //   mark         a mark event.
+// The memory extension (nvToolsExtMem.h) attaches through InitializeInjectionNvtxExtension, at the
+// end of this file, and is recorded by nvtx_memory.cpp.
 //
 // Hot path (every callback): no malloc, no lock, no stdio. Labels are interned (label_table.h), so
 // the pointer a stack entry keeps stays valid; domain and registered-string handles are interned
 // names too. Callbacks never fail the program: when the recorder is off they only keep the books
 // that their return values need.
-#define NVTX_NO_IMPL
 #include <dlfcn.h>
-#include <nvtx3/nvToolsExt.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 
@@ -33,6 +33,7 @@
 #include <cwchar>
 #include <utility>
 
+#include "interpose/hooks/nvtx_memory.h"
 #include "interpose/recorder/config.h"
 #include "interpose/recorder/label_table.h"
 #include "interpose/recorder/recorder.h"
@@ -89,16 +90,18 @@ class LabelBuilder {
       for (int i = 0; i < n; ++i) out_[length_++] = bytes[i];
     }
   }
-  void append(const nvtxEventAttributes_t* attributes) {
-    if (!attributes) return;
-    switch (attributes->messageType) {
-      case NVTX_MESSAGE_TYPE_ASCII: return append(attributes->message.ascii);
-      case NVTX_MESSAGE_TYPE_UNICODE: return append(attributes->message.unicode);
-      case NVTX_MESSAGE_TYPE_REGISTERED:
-        return append(reinterpret_cast<const char*>(attributes->message.registered));
+  void append(int32_t type, const nvtxMessageValue_t& message) {
+    switch (type) {
+      case NVTX_MESSAGE_TYPE_ASCII: return append(message.ascii);
+      case NVTX_MESSAGE_TYPE_UNICODE: return append(message.unicode);
+      case NVTX_MESSAGE_TYPE_REGISTERED: return append(reinterpret_cast<const char*>(message.registered));
       default: return;
     }
   }
+  void append(const nvtxEventAttributes_t* attributes) {
+    if (attributes) append(attributes->messageType, attributes->message);
+  }
+  bool empty() const { return length_ == 0; }
   // The text, NUL-terminated (valid while this builder lives).
   const char* text() {
     length_ = gpumemtrace::utf8_cut(out_, length_);
@@ -329,6 +332,14 @@ __attribute__((constructor)) void register_as_nvtx_injection() {
 
 }  // namespace
 
+const char* gpumemtrace::nvtx_interned_message(int32_t type, const nvtxMessageValue_t& value) noexcept {
+  LabelBuilder label(nullptr);
+  label.append(type, value);
+  if (label.empty()) return nullptr;
+  const char* text = label.text();
+  return gpumemtrace::intern_label(text, strlen(text));
+}
+
 // NVTX's entry point, called by each NVTX copy on its first call. Returns 1 when attached, 0 to leave
 // that copy's calls as no-ops (NVTX then unloads what it loaded).
 extern "C" __attribute__((visibility("default"))) int InitializeInjectionNvtx2(NvtxGetExportTableFunc_t get_table) {
@@ -364,4 +375,11 @@ extern "C" __attribute__((visibility("default"))) int InitializeInjectionNvtx2(N
   if (!attach_module(callbacks, NVTX_CB_MODULE_CORE, kCore)) return 0;
   attach_module(callbacks, NVTX_CB_MODULE_CORE2, kDomains);
   return 1;
+}
+
+// The entry point of NVTX extensions (nvtxExtInit.h), called by an NVTX copy on the first call of an
+// extension, after InitializeInjectionNvtx2. Returns 1 when this library serves the extension, 0 to
+// leave its calls as no-ops: only the memory extension is served (nvtx_memory.cpp).
+extern "C" __attribute__((visibility("default"))) int InitializeInjectionNvtxExtension(nvtxExtModuleInfo_t* module) {
+  return g_attach && gpumemtrace::attach_nvtx_memory(module) ? 1 : 0;
 }

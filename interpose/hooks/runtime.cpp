@@ -13,6 +13,7 @@
 
 #include "interpose/hooks/real_function.h"
 #include "interpose/hooks/runtime_calls.h"
+#include "interpose/hooks/runtime_query.h"
 #include "interpose/recorder/recorder.h"
 
 namespace {
@@ -69,10 +70,11 @@ void runtime_describe_device(int32_t device, char* name, size_t name_size, uint6
   *total_bytes = 0;  // the device line's total is cudaMemGetInfo's, as the runtime reports it
 }
 
-constexpr gpumemtrace::DeviceQueries kRuntimeQueries = {
-    "cudaMemGetInfo", runtime_current_device, nullptr, runtime_memory, runtime_describe_device};
-
 }  // namespace
+
+const gpumemtrace::DeviceQueries gpumemtrace::runtime::kRuntimeQueries = {
+    "cudaMemGetInfo", runtime_current_device, nullptr, runtime_memory, runtime_describe_device};
+using gpumemtrace::runtime::kRuntimeQueries;
 
 // clang-format off
 #define RUNTIME_HOOK(name, need, params, args, meaning)                                              \
