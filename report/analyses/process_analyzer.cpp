@@ -20,25 +20,34 @@ ProcessAnalyzer::ProcessAnalyzer(const SymbolTable& symbols, const Suppressions&
   model_.add_listener(&scopes_);
 }
 
-void ProcessAnalyzer::on_live(const Event& live) {
-  const uint64_t t = capped_ ? capped_->t : live.t;
-  if (!live_set_replaced_) {
-    // What the events showed live at the cap is stale (frees after it were not written): end it.
-    live_set_replaced_ = true;
-    std::vector<int32_t> devices;
-    for (const auto& [device, state] : model_.devices()) devices.push_back(device);
-    for (int32_t device : devices) {
-      Event reset;
-      reset.op = Op::Reset;
-      reset.device = device;
-      reset.t = std::max(t, last_time_);
-      reset.seq = live.seq;
-      model_.apply(reset, events_ + ++live_records_, 0);
-    }
+// What the events showed live at the cap is stale (frees after it were not written): it ends here,
+// once, before the first live record or, with none, at the footer.
+void ProcessAnalyzer::end_live_set_at_cap() {
+  if (live_set_replaced_) return;
+  live_set_replaced_ = true;
+  std::vector<int32_t> devices;
+  for (const auto& [device, state] : model_.devices()) devices.push_back(device);
+  for (int32_t device : devices) {
+    Event reset;
+    reset.op = Op::Reset;
+    reset.device = device;
+    reset.t = std::max(capped_->t, last_time_);
+    reset.seq = capped_->seq;
+    model_.apply(reset, events_ + ++live_records_, 0);
   }
+}
+
+void ProcessAnalyzer::on_live(const Event& live) {
+  end_live_set_at_cap();  // the reader hands live records only after the capped record
   Event e = live;
-  e.t = std::max(t, last_time_);  // the model's clock does not go back
+  e.t = std::max(capped_->t, last_time_);  // the model's clock does not go back
   model_.apply(e, events_ + ++live_records_, autograd_.site_for(e));
+}
+
+void ProcessAnalyzer::on_footer(const Footer& footer) {
+  end_time_ = footer.end_time;
+  not_written_ = footer.not_written;
+  if (capped_) end_live_set_at_cap();  // a clean end with nothing live: nothing leaked
 }
 
 void ProcessAnalyzer::on_device(const DeviceInfo& info) {

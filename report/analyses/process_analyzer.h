@@ -41,10 +41,7 @@ class ProcessAnalyzer : public TraceHandler {
   void on_device(const DeviceInfo& info) override;
   void on_event(const Event& event) override;
   void on_dropped(uint64_t count) override { dropped_ += count; }
-  void on_footer(const Footer& footer) override {
-    end_time_ = footer.end_time;
-    not_written_ = footer.not_written;
-  }
+  void on_footer(const Footer& footer) override;
   // A capped trace (GPUMEMTRACE_MAX_BYTES): the analyses cover the events up to the cap; the live
   // records then replace the model's live set, so that leaks are what was live at the end.
   void on_capped(const Capped& capped) override { capped_ = capped; }
@@ -55,6 +52,7 @@ class ProcessAnalyzer : public TraceHandler {
  private:
   void on_scope(const Event& e);
   void sample(const Event& e);
+  void end_live_set_at_cap();
 
   const SymbolTable& symbols_;
   const Suppressions& suppressions_;

@@ -70,6 +70,18 @@ class TraceCap(unittest.TestCase):
         text = subprocess.run([REPORT, self.path], capture_output=True, text=True, timeout=60).stdout
         self.assertIn("detail stopped at", text)
 
+    def test_memory_freed_after_the_cap_is_not_a_leak(self):
+        out = tempdir()
+        proc = run_traced([TRACE_CAP, "20000", "clean"], out, env={"GPUMEMTRACE_MAX_BYTES": "64K"})
+        self.assertEqual(proc.returncode, 7, proc.stderr)
+        [path] = trace_files(out)
+        trace = Trace(path)
+        self.assertEqual([r["type"] for r in trace.records if r["type"] in ("capped", "live")], ["capped"])
+        # The weights were live at the cap and freed after it: the end of the trace says nothing is live.
+        report = json.loads(subprocess.run([REPORT, "--format", "json", "--fail-on-leak", path], capture_output=True,
+                                           text=True, timeout=60, check=True).stdout)
+        self.assertEqual(report["leaks"], [])
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -1,6 +1,7 @@
 // tests/e2e/programs/trace_cap.cpp — a trace size cap end-to-end: many allocations, then a leak.
-//   trace_cap N   keep_weights() allocates 7 MiB (freed at the end); churn() allocates and frees N
-//                 times; after it, plant_leak_after_cap() allocates 5 MiB that is never freed.
+//   trace_cap N [clean]   keep_weights() allocates 7 MiB (freed at the end); churn() allocates and frees N
+//                 times; after it, plant_leak_after_cap() allocates 5 MiB that is never freed
+//                 (not with "clean").
 //                 Prints a checksum of what it did and exits 7 (the recorder must change neither).
 #include <cuda_runtime_api.h>
 
@@ -35,7 +36,7 @@ int main(int argc, char** argv) {
   const int n = argc > 1 ? atoi(argv[1]) : 100000;
   void* weights = keep_weights();
   const unsigned long ok = churn(n);
-  void* leaked = plant_leak_after_cap();
+  void* leaked = argc > 2 ? nullptr : plant_leak_after_cap();
   cudaFree(weights);
   printf("churned=%lu leaked=%s\n", ok, leaked ? "yes" : "no");
   return 7;
