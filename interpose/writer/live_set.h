@@ -39,7 +39,6 @@ class LiveSet {
     for (const auto& [addr, a] : allocations_) fn(a);
     for (const auto& [addr, a] : blocks_) fn(a);
   }
-  size_t size() const { return allocations_.size() + blocks_.size(); }
 
  private:
   std::unordered_map<uint64_t, LiveAllocation> allocations_;

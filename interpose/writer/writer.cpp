@@ -36,7 +36,9 @@ bool ends_with(const std::string& s, const char* suffix) {
 constexpr size_t kBufferFlushBytes = 256 * 1024;
 
 // Room kept under the cap for the lines one event may bring (its event line and a new stack's frame
-// lines), the "capped" record and the footer: the trace text before the live summary stays <= cap.
+// lines) and the "capped" record: the trace text up to the "capped" record stays <= cap. After it come
+// only definitions (each unique stack of an allocation once), device and dropped lines, the live
+// summary and the footer.
 constexpr uint64_t kCapHeadroomBytes = 16 * 1024;
 
 // GPUMEMTRACE_MAX_BYTES resolved: the default is taken from the trace's file system at start.
