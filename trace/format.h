@@ -11,6 +11,9 @@
 //                 {"type":"device", ...}   device facts (name, total, free) when known
 //                 {"type":"event", ...}    one memory event, with a global sequence number
 //                 {"type":"dropped", ...}  events lost because the ring was full in drop mode
+//                 {"type":"capped", ...}   the trace reached GPUMEMTRACE_MAX_BYTES: no event line
+//                                          follows (definitions, devices and drops still may)
+//                 {"type":"live", ...}     after "capped", at the end: one per allocation still live
 //   last line     {"type":"footer", ...}   only after a clean exit; its absence means the process died
 //
 // Invariants the reader may rely on (the writer guarantees them; docs/trace-format.md repeats them):
@@ -44,6 +47,9 @@ inline constexpr const char* kTypeStack = "stack";
 inline constexpr const char* kTypeDevice = "device";
 inline constexpr const char* kTypeEvent = "event";
 inline constexpr const char* kTypeDropped = "dropped";
+inline constexpr const char* kTypeCapped = "capped";  // seq (first event not written), t, size, max_bytes
+inline constexpr const char* kTypeLive = "live";      // an allocation live at the end of a capped trace:
+                                                      // the fields of its alloc/block_alloc event
 inline constexpr const char* kTypeFooter = "footer";
 
 // ---- event operations ("op" field of an event) ----
@@ -213,5 +219,10 @@ inline constexpr const char* kFieldCount = "count";         // dropped: events l
 inline constexpr const char* kFieldDroppedTotal = "dropped_total";
 inline constexpr const char* kFieldEvents = "events";       // footer: events written
 inline constexpr const char* kFieldEndTime = "end_time";    // footer: CLOCK_MONOTONIC ns
+inline constexpr const char* kFieldNotWritten = "not_written";  // footer of a capped trace: events
+                                                                // consumed after the cap, not written
+// Capped: "seq" the first event not written, "t" its time, "size" the trace bytes written so far
+// (before compression), and the cap:
+inline constexpr const char* kFieldMaxBytes = "max_bytes";
 
 }  // namespace gpumemtrace::format

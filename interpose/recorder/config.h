@@ -25,7 +25,23 @@ struct Config {
   bool python_frames = true;                              // GPUMEMTRACE_PYTHON (auto = on)
   bool quiet = false;                                     // GPUMEMTRACE_QUIET
   int exit_timeout_ms = 5000;                             // GPUMEMTRACE_EXIT_TIMEOUT_MS
+  // GPUMEMTRACE_MAX_BYTES: the trace size cap. Unset: 10% of the free space of the trace's file
+  // system at start, clamped to [1 GiB, 64 GiB] (resolved by the writer, trace_cap_bytes).
+  // "0": no cap.
+  bool max_bytes_default = true;
+  uint64_t max_bytes = 0;
 };
+
+// The smallest cap accepted: room for the header, module lines and a few events.
+inline constexpr uint64_t kMinTraceCapBytes = 64 * 1024;
+
+// The default cap for a trace whose file system has `free_bytes` available (10%, clamped to
+// [1 GiB, 64 GiB]); `known` false (the file system could not be asked): 8 GiB.
+uint64_t default_trace_cap(uint64_t free_bytes, bool known);
+
+// Parses a byte count: decimal digits with an optional K, M, G or T suffix (powers of 1024,
+// case-insensitive, an optional trailing "B" or "iB"). False on anything else or on overflow.
+bool parse_byte_size(const char* text, uint64_t* out);
 
 // Reads `getenv_fn(name)` for every setting. A bad value produces one warning line through `warn` and
 // the default. `getenv_fn` is a parameter so that tests can feed settings without touching the

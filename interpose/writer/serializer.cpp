@@ -209,7 +209,7 @@ uint32_t TraceSerializer::stack_id(const EventRecord& r) {
   return id;
 }
 
-void TraceSerializer::event(const EventRecord& r) {
+uint32_t TraceSerializer::event(const EventRecord& r) {
   const uint32_t stack = stack_id(r);
   JsonLine j(out_);
   j.begin(f::kTypeEvent)
@@ -239,6 +239,7 @@ void TraceSerializer::event(const EventRecord& r) {
   if (r.flags & kDelayed) j.flag(f::kFieldDelayed);
   j.end();
   ++events_;
+  return stack;
 }
 
 void TraceSerializer::device(int32_t device, const char* name, uint64_t total, uint64_t free_bytes) {
@@ -255,13 +256,40 @@ void TraceSerializer::dropped(uint64_t count, uint64_t total) {
   JsonLine(out_).begin(f::kTypeDropped).unum(f::kFieldCount, count).unum(f::kFieldDroppedTotal, total).end();
 }
 
-void TraceSerializer::footer(uint64_t events, uint64_t dropped_total, uint64_t end_time_ns) {
+void TraceSerializer::capped(const EventRecord& r, uint64_t bytes, uint64_t max_bytes) {
   JsonLine(out_)
-      .begin(f::kTypeFooter)
+      .begin(f::kTypeCapped)
+      .unum(f::kFieldSeq, r.seq)
+      .unum(f::kFieldTime, r.time_ns)
+      .unum(f::kFieldSize, bytes)
+      .unum(f::kFieldMaxBytes, max_bytes)
+      .end();
+}
+
+void TraceSerializer::live(const LiveAllocation& a) {
+  JsonLine(out_)
+      .begin(f::kTypeLive)
+      .unum(f::kFieldSeq, a.seq)
+      .unum(f::kFieldTime, a.time_ns)
+      .unum(f::kFieldTid, a.tid)
+      .str(f::kFieldApi, a.api ? a.api : "")
+      .str(f::kFieldOp, f::op_name(a.op))
+      .str(f::kFieldKind, f::kind_name(a.kind))
+      .hex(f::kFieldAddr, a.addr)
+      .unum(f::kFieldSize, a.size)
+      .num(f::kFieldDevice, a.device)
+      .unum(f::kFieldStack, a.stack)
+      .end();
+}
+
+void TraceSerializer::footer(uint64_t events, uint64_t dropped_total, uint64_t end_time_ns, uint64_t not_written) {
+  JsonLine j(out_);
+  j.begin(f::kTypeFooter)
       .unum(f::kFieldEvents, events)
       .unum(f::kFieldDroppedTotal, dropped_total)
-      .unum(f::kFieldEndTime, end_time_ns)
-      .end();
+      .unum(f::kFieldEndTime, end_time_ns);
+  if (not_written) j.unum(f::kFieldNotWritten, not_written);
+  j.end();
 }
 
 }  // namespace gpumemtrace

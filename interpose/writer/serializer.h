@@ -12,6 +12,7 @@
 
 #include "interpose/python/python_stack.h"
 #include "interpose/recorder/event_record.h"
+#include "interpose/writer/live_set.h"
 #include "interpose/writer/modules.h"
 #include "interpose/writer/symbolizer.h"
 
@@ -40,10 +41,18 @@ class TraceSerializer {
   void header(const HeaderInfo& info);
   // Writes module lines for objects loaded since the last call.
   void refresh_modules();
-  void event(const EventRecord& r);
+  // Writes the event (and the stack it first uses); returns its stack id (0: none).
+  uint32_t event(const EventRecord& r);
+  // Writes the definitions of r's stack if new (no event line); returns its id. For a capped trace.
+  uint32_t define_stack(const EventRecord& r) { return stack_id(r); }
   void device(int32_t device, const char* name, uint64_t total, uint64_t free_bytes);
   void dropped(uint64_t count, uint64_t total);
-  void footer(uint64_t events, uint64_t dropped_total, uint64_t end_time_ns);
+  // The trace reached its size cap at `r` (not written); `bytes` written so far.
+  void capped(const EventRecord& r, uint64_t bytes, uint64_t max_bytes);
+  // One allocation still live at the end of a capped trace (live_set.h).
+  void live(const LiveAllocation& a);
+  // `not_written`: events consumed after the cap (written only when the trace was capped).
+  void footer(uint64_t events, uint64_t dropped_total, uint64_t end_time_ns, uint64_t not_written = 0);
 
   uint64_t events_written() const { return events_; }
 

@@ -3,6 +3,7 @@
 
 #include <pthread.h>
 #include <signal.h>
+#include <sys/statvfs.h>
 #include <time.h>
 
 #include <cstring>
@@ -33,6 +34,20 @@ bool ends_with(const std::string& s, const char* suffix) {
 
 // Flush the text buffer to the sink once it holds this much, even between timed flushes.
 constexpr size_t kBufferFlushBytes = 256 * 1024;
+
+// Room kept under the cap for the lines one event may bring (its event line and a new stack's frame
+// lines) and the "capped" record: the trace text up to the "capped" record stays <= cap. After it come
+// only definitions (each unique stack of an allocation once), device and dropped lines, the live
+// summary and the footer.
+constexpr uint64_t kCapHeadroomBytes = 16 * 1024;
+
+// GPUMEMTRACE_MAX_BYTES resolved: the default is taken from the trace's file system at start.
+uint64_t trace_cap_bytes(const Config& cfg, int fd) {
+  if (!cfg.max_bytes_default) return cfg.max_bytes;
+  struct statvfs fs;
+  const bool known = fd >= 0 && fstatvfs(fd, &fs) == 0;
+  return default_trace_cap(known ? static_cast<uint64_t>(fs.f_bavail) * fs.f_frsize : 0, known);
+}
 
 }  // namespace
 
@@ -95,6 +110,7 @@ bool Writer::flush_buffer(bool sync_sink) {
     return false;
   }
   bool ok = buffer_.empty() || sink_->write(buffer_.data(), buffer_.size());
+  if (ok) bytes_written_ += buffer_.size();
   buffer_.clear();
   if (ok && sync_sink) ok = sink_->flush();
   if (!ok) {
@@ -121,13 +137,37 @@ void Writer::note_drops() {
   drops_written_ = total;
 }
 
+void Writer::write_event(const EventRecord& r) {
+  if (!capped_ && max_bytes_ && bytes_written_ + buffer_.size() + kCapHeadroomBytes > max_bytes_) {
+    capped_ = true;
+    serializer_->capped(r, bytes_written_ + buffer_.size(), max_bytes_);
+    log_line(("the trace reached GPUMEMTRACE_MAX_BYTES=" + std::to_string(max_bytes_) +
+              ": from here on only totals and the allocations live at exit are written")
+                 .c_str());
+  }
+  if (!capped_) {
+    const uint32_t stack = serializer_->event(r);
+    if (max_bytes_) live_.apply(r, stack);
+    return;
+  }
+  ++not_written_;
+  live_.apply(r, LiveSet::acquires(r) ? serializer_->define_stack(r) : 0);
+}
+
+void Writer::write_live_summary() {
+  live_.for_each([&](const LiveAllocation& a) {
+    serializer_->live(a);
+    if (buffer_.size() >= kBufferFlushBytes) flush_buffer(false);
+  });
+}
+
 bool Writer::drain_once(size_t max_records) {
   EventRing& ring = *shared_->ring;
   size_t n = 0;
   for (; n < max_records; ++n) {
     const EventRecord* r = ring.peek();
     if (!r) break;
-    if (!output_failed_) serializer_->event(*r);
+    if (!output_failed_) write_event(*r);
     ring.pop();
     if (buffer_.size() >= kBufferFlushBytes) flush_buffer(false);
   }
@@ -138,6 +178,7 @@ void Writer::run() {
   mark_thread_internal();
   serializer_ = std::make_unique<TraceSerializer>(&buffer_, shared_->config.symbolize);
   const Config& cfg = shared_->config;
+  max_bytes_ = trace_cap_bytes(cfg, file_.fd());
   serializer_->header(current_process_header(cfg.stack_depth, cfg.on_full == OnFull::Drop));
   flush_buffer(true);
 
@@ -172,7 +213,8 @@ void Writer::run() {
   const uint64_t stranded = shared_->ring->approx_size();
   if (stranded) shared_->dropped.fetch_add(stranded, std::memory_order_relaxed);
   note_drops();
-  serializer_->footer(serializer_->events_written(), drops_written_, monotonic_ns());
+  if (capped_ && !output_failed_) write_live_summary();
+  serializer_->footer(serializer_->events_written(), drops_written_, monotonic_ns(), not_written_);
   flush_buffer(true);
   if (!output_failed_ && !sink_->finish()) log_line(("cannot finish the trace: " + sink_->error()).c_str());
   file_.close_if_ours();

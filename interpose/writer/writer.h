@@ -1,5 +1,9 @@
 // interpose/writer/writer.h — the writer thread: drains the ring in sequence order, serializes, and
 // streams the trace to its file, flushed at least every GPUMEMTRACE_FLUSH_MS (100 ms).
+// Size cap (GPUMEMTRACE_MAX_BYTES): when the next event would take the trace text past the cap, one
+// "capped" record is written and events stop; the ring is still drained at full speed (the program
+// never waits on a capped trace), the live set is kept, and before the footer each allocation still
+// live becomes one "live" record.
 #pragma once
 
 #include <atomic>
@@ -7,6 +11,7 @@
 #include <string>
 #include <thread>
 
+#include "interpose/writer/live_set.h"
 #include "interpose/writer/trace_file.h"
 
 namespace gpumemtrace {
@@ -45,6 +50,8 @@ class Writer {
   void publish_devices();
   void note_drops();
   bool flush_buffer(bool sync_sink);
+  void write_event(const EventRecord& r);
+  void write_live_summary();
 
   RecorderShared* shared_;
   TraceFile file_;
@@ -53,6 +60,11 @@ class Writer {
   std::string buffer_;
   bool output_failed_ = false;
   uint64_t drops_written_ = 0;
+  uint64_t max_bytes_ = 0;       // the cap on the trace text; 0: none (live_ is then not kept)
+  uint64_t bytes_written_ = 0;   // trace text handed to the sink (before compression)
+  bool capped_ = false;
+  uint64_t not_written_ = 0;     // events consumed after the cap
+  LiveSet live_;
   std::atomic<bool> stop_requested_{false};
   std::atomic<uint64_t> flush_requests_{0};  // flush() calls so far
   std::atomic<uint64_t> flushes_done_{0};    // requests the thread has served

@@ -7,6 +7,7 @@
 #include "report/analyses/advice.h"
 #include "report/analyses/leaks.h"
 #include "report/analyses/peaks.h"
+#include "report/outputs/units.h"
 
 namespace gpumemtrace::report {
 
@@ -17,6 +18,36 @@ ProcessAnalyzer::ProcessAnalyzer(const SymbolTable& symbols, const Suppressions&
       scopes_(model_, symbols, suppressions) {
   model_.add_listener(&roles_);
   model_.add_listener(&scopes_);
+}
+
+// What the events showed live at the cap is stale (frees after it were not written): it ends here,
+// once, before the first live record or, with none, at the footer.
+void ProcessAnalyzer::end_live_set_at_cap() {
+  if (live_set_replaced_) return;
+  live_set_replaced_ = true;
+  std::vector<int32_t> devices;
+  for (const auto& [device, state] : model_.devices()) devices.push_back(device);
+  for (int32_t device : devices) {
+    Event reset;
+    reset.op = Op::Reset;
+    reset.device = device;
+    reset.t = std::max(capped_->t, last_time_);
+    reset.seq = capped_->seq;
+    model_.apply(reset, events_ + ++live_records_, 0);
+  }
+}
+
+void ProcessAnalyzer::on_live(const Event& live) {
+  end_live_set_at_cap();  // the reader hands live records only after the capped record
+  Event e = live;
+  e.t = std::max(capped_->t, last_time_);  // the model's clock does not go back
+  model_.apply(e, events_ + ++live_records_, autograd_.site_for(e));
+}
+
+void ProcessAnalyzer::on_footer(const Footer& footer) {
+  end_time_ = footer.end_time;
+  not_written_ = footer.not_written;
+  if (capped_) end_live_set_at_cap();  // a clean end with nothing live: nothing leaked
 }
 
 void ProcessAnalyzer::on_device(const DeviceInfo& info) {
@@ -101,6 +132,14 @@ ProcessReport ProcessAnalyzer::finish(const std::string& file, const ReadResult&
     out.warnings.push_back(std::to_string(model_.orphan_blocks()) + " blocks (" +
                            std::to_string(model_.orphan_bytes()) +
                            " bytes) were still live when their segment was freed: ended with it, not leaks");
+  }
+  if (capped_) {
+    const std::string at = format_seconds(events_ && capped_->t > first_time_ ? capped_->t - first_time_ : 0);
+    out.warnings.push_back(
+        "detail stopped at " + at + " (event " + std::to_string(capped_->seq) +
+        ", GPUMEMTRACE_MAX_BYTES=" + std::to_string(capped_->max_bytes) + "): the analysis covers up to " + at +
+        "; leaks are what was live at the end" +
+        (not_written_ ? " (" + std::to_string(not_written_) + " events after it not written)" : ""));
   }
   out.marks = marks_;
   out.marks_total = marks_total_;

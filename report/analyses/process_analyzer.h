@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -40,18 +41,27 @@ class ProcessAnalyzer : public TraceHandler {
   void on_device(const DeviceInfo& info) override;
   void on_event(const Event& event) override;
   void on_dropped(uint64_t count) override { dropped_ += count; }
-  void on_footer(const Footer& footer) override { end_time_ = footer.end_time; }
+  void on_footer(const Footer& footer) override;
+  // A capped trace (GPUMEMTRACE_MAX_BYTES): the analyses cover the events up to the cap; the live
+  // records then replace the model's live set, so that leaks are what was live at the end.
+  void on_capped(const Capped& capped) override { capped_ = capped; }
+  void on_live(const Event& live) override;
 
   ProcessReport finish(const std::string& file, const ReadResult& read);
 
  private:
   void on_scope(const Event& e);
   void sample(const Event& e);
+  void end_live_set_at_cap();
 
   const SymbolTable& symbols_;
   const Suppressions& suppressions_;
   Header header_;
   uint64_t dropped_ = 0;
+  std::optional<Capped> capped_;
+  uint64_t not_written_ = 0;
+  bool live_set_replaced_ = false;
+  uint64_t live_records_ = 0;  // model positions after the events: one per live record and reset
   uint64_t end_time_ = 0;
   uint64_t first_time_ = 0;
   uint64_t last_time_ = 0;

@@ -85,6 +85,15 @@ struct Footer {
   uint64_t events = 0;
   uint64_t dropped_total = 0;
   uint64_t end_time = 0;
+  uint64_t not_written = 0;  // capped traces: events consumed after the cap
+};
+
+// The "capped" record: the trace reached GPUMEMTRACE_MAX_BYTES at event `seq` (not written), time `t`.
+struct Capped {
+  uint64_t seq = 0;
+  uint64_t t = 0;
+  uint64_t bytes = 0;      // trace text written before it
+  uint64_t max_bytes = 0;  // the cap
 };
 
 }  // namespace gpumemtrace::report

@@ -65,7 +65,8 @@ struct Fields {
       library, backend, name, lang, build_id;
   uint64_t version = 0, id = 0, seq = 0, t = 0, tid = 0, size = 0, stack = 0, module = 0, line = 0,
            free = 0, total = 0, count = 0, dropped_total = 0, events = 0, end_time = 0,
-           start_time = 0, clock_start = 0, addr = 0, segment = 0, handle = 0, ip = 0, offset = 0, range = 0;
+           start_time = 0, clock_start = 0, addr = 0, segment = 0, handle = 0, ip = 0, offset = 0, range = 0,
+           max_bytes = 0, not_written = 0;
   int64_t device = -1, result = 0, pid = -1, ppid = -1;
   bool delayed = false;
   std::vector<uint32_t> frames;
@@ -285,6 +286,12 @@ void parse_field(std::string_view key, od::value& v, Fields& f) {
       else if (is(fmt::kFieldBuildId)) f.build_id = get_str(v, key);
       else if (is(fmt::kFieldEndTime)) f.end_time = get_u64(v, key, UINT64_MAX);
       return;
+    case 9:
+      if (is(fmt::kFieldMaxBytes)) f.max_bytes = get_u64(v, key, UINT64_MAX);
+      return;
+    case 11:
+      if (is(fmt::kFieldNotWritten)) f.not_written = get_u64(v, key, UINT64_MAX);
+      return;
     case 13:
       if (is(fmt::kFieldDroppedTotal)) f.dropped_total = get_u64(v, key);
       else if (is(fmt::kFieldStartTime)) f.start_time = get_u64(v, key, UINT64_MAX);
@@ -384,8 +391,16 @@ class Dispatcher {
     if (f.type == fmt::kTypeFooter) {
       result_.footer_seen = true;
       merger_.finish();  // the events before the footer, before it
-      return handler_.on_footer(Footer{f.events, f.dropped_total, f.end_time});
+      return handler_.on_footer(Footer{f.events, f.dropped_total, f.end_time, f.not_written});
     }
+    if (f.type == fmt::kTypeCapped) {
+      if (!f.has(B::kSeq)) fail("capped record without \"seq\"");
+      if (result_.capped) fail("a second capped record");
+      result_.capped = true;
+      merger_.finish();  // the events before the cap, before it
+      return handler_.on_capped(Capped{f.seq, f.t, f.size, f.max_bytes});
+    }
+    if (f.type == fmt::kTypeLive) return live(f);
     if (f.type == fmt::kTypeHeader) fail("a second header");
     // Unknown record types are skipped: version 1 readers ignore what they do not know.
   }
@@ -456,9 +471,28 @@ class Dispatcher {
       fail("event seq " + std::to_string(f.seq) + " does not increase (previous " +
            std::to_string(last_seq_) + ")");
     }
+    if (result_.capped) fail("event after the capped record");
     last_seq_ = f.seq;
+    const Event e = to_event(f, "event");
+    if (e.op == Op::Sync) return merger_.sync(e.t);  // a promise for the reader, not a memory event
+    ++result_.events;
+    merger_.push(e);
+  }
+
+  // A "live" record: an allocation still live at the end of a capped trace (its seq is its own
+  // allocation's, so it does not follow the event order).
+  void live(const Fields& f) {
+    if (!result_.capped) fail("live record before the capped record");
+    const Event e = to_event(f, "live record");
+    if (e.op != Op::Alloc && e.op != Op::BlockAlloc) fail("live record with op other than alloc or block_alloc");
+    handler_.on_live(e);
+  }
+
+  // The fields shared by event and live records; `what` names the record in errors.
+  Event to_event(const Fields& f, const char* what) {
+    using B = Fields::Bit;
     Event e;
-    if (!f.has(B::kOp)) fail("event without \"op\"");
+    if (!f.has(B::kOp)) fail(std::string(what) + " without \"op\"");
     if (!fmt::parse_op(f.op, &e.op)) fail("unknown op \"" + std::string(f.op) + "\"");
     if (!f.kind.empty() && !fmt::parse_kind(f.kind, &e.kind)) {
       fail("unknown kind \"" + std::string(f.kind) + "\"");
@@ -487,9 +521,7 @@ class Dispatcher {
     e.api = f.api;
     e.range = f.range;
     e.delayed = f.delayed;
-    if (e.op == Op::Sync) return merger_.sync(e.t);  // a promise for the reader, not a memory event
-    ++result_.events;
-    merger_.push(e);
+    return e;
   }
 
   SymbolTable& symbols_;

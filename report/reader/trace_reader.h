@@ -27,6 +27,10 @@ class TraceHandler {
   virtual void on_event(const Event&) {}
   virtual void on_dropped(uint64_t /*count*/) {}
   virtual void on_footer(const Footer&) {}
+  // The trace reached its size cap: no event follows. Then, at the end, on_live once per allocation
+  // still live (an alloc or block_alloc Event with its own seq, t and stack).
+  virtual void on_capped(const Capped&) {}
+  virtual void on_live(const Event&) {}
 };
 
 struct ReadResult {
@@ -34,6 +38,7 @@ struct ReadResult {
   uint64_t events = 0;
   bool footer_seen = false;      // false: the process was killed or is still running
   bool truncated = false;        // the last line or the compressed stream was cut short
+  bool capped = false;           // a "capped" record: detail stopped at GPUMEMTRACE_MAX_BYTES
   std::vector<std::string> warnings;
 };
 

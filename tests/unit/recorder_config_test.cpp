@@ -73,7 +73,9 @@ TEST(Config, EachBadValueWarnsOnceAndKeepsTheDefault) {
       {"GPUMEMTRACE_FLUSH_MS", "0"},     {"GPUMEMTRACE_FLUSH_MS", "1000"},    {"GPUMEMTRACE_DISABLE", "maybe"},
       {"GPUMEMTRACE_PYTHON", "maybe"},      {"GPUMEMTRACE_FREE_STACKS", "maybe"}, {"GPUMEMTRACE_BACKEND", "nvtx"},
       {"GPUMEMTRACE_DRIVER_STATS", "yes"},
-      {"GPUMEMTRACE_OUTPUT", ""}};
+      {"GPUMEMTRACE_OUTPUT", ""},
+      {"GPUMEMTRACE_MAX_BYTES", "10X"},  {"GPUMEMTRACE_MAX_BYTES", "1000"}, {"GPUMEMTRACE_MAX_BYTES", "-1G"},
+      {"GPUMEMTRACE_MAX_BYTES", "99999999999T"}};
   const Config defaults = parse({});
   for (const auto& [name, value] : bad) {
     Config c = parse({{name, value}});
@@ -85,7 +87,29 @@ TEST(Config, EachBadValueWarnsOnceAndKeepsTheDefault) {
     EXPECT_EQ(c.flush_ms, defaults.flush_ms);
     EXPECT_EQ(c.disabled, defaults.disabled);
     EXPECT_EQ(c.output, defaults.output);
+    EXPECT_TRUE(c.max_bytes_default);
   }
+}
+
+TEST(Config, MaxBytesTakesSizeSuffixes) {
+  EXPECT_TRUE(parse({}).max_bytes_default);
+  const std::vector<std::pair<std::string, uint64_t>> good = {
+      {"64K", 64u << 10}, {"512m", 512ull << 20}, {"20G", 20ull << 30}, {"2GiB", 2ull << 30},
+      {"1T", 1ull << 40}, {"100000", 100000}, {"0", 0}};
+  for (const auto& [value, bytes] : good) {
+    Config c = parse({{"GPUMEMTRACE_MAX_BYTES", value}});
+    EXPECT_TRUE(g_warnings.empty()) << value;
+    EXPECT_FALSE(c.max_bytes_default) << value;
+    EXPECT_EQ(c.max_bytes, bytes) << value;
+  }
+}
+
+TEST(Config, DefaultTraceCapIsATenthOfTheFreeSpaceClamped) {
+  constexpr uint64_t kGiB = 1ull << 30;
+  EXPECT_EQ(default_trace_cap(100 * kGiB, true), 10 * kGiB);
+  EXPECT_EQ(default_trace_cap(2 * kGiB, true), kGiB);
+  EXPECT_EQ(default_trace_cap(10000 * kGiB, true), 64 * kGiB);
+  EXPECT_EQ(default_trace_cap(0, false), 8 * kGiB);
 }
 
 TEST(Config, OnlyALiteralOutputPathIsNamed) {
