@@ -441,6 +441,21 @@ MemoryModel::AllocationIt MemoryModel::tracked_segment_at(uint64_t addr) {
   return it;
 }
 
+namespace {
+
+// Calls `visit(gap)` for each gap of the segment [start, end): between its blocks, and at its ends.
+template <typename Visit>
+void for_each_gap(const std::map<uint64_t, MemoryModel::Block>& blocks, uint64_t start, uint64_t end, Visit visit) {
+  uint64_t cursor = start;
+  for (auto b = blocks.lower_bound(start); b != blocks.end() && b->first < end; ++b) {
+    visit(gap(cursor, b->first));
+    cursor = end_of(b->first, b->second.size);
+  }
+  visit(gap(cursor, end));
+}
+
+}  // namespace
+
 // A segment starts (or stops) carrying block data: its size, block bytes and gaps join (leave)
 // its device's totals. O(blocks inside it), once per segment.
 void MemoryModel::track_segment(AllocationIt segment) {
@@ -449,13 +464,8 @@ void MemoryModel::track_segment(AllocationIt segment) {
   SegmentGaps& totals = device_state(a.device).segments;
   totals.reserved += a.size;
   totals.allocated += a.block_bytes;
-  const uint64_t end = end_of(segment->first, a.size);
-  uint64_t cursor = segment->first;
-  for (auto b = blocks_.lower_bound(segment->first); b != blocks_.end() && b->first < end; ++b) {
-    add_gap(totals.gaps, gap(cursor, b->first));
-    cursor = end_of(b->first, b->second.size);
-  }
-  add_gap(totals.gaps, gap(cursor, end));
+  for_each_gap(blocks_, segment->first, end_of(segment->first, a.size),
+               [&](uint64_t size) { add_gap(totals.gaps, size); });
 }
 
 void MemoryModel::untrack_segment(AllocationIt segment) {
@@ -463,13 +473,8 @@ void MemoryModel::untrack_segment(AllocationIt segment) {
   SegmentGaps& totals = device_state(a.device).segments;
   totals.reserved -= std::min(totals.reserved, a.size);
   totals.allocated -= std::min(totals.allocated, a.block_bytes);
-  const uint64_t end = end_of(segment->first, a.size);
-  uint64_t cursor = segment->first;
-  for (auto b = blocks_.lower_bound(segment->first); b != blocks_.end() && b->first < end; ++b) {
-    remove_gap(totals.gaps, gap(cursor, b->first));
-    cursor = end_of(b->first, b->second.size);
-  }
-  remove_gap(totals.gaps, gap(cursor, end));
+  for_each_gap(blocks_, segment->first, end_of(segment->first, a.size),
+               [&](uint64_t size) { remove_gap(totals.gaps, size); });
   a.has_blocks = false;
 }
 
