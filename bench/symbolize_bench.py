@@ -127,21 +127,26 @@ def main():
     def median(samples, i):
         return statistics.median(s[i] for s in samples)
 
+    def spread(samples, i):
+        values = [s[i] for s in samples]
+        return f"{ms(min(values))}-{ms(max(values))}"
+
     print(f"## GPUMEMTRACE_SYMBOLIZE=1 vs 0: medians of {args.reps} interleaved runs "
           f"(load average {load_before:.2f} before, {load_after:.2f} after)\n")
-    print("| workload | program wall, symbols / none | program CPU, symbols / none | CPU saved "
-          "| gpumem-report wall, trace with symbols / without |")
-    print("|---|---|---|---|---|")
+    print("| workload | program wall, symbols / none | program CPU, symbols / none | CPU spread (min-max), "
+          "symbols / none | CPU saved | gpumem-report wall, trace with symbols / without |")
+    print("|---|---|---|---|---|---|")
     for name in workloads:
         on, off = program[(name, "1")], program[(name, "0")]
         ron, roff = analyzer[(name, "1")], analyzer[(name, "0")]
         saved = median(on, 1) - median(off, 1)
         print(f"| {name} | {ms(median(on, 0))} / {ms(median(off, 0))} | {ms(median(on, 1))} / {ms(median(off, 1))} "
-              f"| {ms(saved)} | {ms(median(ron, 0))} / {ms(median(roff, 0))} |")
+              f"| {spread(on, 1)} / {spread(off, 1)} | {ms(saved)} | {ms(median(ron, 0))} / {ms(median(roff, 0))} |")
     named, unnamed = synthetic_runs[True], synthetic_runs[False]
     extra = median(unnamed, 1) - median(named, 1)
     print(f"\ngpumem-report on {frames} frames in libc and libstdc++, one leak each (synthetic): "
-          f"{ms(median(unnamed, 1))} CPU symbol-less, {ms(median(named, 1))} CPU with names in the trace; "
+          f"{ms(median(unnamed, 1))} CPU symbol-less ({spread(unnamed, 1)}), {ms(median(named, 1))} CPU with "
+          f"names in the trace ({spread(named, 1)}); "
           f"the offline pass: {ms(extra)}, {extra / max(frames, 1) * 1e6:.0f} us per frame "
           f"including opening the two modules")
     subprocess.run(["rm", "-rf", tmp])
