@@ -25,6 +25,7 @@
 #include "report/import/pickle_reader.h"
 #include "trace/format.h"
 #include "trace/json_line.h"
+#include "trace/torch_actions.h"
 
 namespace gpumemtrace::snapshot {
 
@@ -34,6 +35,8 @@ using pickle::Document;
 using pickle::Kind;
 using pickle::kNoNode;
 namespace fmt = gpumemtrace::format;
+namespace ta = gpumemtrace::torch_actions;
+using ta::Action;
 
 constexpr size_t kMaxFramesPerStack = 512;
 // Values format.h does not name (the reader's defaults; written for readers of the converted trace).
@@ -44,24 +47,6 @@ constexpr size_t kMaxWarnings = 8;
 // writes its names into the trace, so a hostile pickle that shares one huge string among many frames
 // must not multiply it.
 constexpr size_t kMaxNameBytes = 4096;
-
-enum class Action : uint8_t {
-  Alloc, FreeRequested, FreeCompleted, SegmentAlloc, SegmentFree, SegmentMap, SegmentUnmap, Oom,
-  Snapshot, Unknown
-};
-
-Action parse_action(std::string_view s) {
-  if (s == "alloc") return Action::Alloc;
-  if (s == "free_requested") return Action::FreeRequested;
-  if (s == "free_completed") return Action::FreeCompleted;
-  if (s == "segment_alloc") return Action::SegmentAlloc;
-  if (s == "segment_free") return Action::SegmentFree;
-  if (s == "segment_map") return Action::SegmentMap;
-  if (s == "segment_unmap") return Action::SegmentUnmap;
-  if (s == "oom") return Action::Oom;
-  if (s == "snapshot") return Action::Snapshot;
-  return Action::Unknown;
-}
 
 struct Entry {
   Action action = Action::Unknown;
@@ -193,6 +178,12 @@ class Converter {
   // own, end_event writes the line out.
   JsonLine begin_event(uint64_t t, const char* api, fmt::Op op, fmt::Kind kind, uint64_t addr, uint64_t size,
                        int device, uint32_t stack);
+  // The same with the op, kind and api of the action's row of trace/torch_actions.h (an action
+  // that has an event).
+  JsonLine begin_action_event(uint64_t t, Action action, uint64_t addr, uint64_t size, int device, uint32_t stack) {
+    const ta::ActionInfo& a = *ta::info(action);
+    return begin_event(t, a.api, *a.op, a.kind, addr, size, device, stack);
+  }
   void end_event(JsonLine& event) {
     event.end();
     write_line();
@@ -319,7 +310,7 @@ bool Converter::read_traces(uint32_t traces) {
       }
       Entry e;
       e.device = static_cast<int>(device);
-      e.action = parse_action(doc_.str(doc_.get(te, "action")));
+      e.action = ta::parse(doc_.str(doc_.get(te, "action")));
       e.addr = u64(te, "addr");
       e.size = u64(te, "size");
       e.stream = u64(te, "stream");
@@ -485,11 +476,11 @@ void Converter::map_chunk(uint64_t t, int device, uint64_t start, uint64_t end, 
   DeviceState& d = dev(device);
   auto old = d.chunks.find(start);
   if (old != d.chunks.end()) unmap_range(t, device, start, old->second.first, 0);  // remapped without an unmap
-  JsonLine ev = begin_event(t, "torch.segment_map", fmt::Op::Alloc, fmt::Kind::Physical, start, end - start, device, stack);
+  JsonLine ev = begin_event(t, ta::api(Action::SegmentMap), fmt::Op::Alloc, fmt::Kind::Physical, start, end - start, device, stack);
   ev.num(fmt::kFieldResult, 0);
   end_event(ev);
   if (with_map_event) {
-    JsonLine ev = begin_event(t, "torch.segment_map", fmt::Op::Map, fmt::Kind::Physical, start, end - start, device, stack);
+    JsonLine ev = begin_action_event(t, Action::SegmentMap, start, end - start, device, stack);
     ev.hex(fmt::kFieldHandle, start).num(fmt::kFieldResult, 0);
     end_event(ev);
   }
@@ -500,7 +491,7 @@ void Converter::map_chunk(uint64_t t, int device, uint64_t start, uint64_t end, 
 // a chunk outside the range stay (re-reported as chunks of their own, with the original stack).
 void Converter::unmap_range(uint64_t t, int device, uint64_t start, uint64_t end, uint32_t stack) {
   DeviceState& d = dev(device);
-  JsonLine ev = begin_event(t, "torch.segment_unmap", fmt::Op::Unmap, fmt::Kind::Physical, start, end - start, device, stack);
+  JsonLine ev = begin_action_event(t, Action::SegmentUnmap, start, end - start, device, stack);
   ev.num(fmt::kFieldResult, 0);
   end_event(ev);
   auto it = d.chunks.upper_bound(start);
@@ -509,7 +500,7 @@ void Converter::unmap_range(uint64_t t, int device, uint64_t start, uint64_t end
   while (it != d.chunks.end() && it->first < end) {
     const uint64_t cs = it->first, ce = it->second.first;
     const uint32_t cstack = it->second.second;
-    JsonLine ev = begin_event(t, "torch.segment_unmap", fmt::Op::Free, fmt::Kind::Physical, cs, ce - cs, device, stack);
+    JsonLine ev = begin_event(t, ta::api(Action::SegmentUnmap), fmt::Op::Free, fmt::Kind::Physical, cs, ce - cs, device, stack);
     ev.num(fmt::kFieldResult, 0);
     end_event(ev);
     if (cs < start) keep.push_back({cs, {start, cstack}});
@@ -524,7 +515,7 @@ void Converter::emit_initial_state() {
     for (auto& [addr, s] : d.regular) {
       ++stats_.initial_segments;
       uint32_t stack = stack_of(s.frames);
-      JsonLine ev = begin_event(0, "torch.segment_alloc", fmt::Op::Alloc, fmt::Kind::Device, addr, s.size, device, stack);
+      JsonLine ev = begin_action_event(0, Action::SegmentAlloc, addr, s.size, device, stack);
       ev.hex(fmt::kFieldStream, s.stream).num(fmt::kFieldResult, 0);
       end_event(ev);
     }
@@ -537,7 +528,7 @@ void Converter::emit_initial_state() {
     for (auto& [addr, b] : d.blocks) {
       ++stats_.initial_blocks;
       uint32_t stack = stack_of(b.frames);
-      JsonLine ev = begin_event(0, "torch.alloc", fmt::Op::BlockAlloc, fmt::Kind::Block, addr, b.size, device, stack);
+      JsonLine ev = begin_action_event(0, Action::Alloc, addr, b.size, device, stack);
       uint64_t segment;
       if (segment_of(device, addr, &segment)) ev.hex(fmt::kFieldSegment, segment);
       end_event(ev);
@@ -559,8 +550,7 @@ void Converter::emit_entry(const Entry& e) {
         return;
       }
       uint32_t stack = stack_of(e.frames);
-      JsonLine ev = begin_event(t, alloc ? "torch.alloc" : e.action == Action::FreeCompleted ? "torch.free_completed" : "torch.free_requested",
-                  alloc ? fmt::Op::BlockAlloc : fmt::Op::BlockFree, fmt::Kind::Block, e.addr, e.size, e.device, stack);
+      JsonLine ev = begin_action_event(t, e.action, e.addr, e.size, e.device, stack);
       ev.hex(fmt::kFieldStream, e.stream);
       uint64_t segment;
       if (segment_of(e.device, e.addr, &segment)) ev.hex(fmt::kFieldSegment, segment);
@@ -571,8 +561,7 @@ void Converter::emit_entry(const Entry& e) {
     case Action::SegmentFree: {
       const bool alloc = e.action == Action::SegmentAlloc;
       uint32_t stack = stack_of(e.frames);
-      JsonLine ev = begin_event(t, alloc ? "torch.segment_alloc" : "torch.segment_free", alloc ? fmt::Op::Alloc : fmt::Op::Free,
-                  fmt::Kind::Device, e.addr, e.size, e.device, stack);
+      JsonLine ev = begin_action_event(t, e.action, e.addr, e.size, e.device, stack);
       ev.hex(fmt::kFieldStream, e.stream).num(fmt::kFieldResult, 0);
       end_event(ev);
       if (alloc) {
@@ -603,15 +592,16 @@ void Converter::emit_entry(const Entry& e) {
     }
     case Action::Oom: {
       uint32_t stack = stack_of(e.frames);
-      JsonLine ev = begin_event(t, "torch.oom", fmt::Op::BlockOom, fmt::Kind::Block, 0, e.size, e.device, stack);
+      JsonLine ev = begin_action_event(t, Action::Oom, 0, e.size, e.device, stack);
       ev.hex(fmt::kFieldStream, e.stream);
       end_event(ev);
-      JsonLine info = begin_event(t, "torch.oom", fmt::Op::MemInfo, fmt::Kind::None, 0, 0, e.device, stack);
+      JsonLine info = begin_event(t, ta::api(Action::Oom), fmt::Op::MemInfo, fmt::Kind::None, 0, 0, e.device, stack);
       info.unum(fmt::kFieldFree, e.device_free);
       end_event(info);
       return;
     }
     case Action::Snapshot:
+    case Action::Annotate:
     case Action::Unknown:
       ++stats_.ignored_entries;
       return;
