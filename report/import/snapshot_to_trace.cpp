@@ -145,14 +145,17 @@ bool is_python_file(std::string_view file) {
 
 class Converter {
  public:
-  Converter(const Document& doc, std::ostream& out, ConvertStats* stats)
-      : doc_(doc), out_(out), stats_(*stats),
+  // source_name: the snapshot's name, for the header and the errors.
+  Converter(const Document& doc, const std::string& source_name, std::ostream& out, ConvertStats* stats)
+      : doc_(doc), source_name_(source_name), out_(out), stats_(*stats),
         max_items_(kExpansionItemsBase + doc.data().size()),
         max_output_bytes_(kExpansionOutputBase + kExpansionOutputPerInputByte * doc.data().size()) {}
 
-  bool run(const std::string& source_name, std::string* error);
+  // Writes the whole trace; throws SnapshotError.
+  void run();
 
  private:
+  [[noreturn]] void fail(const std::string& message) const { throw SnapshotError(source_name_, message); }
   void warn(const std::string& msg) {
     if (stats_.warnings.size() < kMaxWarnings) stats_.warnings.push_back(msg);
   }
@@ -169,8 +172,8 @@ class Converter {
     if (doc_.as_i64(doc_.get(dict, key), &s)) return static_cast<uint64_t>(s);
     return fallback;
   }
-  bool read_segments(uint32_t segments, std::string* error);
-  bool read_traces(uint32_t traces);
+  void read_segments(uint32_t segments);
+  void read_traces(uint32_t traces);
   void reverse_replay();
   uint32_t stack_of(uint32_t frames);
   uint32_t frame_id(std::string_view function, std::string_view file, int64_t line, bool python);
@@ -189,20 +192,19 @@ class Converter {
     write_line();
     ++stats_.events;
   }
-  // Past the output limit nothing more is written; run() reports the overflow.
+  // Past the output limit nothing more is written: the conversion fails.
   void write_line() {
     output_bytes_ += line_.size();
-    if (output_bytes_ > max_output_bytes_) return;
+    if (output_bytes_ > max_output_bytes_) fail(limit_error());
     out_.write(line_.data(), static_cast<std::streamsize>(line_.size()));
   }
   // Counts `n` list items about to be visited. The memo lets a pickle reference one list from many
   // places, so what the converter visits can be exponentially larger than the input; past the limit
-  // it stops (false) and run() fails.
-  bool visit(size_t n) {
+  // the conversion fails.
+  void visit(size_t n) {
     items_visited_ += n;
-    return items_visited_ <= max_items_;
+    if (items_visited_ > max_items_) fail(limit_error());
   }
-  bool over_limit() const { return items_visited_ > max_items_ || output_bytes_ > max_output_bytes_; }
   std::string limit_error() const;
   void emit_initial_state();
   void map_chunk(uint64_t t, int device, uint64_t start, uint64_t end, uint32_t stack, bool with_map_event);
@@ -215,6 +217,7 @@ class Converter {
   }
 
   const Document& doc_;
+  const std::string& source_name_;
   std::ostream& out_;
   ConvertStats& stats_;
   std::string line_;
@@ -242,14 +245,12 @@ std::string Converter::limit_error() const {
          " bytes (the limit is 256 MiB + 64 per input byte; a snapshot written by PyTorch stays far below)";
 }
 
-bool Converter::read_segments(uint32_t segments, std::string* error) {
-  if (!visit(doc_.items(segments).size())) return true;
+void Converter::read_segments(uint32_t segments) {
+  visit(doc_.items(segments).size());
   for (uint32_t seg : doc_.items(segments)) {
-    if (!doc_.is(seg, Kind::Dict)) {
-      *error = "not a PyTorch memory snapshot: a segment is a " +
-               std::string(pickle::kind_name(doc_.node(seg).kind)) + ", not a dict";
-      return false;
-    }
+    if (!doc_.is(seg, Kind::Dict))
+      fail("not a PyTorch memory snapshot: a segment is a " + std::string(pickle::kind_name(doc_.node(seg).kind)) +
+           ", not a dict");
     ++stats_.segments;
     int64_t device = 0;
     doc_.as_i64(doc_.get(seg, "device"), &device);
@@ -271,7 +272,7 @@ bool Converter::read_segments(uint32_t segments, std::string* error) {
     }
     // Blocks tile the segment in address order; older snapshots give no "address", so keep a cursor.
     uint64_t cursor = base;
-    if (!visit(doc_.items(doc_.get(seg, "blocks")).size())) return true;
+    visit(doc_.items(doc_.get(seg, "blocks")).size());
     for (uint32_t blk : doc_.items(doc_.get(seg, "blocks"))) {
       if (!doc_.is(blk, Kind::Dict)) continue;
       uint64_t addr = u64(blk, "address", cursor);
@@ -293,15 +294,14 @@ bool Converter::read_segments(uint32_t segments, std::string* error) {
       d.blocks[addr] = b;
     }
   }
-  return true;
 }
 
-bool Converter::read_traces(uint32_t traces) {
+void Converter::read_traces(uint32_t traces) {
   const auto& per_device = doc_.items(traces);
   bool any_completed = false, any_requested = false;
   for (size_t device = 0; device < per_device.size(); ++device) {
     auto& list = traces_[static_cast<int>(device)];
-    if (!visit(doc_.items(per_device[device]).size())) return true;
+    visit(doc_.items(per_device[device]).size());
     for (uint32_t te : doc_.items(per_device[device])) {
       ++stats_.trace_entries;
       if (!doc_.is(te, Kind::Dict)) {
@@ -335,7 +335,6 @@ bool Converter::read_traces(uint32_t traces) {
   // it (they differ when the block was used on another stream). Use free_completed, and fall back to
   // free_requested for histories recorded without it (skip_actions).
   use_free_completed_ = any_completed || !any_requested;
-  return true;
 }
 
 void Converter::reverse_replay() {
@@ -399,7 +398,7 @@ uint32_t Converter::stack_of(uint32_t frames) {
   auto cached = stack_by_node_.find(frames);
   if (cached != stack_by_node_.end()) return cached->second;
   std::vector<uint32_t> ids;
-  if (!visit(doc_.items(frames).size())) return 0;  // each list once (cached by node below)
+  visit(doc_.items(frames).size());  // each list once (cached by node below)
   for (uint32_t f : doc_.items(frames)) {
     if (ids.size() >= kMaxFramesPerStack) break;
     if (!doc_.is(f, Kind::Dict)) continue;
@@ -608,39 +607,26 @@ void Converter::emit_entry(const Entry& e) {
   }
 }
 
-bool Converter::run(const std::string& source_name, std::string* error) {
+void Converter::run() {
   const uint32_t root = doc_.root();
   uint32_t segments = kNoNode, traces = kNoNode;
   if (doc_.is(root, Kind::Dict)) {
     segments = doc_.get(root, "segments");
     traces = doc_.get(root, "device_traces");
-    if (segments == kNoNode && traces == kNoNode) {
-      *error = "not a PyTorch memory snapshot: the pickle is a dict without 'segments' or 'device_traces'";
-      return false;
-    }
-    if ((segments != kNoNode && !doc_.is(segments, Kind::List)) || (traces != kNoNode && !doc_.is(traces, Kind::List))) {
-      *error = "not a PyTorch memory snapshot: 'segments' and 'device_traces' must be lists";
-      return false;
-    }
+    if (segments == kNoNode && traces == kNoNode)
+      fail("not a PyTorch memory snapshot: the pickle is a dict without 'segments' or 'device_traces'");
+    if ((segments != kNoNode && !doc_.is(segments, Kind::List)) || (traces != kNoNode && !doc_.is(traces, Kind::List)))
+      fail("not a PyTorch memory snapshot: 'segments' and 'device_traces' must be lists");
   } else if (doc_.is(root, Kind::List)) {
     segments = root;  // torch.cuda.memory_snapshot(): the list of segments alone
   } else {
-    *error = std::string("not a PyTorch memory snapshot: the pickle holds a ") +
-             pickle::kind_name(doc_.node(root).kind) + ", expected a dict with 'segments' and 'device_traces'";
-    return false;
+    fail(std::string("not a PyTorch memory snapshot: the pickle holds a ") + pickle::kind_name(doc_.node(root).kind) +
+         ", expected a dict with 'segments' and 'device_traces'");
   }
-  for (uint32_t per_device : doc_.items(traces)) {
-    if (!doc_.is(per_device, Kind::List)) {
-      *error = "not a PyTorch memory snapshot: 'device_traces' must be a list of lists";
-      return false;
-    }
-  }
-  if (!read_segments(segments, error)) return false;
+  for (uint32_t per_device : doc_.items(traces))
+    if (!doc_.is(per_device, Kind::List)) fail("not a PyTorch memory snapshot: 'device_traces' must be a list of lists");
+  read_segments(segments);
   read_traces(traces);
-  if (over_limit()) {
-    *error = limit_error();
-    return false;
-  }
   reverse_replay();
 
   // Merge the devices' histories by time (each device's own order is kept).
@@ -685,19 +671,12 @@ bool Converter::run(const std::string& source_name, std::string* error) {
       .str(fmt::kFieldBackend, "pytorch_snapshot")
       .unum(fmt::kFieldStackDepth, 0)
       .str(fmt::kFieldOnFull, "wait")
-      .str(kFieldSource, source_name)
+      .str(kFieldSource, source_name_)
       .end();
   write_line();
 
   emit_initial_state();
-  for (const Entry* e : order) {
-    if (over_limit()) break;
-    emit_entry(*e);
-  }
-  if (over_limit()) {
-    *error = limit_error();
-    return false;
-  }
+  for (const Entry* e : order) emit_entry(*e);
 
   line_.clear();
   JsonLine(&line_)
@@ -707,36 +686,32 @@ bool Converter::run(const std::string& source_name, std::string* error) {
       .unum(fmt::kFieldEndTime, last_t_)
       .end();
   write_line();
-  if (!out_) {
-    *error = "write error";
-    return false;
-  }
-  return true;
+  if (!out_) fail("write error");
 }
 
 }  // namespace
 
-bool snapshot_bytes_to_trace(std::string bytes, const std::string& source_name, std::ostream& out,
-                             std::string* error, ConvertStats* stats) {
+void snapshot_bytes_to_trace(std::string bytes, const std::string& source_name, std::ostream& out,
+                             ConvertStats* stats) {
   ConvertStats local;
-  if (!stats) stats = &local;
   Document doc;
-  if (!pickle::parse(std::move(bytes), &doc, error)) return false;
-  Converter converter(doc, out, stats);
-  return converter.run(source_name, error);
+  try {
+    pickle::parse(std::move(bytes), &doc);
+  } catch (const pickle::ParseError& e) {
+    throw SnapshotError(source_name, e.what(), e.offset());
+  }
+  Converter(doc, source_name, out, stats ? stats : &local).run();
 }
 
-bool snapshot_to_trace(const std::string& in_path, std::ostream& out, std::string* error, ConvertStats* stats) {
+void snapshot_to_trace(const std::string& in_path, std::ostream& out, ConvertStats* stats) {
   ConvertStats local;
-  if (!stats) stats = &local;
   Document doc;
-  if (!pickle::parse_file(in_path, &doc, error)) return false;
-  Converter converter(doc, out, stats);
-  return converter.run(in_path, error);
-}
-
-bool snapshot_to_trace(const std::string& in_path, std::ostream& out, std::string* error) {
-  return snapshot_to_trace(in_path, out, error, nullptr);
+  try {
+    pickle::parse_file(in_path, &doc);
+  } catch (const pickle::ParseError& e) {
+    throw SnapshotError(in_path, e.what(), e.offset());
+  }
+  Converter(doc, in_path, out, stats ? stats : &local).run();
 }
 
 bool looks_like_pickle(const std::string& path) {
