@@ -56,8 +56,8 @@ class TorchHook:
 
     Thread-safety: drains run on the poller thread, the OOM observer's thread (the allocating one), the
     atexit/SIGTERM thread and pytest's (drain_now); `lock` serializes them and guards every attribute.
-    It is re-entrant: a drain can run into an OOM observer only through PyTorch, never under itself,
-    but a SIGTERM handler may interrupt the main thread inside a drain."""
+    It is an RLock because the SIGTERM handler may run the final drain on the main thread while that
+    thread is inside a drain (the process then dies of SIGTERM without returning to it)."""
 
     def __init__(self):
         self.lock = threading.RLock()
