@@ -60,15 +60,17 @@ std::unique_ptr<ByteSource> convert_snapshot(const std::string& path, snapshot::
   std::FILE* file = anonymous_temp_file(path);
   StdioSink sink(file);
   std::ostream converted(&sink);
-  std::string error;
-  bool ok = snapshot::snapshot_to_trace(path, converted, &error, stats);
-  if (ok && (std::fflush(file) != 0 || std::ferror(file))) {
-    ok = false;
-    error = std::string("cannot write the converted trace to a temporary file: ") + std::strerror(errno);
-  }
-  if (!ok) {
+  try {
+    snapshot::snapshot_to_trace(path, converted, stats);
+  } catch (const snapshot::SnapshotError& error) {
     std::fclose(file);
-    throw TraceError(path, 0, "PyTorch snapshot: " + (error.empty() ? std::string("cannot convert") : error));
+    throw TraceError(path, 0, "PyTorch snapshot: " + error.message());
+  }
+  if (std::fflush(file) != 0 || std::ferror(file)) {
+    const int saved = errno;
+    std::fclose(file);
+    throw TraceError(path, 0, std::string("PyTorch snapshot: cannot write the converted trace to a temporary file: ") +
+                                  std::strerror(saved));
   }
   std::rewind(file);
   return file_byte_source(file);
