@@ -1,4 +1,4 @@
-# gpumemtrace — top-level build. `make help` lists the targets.
+# Makefile — gpumemtrace's top-level build. `make help` lists the targets.
 #
 # Each folder contributes a fragment (<folder>/module.mk) that appends to the variables below, so
 # the pipeline's pieces build independently: interpose/ (hooks, recorder, writer) -> trace/ (format)

@@ -1,4 +1,4 @@
-// interpose/writer/serializer.cpp
+// interpose/writer/serializer.cpp — EventRecords to trace lines: frames, stacks and modules, each once.
 #include "interpose/writer/serializer.h"
 
 #include <time.h>

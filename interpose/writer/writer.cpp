@@ -1,4 +1,4 @@
-// interpose/writer/writer.cpp
+// interpose/writer/writer.cpp — the writer thread: drain, serialize, flush, cap, and the final records.
 #include "interpose/writer/writer.h"
 
 #include <pthread.h>

@@ -1,3 +1,4 @@
+// report/outputs/units.cpp — byte counts and durations formatted for people.
 #include "report/outputs/units.h"
 
 #include <cstdio>

@@ -1,3 +1,4 @@
+// report/reader/trace_reader.cpp — parses and validates each trace line and hands typed records on.
 #include "report/reader/trace_reader.h"
 
 #include <simdjson.h>

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# tests/gpu/driver_checks.py — driver-level capture checked on a real NVIDIA GPU (tests/gpu/run.sh).
 """GPU checks of driver-level capture (issue 4). Run by tests/gpu/run.sh on a machine with an NVIDIA GPU.
 
 Workloads, each under both backends (GPUMEMTRACE_BACKEND=interpose and =cupti):

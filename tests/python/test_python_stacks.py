@@ -1,3 +1,4 @@
+# tests/python/test_python_stacks.py — Python frames in native stacks, on every CPython this machine has.
 """Python frames in native stacks (issue 5, part 1), on every CPython this machine has.
 
 Runs tests/python/progs/python_stack_prog.py under each interpreter with the frame reader built into a

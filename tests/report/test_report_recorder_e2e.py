@@ -1,3 +1,4 @@
+# tests/report/test_report_recorder_e2e.py — gpumem-report on traces the recorder wrote, byte for byte.
 """End-to-end tests of gpumem-report on REAL recorder traces (issue 3, "End-to-end").
 
 Programs tests/e2e/programs/report_*.cpp run on the simulated CUDA runtime under LD_PRELOAD of the

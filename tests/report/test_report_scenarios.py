@@ -1,3 +1,4 @@
+# tests/report/test_report_scenarios.py — leaks, peaks, OOMs, gates and diff on recorder-shaped traces.
 """End-to-end cases of issue 3 on traces shaped like the recorder's (tracegen.py): a planted leak,
 peak culprit, OOMs (capacity, fragmentation), accumulation, a clean program, the gates and diff.
 

@@ -1,3 +1,4 @@
+# tests/report/tracegen.py — writes gpumemtrace traces shaped like the recorder's output.
 """Writes gpumemtrace traces (docs/trace-format.md, version 1) shaped like the recorder's output.
 
 Used by the report tests and the benchmark until the recorder itself produces the traces. Each

@@ -1,3 +1,4 @@
+# tests/snapshot/test_snapshot_fuzz.py — a brief libFuzzer run of the pickle reader and snapshot converter.
 """Brief libFuzzer run of the restricted pickle reader + snapshot converter (make test); `make fuzz`
 runs it at length (fuzz-snapshot-pickle in tools/module.mk). Seeds: every sample snapshot in every
 protocol, plus the malicious and truncated forms, and the checked-in corpus (tests/snapshot/corpus/:

@@ -1,3 +1,4 @@
+# tests/snapshot/test_snapshot_hostile.py — hostile snapshots stay within time and memory bounds.
 """Hostile snapshots (hostile_pickles.py) stay within time and memory bounds: shared references are
 counted, not expanded without limit (billion laughs), dict lookups are hashed (a wide dict referenced
 many times), and gpumem-report streams the converted trace through a temporary file instead of

@@ -1,3 +1,4 @@
+# tests/snapshot/test_snapshot_import.py — PyTorch snapshot import: conversion and analysis of real pickles.
 """PyTorch snapshot import: pickles written at test time by Python's own pickle module (plain dicts
 shaped like torch.cuda.memory._dump_snapshot output), converted by build/gpumem-snapshot2trace and,
 where build/gpumem-report exists, analyzed by it (`--format json`, issue 3's keys)."""

@@ -1,5 +1,5 @@
-// Unit tests of gpumem-report's pieces: line splitting, reader validation, verdict rules, sizes,
-// suppressions. The end-to-end behaviour is tested in tests/report/.
+// tests/unit/report_test.cpp — unit tests of gpumem-report's pieces: line splitting, reader
+// validation, verdict rules, sizes, suppressions. The end-to-end behaviour is tested in tests/report/.
 #include <gtest/gtest.h>
 
 #include <string>
