@@ -2,7 +2,7 @@
 """Brief libFuzzer run of the restricted pickle reader + snapshot converter (make test); `make fuzz`
 runs it at length (fuzz-snapshot-pickle in tools/module.mk). Seeds: every sample snapshot in every
 protocol, plus the malicious and truncated forms, and the checked-in corpus (tests/snapshot/corpus/:
-hostile pickles that once took seconds and gigabytes; -timeout and -rss_limit_mb hold them to bounds)."""
+hostile pickles that cost seconds and gigabytes without bounds; -timeout and -rss_limit_mb hold them)."""
 import os
 import pickle
 import shutil
