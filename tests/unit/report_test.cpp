@@ -41,6 +41,23 @@ TEST(LineReader, SplitsAcrossChunksAndKeepsAnUnterminatedLastLine) {
   EXPECT_FALSE(reader.next(line));
 }
 
+// A file without newlines is not read into memory whole: past the cap it is an error.
+TEST(LineReaderLimit, ALineLongerThanTheCapIsAnError) {
+  std::string text = "short\n" + std::string(100, 'x') + "\nafter";
+  auto source = memory_byte_source(text);
+  LineReader reader(*source, 8, 64);
+  Line line;
+  ASSERT_TRUE(reader.next(line));
+  EXPECT_EQ(line.text, "short");
+  EXPECT_THROW(reader.next(line), std::runtime_error);
+
+  std::string fits = std::string(64, 'y') + "\n";
+  auto ok_source = memory_byte_source(fits);
+  LineReader ok_reader(*ok_source, 8, 64);
+  ASSERT_TRUE(ok_reader.next(line));
+  EXPECT_EQ(line.text.size(), 64u);
+}
+
 TEST(Reader, RejectsACorruptMiddleLineWithItsNumber) {
   std::string text = std::string(kHeader) + "\n{\"type\":\"ev\n{\"type\":\"footer\"}\n";
   try {
@@ -97,7 +114,7 @@ OomFigures figures(uint64_t requested, bool has_free, uint64_t free, uint64_t to
   return f;
 }
 
-TEST(Verdict, IssueExampleIsFragmentation) {
+TEST(Verdict, RequestLargerThanEveryGapIsFragmentation) {
   OomFigures f = figures(20 * MiB, true, 5 * MiB, 200 * MiB, 195 * MiB);
   f.has_blocks = true;
   f.fragmentation.reserved = 100 * MiB;
