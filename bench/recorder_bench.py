@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# bench/recorder_bench.py — recorder benchmarks: per-event cost and ring throughput, beside heaptrack.
 """Recorder benchmarks (make bench-recorder): per-event cost, ring throughput, and the side-by-side
 with heaptrack run in the same invocation. Prints a Markdown table for docs/performance.md.
 

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# bench/report_bench.py — gpumem-report's events/s and peak memory, beside heaptrack_print.
 """gpumem-report benchmark: events/s and peak memory of the full analysis of a generated trace,
 and heaptrack_print on a heaptrack trace of the same number of events, in the same run.
 

@@ -39,10 +39,6 @@ inline constexpr uint64_t kMinTraceCapBytes = 64 * 1024;
 // [1 GiB, 64 GiB]); `known` false (the file system could not be asked): 8 GiB.
 uint64_t default_trace_cap(uint64_t free_bytes, bool known);
 
-// Parses a byte count: decimal digits with an optional K, M, G or T suffix (powers of 1024,
-// case-insensitive, an optional trailing "B" or "iB"). False on anything else or on overflow.
-bool parse_byte_size(const char* text, uint64_t* out);
-
 // Reads `getenv_fn(name)` for every setting. A bad value produces one warning line through `warn` and
 // the default. `getenv_fn` is a parameter so that tests can feed settings without touching the
 // environment.

@@ -1,4 +1,4 @@
-// interpose/writer/serializer.cpp
+// interpose/writer/serializer.cpp — EventRecords to trace lines: frames, stacks and modules, each once.
 #include "interpose/writer/serializer.h"
 
 #include <time.h>
@@ -10,18 +10,13 @@
 #include "interpose/recorder/recorder_state.h"
 #include "trace/json_line.h"
 #include "trace/format.h"
+#include "util/monotonic_clock.h"
 
 namespace gpumemtrace {
 
 namespace f = format;
 
 namespace {
-
-uint64_t clock_ns(clockid_t id) {
-  timespec ts;
-  clock_gettime(id, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
-}
 
 // Python frame keys and native addresses share the stack key space: tag Python keys in the top bit
 // (user-space addresses never have it set on x86-64).
@@ -52,8 +47,8 @@ HeaderInfo current_process_header(int stack_depth, bool drop_when_full) {
   std::string arg;
   while (std::getline(cmdline, arg, '\0')) h.cmdline.push_back(arg);
   if (gethostname(buf, sizeof(buf)) == 0) h.host = buf;
-  h.start_realtime_ns = clock_ns(CLOCK_REALTIME);
-  h.start_monotonic_ns = clock_ns(CLOCK_MONOTONIC);
+  h.start_realtime_ns = util::clock_ns(CLOCK_REALTIME);
+  h.start_monotonic_ns = util::monotonic_ns();
   h.stack_depth = stack_depth;
   h.drop_when_full = drop_when_full;
   return h;

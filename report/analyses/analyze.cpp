@@ -16,6 +16,7 @@
 #include "report/analyses/process_analyzer.h"
 #include "report/import/snapshot_to_trace.h"
 #include "report/reader/trace_reader.h"
+#include "util/ends_with.h"
 
 namespace gpumemtrace::report {
 
@@ -118,11 +119,9 @@ ProcessReport analyze_file(const std::string& path, const Suppressions& suppress
 }
 
 namespace {
-bool is_trace_name(const std::string& name) {
-  auto ends = [&](const char* suffix) {
-    std::string s(suffix);
-    return name.size() > s.size() && name.compare(name.size() - s.size(), s.size(), s) == 0;
-  };
+// A name that is only the suffix (a hidden file such as ".zst") is not a trace.
+bool is_trace_name(std::string_view name) {
+  auto ends = [&](std::string_view suffix) { return name.size() > suffix.size() && util::ends_with(name, suffix); };
   return ends(".jsonl") || ends(".zst") || ends(".pickle") || ends(".pkl");
 }
 }  // namespace

@@ -91,7 +91,7 @@ class Roles : public ModelListener {
   const Suppressions& suppressions_;
   std::unordered_map<SiteId, Role> block_roles_;  // per site
   std::unordered_map<SiteId, bool> backward_sites_;
-  std::unordered_map<uint32_t, Raw> raw_classes_;  // per stack
+  std::unordered_map<StackId, Raw> raw_classes_;  // per stack
   std::unordered_map<uint64_t, LiveBlock> live_blocks_;
   std::unordered_map<uint64_t, Raw> live_raw_;  // key: handle or address (levels never share keys)
   std::vector<Pending> pending_;                // blocks allocated inside the open backward()

@@ -58,7 +58,7 @@ class Scopes : public ModelListener {
   uint64_t untracked_total_ = 0;
   // Live holdings acquired while a scope was open, by (level, key).
   std::unordered_map<uint64_t, Holding> inside_;
-  std::unordered_map<uint32_t, bool> excluded_stacks_;  // held by a library or suppressed
+  std::unordered_map<StackId, bool> excluded_stacks_;  // held by a library or suppressed
   std::vector<ScopeReport> reports_;
   uint64_t total_ = 0;
 };

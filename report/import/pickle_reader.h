@@ -74,8 +74,8 @@ struct Node {
 struct Limits {
   uint64_t max_input_bytes = 64ull << 30;  // 64 GiB: PyTorch snapshots reach several GB
   // Each node is a Node (about 64 bytes), and an opcode as short as one byte (EMPTY_LIST) makes one;
-  // None/True/False share one node each. 2^27 nodes bound the arena at about 8 GiB (was 2^31: 128
-  // GiB); a history of 500k entries with 40-frame stacks needs about 85M (some 170 per entry).
+  // None/True/False share one node each. 2^27 nodes bound the arena at about 8 GiB;
+  // a history of 500k entries with 40-frame stacks needs about 85M (some 170 per entry).
   uint32_t max_nodes = 1u << 27;
   uint32_t max_mark_depth = 4096;          // nested MARKs still open at the same time
 };

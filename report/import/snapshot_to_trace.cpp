@@ -26,6 +26,7 @@
 #include "trace/format.h"
 #include "trace/json_line.h"
 #include "trace/torch_actions.h"
+#include "util/ends_with.h"
 
 namespace gpumemtrace::snapshot {
 
@@ -137,10 +138,7 @@ bool is_capture_frame(std::string_view function) {
 }
 
 bool is_python_file(std::string_view file) {
-  auto ends = [&](std::string_view suffix) {
-    return file.size() >= suffix.size() && file.substr(file.size() - suffix.size()) == suffix;
-  };
-  return ends(".py") || (file.size() >= 2 && file.front() == '<' && file.back() == '>');
+  return util::ends_with(file, ".py") || (file.size() >= 2 && file.front() == '<' && file.back() == '>');
 }
 
 class Converter {

@@ -1,3 +1,4 @@
+// report/reader/line_reader.cpp — splits a ByteSource into padded lines without copying them.
 #include "report/reader/line_reader.h"
 
 #include <cstring>

@@ -1,3 +1,4 @@
+// report/reader/trace_reader.cpp — parses and validates each trace line and hands typed records on.
 #include "report/reader/trace_reader.h"
 
 #include <simdjson.h>
@@ -370,8 +371,8 @@ class Dispatcher {
     if (f.type == fmt::kTypeStack) return stack(f);
     if (f.type == fmt::kTypeModule) {
       if (!f.has(B::kId) || f.id == 0) fail("module without a valid \"id\"");
-      symbols_.add_module(static_cast<uint32_t>(f.id), std::string(f.path));
-      offline_.add_module(static_cast<uint32_t>(f.id), f.path, f.build_id);
+      symbols_.add_module(ModuleId(static_cast<uint32_t>(f.id)), std::string(f.path));
+      offline_.add_module(ModuleId(static_cast<uint32_t>(f.id)), f.path, f.build_id);
       return;
     }
     if (f.type == fmt::kTypeDevice) {
@@ -434,20 +435,20 @@ class Dispatcher {
   void frame(const Fields& f) {
     using B = Fields::Bit;
     if (!f.has(B::kId) || f.id == 0) fail("frame without a valid \"id\"");
-    if (f.has(B::kModule) && f.module != 0 && !symbols_.has_module(static_cast<uint32_t>(f.module))) {
+    if (f.has(B::kModule) && f.module != 0 && !symbols_.has_module(ModuleId(static_cast<uint32_t>(f.module)))) {
       fail("frame refers to undefined module " + std::to_string(f.module));
     }
     SymbolTable::Frame frame;
     frame.function = std::string(f.function);
     frame.file = std::string(f.file);
     frame.line = static_cast<uint32_t>(f.line);
-    frame.module = static_cast<uint32_t>(f.module);
+    frame.module = ModuleId(static_cast<uint32_t>(f.module));
     frame.ip = f.ip;
     frame.offset = f.offset;
     frame.python = f.lang == fmt::kLangPython;
     frame.inlined = f.inlined;
     if (OfflineSymbolizer::needs_symbols(frame, f.has(B::kFunction))) offline_.symbolize(frame);
-    if (!symbols_.add_frame(static_cast<uint32_t>(f.id), std::move(frame))) {
+    if (!symbols_.add_frame(FrameId(static_cast<uint32_t>(f.id)), std::move(frame))) {
       fail("frame id " + std::to_string(f.id) + " defined twice");
     }
   }
@@ -456,10 +457,13 @@ class Dispatcher {
     using B = Fields::Bit;
     if (!f.has(B::kId) || f.id == 0) fail("stack without a valid \"id\"");
     if (!f.has(B::kFrames)) fail("stack without \"frames\"");
+    std::vector<FrameId> frames;
+    frames.reserve(f.frames.size());
     for (uint32_t id : f.frames) {
-      if (!symbols_.has_frame(id)) fail("stack refers to undefined frame " + std::to_string(id));
+      if (!symbols_.has_frame(FrameId(id))) fail("stack refers to undefined frame " + std::to_string(id));
+      frames.push_back(FrameId(id));
     }
-    if (!symbols_.add_stack(static_cast<uint32_t>(f.id), f.frames)) {
+    if (!symbols_.add_stack(StackId(static_cast<uint32_t>(f.id)), std::move(frames))) {
       fail("stack id " + std::to_string(f.id) + " defined twice");
     }
   }
@@ -497,7 +501,7 @@ class Dispatcher {
     if (!f.kind.empty() && !fmt::parse_kind(f.kind, &e.kind)) {
       fail("unknown kind \"" + std::string(f.kind) + "\"");
     }
-    if (!symbols_.has_stack(static_cast<uint32_t>(f.stack))) {
+    if (!symbols_.has_stack(StackId(static_cast<uint32_t>(f.stack)))) {
       fail("event refers to undefined stack " + std::to_string(f.stack));
     }
     if (f.addr > UINT64_MAX - f.size) fail("address range overflows 64 bits");
@@ -507,7 +511,7 @@ class Dispatcher {
     e.addr = f.addr;
     e.size = f.size;
     e.device = static_cast<int32_t>(f.device);
-    e.stack = static_cast<uint32_t>(f.stack);
+    e.stack = StackId(static_cast<uint32_t>(f.stack));
     e.result = f.result;
     e.segment = f.segment;
     e.has_segment = f.has(B::kSegment);

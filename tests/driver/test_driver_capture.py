@@ -1,4 +1,5 @@
-"""End-to-end tests of driver-level capture (issue 4), on the simulated driver (no GPU needed).
+# tests/driver/test_driver_capture.py — driver-level capture end to end, every route to the simulated driver.
+"""End-to-end tests of driver-level capture, on the simulated driver (no GPU needed).
 
 Each route a program takes to the CUDA driver (linked cu* symbols; dlopen + dlsym; dlopen +
 cuGetProcAddress, with and without per-thread-stream variants) runs each scenario (basic, oom, vmm,

@@ -1,3 +1,4 @@
+# tests/e2e/recorder_testlib.py — helpers for the recorder's end-to-end tests: run, read the trace.
 """Helpers for the recorder's end-to-end tests: run a program under LD_PRELOAD, read its trace."""
 import glob
 import io

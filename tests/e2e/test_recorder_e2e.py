@@ -1,3 +1,4 @@
+# tests/e2e/test_recorder_e2e.py — the recorder end to end: traces of simulated-runtime programs.
 """End-to-end tests of the recorder: programs on the simulated CUDA runtime, run under LD_PRELOAD,
 their traces checked event by event (count, sizes, order, stacks naming the functions)."""
 import os

@@ -1,3 +1,4 @@
+# tests/e2e/test_recorder_trust.py — what the recorder must never do to the program it is loaded into.
 """End-to-end tests of what the recorder must never do to the program it is loaded into, nor let others
 do through it (docs/security.md): write into the program's files, follow what was planted at a trace's
 name, block the program, lose what a process recorded before _exit or a fatal signal, or keep memory

@@ -1,3 +1,4 @@
+# tests/e2e/test_trace_cap.py — the trace size cap (GPUMEMTRACE_MAX_BYTES) end to end.
 """End-to-end test of the trace size cap (GPUMEMTRACE_MAX_BYTES, docs/configuration.md): a program
 making 100k allocations under a 64 KiB cap keeps its output and exit status, its trace stays under
 the cap until the bounded live summary, and gpumem-report says where detail stopped and still finds

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""GPU checks of driver-level capture (issue 4). Run by tests/gpu/run.sh on a machine with an NVIDIA GPU.
+# tests/gpu/driver_checks.py — driver-level capture checked on a real NVIDIA GPU (tests/gpu/run.sh).
+"""GPU checks of driver-level capture. Run by tests/gpu/run.sh on a machine with an NVIDIA GPU.
 
 Workloads, each under both backends (GPUMEMTRACE_BACKEND=interpose and =cupti):
   static    nvcc program with the static runtime (tests/gpu/driver_static_cudart.cu): runtime calls seen

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""GPU checks of issue 5 (PyTorch 2.4-2.11 on an NVIDIA GPU). Not part of `make test` (no GPU there):
+# tests/gpu/torch_checks.py — PyTorch support checked on a real NVIDIA GPU (not part of make test).
+"""GPU checks of PyTorch support (2.4-2.11 on an NVIDIA GPU). Not part of `make test` (no GPU there):
 run `python3 tests/gpu/torch_checks.py [--build build]` on a GPU machine. Prints SKIP and exits 0
 where torch or a GPU is missing. Each check runs a child under LD_PRELOAD=libgpumemtrace.so with
 PYTHONPATH=tools/python and inspects the trace:

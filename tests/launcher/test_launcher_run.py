@@ -1,3 +1,4 @@
+# tests/launcher/test_launcher_run.py — the launcher with the real recorder and analyzer, simulated runtime.
 """The launcher for real: build/gpumemtrace with build/libgpumemtrace.so, the simulated CUDA runtime
 (build/sim/libcudart.so.13) and build/gpumem-report, on tests/launcher/launcher_prog.py."""
 import json

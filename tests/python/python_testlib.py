@@ -1,3 +1,4 @@
+# tests/python/python_testlib.py — shared by the tests/python suites: paths, and reading a trace.
 """Shared by the tests/python suites: paths, and reading a trace into events + stacks."""
 import json
 import os

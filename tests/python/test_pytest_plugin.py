@@ -1,3 +1,4 @@
+# tests/python/test_pytest_plugin.py — the pytest plugin: one scope per test, checked on a generated suite.
 """The pytest plugin (tools/python/gpumemtrace_pytest.py) on a small generated suite with the
 stand-in torch, under LD_PRELOAD=libgpumemtrace.so and the simulated CUDA runtime: one scope per test
 named by its node id, opened after fixture setup and closed after teardown; before each end a

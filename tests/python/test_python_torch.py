@@ -1,3 +1,4 @@
+# tests/python/test_python_torch.py — the PyTorch startup hook against the stand-in torch.
 """The PyTorch startup hook (tools/python/sitecustomize.py + gpumemtrace_torch) against the stand-in
 torch package in tests/python/fake_torch, under LD_PRELOAD=libgpumemtrace.so with the simulated CUDA
 runtime: tensor-level events with Python stacks in the same trace as the driver-level cudaMalloc,

@@ -1,3 +1,4 @@
+# tests/report/test_report_offline_symbols.py — gpumem-report names frames of traces recorded without symbols.
 """gpumem-report names the frames of traces recorded with GPUMEMTRACE_SYMBOLIZE=0 from the module files.
 
 tests/e2e/programs/offline_symbols.cpp leaks 5 MiB through a function inlined into its caller and

@@ -1,5 +1,5 @@
-// Unit tests of gpumem-report's pieces: line splitting, reader validation, verdict rules, sizes,
-// suppressions. The end-to-end behaviour is tested in tests/report/.
+// tests/unit/report_test.cpp — unit tests of gpumem-report's pieces: line splitting, reader
+// validation, verdict rules, sizes, suppressions. The end-to-end behaviour is tested in tests/report/.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -39,6 +39,23 @@ TEST(LineReader, SplitsAcrossChunksAndKeepsAnUnterminatedLastLine) {
   EXPECT_FALSE(line.terminated);
   EXPECT_EQ(line.number, 4u);
   EXPECT_FALSE(reader.next(line));
+}
+
+// A file without newlines is not read into memory whole: past the cap it is an error.
+TEST(LineReaderLimit, ALineLongerThanTheCapIsAnError) {
+  std::string text = "short\n" + std::string(100, 'x') + "\nafter";
+  auto source = memory_byte_source(text);
+  LineReader reader(*source, 8, 64);
+  Line line;
+  ASSERT_TRUE(reader.next(line));
+  EXPECT_EQ(line.text, "short");
+  EXPECT_THROW(reader.next(line), std::runtime_error);
+
+  std::string fits = std::string(64, 'y') + "\n";
+  auto ok_source = memory_byte_source(fits);
+  LineReader ok_reader(*ok_source, 8, 64);
+  ASSERT_TRUE(ok_reader.next(line));
+  EXPECT_EQ(line.text.size(), 64u);
 }
 
 TEST(Reader, RejectsACorruptMiddleLineWithItsNumber) {
@@ -97,7 +114,7 @@ OomFigures figures(uint64_t requested, bool has_free, uint64_t free, uint64_t to
   return f;
 }
 
-TEST(Verdict, IssueExampleIsFragmentation) {
+TEST(Verdict, RequestLargerThanEveryGapIsFragmentation) {
   OomFigures f = figures(20 * MiB, true, 5 * MiB, 200 * MiB, 195 * MiB);
   f.has_blocks = true;
   f.fragmentation.reserved = 100 * MiB;
@@ -157,14 +174,7 @@ TEST(Growth, RisingEveryWindowGrowsWarmupAndOneOffDoNot) {
   EXPECT_FALSE(is_growing(one_off, 32));
 }
 
-TEST(Units, ParsesAndFormatsSizes) {
-  EXPECT_EQ(parse_size("0"), 0u);
-  EXPECT_EQ(parse_size("10K"), 10240u);
-  EXPECT_EQ(parse_size("1.5MiB"), 1572864u);
-  EXPECT_EQ(parse_size("2G"), 2147483648u);
-  EXPECT_FALSE(parse_size("lots"));
-  EXPECT_FALSE(parse_size("-1"));
-  EXPECT_FALSE(parse_size("10X"));
+TEST(Units, FormatsSizes) {  // parsing: tests/unit/util_test.cpp
   EXPECT_EQ(format_bytes(512), "512 B");
   EXPECT_EQ(format_bytes(3 * MiB), "3.0 MiB");
 }

@@ -1,3 +1,4 @@
+# tests/python/progs/torch_prog.py — child of test_python_torch.py: the stand-in torch under the recorder.
 """Child program for test_python_torch.py, run with PYTHONPATH=tools/python:fake_torch under
 LD_PRELOAD=libgpumemtrace.so. argv[1]: "train" | "oom" | "sigterm" | "emptycache" | "noimport" |
 "nocuda" | "drained" | "drained_then_alloc" | "inductor" | "cudaonly".

@@ -1,3 +1,4 @@
+# tools/python/gpumemtrace_torch/__init__.py — PyTorch caching-allocator events for gpumemtrace.
 """PyTorch caching-allocator events for gpumemtrace. See docs/pytorch.md.
 
 install() is called by tools/python/sitecustomize.py at interpreter start. It does nothing until the

@@ -1,3 +1,4 @@
+# tools/python/gpumemtrace_torch/bridge.py — ctypes access to libgpumemtrace.so's PyTorch bridge.
 """ctypes access to libgpumemtrace.so's PyTorch bridge (interpose/hooks/torch_bridge.cpp).
 
 The library is found in the global scope (it is LD_PRELOADed), never loaded by us: without the preload

@@ -1,3 +1,4 @@
+# tools/python/gpumemtrace_torch/history.py — PyTorch allocator history -> gpumemtrace events.
 """PyTorch allocator history -> gpumemtrace events.
 
 torch.cuda.memory._snapshot() returns the whole history ring ({"segments": [...], "device_traces":

@@ -1,3 +1,4 @@
+# tests/python/fake_torch/torch/__init__.py — a stand-in `torch` with the surface the gpumemtrace hook uses.
 """A stand-in `torch` for tests (no PyTorch on the test machine). It offers exactly the surface the
 gpumemtrace hook uses, shaped like PyTorch 2.4-2.11: torch.__version__, torch.version, lazy CUDA init
 with torch.cuda._lazy_call, torch.cuda.memory._record_memory_history/_snapshot (a bounded history ring

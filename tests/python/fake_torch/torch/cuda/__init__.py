@@ -1,3 +1,4 @@
+# tests/python/fake_torch/torch/cuda/__init__.py — the stand-in torch.cuda: lazy init, an allocator.
 import ctypes
 import os
 import threading

@@ -1,3 +1,4 @@
+# tests/python/fake_torch/torch/cuda/memory.py — the stand-in's allocation history ring and _snapshot().
 import collections
 import threading
 import time
