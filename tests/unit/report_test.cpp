@@ -10,6 +10,7 @@
 #include "report/analyses/oom_incidents.h"
 #include "report/outputs/units.h"
 #include "report/reader/line_reader.h"
+#include "report/reader/trace_reader.h"
 
 using namespace gpumemtrace::report;
 
@@ -102,6 +103,58 @@ TEST(Reader, KeepsEachFramesAddressAndModuleOffset) {
   EXPECT_EQ(stack[0].module, "/opt/lib/libx.so");
   EXPECT_EQ(stack[1].ip, 0x4000u);
   EXPECT_EQ(stack[1].offset, 0u);  // no module: no offset
+}
+
+// Format version 2: an event line takes its site's fields; seq counts on unless "q" says otherwise;
+// "t" is a signed difference from the previous event line's time.
+TEST(Reader, Version2EventLinesExpandToTheirSitesFields) {
+  struct Collect : TraceHandler {
+    std::vector<Event> events;
+    std::vector<std::string> apis;
+    void on_event(const Event& e) override {
+      events.push_back(e);
+      apis.emplace_back(e.api);
+    }
+  } collect;
+  const std::string text =
+      R"({"type":"header","format":"gpumemtrace","version":2,"pid":7})"
+      "\n{\"type\":\"frame\",\"id\":1,\"function\":\"f\"}\n{\"type\":\"stack\",\"id\":1,\"frames\":[1]}"
+      "\n{\"type\":\"site\",\"id\":1,\"tid\":9,\"api\":\"cudaMalloc\",\"op\":\"alloc\",\"kind\":\"device\",\"device\":0,\"stack\":1}"
+      "\n{\"e\":1,\"t\":1000,\"a\":\"0x10\",\"s\":5}"
+      "\n{\"type\":\"site\",\"id\":2,\"tid\":9,\"api\":\"torch.alloc\",\"op\":\"block_alloc\",\"kind\":\"block\","
+      "\"device\":1,\"stack\":0,\"delayed\":true}"
+      "\n{\"e\":2,\"t\":-400,\"q\":7,\"a\":\"0x10\",\"s\":2,\"segment\":\"0x10\"}"
+      "\n{\"e\":1,\"t\":900,\"a\":\"0x0\",\"s\":64,\"r\":2}\n";
+  auto source = memory_byte_source(text);
+  SymbolTable symbols;
+  ReadResult result = read_trace(*source, "mem", symbols, collect);
+  EXPECT_EQ(result.events, 3u);
+  ASSERT_EQ(collect.events.size(), 3u);
+  const Event& a = collect.events[0];
+  EXPECT_EQ(a.seq, 1u);
+  EXPECT_EQ(a.t, 1000u);
+  EXPECT_EQ(a.tid, 9u);
+  EXPECT_EQ(a.op, Op::Alloc);
+  EXPECT_EQ(a.kind, Kind::Device);
+  EXPECT_EQ(a.addr, 0x10u);
+  EXPECT_EQ(a.size, 5u);
+  EXPECT_EQ(a.stack.value, 1u);
+  EXPECT_EQ(a.result, 0);
+  EXPECT_FALSE(a.delayed);
+  const Event& b = collect.events[1];
+  EXPECT_EQ(b.seq, 7u);
+  EXPECT_EQ(b.t, 600u);
+  EXPECT_EQ(b.op, Op::BlockAlloc);
+  EXPECT_EQ(b.device, 1);
+  EXPECT_TRUE(b.delayed);
+  EXPECT_TRUE(b.has_segment);
+  EXPECT_EQ(b.segment, 0x10u);
+  const Event& c = collect.events[2];
+  EXPECT_EQ(c.seq, 8u);
+  EXPECT_EQ(c.t, 1500u);
+  EXPECT_EQ(c.result, 2);
+  EXPECT_FALSE(c.has_segment);
+  EXPECT_EQ(collect.apis, (std::vector<std::string>{"cudaMalloc", "torch.alloc", "cudaMalloc"}));
 }
 
 OomFigures figures(uint64_t requested, bool has_free, uint64_t free, uint64_t total, uint64_t ours) {
