@@ -214,7 +214,7 @@ TEST(Reader, Version2EventLinesReadAlikeWithAndWithoutSimdjson) {
       R"({"e":1,"t":5,"a":10})",
       R"({"e":1,"t":5,"segment":"0x20","label":"x y","pool":"big","free":3,"total":4,"range":2,"handle":"0x5","stream":"0x9"})",
       R"({"e":1,"t":5,"pool":"0x7f00"})",
-      R"({"e":1,"t":5,"label":"café "q""})",
+      R"({"e":1,"t":5,"label":"caf\u00e9 \"q\""})",
       R"({"e":1,"t":5,"label":"café"})",
       R"({"e":1,"t":5,"free":1})",
       R"({"e":1,"t":5,"e":1})",
