@@ -106,7 +106,8 @@ def main():
         print("\nheaptrack is not installed: no comparison.")
     rate = events / (med["gpumemtrace"] / 1e9)
     print(f"\nSustained recording rate: **{rate / 1e6:.2f} M events/s** with 0 dropped events "
-          f"(default wait mode, every event in the trace: {trace_bytes / events:.1f} bytes/event on disk, zstd).")
+          f"(default wait mode, every event in the trace: {trace_bytes / events:.1f} bytes/event on disk, "
+          f"{os.path.basename(trace)}).")
     shutil.rmtree(tmp, ignore_errors=True)
 
 
