@@ -18,3 +18,9 @@ bench-symbolize: $(BUILD)/libgpumemtrace.so $(BUILD)/gpumem-report $(BUILD)/benc
 	$(PYTHON) bench/symbolize_bench.py --build $(BUILD)
 .PHONY: bench-symbolize
 BENCH_TARGETS += bench-symbolize
+
+## bench-trace-size: bytes per event (v2 zst and plain, v1, heaptrack's file; the demo; real PyTorch traces) and read speed
+bench-trace-size: $(BUILD)/libgpumemtrace.so $(BUILD)/gpumem-report $(BUILD)/bench/alloc_loop $(BUILD)/examples/train_loop
+	$(PYTHON) bench/trace_size_bench.py --build $(BUILD)
+.PHONY: bench-trace-size
+BENCH_TARGETS += bench-trace-size

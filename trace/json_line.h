@@ -22,6 +22,14 @@ class JsonLine {
     put("\"", 1);
     return *this;
   }
+  // Starts a record without "type" whose first key is `k` (version 2 event lines: {"e":SITE,...}).
+  JsonLine& begin_keyed(const char* k, uint64_t v) {
+    put("{\"", 2);
+    put(k, strlen(k));
+    put("\":", 2);
+    put_uint(v);
+    return *this;
+  }
   // Ends the line ("}\n") and trims the string to what was written.
   void end() {
     put("}\n", 2);

@@ -125,7 +125,7 @@ NvtxMode parse_nvtx_mode(const char* value, void (*warn)(const char*)) {
 
 std::string expand_output_path(const std::string& tmpl, long pid, const std::string& exe_name) {
   std::string t = tmpl;
-  if (!t.empty() && t.back() == '/') t += "gpumemtrace.%e.%p.jsonl";
+  if (!t.empty() && t.back() == '/') t += kDefaultTraceName;
   std::string out;
   for (size_t i = 0; i < t.size(); ++i) {
     if (t[i] != '%' || i + 1 == t.size()) {

@@ -656,7 +656,7 @@ void Converter::run() {
   JsonLine header(&line_);
   header.begin(fmt::kTypeHeader)
       .str(fmt::kFieldFormat, fmt::kFormatName)
-      .num(fmt::kFieldVersion, fmt::kVersion)
+      .num(fmt::kFieldVersion, fmt::kVersion1)
       .str(fmt::kFieldLibrary, "gpumemtrace-snapshot-import")
       .num(fmt::kFieldPid, 0)
       .num(fmt::kFieldPpid, 0)

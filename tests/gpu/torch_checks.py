@@ -32,6 +32,8 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "tests"))
+import tracefile  # noqa: E402
 
 CHILD = r'''
 import os, sys, time, torch
@@ -167,11 +169,7 @@ def run(build, mode, env_extra=None, traced=True, with_report=False):
                        timeout=600)
     events, frames, stacks = [], {}, {}
     if traced and os.path.exists(out):
-        for line in open(out, encoding="utf-8"):
-            try:
-                r = json.loads(line)
-            except ValueError:
-                continue
+        for r in tracefile.read_records(out)[0]:
             if r["type"] == "event":
                 events.append(r)
             elif r["type"] == "frame":
