@@ -62,7 +62,7 @@ void push_event(const uintptr_t* ips, int n) {
 void BM_HookPath(benchmark::State& state) {
   Drainer drainer(16384);
   g_drainer = &drainer;
-  init_own_code_range();
+  init_unwinder(UnwindMode::Auto);
   const int depth = static_cast<int>(state.range(0));
   at_depth(depth, [&] {
     for (auto _ : state) {
@@ -76,7 +76,7 @@ void BM_HookPath(benchmark::State& state) {
 BENCHMARK(BM_HookPath)->Arg(20);
 
 void BM_Unwind(benchmark::State& state) {
-  init_own_code_range();
+  init_unwinder(UnwindMode::Auto);
   at_depth(static_cast<int>(state.range(0)), [&] {
     for (auto _ : state) {
       uintptr_t ips[kMaxNativeFrames];

@@ -9,6 +9,9 @@ LIB_OBJS := $(LIB_SRCS:%.cpp=$(BUILD)/%.o)
 LIB_LDLIBS := -lunwind -ldw -lelf -lzstd -ldl -lpthread
 
 $(LIB_OBJS): CPPFLAGS += -DGPUMEMTRACE_VERSION='"$(GPUMEMTRACE_VERSION)"'
+# Our own frames (hook -> record -> capture) keep rbp as a frame pointer, so that the frame-pointer
+# walk of interpose/recorder/unwind.cpp passes through them to the program's frames.
+$(LIB_OBJS): ALL_CXXFLAGS += -fno-omit-frame-pointer
 
 $(BUILD)/libgpumemtrace.so: $(LIB_OBJS)
 	@mkdir -p $(@D)

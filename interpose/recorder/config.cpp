@@ -129,6 +129,14 @@ Config parse_config(const char* (*getenv_fn)(const char*), void (*warn)(const ch
     warn_bad(warn, "GPUMEMTRACE_BACKEND", v, "interpose, cupti or auto");
   if (const char* v = getenv_fn("GPUMEMTRACE_DRIVER_STATS"); v && strcmp(v, "0") != 0 && strcmp(v, "1") != 0)
     warn_bad(warn, "GPUMEMTRACE_DRIVER_STATS", v, "0 or 1");
+  if (const char* v = getenv_fn("GPUMEMTRACE_UNWIND")) {
+    if (strcasecmp(v, "auto") == 0)
+      c.unwind = UnwindMode::Auto;
+    else if (strcasecmp(v, "dwarf") == 0)
+      c.unwind = UnwindMode::Dwarf;
+    else
+      warn_bad(warn, "GPUMEMTRACE_UNWIND", v, "auto or dwarf");
+  }
   if (const char* v = getenv_fn("GPUMEMTRACE_ON_FULL")) {
     if (strcasecmp(v, "wait") == 0)
       c.on_full = OnFull::Wait;

@@ -8,8 +8,9 @@
 // no file, and no ELF constructor ordering matters ("We cannot use a static initializer because that
 // leads to ordering problems of the ELF's constructors." — heapprofd).
 //
-// Hot path (record() once Active): clock_gettime (vDSO), libunwind, the Python frame reader, one CAS
-// on the ring. No malloc, no lock, no stdio; errno is saved and restored.
+// Hot path (record() once Active): clock_gettime (vDSO), the native stack (unwind.cpp: frame pointers
+// checked against DWARF, else libunwind), the Python frame reader, one CAS on the ring. No malloc, no
+// lock, no stdio; errno is saved and restored.
 #include "interpose/recorder/recorder.h"
 
 #include <pthread.h>
@@ -132,7 +133,7 @@ void start() {
     shared->ring = new (std::nothrow) EventRing();
     if (!shared->ring || !shared->ring->init(shared->config.ring_events))
       return disable("cannot allocate the event ring; tracing disabled");
-    init_own_code_range();
+    init_unwinder(shared->config.unwind);
     g_shared = shared;
   }
   const Config& cfg = g_shared->config;
