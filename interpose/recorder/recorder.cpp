@@ -388,7 +388,7 @@ void note_device(int32_t device, const DeviceQueries& q) {
 
 }  // namespace
 
-void record_call(EventFacts e, const DeviceQueries& q) noexcept {
+void record_call(EventFacts& e, const DeviceQueries& q) noexcept {
   if (e.empty) return;
   KeepErrno keep;
   resolve_device(&e, q);
