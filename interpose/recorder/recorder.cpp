@@ -214,21 +214,34 @@ void fill_record(EventRecord& r, uint64_t seq, const EventFacts& f, uint64_t t, 
   r.driver_api = f.driver_api ? f.driver_api : t_driver_api;
   r.addr = f.addr;
   r.size = f.size;
-  r.stream = f.stream;
-  r.pool = f.pool;
-  r.segment = f.segment;
-  r.handle = f.handle;
-  r.free_bytes = f.free_bytes;
-  r.total_bytes = f.total_bytes;
-  r.range = f.range;
+  // Optional fields only under their flag: the slot's lines that hold them stay untouched otherwise.
   uint16_t flags = 0;
-  if (f.has_stream) flags |= kHasStream;
-  if (f.has_pool) flags |= kHasPool;
-  if (f.has_segment) flags |= kHasSegment;
-  if (f.has_handle) flags |= kHasHandle;
+  if (f.has_stream) {
+    flags |= kHasStream;
+    r.stream = f.stream;
+  }
+  if (f.has_pool) {
+    flags |= kHasPool;
+    r.pool = f.pool;
+  }
+  if (f.has_segment) {
+    flags |= kHasSegment;
+    r.segment = f.segment;
+  }
+  if (f.has_handle) {
+    flags |= kHasHandle;
+    r.handle = f.handle;
+  }
   if (f.has_result) flags |= kHasResult;
-  if (f.has_meminfo) flags |= kHasMemInfo;
-  if (f.range) flags |= kHasRange;
+  if (f.has_meminfo) {
+    flags |= kHasMemInfo;
+    r.free_bytes = f.free_bytes;
+    r.total_bytes = f.total_bytes;
+  }
+  if (f.range) {
+    flags |= kHasRange;
+    r.range = f.range;
+  }
   if (interned) {
     flags |= kHasLabel | kLabelInterned;
     r.interned_label = interned;
