@@ -94,6 +94,7 @@ Config parse_config(const char* (*getenv_fn)(const char*), void (*warn)(const ch
   bool_setting("GPUMEMTRACE_SYMBOLIZE", &c.symbolize);
   bool_setting("GPUMEMTRACE_QUIET", &c.quiet);
   bool_setting("GPUMEMTRACE_FREE_STACKS", &c.free_stacks);
+  bool_setting("GPUMEMTRACE_INTERN_STACKS", &c.intern_stacks);
   if (const char* v = getenv_fn("GPUMEMTRACE_PYTHON"); v && strcasecmp(v, "auto") != 0 &&
                                                        !parse_bool(v, &c.python_frames))
     warn_bad(warn, "GPUMEMTRACE_PYTHON", v, "auto, 0 or 1");

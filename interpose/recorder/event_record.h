@@ -45,6 +45,7 @@ struct EventRecord {
   int16_t python_depth = 0;
   int32_t device = -1;
   int32_t result = 0;
+  uint32_t interned_stack = 0;       // != 0: the native frames are this StackTable id, not native[]
   const char* api = nullptr;         // static string: the hooked function's name
   const char* driver_api = nullptr;  // static string or null: driver call seen underneath
   uint64_t addr = 0;

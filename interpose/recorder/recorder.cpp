@@ -52,6 +52,8 @@ __thread int t_depth __attribute__((tls_model("initial-exec"))) = 0;
 __thread bool t_internal __attribute__((tls_model("initial-exec"))) = false;
 __thread uint32_t t_tid __attribute__((tls_model("initial-exec"))) = 0;
 __thread const char* t_driver_api __attribute__((tls_model("initial-exec"))) = nullptr;
+// The StackTable id of this thread's last interned stack (0: none): a repeated stack costs a compare.
+__thread uint32_t t_last_stack __attribute__((tls_model("initial-exec"))) = 0;
 
 uint64_t now_ns() {
   timespec ts;
@@ -133,6 +135,8 @@ void start() {
     shared->ring = new (std::nothrow) EventRing();
     if (!shared->ring || !shared->ring->init(shared->config.ring_events))
       return disable("cannot allocate the event ring; tracing disabled");
+    // Without its memory, every stack travels inline in its event (as with GPUMEMTRACE_INTERN_STACKS=0).
+    if (shared->config.intern_stacks) (void)shared->stacks.init();
     init_unwinder(shared->config.unwind);
     g_shared = shared;
   }
@@ -199,9 +203,21 @@ void copy_truncated(char* out, const char* text, size_t size) {
   out[i] = '\0';
 }
 
-// `interned`: the event's label, already interned (long_scope_name), or null.
+// The StackTable id of a native stack (0: it goes inline), for an event without Python frames (those
+// are interned by the writer together with the native ones).
+uint32_t intern_native_stack(const uintptr_t* native, int native_depth) {
+  StackTable& table = g_shared->stacks;
+  const uint32_t last = t_last_stack;
+  if (last && table.holds(last, native, native_depth)) return last;
+  const uint32_t id = table.intern(native, native_depth);
+  if (id) t_last_stack = id;
+  return id;
+}
+
+// `interned`: the event's label, already interned (long_scope_name), or null. `stack`: the native
+// frames' StackTable id, or 0 to copy them into the record.
 void fill_record(EventRecord& r, uint64_t seq, const EventFacts& f, uint64_t t, const char* interned,
-                 const uintptr_t* native, int native_depth, const python::PythonFrameRef* py,
+                 uint32_t stack, const uintptr_t* native, int native_depth, const python::PythonFrameRef* py,
                  int python_depth) {
   r.seq = seq;
   r.time_ns = t;
@@ -256,7 +272,8 @@ void fill_record(EventRecord& r, uint64_t seq, const EventFacts& f, uint64_t t, 
   if (f.time_ns && f.op != format::Op::Sync) flags |= kDelayed;  // sync's t is a promise, not a moment
   r.flags = flags;
   r.native_depth = static_cast<int16_t>(native_depth);
-  memcpy(r.native, native, sizeof(uintptr_t) * native_depth);
+  r.interned_stack = stack;
+  if (!stack) memcpy(r.native, native, sizeof(uintptr_t) * native_depth);
   r.python_depth = static_cast<int16_t>(python_depth);
   memcpy(r.python, py, sizeof(python::PythonFrameRef) * python_depth);
 }
@@ -333,10 +350,12 @@ bool record(const EventFacts& facts) noexcept {
   // Interned before a ring slot is claimed: the writer waits on a claimed slot until it is filled.
   const bool scope = facts.op == format::Op::ScopeBegin || facts.op == format::Op::ScopeEnd;
   const char* interned = scope && facts.label ? long_scope_name(facts.label) : nullptr;
+  const uint32_t stack = native_depth > 0 && python_depth == 0 && cfg.intern_stacks
+                             ? intern_native_stack(native, native_depth) : 0;
 
   EventRing& ring = *g_shared->ring;
   auto fill = [&](EventRecord& r, uint64_t seq) {
-    fill_record(r, seq, facts, t, interned, native, native_depth, py, python_depth);
+    fill_record(r, seq, facts, t, interned, stack, native, native_depth, py, python_depth);
   };
   bool pushed = ring.try_push(fill);
   if (!pushed && cfg.on_full == OnFull::Wait) {

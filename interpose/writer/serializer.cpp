@@ -209,8 +209,7 @@ uint32_t TraceSerializer::stack_id(const EventRecord& r) {
   return id;
 }
 
-uint32_t TraceSerializer::event(const EventRecord& r) {
-  const uint32_t stack = stack_id(r);
+uint32_t TraceSerializer::event(const EventRecord& r, uint32_t stack) {
   JsonLine j(out_);
   j.begin(f::kTypeEvent)
       .unum(f::kFieldSeq, r.seq)
