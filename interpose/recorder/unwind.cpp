@@ -246,11 +246,14 @@ constexpr int kMaxLearnFrames = 128;
 constexpr uintptr_t kMaxFrameBytes = uintptr_t{64} << 20;
 
 // Slow walks (libunwind step by step: about a microsecond a frame) are rationed per thread: the first
-// 64 freely (a program's distinct call sites are learned early), then at most one every 2^k fallbacks,
-// k growing by one every 8 walks up to 4096 fallbacks. In between, fallbacks use unw_backtrace.
+// 64 freely (a program's distinct call sites are learned early), then at most one every 2^k - 1
+// fallbacks, k growing by one every 8 walks, up to one in 65536. In between, fallbacks use
+// unw_backtrace. A thread whose stacks always fall back (their frames beyond the first site without a
+// frame pointer keep changing: an interpreter's) thus pays a slow walk's ~100 us about once in 65536
+// events in the long run.
 bool learning_allowed(ThreadUnwind& t) {
   const uint32_t past = t.learned < 64 ? 0 : (t.learned - 64) / 8;
-  const uint32_t interval = past >= 12 ? 4096 : (1u << past) - 1;
+  const uint32_t interval = past >= 16 ? 65535 : (1u << past) - 1;
   if (t.fallbacks_since_learning >= interval) return true;
   ++t.fallbacks_since_learning;
   return false;
