@@ -72,11 +72,11 @@ inline void finish_description(const char* api, const Outcome& o, EventFacts& e)
 }
 
 // describe_<name>'s body for a row whose meaning is `meaning` (runtime_calls.h, driver_calls.h).
-#define GPUMEMTRACE_DESCRIBED(api, meaning)        \
-  {                                                \
-    EventFacts e = meaning;                        \
+#define GPUMEMTRACE_DESCRIBED(api, meaning)                \
+  {                                                        \
+    EventFacts e = meaning;                                \
     ::gpumemtrace::capture::finish_description(api, o, e); \
-    return e;                                      \
+    return e;                                              \
   }
 
 // Describes `describe(o, args...)` at the right moment around `real(args...)` and records it: before

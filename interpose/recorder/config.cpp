@@ -5,7 +5,9 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
 #include <type_traits>
+#include <utility>
 
 #include "interpose/recorder/event_record.h"
 
@@ -37,6 +39,20 @@ void warn_bad(void (*warn)(const char*), const char* name, const char* value, co
   std::string msg = std::string("ignoring ") + name + "=" + value + " (expected " + expected +
                     "); using the default";
   warn(msg.c_str());
+}
+
+// A setting that names one of `choices` (case-insensitive).
+template <typename T>
+void choice_setting(const char* (*getenv_fn)(const char*), void (*warn)(const char*), const char* name,
+                    std::initializer_list<std::pair<const char*, T>> choices, const char* expected, T* field) {
+  const char* v = getenv_fn(name);
+  if (!v) return;
+  for (const auto& [text, value] : choices)
+    if (strcasecmp(v, text) == 0) {
+      *field = value;
+      return;
+    }
+  warn_bad(warn, name, v, expected);
 }
 
 }  // namespace
@@ -130,22 +146,10 @@ Config parse_config(const char* (*getenv_fn)(const char*), void (*warn)(const ch
     warn_bad(warn, "GPUMEMTRACE_BACKEND", v, "interpose, cupti or auto");
   if (const char* v = getenv_fn("GPUMEMTRACE_DRIVER_STATS"); v && strcmp(v, "0") != 0 && strcmp(v, "1") != 0)
     warn_bad(warn, "GPUMEMTRACE_DRIVER_STATS", v, "0 or 1");
-  if (const char* v = getenv_fn("GPUMEMTRACE_UNWIND")) {
-    if (strcasecmp(v, "auto") == 0)
-      c.unwind = UnwindMode::Auto;
-    else if (strcasecmp(v, "dwarf") == 0)
-      c.unwind = UnwindMode::Dwarf;
-    else
-      warn_bad(warn, "GPUMEMTRACE_UNWIND", v, "auto or dwarf");
-  }
-  if (const char* v = getenv_fn("GPUMEMTRACE_ON_FULL")) {
-    if (strcasecmp(v, "wait") == 0)
-      c.on_full = OnFull::Wait;
-    else if (strcasecmp(v, "drop") == 0)
-      c.on_full = OnFull::Drop;
-    else
-      warn_bad(warn, "GPUMEMTRACE_ON_FULL", v, "wait or drop");
-  }
+  choice_setting(getenv_fn, warn, "GPUMEMTRACE_UNWIND", {{"auto", UnwindMode::Auto}, {"dwarf", UnwindMode::Dwarf}},
+                 "auto or dwarf", &c.unwind);
+  choice_setting(getenv_fn, warn, "GPUMEMTRACE_ON_FULL", {{"wait", OnFull::Wait}, {"drop", OnFull::Drop}},
+                 "wait or drop", &c.on_full);
   return c;
 }
 

@@ -232,32 +232,19 @@ void fill_record(EventRecord& r, uint64_t seq, const EventFacts& f, uint64_t t, 
   r.size = f.size;
   // Optional fields only under their flag: the slot's lines that hold them stay untouched otherwise.
   uint16_t flags = 0;
-  if (f.has_stream) {
-    flags |= kHasStream;
-    r.stream = f.stream;
-  }
-  if (f.has_pool) {
-    flags |= kHasPool;
-    r.pool = f.pool;
-  }
-  if (f.has_segment) {
-    flags |= kHasSegment;
-    r.segment = f.segment;
-  }
-  if (f.has_handle) {
-    flags |= kHasHandle;
-    r.handle = f.handle;
-  }
+  auto optional = [&](bool present, EventFlags flag, uint64_t* field, uint64_t value) {
+    if (!present) return;
+    flags |= flag;
+    *field = value;
+  };
+  optional(f.has_stream, kHasStream, &r.stream, f.stream);
+  optional(f.has_pool, kHasPool, &r.pool, f.pool);
+  optional(f.has_segment, kHasSegment, &r.segment, f.segment);
+  optional(f.has_handle, kHasHandle, &r.handle, f.handle);
+  optional(f.has_meminfo, kHasMemInfo, &r.free_bytes, f.free_bytes);
+  optional(f.has_meminfo, kHasMemInfo, &r.total_bytes, f.total_bytes);
+  optional(f.range != 0, kHasRange, &r.range, f.range);
   if (f.has_result) flags |= kHasResult;
-  if (f.has_meminfo) {
-    flags |= kHasMemInfo;
-    r.free_bytes = f.free_bytes;
-    r.total_bytes = f.total_bytes;
-  }
-  if (f.range) {
-    flags |= kHasRange;
-    r.range = f.range;
-  }
   if (interned) {
     flags |= kHasLabel | kLabelInterned;
     r.interned_label = interned;
