@@ -5,7 +5,8 @@
 // The frames under test live in two libraries (tests/unit/support): libgmt_fp_frames.so (frame
 // pointers) and libgmt_nofp_frames.so (-fomit-frame-pointer). The recorder is linked into this test
 // binary, so its leading frames (which capture_native_stack skips as its own) are this binary's; the
-// libraries' frames are what the stacks show first.
+// libraries' frames are what the stacks show first. The frame-pointer walk exists on x86-64 only.
+#if defined(__x86_64__)
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -352,3 +353,5 @@ TEST_F(Unwind, ForgottenCallSitesAreCheckedAgain) {
 
 }  // namespace
 }  // namespace gpumemtrace
+
+#endif  // __x86_64__

@@ -14,6 +14,7 @@ __attribute__((noinline, visibility("default"))) void gmt_fp_descend(int frames,
   asm volatile("");  // not a tail call
 }
 
+#if defined(__x86_64__)
 // Calls fn(arg) with rbp = rbp_value, or with a proper frame pointer when rbp_value is 0. Its call
 // information (CFI) does not use rbp, so DWARF unwinds through it whatever rbp holds.
 void gmt_call_with_rbp(uintptr_t rbp_value, void (*fn)(void*), void* arg);
@@ -38,5 +39,6 @@ gmt_call_with_rbp:
   .cfi_endproc
   .size gmt_call_with_rbp, .-gmt_call_with_rbp
 )");
+#endif
 
 }  // extern "C"

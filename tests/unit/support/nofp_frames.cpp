@@ -14,7 +14,9 @@ __attribute__((noinline, visibility("default"))) void gmt_nofp_call(void (*fn)(v
 // Calls fn(arg) with rbp holding an ordinary value, as code without frame pointers may leave it:
 // here an aligned address that is not mapped.
 __attribute__((noinline, visibility("default"))) void gmt_nofp_call_scrambled(void (*fn)(void*), void* arg) {
+#if defined(__x86_64__)
   asm volatile("movabs $0x00007ff0deadbee0, %%rbp" ::: "rbp");
+#endif
   fn(arg);
   asm volatile("");
 }
