@@ -310,19 +310,25 @@ void remember_tail(uintptr_t site, uintptr_t sp, const unw_word_t* ip, const unw
 __attribute__((noinline, cold)) int learn_stack(ThreadUnwind& t, uintptr_t fp0, uintptr_t* out, int max_depth) {
   unw_word_t ip[kMaxLearnFrames], sp[kMaxLearnFrames];
   bool signal_frame[kMaxLearnFrames];
-  int n = 0, step = 0;
+  int n = 0;
+  bool ended = false;  // libunwind reached the outermost frame
   {
     InUnwinder in;
     unw_context_t context;
     unw_cursor_t cursor;
     if (unw_getcontext(&context) != 0 || unw_init_local(&cursor, &context) != 0) return dwarf_stack(out, max_depth);
-    do {
+    while (n < kMaxLearnFrames) {
       if (unw_get_reg(&cursor, UNW_REG_IP, &ip[n]) != 0 || unw_get_reg(&cursor, UNW_REG_SP, &sp[n]) != 0) break;
       signal_frame[n] = unw_is_signal_frame(&cursor) > 0;
       ++n;
-    } while (n < kMaxLearnFrames && (step = unw_step(&cursor)) > 0);
+      const int step = unw_step(&cursor);
+      if (step <= 0) {
+        ended = step == 0;
+        break;
+      }
+    }
   }
-  const bool ended = step == 0 && n < kMaxLearnFrames;
+  if (n == 0) return dwarf_stack(out, max_depth);
   ++t.learned;
   t.fallbacks_since_learning = 0;
   ++t.stats.learned;
