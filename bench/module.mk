@@ -3,13 +3,16 @@ $(BUILD)/bench/alloc_loop: bench/alloc_loop.cpp $(SIM_RUNTIME)
 	@mkdir -p $(@D)
 	$(CXX) -std=c++17 -O2 -g -fno-omit-frame-pointer -isystem $(CUDA_HOME)/include $< -o $@ -L$(SIM_DIR) -lcudart
 
+# Frame pointers, as in alloc_loop: the frames the hot-path benchmarks unwind through are the program's.
+$(BUILD)/bench/recorder_microbench.o: ALL_CXXFLAGS += -fno-omit-frame-pointer
 $(BUILD)/bench/recorder_microbench: $(BUILD)/bench/recorder_microbench.o $(RECORDER_TEST_LIB_OBJS)
 	@mkdir -p $(@D)
 	$(CXX) -o $@ $^ -lbenchmark -lpthread $(LIB_LDLIBS)
 
 ## bench-recorder: recorder hot path, ring throughput, side by side with heaptrack
+## (BENCH_RECORDER_ARGS: e.g. --reps 9, --library main=OTHER/libgpumemtrace.so, --variant NAME=VAR=VALUE)
 bench-recorder: $(BUILD)/libgpumemtrace.so $(BUILD)/bench/alloc_loop $(BUILD)/bench/recorder_microbench
-	$(PYTHON) bench/recorder_bench.py --build $(BUILD)
+	$(PYTHON) bench/recorder_bench.py --build $(BUILD) $(BENCH_RECORDER_ARGS)
 .PHONY: bench-recorder
 BENCH_TARGETS += bench-recorder
 

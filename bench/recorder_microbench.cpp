@@ -1,6 +1,10 @@
 // bench/recorder_microbench.cpp — Google Benchmark: the recorder's hot path and ring throughput.
-//   HookPath/20: unwind 20 frames + push into the ring (a consumer thread drains it), per event.
-//   Unwind/20: libunwind alone; RingPush/threads:N: ring push with N producers and one consumer.
+//   HookPath/20: unwind 20 frames + intern the stack + push into the ring (a consumer thread drains
+//   it), per event, as record() does.
+//   Unwind/20: the stack capture alone (GPUMEMTRACE_UNWIND=auto: frame pointers checked against DWARF);
+//   UnwindDwarf/20: libunwind alone (GPUMEMTRACE_UNWIND=dwarf).
+//   InternStack/20: interning a 20-frame stack seen before (the per-thread last id does not match).
+//   RingPush/threads:N: ring push with N producers and one consumer.
 #include <benchmark/benchmark.h>
 
 #include <atomic>
@@ -9,6 +13,7 @@
 
 #include "interpose/recorder/event_record.h"
 #include "interpose/recorder/ring.h"
+#include "interpose/recorder/stack_table.h"
 #include "interpose/recorder/unwind.h"
 #include "interpose/writer/serializer.h"
 
@@ -50,41 +55,68 @@ __attribute__((noinline)) void at_depth(int depth, F&& f) {
   benchmark::ClobberMemory();
 }
 
-void push_event(const uintptr_t* ips, int n) {
+// `stack`: the stack's StackTable id, or 0 to copy the frames into the slot.
+void push_event(const uintptr_t* ips, int n, uint32_t stack = 0) {
   while (!g_drainer->ring.try_push([&](EventRecord& r, uint64_t seq) {
     r.seq = seq;
     r.native_depth = static_cast<int16_t>(n);
-    memcpy(r.native, ips, sizeof(uintptr_t) * n);
+    r.interned_stack = stack;
+    if (!stack) memcpy(r.native, ips, sizeof(uintptr_t) * n);
   })) {
   }
+}
+
+StackTable& stack_table() {
+  static StackTable* table = [] {
+    auto* t = new StackTable();
+    if (!t->init()) abort();
+    return t;
+  }();
+  return *table;
 }
 
 void BM_HookPath(benchmark::State& state) {
   Drainer drainer(16384);
   g_drainer = &drainer;
-  init_own_code_range();
+  init_unwinder(UnwindMode::Auto);
+  StackTable& table = stack_table();
   const int depth = static_cast<int>(state.range(0));
   at_depth(depth, [&] {
+    uint32_t last = 0;
     for (auto _ : state) {
       uintptr_t ips[kMaxNativeFrames];
       const int n = capture_native_stack(ips, 64);
-      push_event(ips, n);
+      if (!(last && table.holds(last, ips, n))) last = table.intern(ips, n);
+      push_event(ips, n, last);
     }
   });
   state.SetItemsProcessed(state.iterations());
 }
 BENCHMARK(BM_HookPath)->Arg(20);
 
-void BM_Unwind(benchmark::State& state) {
-  init_own_code_range();
+void unwind_benchmark(benchmark::State& state, UnwindMode mode) {
+  init_unwinder(mode);
   at_depth(static_cast<int>(state.range(0)), [&] {
     for (auto _ : state) {
       uintptr_t ips[kMaxNativeFrames];
       benchmark::DoNotOptimize(capture_native_stack(ips, 64));
     }
   });
+  init_unwinder(UnwindMode::Auto);
 }
+void BM_Unwind(benchmark::State& state) { unwind_benchmark(state, UnwindMode::Auto); }
+void BM_UnwindDwarf(benchmark::State& state) { unwind_benchmark(state, UnwindMode::Dwarf); }
 BENCHMARK(BM_Unwind)->Arg(20);
+BENCHMARK(BM_UnwindDwarf)->Arg(20);
+
+void BM_InternStack(benchmark::State& state) {
+  StackTable& table = stack_table();
+  uintptr_t ips[kMaxNativeFrames];
+  for (int i = 0; i < state.range(0); ++i) ips[i] = 0x7f0000001000 + 0x40 * i;
+  table.intern(ips, static_cast<int>(state.range(0)));
+  for (auto _ : state) benchmark::DoNotOptimize(table.intern(ips, static_cast<int>(state.range(0))));
+}
+BENCHMARK(BM_InternStack)->Arg(20);
 
 void BM_RingPush(benchmark::State& state) {
   if (state.thread_index() == 0) g_drainer = new Drainer(16384);

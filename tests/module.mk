@@ -60,9 +60,19 @@ RECORDER_TEST_SRCS := $(wildcard tests/unit/recorder_*.cpp)
 # query they use comes from a stand-in.
 RECORDER_TEST_LIB_OBJS := $(filter-out $(BUILD)/interpose/hooks/% $(BUILD)/cupti/%,$(LIB_OBJS)) \
                           $(BUILD)/tests/unit/support/backend_interpose_only.o
-$(BUILD)/tests/unit/recorder_tests: $(RECORDER_TEST_SRCS:%.cpp=$(BUILD)/%.o) $(RECORDER_TEST_LIB_OBJS)
+# The unwinder's tests (recorder_unwind_test.cpp) walk through frames of two libraries, one built with
+# frame pointers and one without, and through their own frames, which keep frame pointers.
+UNWIND_TEST_LIBS := $(BUILD)/tests/unit/libgmt_fp_frames.so $(BUILD)/tests/unit/libgmt_nofp_frames.so
+$(BUILD)/tests/unit/libgmt_fp_frames.so: tests/unit/support/fp_frames.cpp
 	@mkdir -p $(@D)
-	$(CXX) -o $@ $^ -lgtest -lgtest_main $(LIB_LDLIBS)
+	$(CXX) -std=c++17 -O2 -g -fno-omit-frame-pointer -fPIC -shared -Wl,-soname,$(@F) $< -o $@
+$(BUILD)/tests/unit/libgmt_nofp_frames.so: tests/unit/support/nofp_frames.cpp
+	@mkdir -p $(@D)
+	$(CXX) -std=c++17 -O2 -g -fomit-frame-pointer -fPIC -shared -Wl,-soname,$(@F) $< -o $@
+$(BUILD)/tests/unit/recorder_unwind_test.o: ALL_CXXFLAGS += -fno-omit-frame-pointer
+$(BUILD)/tests/unit/recorder_tests: $(RECORDER_TEST_SRCS:%.cpp=$(BUILD)/%.o) $(RECORDER_TEST_LIB_OBJS) $(UNWIND_TEST_LIBS)
+	@mkdir -p $(@D)
+	$(CXX) -o $@ $(filter %.o,$^) $(UNWIND_TEST_LIBS) -Wl,-rpath,'$$ORIGIN' -lgtest -lgtest_main $(LIB_LDLIBS)
 ifneq ($(RECORDER_TEST_SRCS),)
 UNIT_TESTS += $(BUILD)/tests/unit/recorder_tests
 endif

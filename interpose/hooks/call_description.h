@@ -64,27 +64,38 @@ inline EventFacts reported_meminfo(const Outcome& o, const size_t* free_bytes, c
 }
 
 // The one step every description ends with: the api that was called and, for an event taken after
-// the call, its result.
-inline EventFacts described(const char* api, const Outcome& o, EventFacts e) noexcept {
+// the call, its result. In place: the facts are built once, where record_call() takes them (copying
+// them right after zeroing them stalled the hook on store forwarding).
+inline void finish_description(const char* api, const Outcome& o, EventFacts& e) noexcept {
   e.api = api;
   if (e.has_result) e.result = o.result();
-  return e;
 }
+
+// describe_<name>'s body for a row whose meaning is `meaning` (runtime_calls.h, driver_calls.h).
+#define GPUMEMTRACE_DESCRIBED(api, meaning)                \
+  {                                                        \
+    EventFacts e = meaning;                                \
+    ::gpumemtrace::capture::finish_description(api, o, e); \
+    return e;                                              \
+  }
 
 // Describes `describe(o, args...)` at the right moment around `real(args...)` and records it: before
 // the call for whatever ends memory, after it (failed calls included) for the rest.
-// `recording`: HookScope::recording() of the caller's scope.
+// `recording`: HookScope::recording() of the caller's scope. Always inlined into the hook, so that
+// `describe` is a known function there: the description made only to learn when to record (the op)
+// then costs nothing.
 template <typename Result, typename Real, typename Describe, typename... Args>
-Result call_and_record(bool recording, const DeviceQueries& queries, Real real, Describe describe,
-                       Args... args) noexcept {
+__attribute__((always_inline)) inline Result call_and_record(bool recording, const DeviceQueries& queries, Real real,
+                                                              Describe describe, Args... args) noexcept {
   if (!recording) return real(args...);
-  const EventFacts before = describe(Outcome::pending(), args...);
+  EventFacts before = describe(Outcome::pending(), args...);
   if (before.taken_before_call()) {
     record_call(before, queries);
     return real(args...);
   }
   const Result r = real(args...);
-  record_call(describe(Outcome::returned(static_cast<int32_t>(r)), args...), queries);
+  EventFacts after = describe(Outcome::returned(static_cast<int32_t>(r)), args...);
+  record_call(after, queries);
   return r;
 }
 

@@ -24,9 +24,7 @@ inline int32_t location_device(const CUmemAllocationProp* prop) noexcept {
 
 #define GPUMEMTRACE_DRIVER_RESOLVER(...)  // resolving records nothing: no description
 #define GPUMEMTRACE_DRIVER_HOOK(symbol, proc, since, stream, need, params, args, meaning)   \
-  inline EventFacts describe_##symbol GPUMEMTRACE_OUTCOME_AND params noexcept { \
-    return described(#symbol, o, meaning);                                      \
-  }
+  inline EventFacts describe_##symbol GPUMEMTRACE_OUTCOME_AND params noexcept GPUMEMTRACE_DESCRIBED(#symbol, meaning)
 #include "interpose/hooks/driver_hooks.def"
 #undef GPUMEMTRACE_DRIVER_HOOK
 #undef GPUMEMTRACE_DRIVER_RESOLVER

@@ -33,7 +33,7 @@ inline EventFacts allocation_3d(const Outcome& o, const cudaPitchedPtr* p, const
 }
 
 #define RUNTIME_HOOK(name, need, params, args, meaning) \
-  inline EventFacts describe_##name GPUMEMTRACE_OUTCOME_AND params noexcept { return described(#name, o, meaning); }
+  inline EventFacts describe_##name GPUMEMTRACE_OUTCOME_AND params noexcept GPUMEMTRACE_DESCRIBED(#name, meaning)
 #include "interpose/hooks/runtime_hooks.def"
 #undef RUNTIME_HOOK
 

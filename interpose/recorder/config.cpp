@@ -5,7 +5,9 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
 #include <type_traits>
+#include <utility>
 
 #include "interpose/recorder/event_record.h"
 #include "util/byte_size.h"
@@ -40,6 +42,20 @@ void warn_bad(void (*warn)(const char*), const char* name, const char* value, co
   warn(msg.c_str());
 }
 
+// A setting that names one of `choices` (case-insensitive).
+template <typename T>
+void choice_setting(const char* (*getenv_fn)(const char*), void (*warn)(const char*), const char* name,
+                    std::initializer_list<std::pair<const char*, T>> choices, const char* expected, T* field) {
+  const char* v = getenv_fn(name);
+  if (!v) return;
+  for (const auto& [text, value] : choices)
+    if (strcasecmp(v, text) == 0) {
+      *field = value;
+      return;
+    }
+  warn_bad(warn, name, v, expected);
+}
+
 }  // namespace
 
 uint64_t default_trace_cap(uint64_t free_bytes, bool known) {
@@ -69,6 +85,7 @@ Config parse_config(const char* (*getenv_fn)(const char*), void (*warn)(const ch
   bool_setting("GPUMEMTRACE_SYMBOLIZE", &c.symbolize);
   bool_setting("GPUMEMTRACE_QUIET", &c.quiet);
   bool_setting("GPUMEMTRACE_FREE_STACKS", &c.free_stacks);
+  bool_setting("GPUMEMTRACE_INTERN_STACKS", &c.intern_stacks);
   if (const char* v = getenv_fn("GPUMEMTRACE_PYTHON"); v && strcasecmp(v, "auto") != 0 &&
                                                        !parse_bool(v, &c.python_frames))
     warn_bad(warn, "GPUMEMTRACE_PYTHON", v, "auto, 0 or 1");
@@ -104,14 +121,10 @@ Config parse_config(const char* (*getenv_fn)(const char*), void (*warn)(const ch
     warn_bad(warn, "GPUMEMTRACE_BACKEND", v, "interpose, cupti or auto");
   if (const char* v = getenv_fn("GPUMEMTRACE_DRIVER_STATS"); v && strcmp(v, "0") != 0 && strcmp(v, "1") != 0)
     warn_bad(warn, "GPUMEMTRACE_DRIVER_STATS", v, "0 or 1");
-  if (const char* v = getenv_fn("GPUMEMTRACE_ON_FULL")) {
-    if (strcasecmp(v, "wait") == 0)
-      c.on_full = OnFull::Wait;
-    else if (strcasecmp(v, "drop") == 0)
-      c.on_full = OnFull::Drop;
-    else
-      warn_bad(warn, "GPUMEMTRACE_ON_FULL", v, "wait or drop");
-  }
+  choice_setting(getenv_fn, warn, "GPUMEMTRACE_UNWIND", {{"auto", UnwindMode::Auto}, {"dwarf", UnwindMode::Dwarf}},
+                 "auto or dwarf", &c.unwind);
+  choice_setting(getenv_fn, warn, "GPUMEMTRACE_ON_FULL", {{"wait", OnFull::Wait}, {"drop", OnFull::Drop}},
+                 "wait or drop", &c.on_full);
   return c;
 }
 

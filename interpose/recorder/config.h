@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <string>
 
+#include "interpose/recorder/unwind.h"
+
 namespace gpumemtrace {
 
 enum class OnFull { Wait, Drop };
@@ -22,6 +24,8 @@ struct Config {
   bool output_named = false;
   int stack_depth = 64;                                   // GPUMEMTRACE_STACK_DEPTH, 0..kMaxNativeFrames
   bool free_stacks = false;                               // GPUMEMTRACE_FREE_STACKS
+  UnwindMode unwind = UnwindMode::Auto;                   // GPUMEMTRACE_UNWIND
+  bool intern_stacks = true;                              // GPUMEMTRACE_INTERN_STACKS
   OnFull on_full = OnFull::Wait;                          // GPUMEMTRACE_ON_FULL
   size_t ring_events = 16384;                             // GPUMEMTRACE_RING_EVENTS (power of two)
   int flush_ms = 100;                                     // GPUMEMTRACE_FLUSH_MS, 1..100

@@ -45,15 +45,20 @@ struct EventRecord {
   int16_t python_depth = 0;
   int32_t device = -1;
   int32_t result = 0;
+  uint32_t interned_stack = 0;       // != 0: the native frames are this StackTable id, not native[]
   const char* api = nullptr;         // static string: the hooked function's name
   const char* driver_api = nullptr;  // static string or null: driver call seen underneath
   uint64_t addr = 0;
   uint64_t size = 0;
-  uint64_t stream = 0;
-  uint64_t pool = 0;
-  uint64_t segment = 0;    // block events: the containing segment
-  uint64_t handle = 0;     // physical memory: the allocation handle
-  uint64_t free_bytes = 0; // meminfo
+  // Layout: the fields above are what every event writes (with the ring slot's turn, 80 bytes: two
+  // cache lines the writer thread has to fetch per event); a stack sent inline follows them. The
+  // fields below are written, and read, only under their flag.
+  uintptr_t native[kMaxNativeFrames];                 // innermost first, own frames skipped
+  uint64_t stream = 0;     // kHasStream
+  uint64_t pool = 0;       // kHasPool
+  uint64_t segment = 0;    // kHasSegment: block events' containing segment
+  uint64_t handle = 0;     // kHasHandle: physical memory's allocation handle
+  uint64_t free_bytes = 0; // kHasMemInfo
   uint64_t total_bytes = 0;
   uint64_t range = 0;      // kHasRange
   union {
@@ -61,7 +66,6 @@ struct EventRecord {
     const char* interned_label;        // kLabelInterned: a name from intern_label(), never freed
   };
   char pool_name[kPoolNameBytes] = {};  // kHasPoolName
-  uintptr_t native[kMaxNativeFrames];                 // innermost first, own frames skipped
   python::PythonFrameRef python[python::kMaxPythonFrames];  // innermost first
 };
 

@@ -8,8 +8,9 @@
 // no file, and no ELF constructor ordering matters ("We cannot use a static initializer because that
 // leads to ordering problems of the ELF's constructors." — heapprofd).
 //
-// Hot path (record() once Active): clock_gettime (vDSO), libunwind, the Python frame reader, one CAS
-// on the ring. No malloc, no lock, no stdio; errno is saved and restored.
+// Hot path (record() once Active): clock_gettime (vDSO), the native stack (unwind.cpp: frame pointers
+// checked against DWARF, else libunwind), the Python frame reader, one CAS on the ring. No malloc, no
+// lock, no stdio; errno is saved and restored.
 #include "interpose/recorder/recorder.h"
 
 #include <pthread.h>
@@ -52,6 +53,8 @@ __thread int t_depth __attribute__((tls_model("initial-exec"))) = 0;
 __thread bool t_internal __attribute__((tls_model("initial-exec"))) = false;
 __thread uint32_t t_tid __attribute__((tls_model("initial-exec"))) = 0;
 __thread const char* t_driver_api __attribute__((tls_model("initial-exec"))) = nullptr;
+// The StackTable id of this thread's last interned stack (0: none): a repeated stack costs a compare.
+__thread uint32_t t_last_stack __attribute__((tls_model("initial-exec"))) = 0;
 
 uint32_t thread_id() {
   if (t_tid == 0) t_tid = static_cast<uint32_t>(syscall(SYS_gettid));
@@ -127,7 +130,9 @@ void start() {
     shared->ring = new (std::nothrow) EventRing();
     if (!shared->ring || !shared->ring->init(shared->config.ring_events))
       return disable("cannot allocate the event ring; tracing disabled");
-    init_own_code_range();
+    // Without its memory, every stack travels inline in its event (as with GPUMEMTRACE_INTERN_STACKS=0).
+    if (shared->config.intern_stacks) (void)shared->stacks.init();
+    init_unwinder(shared->config.unwind);
     g_shared = shared;
   }
   const Config& cfg = g_shared->config;
@@ -193,9 +198,21 @@ void copy_truncated(char* out, const char* text, size_t size) {
   out[i] = '\0';
 }
 
-// `interned`: the event's label, already interned (long_scope_name), or null.
+// The StackTable id of a native stack (0: it goes inline), for an event without Python frames (those
+// are interned by the writer together with the native ones).
+uint32_t intern_native_stack(const uintptr_t* native, int native_depth) {
+  StackTable& table = g_shared->stacks;
+  const uint32_t last = t_last_stack;
+  if (last && table.holds(last, native, native_depth)) return last;
+  const uint32_t id = table.intern(native, native_depth);
+  if (id) t_last_stack = id;
+  return id;
+}
+
+// `interned`: the event's label, already interned (long_scope_name), or null. `stack`: the native
+// frames' StackTable id, or 0 to copy them into the record.
 void fill_record(EventRecord& r, uint64_t seq, const EventFacts& f, uint64_t t, const char* interned,
-                 const uintptr_t* native, int native_depth, const python::PythonFrameRef* py,
+                 uint32_t stack, const uintptr_t* native, int native_depth, const python::PythonFrameRef* py,
                  int python_depth) {
   r.seq = seq;
   r.time_ns = t;
@@ -208,21 +225,21 @@ void fill_record(EventRecord& r, uint64_t seq, const EventFacts& f, uint64_t t, 
   r.driver_api = f.driver_api ? f.driver_api : t_driver_api;
   r.addr = f.addr;
   r.size = f.size;
-  r.stream = f.stream;
-  r.pool = f.pool;
-  r.segment = f.segment;
-  r.handle = f.handle;
-  r.free_bytes = f.free_bytes;
-  r.total_bytes = f.total_bytes;
-  r.range = f.range;
+  // Optional fields only under their flag: the slot's lines that hold them stay untouched otherwise.
   uint16_t flags = 0;
-  if (f.has_stream) flags |= kHasStream;
-  if (f.has_pool) flags |= kHasPool;
-  if (f.has_segment) flags |= kHasSegment;
-  if (f.has_handle) flags |= kHasHandle;
+  auto optional = [&](bool present, EventFlags flag, uint64_t* field, uint64_t value) {
+    if (!present) return;
+    flags |= flag;
+    *field = value;
+  };
+  optional(f.has_stream, kHasStream, &r.stream, f.stream);
+  optional(f.has_pool, kHasPool, &r.pool, f.pool);
+  optional(f.has_segment, kHasSegment, &r.segment, f.segment);
+  optional(f.has_handle, kHasHandle, &r.handle, f.handle);
+  optional(f.has_meminfo, kHasMemInfo, &r.free_bytes, f.free_bytes);
+  optional(f.has_meminfo, kHasMemInfo, &r.total_bytes, f.total_bytes);
+  optional(f.range != 0, kHasRange, &r.range, f.range);
   if (f.has_result) flags |= kHasResult;
-  if (f.has_meminfo) flags |= kHasMemInfo;
-  if (f.range) flags |= kHasRange;
   if (interned) {
     flags |= kHasLabel | kLabelInterned;
     r.interned_label = interned;
@@ -237,7 +254,8 @@ void fill_record(EventRecord& r, uint64_t seq, const EventFacts& f, uint64_t t, 
   if (f.time_ns && f.op != format::Op::Sync) flags |= kDelayed;  // sync's t is a promise, not a moment
   r.flags = flags;
   r.native_depth = static_cast<int16_t>(native_depth);
-  memcpy(r.native, native, sizeof(uintptr_t) * native_depth);
+  r.interned_stack = stack;
+  if (!stack) memcpy(r.native, native, sizeof(uintptr_t) * native_depth);
   r.python_depth = static_cast<int16_t>(python_depth);
   memcpy(r.python, py, sizeof(python::PythonFrameRef) * python_depth);
 }
@@ -314,10 +332,12 @@ bool record(const EventFacts& facts) noexcept {
   // Interned before a ring slot is claimed: the writer waits on a claimed slot until it is filled.
   const bool scope = facts.op == format::Op::ScopeBegin || facts.op == format::Op::ScopeEnd;
   const char* interned = scope && facts.label ? long_scope_name(facts.label) : nullptr;
+  const uint32_t stack = native_depth > 0 && python_depth == 0 && cfg.intern_stacks
+                             ? intern_native_stack(native, native_depth) : 0;
 
   EventRing& ring = *g_shared->ring;
   auto fill = [&](EventRecord& r, uint64_t seq) {
-    fill_record(r, seq, facts, t, interned, native, native_depth, py, python_depth);
+    fill_record(r, seq, facts, t, interned, stack, native, native_depth, py, python_depth);
   };
   bool pushed = ring.try_push(fill);
   if (!pushed && cfg.on_full == OnFull::Wait) {
@@ -382,7 +402,7 @@ void note_device(int32_t device, const DeviceQueries& q) {
 
 }  // namespace
 
-void record_call(EventFacts e, const DeviceQueries& q) noexcept {
+void record_call(EventFacts& e, const DeviceQueries& q) noexcept {
   if (e.empty) return;
   KeepErrno keep;
   resolve_device(&e, q);

@@ -8,7 +8,7 @@
 //   RESULT hook(args) {
 //     HookScope scope;                                  // thread-local re-entry guard
 //     RESULT r = real(args);
-//     if (scope.recording()) record_call(described("cudaMalloc", r, event::allocation(...)), queries);
+//     if (scope.recording()) record_call(describe_cudaMalloc(Outcome::returned(r), ...), queries);
 //     return r;
 //   }
 // (the CUDA hooks get this from their tables: interpose/hooks/call_description.h)
@@ -281,8 +281,9 @@ inline void resolve_device(EventFacts* e, const DeviceQueries& q) noexcept {
 // three: resolves the device, records the event, then enriches it the same way whatever the layer:
 // after the first successful event on a device, its "device" line and a meminfo event; after an
 // out-of-memory failure, a meminfo event (how much was really free). Nothing for an empty event.
-// Keeps errno. Call only when HookScope::recording() is true.
-void record_call(EventFacts e, const DeviceQueries& q) noexcept;
+// Keeps errno. Call only when HookScope::recording() is true. Resolves e's device in place (taking the
+// facts by reference spares the hook a copy of them).
+void record_call(EventFacts& e, const DeviceQueries& q) noexcept;
 
 // True for exactly one call per device and process (a fork child starts over): the hook that gets
 // true records the device's facts (record_device_info) and a start-of-run meminfo event.

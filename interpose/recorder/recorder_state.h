@@ -8,6 +8,7 @@
 #include "interpose/recorder/config.h"
 #include "interpose/recorder/event_record.h"
 #include "interpose/recorder/ring.h"
+#include "interpose/recorder/stack_table.h"
 
 namespace gpumemtrace {
 
@@ -27,6 +28,7 @@ inline constexpr int kMaxDevices = 64;
 struct RecorderShared {
   Config config;
   EventRing* ring = nullptr;
+  StackTable stacks;  // native stacks interned by the recording threads (stack_table.h); unused if init failed
   std::atomic<uint64_t> dropped{0};   // events lost (drop mode, or after the writer stopped)
   DeviceInfoSlot devices[kMaxDevices];
   std::atomic<bool> device_seen[kMaxDevices] = {};  // first_event_on_device()

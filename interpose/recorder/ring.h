@@ -104,7 +104,9 @@ class Ring {
   uint64_t approx_size() const { return head_.load(std::memory_order_relaxed) - tail_; }
 
  private:
-  struct Slot {
+  // Cache-line aligned: a slot shares no line with its neighbours, so the producer filling one does not
+  // take a line from under the consumer reading the one before.
+  struct alignas(64) Slot {
     std::atomic<uint64_t> turn;  // turn(i) - i, see the invariants; zero-initialised by the mapping
     Record record;
   };

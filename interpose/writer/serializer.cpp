@@ -222,8 +222,7 @@ uint32_t TraceSerializer::site_id(const EventRecord& r, uint32_t stack) {
   return id;
 }
 
-uint32_t TraceSerializer::event(const EventRecord& r) {
-  const uint32_t stack = stack_id(r);
+uint32_t TraceSerializer::event(const EventRecord& r, uint32_t stack) {
   const uint32_t site = site_id(r, stack);
   JsonLine j(out_);
   // The time delta is signed: a delayed event may be older than the line before it.

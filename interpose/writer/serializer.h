@@ -44,8 +44,10 @@ class TraceSerializer {
   // Writes module lines for objects loaded since the last call.
   void refresh_modules();
   // Writes the event (and the stack it first uses); returns its stack id (0: none).
-  uint32_t event(const EventRecord& r);
-  // Writes the definitions of r's stack if new (no event line); returns its id. For a capped trace.
+  uint32_t event(const EventRecord& r) { return event(r, stack_id(r)); }
+  // Writes the event with `stack`, a stack id this serializer gave (define_stack); returns it.
+  uint32_t event(const EventRecord& r, uint32_t stack);
+  // Writes the definitions of r's stack if new (no event line); returns its id.
   uint32_t define_stack(const EventRecord& r) { return stack_id(r); }
   void device(int32_t device, const char* name, uint64_t total, uint64_t free_bytes);
   void dropped(uint64_t count, uint64_t total);

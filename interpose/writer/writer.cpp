@@ -6,6 +6,7 @@
 #include <sys/statvfs.h>
 #include <time.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "interpose/recorder/recorder.h"
@@ -137,12 +138,31 @@ void Writer::write_event(const EventRecord& r) {
                  .c_str());
   }
   if (!capped_) {
-    const uint32_t stack = serializer_->event(r);
+    const uint32_t stack = serializer_->event(r, stack_of(r));
     if (max_bytes_) live_.apply(r, stack);
     return;
   }
   ++not_written_;
-  live_.apply(r, LiveSet::acquires(r) ? serializer_->define_stack(r) : 0);
+  live_.apply(r, LiveSet::acquires(r) ? stack_of(r) : 0);
+}
+
+// The serializer's stack id for r's stack (defining it in the trace if new). A stack the recording
+// thread interned (r.interned_stack) is looked up by that id; its frames are read from the stack
+// table only the first time the id comes.
+uint32_t Writer::stack_of(const EventRecord& r) {
+  const uint32_t interned = r.interned_stack;
+  if (!interned) return serializer_->define_stack(r);
+  if (interned < stack_of_interned_.size() && stack_of_interned_[interned]) return stack_of_interned_[interned];
+  EventRecord frames_only;
+  int n = 0;
+  const uintptr_t* frames = shared_->stacks.frames(interned, &n);
+  frames_only.native_depth = static_cast<int16_t>(n);
+  memcpy(frames_only.native, frames, sizeof(uintptr_t) * n);
+  const uint32_t stack = serializer_->define_stack(frames_only);
+  if (interned >= stack_of_interned_.size())
+    stack_of_interned_.resize(std::max<size_t>(interned + 1, 2 * stack_of_interned_.size()));
+  stack_of_interned_[interned] = stack;
+  return stack;
 }
 
 void Writer::write_live_summary() {

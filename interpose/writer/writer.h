@@ -10,6 +10,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "interpose/writer/live_set.h"
 #include "interpose/writer/trace_file.h"
@@ -51,6 +52,7 @@ class Writer {
   void note_drops();
   bool flush_buffer(bool sync_sink);
   void write_event(const EventRecord& r);
+  uint32_t stack_of(const EventRecord& r);
   void write_live_summary();
 
   RecorderShared* shared_;
@@ -65,6 +67,7 @@ class Writer {
   bool capped_ = false;
   uint64_t not_written_ = 0;     // events consumed after the cap
   LiveSet live_;
+  std::vector<uint32_t> stack_of_interned_;  // StackTable id -> the serializer's stack id (0: not yet)
   std::atomic<bool> stop_requested_{false};
   std::atomic<uint64_t> flush_requests_{0};  // flush() calls so far
   std::atomic<uint64_t> flushes_done_{0};    // requests the thread has served

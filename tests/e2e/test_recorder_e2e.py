@@ -5,6 +5,7 @@ import os
 import signal
 import subprocess
 import time
+import collections
 import unittest
 
 from recorder_testlib import LIB, SIM, Trace, program, read_zst, run_traced, tempdir, trace_files
@@ -402,6 +403,71 @@ class Configuration(unittest.TestCase, TraceInvariants):
         proc = run_traced([program("runtime_apis")], out, env={"GPUMEMTRACE_DISABLE": "1"})
         self.assertEqual(proc.stdout, "done rc=2\n")
         self.assertEqual(trace_files(out), [])
+
+
+def event_stacks(test, args, env):
+    """(op, api, size, frames) of every event with a stack, frames as (module path, offset): the same
+    code in any run. Releases carry stacks too (GPUMEMTRACE_FREE_STACKS=1)."""
+    out = tempdir()
+    proc = run_traced(args, out, env=dict(env, GPUMEMTRACE_FREE_STACKS="1"))
+    test.assertEqual(proc.returncode, 0, proc.stderr)
+    test.assertNotIn("ignoring", proc.stderr)
+    t = only_trace(test, out)
+
+    def where(fid):
+        f = t.frames[fid]
+        return (t.modules[f["module"]]["path"], f["offset"]) if "module" in f else ("?", f["ip"])
+
+    stacks = [(e["op"], e["api"], e.get("size"), tuple(where(f) for f in t.stacks[e["stack"]]["frames"]))
+              for e in t.events if e["stack"]]
+    test.assertTrue(stacks)
+    return stacks
+
+
+class UnwindModes(unittest.TestCase):
+    """GPUMEMTRACE_UNWIND=auto (the frame-pointer walk, checked against DWARF call site by call site)
+    records the stacks GPUMEMTRACE_UNWIND=dwarf (libunwind alone) records, frame for frame."""
+
+    def stacks(self, args, mode):
+        return event_stacks(self, args, {"GPUMEMTRACE_UNWIND": mode})
+
+    def test_same_stacks_in_both_modes(self):
+        for args in ([program("runtime_apis")], [program("scenarios"), "depth"],
+                     [program("scenarios"), "dlopen", program("libplugin_alloc.so")]):
+            with self.subTest(program=args[1:] or args[0]):
+                self.assertEqual(self.stacks(args, "auto"), self.stacks(args, "dwarf"))
+
+    def test_same_stacks_from_many_threads(self):
+        args = [program("scenarios"), "threads", "6", "300"]
+        # Threads interleave differently in each run: compare the stacks as a multiset.
+        auto, dwarf = (collections.Counter(self.stacks(args, m)) for m in ("auto", "dwarf"))
+        self.assertEqual(auto, dwarf)
+        self.assertEqual(sum(n for stack, n in auto.items() if stack[0] in ("alloc", "free")), 2 * 6 * 300)
+
+    def test_bad_value_warns_and_uses_auto(self):
+        out = tempdir()
+        proc = run_traced([program("scenarios"), "depth"], out, env={"GPUMEMTRACE_UNWIND": "fast"})
+        warnings = [l for l in proc.stderr.splitlines() if "GPUMEMTRACE_UNWIND" in l]
+        self.assertEqual(len(warnings), 1, proc.stderr)
+        funcs = only_trace(self, out).functions(only_trace(self, out).allocs()[0])
+        self.assertEqual(funcs[:10], ["nest_bottom()"] + ["nest%d()" % i for i in range(9, 0, -1)])
+
+
+class StackInterning(unittest.TestCase):
+    """Stacks interned by the recording threads (GPUMEMTRACE_INTERN_STACKS=1, the default: the event
+    carries a stack id, the writer reads the frames once) come out as the stacks sent inline. (After
+    a trace's size cap, the live allocations' stacks arrive as ids too: test_trace_cap.py.)"""
+
+    def test_same_stacks_either_way(self):
+        for args in ([program("runtime_apis")], [program("scenarios"), "depth"],
+                     [program("scenarios"), "dlopen", program("libplugin_alloc.so")]):
+            with self.subTest(program=args[1:] or args[0]):
+                self.assertEqual(event_stacks(self, args, {"GPUMEMTRACE_INTERN_STACKS": "1"}),
+                                 event_stacks(self, args, {"GPUMEMTRACE_INTERN_STACKS": "0"}))
+        args = [program("scenarios"), "threads", "6", "300"]
+        interned, inline = (collections.Counter(event_stacks(self, args, {"GPUMEMTRACE_INTERN_STACKS": v}))
+                            for v in ("1", "0"))
+        self.assertEqual(interned, inline)
 
 
 if __name__ == "__main__":

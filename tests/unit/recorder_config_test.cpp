@@ -36,6 +36,8 @@ TEST(Config, Defaults) {
   EXPECT_EQ(c.ring_events, 16384u);
   EXPECT_EQ(c.flush_ms, 100);
   EXPECT_TRUE(c.symbolize);
+  EXPECT_EQ(c.unwind, UnwindMode::Auto);
+  EXPECT_TRUE(c.intern_stacks);
   EXPECT_TRUE(g_warnings.empty());
 }
 
@@ -48,6 +50,8 @@ TEST(Config, ValidValues) {
                     {"GPUMEMTRACE_FLUSH_MS", "10"},
                     {"GPUMEMTRACE_SYMBOLIZE", "0"},
                     {"GPUMEMTRACE_FREE_STACKS", "on"},
+                    {"GPUMEMTRACE_UNWIND", "DWARF"},
+                    {"GPUMEMTRACE_INTERN_STACKS", "0"},
                     {"GPUMEMTRACE_PYTHON", "0"}});
   EXPECT_TRUE(c.disabled);
   EXPECT_EQ(c.output, "/tmp/x/");
@@ -58,6 +62,9 @@ TEST(Config, ValidValues) {
   EXPECT_FALSE(c.symbolize);
   EXPECT_TRUE(c.free_stacks);
   EXPECT_FALSE(c.python_frames);
+  EXPECT_EQ(c.unwind, UnwindMode::Dwarf);
+  EXPECT_FALSE(c.intern_stacks);
+  EXPECT_EQ(parse({{"GPUMEMTRACE_UNWIND", "auto"}}).unwind, UnwindMode::Auto);
   EXPECT_TRUE(parse({{"GPUMEMTRACE_PYTHON", "auto"}}).python_frames);
   EXPECT_TRUE(g_warnings.empty());
   for (const char* backend : {"interpose", "cupti", "auto"}) {
@@ -73,7 +80,8 @@ TEST(Config, EachBadValueWarnsOnceAndKeepsTheDefault) {
       {"GPUMEMTRACE_FLUSH_MS", "0"},     {"GPUMEMTRACE_FLUSH_MS", "1000"},    {"GPUMEMTRACE_DISABLE", "maybe"},
       {"GPUMEMTRACE_PYTHON", "maybe"},      {"GPUMEMTRACE_FREE_STACKS", "maybe"}, {"GPUMEMTRACE_BACKEND", "nvtx"},
       {"GPUMEMTRACE_DRIVER_STATS", "yes"},
-      {"GPUMEMTRACE_OUTPUT", ""},
+      {"GPUMEMTRACE_OUTPUT", ""},        {"GPUMEMTRACE_UNWIND", "fp"},        {"GPUMEMTRACE_UNWIND", ""},
+      {"GPUMEMTRACE_INTERN_STACKS", "maybe"},
       {"GPUMEMTRACE_MAX_BYTES", "10X"},  {"GPUMEMTRACE_MAX_BYTES", "1000"}, {"GPUMEMTRACE_MAX_BYTES", "-1G"},
       {"GPUMEMTRACE_MAX_BYTES", "99999999999T"}};
   const Config defaults = parse({});
@@ -87,6 +95,8 @@ TEST(Config, EachBadValueWarnsOnceAndKeepsTheDefault) {
     EXPECT_EQ(c.flush_ms, defaults.flush_ms);
     EXPECT_EQ(c.disabled, defaults.disabled);
     EXPECT_EQ(c.output, defaults.output);
+    EXPECT_EQ(c.unwind, defaults.unwind);
+    EXPECT_EQ(c.intern_stacks, defaults.intern_stacks);
     EXPECT_TRUE(c.max_bytes_default);
   }
 }
