@@ -18,3 +18,10 @@ bench-symbolize: $(BUILD)/libgpumemtrace.so $(BUILD)/gpumem-report $(BUILD)/benc
 	$(PYTHON) bench/symbolize_bench.py --build $(BUILD)
 .PHONY: bench-symbolize
 BENCH_TARGETS += bench-symbolize
+
+## bench-report: gpumem-report events/s and peak RSS beside heaptrack_print on the same 2M-event loop
+BENCH_REPORT_EVENTS ?= 2000000
+bench-report: $(BUILD)/gpumem-report $(BUILD)/libgpumemtrace.so $(BUILD)/bench/alloc_loop
+	$(PYTHON) bench/report_bench.py --build $(BUILD) --events $(BENCH_REPORT_EVENTS)
+.PHONY: bench-report
+BENCH_TARGETS += bench-report
