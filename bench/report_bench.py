@@ -10,7 +10,7 @@ The loop is bench/alloc_loop: EVENTS/2 allocate/free pairs issued DEPTH frames d
   - heaptrack_print reads heaptrack's trace of `alloc_loop malloc` (EVENTS malloc/free events);
   - gpumem-report (--format json, every analysis) reads
       * the recorder's trace of `alloc_loop cuda` on the simulated runtime (the same loop, EVENTS
-        cudaMalloc/cudaFree events): "recorded";
+        cudaMalloc/cudaFree events), plain and zstd-compressed (GPUMEMTRACE_OUTPUT=....jsonl.zst);
       * a generated trace shaped like the recorder's (64 live slots, alloc/free from 16 stacks, one
         166-byte line per event), at EVENTS/10 and at EVENTS: "generated". Peak memory must not grow
         with the number of events: the two sizes are compared (the bench fails if it does);
@@ -151,19 +151,17 @@ def footer_events(path):
     sys.exit(f"{path}: no footer")
 
 
-def record_alloc_loop(build, work, pairs, depth):
-    """The recorder's trace of alloc_loop cuda (simulated runtime)."""
-    out_dir = os.path.join(work, "recorded")
-    os.makedirs(out_dir, exist_ok=True)
+def record_alloc_loop(build, work, pairs, depth, name):
+    """The recorder's trace of alloc_loop cuda (simulated runtime), written to work/NAME (.zst: compressed)."""
+    path = os.path.join(work, name)
     env = dict(os.environ, LD_LIBRARY_PATH=os.path.join(build, "sim"),
-               LD_PRELOAD=os.path.join(build, "libgpumemtrace.so"), GPUMEMTRACE_OUTPUT=out_dir + "/",
+               LD_PRELOAD=os.path.join(build, "libgpumemtrace.so"), GPUMEMTRACE_OUTPUT=path,
                GPUMEMTRACE_QUIET="1")
     subprocess.run([os.path.join(build, "bench", "alloc_loop"), "cuda", str(pairs), str(depth)], env=env,
                    check=True, stdout=subprocess.DEVNULL)
-    traces = [os.path.join(out_dir, p) for p in os.listdir(out_dir) if p.endswith(".jsonl")]
-    if len(traces) != 1:
-        sys.exit(f"expected one trace in {out_dir}, found {traces}")
-    return traces[0]
+    if not os.path.exists(path):
+        sys.exit(f"the recorder wrote no {path}")
+    return path
 
 
 def main():
@@ -202,11 +200,15 @@ def main():
         else:
             print("heaptrack or heaptrack_print missing: no comparison")
 
-        recorded = record_alloc_loop(args.build, work, pairs, args.depth)
+        recorded = record_alloc_loop(args.build, work, pairs, args.depth, "alloc_loop.jsonl")
         recorded_events = footer_events(recorded)
         recorded_row = Row("gpumem-report", "alloc loop (recorder)", recorded_events, os.path.getsize(recorded),
                            [report, "--format", "json", recorded], args.runs)
         rows.append(recorded_row)
+        compressed = record_alloc_loop(args.build, work, pairs, args.depth, "alloc_loop.jsonl.zst")
+        rows.append(Row("gpumem-report", "alloc loop (recorder, .zst)", recorded_events, os.path.getsize(compressed),
+                        [report, "--format", "json", compressed], args.runs))
+        os.unlink(compressed)
 
         generated_rows = []
         for n in (max(args.events // 10, 1000), args.events):
