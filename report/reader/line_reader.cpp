@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <system_error>
 
 namespace gpumemtrace::report {
 
@@ -19,7 +20,9 @@ LineReader::LineReader(ByteSource& source, size_t chunk, size_t max_line)
     : source_(source),
       chunk_(std::max<size_t>(chunk, 1)),
       max_line_(std::min(max_line, kMaxLineLimit)),
-      blocks_(new Block[kBlocks]) {}
+      blocks_(new Block[kBlocks]) {
+  free_.reserve(kBlocks);
+}
 
 LineReader::~LineReader() {
   {
@@ -112,29 +115,38 @@ void LineReader::produce() {
     fill(*block);
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      ready_.push_back(block);
+      ready_[(ready_head_ + ready_count_) % kBlocks] = block;
+      ++ready_count_;
     }
     changed_.notify_all();
     if (block->last) return;
   }
 }
 
+void LineReader::start_producer() {
+  for (size_t i = 1; i < kBlocks; ++i) free_.push_back(&blocks_[i]);
+  try {
+    producer_ = std::thread(&LineReader::produce, this);
+  } catch (const std::system_error&) {
+    synchronous_ = true;  // no thread to be had: read on this one, as before there was read-ahead
+    free_.clear();
+  }
+}
+
 LineReader::Block* LineReader::take_ready() {
-  if (!started_) {
-    // The first block on this thread: a small input never starts the producer.
+  if (!started_ || synchronous_) {
+    // The first block is read on this thread: a small input never starts the producer.
+    Block* block = &blocks_[0];
+    fill(*block);
+    if (!started_ && !block->last) start_producer();
     started_ = true;
-    Block* first = &blocks_[0];
-    fill(*first);
-    if (!first->last) {
-      for (size_t i = 1; i < kBlocks; ++i) free_.push_back(&blocks_[i]);
-      producer_ = std::thread(&LineReader::produce, this);
-    }
-    return first;
+    return block;
   }
   std::unique_lock<std::mutex> lock(mutex_);
-  changed_.wait(lock, [this] { return !ready_.empty(); });
-  Block* block = ready_.front();
-  ready_.pop_front();
+  changed_.wait(lock, [this] { return ready_count_ > 0; });
+  Block* block = ready_[ready_head_];
+  ready_head_ = (ready_head_ + 1) % kBlocks;
+  --ready_count_;
   return block;
 }
 

@@ -18,9 +18,9 @@
 // again (truncated()) once next() has returned false or thrown, or after the reader is destroyed.
 #pragma once
 
+#include <array>
 #include <condition_variable>
 #include <cstdint>
-#include <deque>
 #include <exception>
 #include <memory>
 #include <mutex>
@@ -74,6 +74,7 @@ class LineReader {
 
   void fill(Block& block);            // producer side: reads the next lines into `block`
   void read_lines(Block& block);      // fill() without the error handling
+  void start_producer();
   void produce();                     // the producer thread's loop
   Block* take_ready();                // consumer: the next filled block (waits)
   void give_back(Block* block);       // consumer: done with it
@@ -86,11 +87,13 @@ class LineReader {
   std::string partial_;  // bytes of a line begun in the previous block
   bool source_done_ = false;
 
-  // Shared state, guarded by mutex_.
+  // Shared state, guarded by mutex_. Fixed capacity (kBlocks): the hand-over never allocates.
   std::mutex mutex_;
   std::condition_variable changed_;  // a block became ready or free, or stop_ was set
   std::vector<Block*> free_;
-  std::deque<Block*> ready_;
+  std::array<Block*, kBlocks> ready_{};  // filled blocks in input order: a ring
+  size_t ready_head_ = 0;
+  size_t ready_count_ = 0;
   bool stop_ = false;
 
   // Consumer state.
@@ -99,6 +102,7 @@ class LineReader {
   size_t line_index_ = 0;   // the next line of current_
   uint64_t number_ = 0;
   bool started_ = false;    // the first block was read
+  bool synchronous_ = false;  // no thread could be started: blocks are read here, one at a time
   bool finished_ = false;   // the last block was consumed
   std::thread producer_;
 };
