@@ -1,8 +1,6 @@
 // report/cli/jobs.cpp — several traces analysed at once (jobs.h).
 #include "report/cli/jobs.h"
 
-#include <sched.h>
-
 #include <algorithm>
 #include <atomic>
 #include <exception>
@@ -10,15 +8,11 @@
 #include <system_error>
 #include <thread>
 
+#include "report/reader/line_reader.h"
+
 namespace gpumemtrace::report {
 
-size_t default_jobs() {
-  cpu_set_t cpus;
-  if (sched_getaffinity(0, sizeof cpus, &cpus) == 0 && CPU_COUNT(&cpus) > 0) {
-    return static_cast<size_t>(CPU_COUNT(&cpus));
-  }
-  return std::max(1u, std::thread::hardware_concurrency());
-}
+size_t default_jobs() { return usable_cpus(); }
 
 namespace {
 

@@ -1,6 +1,8 @@
 // report/reader/line_reader.cpp — see line_reader.h.
 #include "report/reader/line_reader.h"
 
+#include <sched.h>
+
 #include <algorithm>
 #include <cstring>
 #include <system_error>
@@ -15,6 +17,12 @@ constexpr size_t kMaxLineLimit = size_t{1} << 30;
   throw std::runtime_error("a line longer than " + std::to_string(max_line) + " bytes: not a gpumemtrace trace");
 }
 }  // namespace
+
+size_t usable_cpus() {
+  cpu_set_t cpus;
+  if (sched_getaffinity(0, sizeof cpus, &cpus) == 0 && CPU_COUNT(&cpus) > 0) return static_cast<size_t>(CPU_COUNT(&cpus));
+  return std::max(1u, std::thread::hardware_concurrency());
+}
 
 LineReader::LineReader(ByteSource& source, size_t chunk, size_t max_line)
     : source_(source),
@@ -124,6 +132,11 @@ void LineReader::produce() {
 }
 
 void LineReader::start_producer() {
+  static const bool one_cpu = usable_cpus() == 1;
+  if (one_cpu) {
+    synchronous_ = true;
+    return;
+  }
   for (size_t i = 1; i < kBlocks; ++i) free_.push_back(&blocks_[i]);
   try {
     producer_ = std::thread(&LineReader::produce, this);

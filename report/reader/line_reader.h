@@ -4,7 +4,8 @@
 // A producer thread reads the source (and so decompresses it), finds the line ends and hands whole
 // blocks of lines to the caller's thread through a bounded queue; the caller parses one block while
 // the next is read. A source that ends within the first block is read on the caller's thread and no
-// thread is started (tests, the fuzzer, small traces).
+// thread is started (tests, the fuzzer, small traces), nor where the process may use one CPU only
+// (the thread could only take turns with the parser, at a cost).
 //
 // Each line handed out is followed in memory by at least kLinePadding readable bytes, as simdjson
 // requires, so the parser can read it in place. Memory: kBlocks blocks of about `chunk` bytes (one
@@ -39,6 +40,9 @@ inline constexpr size_t kLinePadding = 64;  // >= SIMDJSON_PADDING (checked in t
 // KiB), so a longer one is not a trace (a binary file without newlines would otherwise be read
 // into memory whole).
 inline constexpr size_t kMaxLineBytes = size_t{64} << 20;
+
+// The CPUs this process may run on (its affinity mask), at least 1.
+size_t usable_cpus();
 
 struct Line {
   std::string_view text;  // without the '\n'; valid until the next call to next()
