@@ -176,7 +176,7 @@ def main():
     if args.runs < 3:
         sys.exit("--runs: at least 3 (a median and a spread)")
     if not os.access(GNU_TIME, os.X_OK):
-        sys.exit(f"{GNU_TIME} (GNU time) is needed for the peak RSS: apt-get install time")
+        sys.exit(f"{GNU_TIME} (GNU time) is needed for the peak RSS: make deps installs it")
     report = os.path.join(args.build, "gpumem-report")
     work = args.keep or tempfile.mkdtemp(prefix="report-bench-")
     os.makedirs(work, exist_ok=True)
