@@ -1,8 +1,9 @@
-# gpumemtrace — top-level build. `make help` lists the targets.
+# Makefile — gpumemtrace's top-level build. `make help` lists the targets.
 #
 # Each folder contributes a fragment (<folder>/module.mk) that appends to the variables below, so
 # the pipeline's pieces build independently: interpose/ (hooks, recorder, writer) -> trace/ (format)
-# -> report/ (reader, analyses, outputs); cupti/, tools/, tests/, bench/ alongside.
+# -> report/ (reader, analyses, outputs); cupti/, tools/, tests/, bench/ alongside. util/ holds the small
+# helpers they share (clock, byte sizes, suffixes): header-only, so it has no fragment of its own.
 
 CUDA_HOME ?= /usr/local/cuda
 BUILD     ?= build

@@ -25,3 +25,9 @@ bench-report: $(BUILD)/gpumem-report $(BUILD)/libgpumemtrace.so $(BUILD)/bench/a
 	$(PYTHON) bench/report_bench.py --build $(BUILD) --events $(BENCH_REPORT_EVENTS)
 .PHONY: bench-report
 BENCH_TARGETS += bench-report
+
+## bench-trace-size: bytes per event (v2 zst and plain, v1, heaptrack's file; the demo; real PyTorch traces) and read speed
+bench-trace-size: $(BUILD)/libgpumemtrace.so $(BUILD)/gpumem-report $(BUILD)/bench/alloc_loop $(BUILD)/examples/train_loop
+	$(PYTHON) bench/trace_size_bench.py --build $(BUILD)
+.PHONY: bench-trace-size
+BENCH_TARGETS += bench-trace-size

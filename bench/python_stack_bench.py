@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# bench/python_stack_bench.py — ns per event of Python stack capture and resolution on each installed CPython.
 """Cost of Python frames per event: capture_python_stack() on the hook's path (ns per call, GIL
 released, code table warm) at Python depths 5, 20 and 50, and the writer-side merge + key + resolve,
 on every CPython 3.9-3.13 found. Uses build/tests/python/libpython_stack_probe.so (make python-probe).

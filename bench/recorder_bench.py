@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# bench/recorder_bench.py — recorder benchmarks: per-event cost and ring throughput, beside heaptrack.
 """Recorder benchmarks (make bench-recorder): per-event cost, ring throughput, and the side-by-side
 with heaptrack run in the same invocation. Prints a Markdown table for docs/performance.md.
 
@@ -19,6 +20,8 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "tests"))
+import tracefile  # noqa: E402
 
 
 def run(cmd, env=None):
@@ -74,8 +77,7 @@ def main():
         samples["gpumemtrace_wall"].append(time.time() - t0)
         samples["gpumemtrace"].append(loop_ns(p.stdout))
         trace = os.path.join(out, os.listdir(out)[0])
-        with open(trace) as f:
-            footer = json.loads(f.readlines()[-1])
+        footer = tracefile.read_records(trace)[0][-1]
         assert footer["type"] == "footer", footer
         assert footer["dropped_total"] == 0, footer
         assert footer["events"] >= events, footer
@@ -104,7 +106,8 @@ def main():
         print("\nheaptrack is not installed: no comparison.")
     rate = events / (med["gpumemtrace"] / 1e9)
     print(f"\nSustained recording rate: **{rate / 1e6:.2f} M events/s** with 0 dropped events "
-          f"(default wait mode, every event in the trace: {trace_bytes / events:.0f} bytes/event on disk).")
+          f"(default wait mode, every event in the trace: {trace_bytes / events:.1f} bytes/event on disk, "
+          f"{os.path.basename(trace)}).")
     shutil.rmtree(tmp, ignore_errors=True)
 
 

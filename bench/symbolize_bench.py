@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# bench/symbolize_bench.py — what GPUMEMTRACE_SYMBOLIZE=0 saves the program and costs gpumem-report.
 """What GPUMEMTRACE_SYMBOLIZE=0 saves the traced program, and what gpumem-report's offline pass costs
 (make bench-symbolize). Prints a Markdown table for docs/performance.md.
 

@@ -16,7 +16,6 @@
 
 #include <cupti.h>
 #include <dlfcn.h>
-#include <time.h>
 
 #include <atomic>
 #include <cstdio>
@@ -27,6 +26,7 @@
 #include "cupti/cupti_events.h"
 #include "interpose/hooks/driver_query.h"
 #include "interpose/recorder/recorder.h"
+#include "util/monotonic_clock.h"
 
 namespace gpumemtrace::backend {
 namespace {
@@ -137,12 +137,6 @@ void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t* buffer, size_t, siz
   free(buffer);
 }
 
-uint64_t CUPTIAPI monotonic_ns() {  // the recorder's clock (trace "t"), for activity timestamps
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
-}
-
 void at_exit() {
   if (g_state.load() != kCupti) return;
   if (g_api.ActivityFlushAll) g_api.ActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
@@ -197,7 +191,7 @@ bool start_cupti(bool quiet_if_unavailable) noexcept {
     return false;
   }
   // Timestamps on the recorder's clock: must be registered before any activity kind is enabled.
-  if (g_api.ActivityRegisterTimestampCallback) g_api.ActivityRegisterTimestampCallback(monotonic_ns);
+  if (g_api.ActivityRegisterTimestampCallback) g_api.ActivityRegisterTimestampCallback(util::monotonic_ns);
   // Only the ids we use: a whole domain would mean a callback on every launch and copy.
   const bool ok = enable_callbacks(CUPTI_CB_DOMAIN_DRIVER_API, cupti::driver_callback_ids) &&
                   enable_callbacks(CUPTI_CB_DOMAIN_RUNTIME_API, cupti::runtime_callback_ids);

@@ -22,9 +22,9 @@ echo
 LD_LIBRARY_PATH="$runtime_dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
 LD_PRELOAD="$build/libgpumemtrace.so" GPUMEMTRACE_OUTPUT="$out/" \
   "$build/examples/train_loop" 50
-trace=$(ls "$out"/gpumemtrace.*.jsonl | head -n 1)
+trace=$(ls "$out"/gpumemtrace.*.jsonl.zst | head -n 1)
 echo
-echo "demo: trace written to $trace ($(wc -l <"$trace") lines)"
+echo "demo: trace written to $trace ($(zstd -dc "$trace" | wc -l) lines, $(wc -c <"$trace") bytes; read it with zstdcat)"
 echo "demo: its report (gpumem-report $trace):"
 echo
 status=0

@@ -1,4 +1,4 @@
-/* gpumemtrace.h — report a caching allocator's sub-allocations, phase markers and scopes to gpumemtrace.
+/* include/gpumemtrace.h — report a caching allocator's sub-allocations, phase markers and scopes to gpumemtrace.
  *
  * Header-only, C and C++. Nothing to link: each function looks up the gpumemtrace library at run time
  * (dlsym) and does nothing when the program runs without it (no LD_PRELOAD), so it can stay in

@@ -67,6 +67,15 @@ ifneq ($(RECORDER_TEST_SRCS),)
 UNIT_TESTS += $(BUILD)/tests/unit/recorder_tests
 endif
 
+# --- GoogleTest unit tests of the shared helpers (util/, header-only) ---
+UTIL_TEST_SRCS := $(wildcard tests/unit/util_*.cpp)
+$(BUILD)/tests/unit/util_tests: $(UTIL_TEST_SRCS:%.cpp=$(BUILD)/%.o)
+	@mkdir -p $(@D)
+	$(CXX) -o $@ $^ -lgtest -lgtest_main -lpthread
+ifneq ($(UTIL_TEST_SRCS),)
+UNIT_TESTS += $(BUILD)/tests/unit/util_tests
+endif
+
 # --- sanitizers (not part of `make test`: they rebuild everything in their own folder) ---
 SANITIZE_LDLIBS = -lunwind -ldw -lelf -lzstd -ldl -lpthread
 

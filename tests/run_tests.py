@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# tests/run_tests.py — runs every test of `make test` and prints 'N passed, N failed'.
 """Runs every test of `make test` and prints one closing line: 'N passed, N failed'.
 
 Suites:

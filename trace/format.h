@@ -3,13 +3,15 @@
 // name, operation and memory kind that appears in a trace is spelled here exactly once.
 //
 // The format is JSON Lines (docs/trace-format.md is the prose version of this file):
-//   line 1        {"type":"header", "format":"gpumemtrace", "version":1, ...}
+//   line 1        {"type":"header", "format":"gpumemtrace", "version":2, ...}
 //   then, in any interleaving, in causal order (a record only refers to ids defined on earlier lines):
 //                 {"type":"module", ...}   a loaded ELF object (re-emitted after dlopen)
 //                 {"type":"frame", ...}    one unique code location (native ip or Python code+line)
 //                 {"type":"stack", ...}    one unique call stack = list of frame ids, innermost first
+//                 {"type":"site", ...}     what events repeat: thread, api, op, kind, device, stack
 //                 {"type":"device", ...}   device facts (name, total, free) when known
-//                 {"type":"event", ...}    one memory event, with a global sequence number
+//                 {"e":SITE, "t":DT, ...}  one memory event (no "type"): its site, the time since
+//                                          the previous event line, what differs per event
 //                 {"type":"dropped", ...}  events lost because the ring was full in drop mode
 //                 {"type":"capped", ...}   the trace reached GPUMEMTRACE_MAX_BYTES: no event line
 //                                          follows (definitions, devices and drops still may)
@@ -17,14 +19,16 @@
 //   last line     {"type":"footer", ...}   only after a clean exit; its absence means the process died
 //
 // Invariants the reader may rely on (the writer guarantees them; docs/trace-format.md repeats them):
-//  - "seq" of events strictly increases line by line within one file (the ring's total order).
+//  - "seq" of events strictly increases line by line within one file (the ring's total order); an
+//    event line carries it ("q") only when it is not the previous event's seq + 1.
 //    Events marked "delayed":true were reported after the fact (PyTorch's allocation history): their
 //    seq is the report's, their t the moment they happened. A "sync" event at t = D promises that
 //    every delayed event with t <= D is on an earlier line: the timeline is the live events merged
 //    with the delayed ones by t (report/reader/event_merger.h).
 //  - Addresses, instruction pointers, streams and pools are strings "0x..." (64-bit values do not
 //    survive JSON readers that use doubles, such as jq and JavaScript). Sizes are integers < 2^53.
-//  - A stack/frame/module id is defined before the first line that uses it.
+//  - A stack/frame/module/site id is defined before the first line that uses it. Site ids count
+//    1, 2, 3... in the order of their records (a reader may keep sites in an array).
 //  - A process killed mid-run leaves a truncated last line; everything before it is valid.
 //
 // Thread-safety: constants only.
@@ -36,7 +40,13 @@
 namespace gpumemtrace::format {
 
 inline constexpr const char* kFormatName = "gpumemtrace";
-inline constexpr int kVersion = 1;
+// Version 2 (written by the recorder) differs from version 1 only in how events are written: the
+// fields every event of one call site repeats are a "site" record, and an event line carries its
+// site id, a time delta and what differs per event (short keys below). Readers read both; the
+// PyTorch snapshot import still writes version 1.
+inline constexpr int kVersion1 = 1;
+inline constexpr int kVersion2 = 2;
+inline constexpr int kVersion = kVersion2;
 
 // ---- record types ("type" field) ----
 inline constexpr const char* kFieldType = "type";  // every record: one of the kType* below
@@ -45,12 +55,14 @@ inline constexpr const char* kTypeModule = "module";
 inline constexpr const char* kTypeFrame = "frame";
 inline constexpr const char* kTypeStack = "stack";
 inline constexpr const char* kTypeDevice = "device";
-inline constexpr const char* kTypeEvent = "event";
+inline constexpr const char* kTypeEvent = "event";  // version 1 event lines (v2: see kFieldEventSite)
 inline constexpr const char* kTypeDropped = "dropped";
 inline constexpr const char* kTypeCapped = "capped";  // seq (first event not written), t, size, max_bytes
 inline constexpr const char* kTypeLive = "live";      // an allocation live at the end of a capped trace:
                                                       // the fields of its alloc/block_alloc event
 inline constexpr const char* kTypeFooter = "footer";
+inline constexpr const char* kTypeSite = "site";      // version 2: id, tid, api, driver_api, op,
+                                                      // kind, device, stack, delayed
 
 // ---- event operations ("op" field of an event) ----
 // Each op says what happened to the address range [addr, addr+size).
@@ -93,6 +105,14 @@ inline constexpr const char* op_name(Op op) {
   }
   return "unknown";
 }
+
+// Which of addr and size an event of `op` carries (both versions): the ops that touch no memory
+// range carry neither; trim carries a size (the bytes the pool keeps) and no address.
+inline constexpr bool op_has_size(Op op) {
+  return op != Op::Mark && op != Op::MemInfo && op != Op::Reset && op != Op::Sync && op != Op::ScopeBegin &&
+         op != Op::ScopeEnd;
+}
+inline constexpr bool op_has_addr(Op op) { return op_has_size(op) && op != Op::Trim; }
 
 // ---- memory kinds ("kind" field of an event) ----
 #define GPUMEMTRACE_KINDS(X)                                                              \
@@ -209,6 +229,19 @@ inline constexpr const char* kFieldDelayed = "delayed";     // true: reported af
                                                             // own "t" (PyTorch history); its seq is
                                                             // the report's, order it by t (see sync)
 // meminfo events use kFieldFree and kFieldTotal.
+
+// Version 2 event lines: no "type"; the first key is kFieldEventSite. The fields a site holds
+// (tid, api, driver_api, op, kind, device, stack, delayed) are not repeated; these short keys
+// replace the v1 names of the fields every event has; the optional fields (stream, pool, segment,
+// handle, free, total, label, range) keep their names. A field at its default is left out.
+inline constexpr const char* kFieldEventSite = "e";   // site id (required, first)
+inline constexpr const char* kFieldTimeDelta = "t";   // t - t of the previous event line (signed;
+                                                      // the first event line's is its t)
+inline constexpr const char* kFieldSeqJump = "q";     // seq, only when != previous event's seq + 1
+                                                      // (the first: when != 1)
+inline constexpr const char* kFieldShortAddr = "a";   // "0x...", as addr
+inline constexpr const char* kFieldShortSize = "s";   // size, left out when 0
+inline constexpr const char* kFieldShortResult = "r"; // result, left out when 0
 
 // "api" of the scope and mark events made from NVTX ranges and marks (interpose/hooks/nvtx.cpp): the
 // analyzer makes such scopes phases of their thread, not leak checks.

@@ -1,4 +1,4 @@
-// trace/json_line.cpp
+// trace/json_line.cpp — the JSON line builder's string escaping (invalid UTF-8 becomes U+FFFD).
 #include "trace/json_line.h"
 
 namespace gpumemtrace {

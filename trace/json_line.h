@@ -1,8 +1,8 @@
 // trace/json_line.h — builds one JSON object per line, fast, at the end of a string.
 // The writer formats millions of lines; nlohmann/json would allocate per value, and many small
-// std::string appends cost more than the rest of the writer together (measured: bench
-// BM_SerializeEvent). So the builder reserves room and writes through a cursor, growing the string
-// only when a long value needs it. Only what the trace needs: strings (escaped), integers, hex, raw.
+// std::string appends cost more than the rest of the writer together (bench: BM_SerializeEvent).
+// So the builder reserves room and writes through a cursor, growing the string only when a long
+// value needs it. Only what the trace needs: strings (escaped), integers, hex, raw.
 // Thread-safety: one instance per thread; the string must not be touched until end().
 #pragma once
 
@@ -20,6 +20,14 @@ class JsonLine {
     put("{\"type\":\"", 9);
     put(type, strlen(type));
     put("\"", 1);
+    return *this;
+  }
+  // Starts a record without "type" whose first key is `k` (version 2 event lines: {"e":SITE,...}).
+  JsonLine& begin_keyed(const char* k, uint64_t v) {
+    put("{\"", 2);
+    put(k, strlen(k));
+    put("\":", 2);
+    put_uint(v);
     return *this;
   }
   // Ends the line ("}\n") and trims the string to what was written.

@@ -1,4 +1,4 @@
-// interpose/hooks/real_function.cpp
+// interpose/hooks/real_function.cpp — finding the real CUDA functions (dlsym, the loaded libraries).
 #include "interpose/hooks/real_function.h"
 
 #include <dlfcn.h>

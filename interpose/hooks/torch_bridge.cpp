@@ -1,101 +1,156 @@
-// interpose/hooks/torch_bridge.cpp — the C entry point through which the PyTorch startup hook
+// interpose/hooks/torch_bridge.cpp — the C entry points through which the PyTorch startup hook
 // (tools/python/gpumemtrace_torch) puts PyTorch's caching-allocator events into the same trace.
 //
 // The hook drains torch.cuda.memory's allocation history (docs/pytorch.md explains why that route)
-// and calls gpumemtrace_record_external() once per event, through ctypes, from a Python thread. The
-// event gets the next sequence number like any other; its stack is exactly the Python stack PyTorch
-// recorded for the allocation (passed as text; EventFacts::frames): the draining thread's own stack is
-// never captured, and an event PyTorch recorded no frames for (an autograd-thread allocation) has no
-// stack. These frames are PyTorch's record, not a read of the interpreter, so GPUMEMTRACE_PYTHON=0
-// does not remove them (docs/pytorch.md).
+// and hands each drain's entries over in one call, as an array of GpumemtraceTorchEntry filled through
+// ctypes (tools/python/gpumemtrace_torch/bridge.py mirrors the two structures below). An entry names
+// PyTorch's action as PyTorch spells it ("alloc", "segment_map", ...); trace/torch_actions.h says what
+// each becomes, and actions the live trace does not record (free_completed, snapshot, unknown ones)
+// are skipped here. Each event gets the next sequence number like any other; its stack is exactly
+// the Python stack PyTorch recorded for the allocation (EventFacts::frames): the draining thread's
+// own stack is never captured, and an entry PyTorch recorded no frames for (an autograd-thread
+// allocation) has no stack. These frames are PyTorch's record, not a read of the interpreter, so
+// GPUMEMTRACE_PYTHON=0 does not remove them (docs/pytorch.md).
 // Such events carry "delayed":true in the trace; after each drain the hook calls
 // gpumemtrace_record_sync() so that readers can merge them into the timeline by time.
 //
+// Input is validated, never trusted: null pointers, a layout that is not this build's (the sizes
+// the caller passes), counts out of range, unterminated-looking strings (bounded reads) are refused
+// or skipped, never dereferenced blindly. No allocation, lock or stdio here beyond the recorder's own
+// rules.
 // Thread-safety: any thread, any time; the recorder's rules apply (record() never blocks except in
-// GPUMEMTRACE_ON_FULL=wait mode). Never throws; bad arguments are ignored (returns 0).
+// GPUMEMTRACE_ON_FULL=wait mode). Never throws.
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 
 #include "interpose/python/python_stack.h"
 #include "interpose/recorder/recorder.h"
+#include "trace/torch_actions.h"
 
 namespace f = gpumemtrace::format;
+namespace ta = gpumemtrace::torch_actions;
 using gpumemtrace::EventFacts;
 using gpumemtrace::HookScope;
 
+extern "C" {
+
+// One frame of PyTorch's recorded stack. Strings are NUL-terminated UTF-8 (read at most
+// kMaxNameBytes); a null one leaves the frame out.
+struct GpumemtraceTorchFrame {
+  const char* file;
+  const char* function;
+  int64_t line;
+};
+
+// One allocation-history entry. `frames` points to `frame_count` frames, innermost first (null or 0:
+// no stack); more than python::kMaxPythonFrames are cut (the innermost kept).
+struct GpumemtraceTorchEntry {
+  const char* action;        // PyTorch's action name; unknown or null: skipped
+  uint64_t addr;             // oom: 0 (the device's free bytes go in free_bytes)
+  uint64_t size;
+  uint64_t stream;           // 0 = none
+  uint64_t segment;          // containing segment of a block (0 = none)
+  uint64_t time_ns;          // CLOCK_MONOTONIC of the event, converted by the caller; 0 = now
+  uint64_t free_bytes;       // oom: the device's free bytes (0 = unknown)
+  const char* pool;          // allocator pool name or null
+  const GpumemtraceTorchFrame* frames;
+  uint32_t frame_count;
+  int32_t device;            // -1 = unknown
+};
+
+}  // extern "C"
+
 namespace {
 
-// `api` must be static for the recorder (it stores the pointer): map the caller's text onto ours.
-const char* static_api(const char* api) {
-  static const char* const kApis[] = {"torch.alloc",         "torch.free_requested", "torch.oom",
-                                      "torch.segment_alloc", "torch.segment_free",   "torch.segment_map",
-                                      "torch.segment_unmap"};
-  if (api)
-    for (const char* a : kApis)
-      if (strcmp(api, a) == 0) return a;
-  return "torch.external";
+// Bounds on what one call may ask for: a drain hands over at most a ring's worth in slices, so a
+// count past this is a caller bug, refused whole rather than read past the end of its array.
+constexpr uint64_t kMaxEntriesPerCall = 1u << 20;
+constexpr size_t kMaxNameBytes = 4096;       // the code table keeps no more of a name
+constexpr int32_t kMaxDevice = 1 << 16;
+
+// The action of a name, looked up among the rows the live trace records; nullptr otherwise.
+const ta::ActionInfo* live_action(const char* name) {
+  if (!name) return nullptr;
+  const ta::ActionInfo* a = ta::info(ta::parse(std::string_view(name, strnlen(name, 64))));
+  return a && (a->where & ta::kLive) && a->op ? a : nullptr;
+}
+
+int collect_frames(const GpumemtraceTorchEntry& e, gpumemtrace::python::PythonFrameRef* refs) {
+  if (!e.frames || e.frame_count == 0) return 0;
+  const uint32_t count = e.frame_count < gpumemtrace::python::kMaxPythonFrames
+                             ? e.frame_count
+                             : static_cast<uint32_t>(gpumemtrace::python::kMaxPythonFrames);
+  int n = 0;
+  for (uint32_t i = 0; i < count; ++i) {
+    const GpumemtraceTorchFrame& fr = e.frames[i];
+    if (!fr.file || !fr.function) continue;
+    if (gpumemtrace::python::make_external_frame(fr.file, strnlen(fr.file, kMaxNameBytes), fr.function,
+                                                 strnlen(fr.function, kMaxNameBytes), fr.line, &refs[n]))
+      ++n;
+  }
+  return n;
+}
+
+bool record_entry(const GpumemtraceTorchEntry& e) {
+  const ta::ActionInfo* action = live_action(e.action);
+  if (!action || e.device < -1 || e.device >= kMaxDevice) return false;
+  gpumemtrace::python::PythonFrameRef refs[gpumemtrace::python::kMaxPythonFrames];
+  EventFacts facts;
+  facts.op = *action->op;
+  facts.kind = action->kind;
+  facts.api = action->api;
+  facts.frames = refs;
+  facts.frame_count = collect_frames(e, refs);
+  facts.addr = e.addr;
+  facts.size = e.size;
+  facts.device = e.device;
+  facts.has_result = false;
+  facts.has_stream = e.stream != 0;
+  facts.stream = e.stream;
+  facts.has_segment = e.segment != 0;
+  facts.segment = e.segment;
+  if (facts.op == f::Op::BlockOom && e.free_bytes != 0) {
+    facts.has_meminfo = true;
+    facts.free_bytes = e.free_bytes;
+  }
+  facts.pool_name = e.pool;  // copied (bounded) by record()
+  facts.time_ns = e.time_ns;  // PyTorch's own time (converted by the caller); 0 = now
+  return gpumemtrace::record(facts);
 }
 
 }  // namespace
 
 extern "C" {
 
-// Records one event reported after the fact. op: an op name of trace/format.h ("block_alloc",
-// "block_free", "block_oom", "alloc", "free", "map", "unmap"; marks go through gpumemtrace_report_mark,
-// syncs through gpumemtrace_record_sync, scopes through gpumemtrace_report_scope);
-// api: "torch.<PyTorch action>";
-// segment: containing segment of a block (0 = none); time_ns: CLOCK_MONOTONIC of the event (0 = now);
-// free_bytes: device free bytes for block_oom (0 = unknown); pool: allocator pool name or null;
-// frames: "file\x1ffunction\x1fline" records separated by '\x1e', innermost first (null = none).
-// Returns 1 when recorded.
-__attribute__((visibility("default"))) int gpumemtrace_record_external(
-    const char* op, const char* api, uint64_t addr, uint64_t size, int device, uint64_t stream,
-    uint64_t segment, uint64_t time_ns, uint64_t free_bytes, const char* pool, const char* frames) {
-  f::Op parsed;
-  if (!op || !f::parse_op(op, &parsed) || parsed == f::Op::Sync || parsed == f::Op::Mark ||
-      parsed == f::Op::ScopeBegin || parsed == f::Op::ScopeEnd)
-    return 0;
+// Records the events of `count` history entries. entry_size / frame_size: the caller's sizeof of the
+// two structures, which must be this build's (a Python hook of another build gets -1, nothing
+// recorded). Returns the number of events recorded, or -1 when the call is refused (layout, null
+// array with a count, count out of range).
+__attribute__((visibility("default"))) int64_t gpumemtrace_record_torch(const GpumemtraceTorchEntry* entries,
+                                                                        uint64_t count, uint32_t entry_size,
+                                                                        uint32_t frame_size) {
+  if (entry_size != sizeof(GpumemtraceTorchEntry) || frame_size != sizeof(GpumemtraceTorchFrame)) return -1;
+  if (count > kMaxEntriesPerCall || (count != 0 && !entries)) return -1;
   HookScope scope;
   if (!scope.recording()) return 0;
-  gpumemtrace::python::PythonFrameRef refs[gpumemtrace::python::kMaxPythonFrames];
-  EventFacts facts;
-  facts.frames = refs;
-  facts.frame_count =
-      gpumemtrace::python::make_external_frames(frames, refs, gpumemtrace::python::kMaxPythonFrames);
-  facts.op = parsed;
-  switch (parsed) {
-    case f::Op::BlockAlloc:
-    case f::Op::BlockFree:
-    case f::Op::BlockOom:
-      facts.kind = f::Kind::Block;
-      break;
-    case f::Op::Map:
-    case f::Op::Unmap:
-      facts.kind = f::Kind::Physical;
-      break;
-    default:
-      facts.kind = f::Kind::Device;
+  int64_t recorded = 0;
+  for (uint64_t i = 0; i < count; ++i) recorded += record_entry(entries[i]) ? 1 : 0;
+  return recorded;
+}
+
+// The name of the index-th PyTorch action that gpumemtrace_record_torch() records (the others are
+// skipped there, so the hook need not pack them); null past the last. Static strings.
+__attribute__((visibility("default"))) const char* gpumemtrace_torch_live_action(uint32_t index) {
+  for (const ta::ActionInfo& a : ta::kActions) {
+    if (!(a.where & ta::kLive) || !a.op) continue;
+    if (index-- == 0) return a.name;
   }
-  facts.api = static_api(api);
-  facts.addr = addr;
-  facts.size = size;
-  facts.device = device;
-  facts.has_result = false;
-  facts.has_stream = stream != 0;
-  facts.stream = stream;
-  facts.has_segment = segment != 0;
-  facts.segment = segment;
-  if (parsed == f::Op::BlockOom && free_bytes != 0) {
-    facts.has_meminfo = true;
-    facts.free_bytes = free_bytes;
-  }
-  facts.pool_name = pool;
-  facts.time_ns = time_ns;  // PyTorch's own time (converted by the caller); 0 = now
-  return gpumemtrace::record(facts) ? 1 : 0;
+  return nullptr;
 }
 
 // Records a `sync` event at time_ns (CLOCK_MONOTONIC, > 0): the caller promises that every event it
-// reports later through gpumemtrace_record_external() has a time above time_ns (docs/trace-format.md:
+// reports later through gpumemtrace_record_torch() has a time above time_ns (docs/trace-format.md:
 // readers merge the delayed events into the timeline by time up to each sync). Returns 1 when
 // recorded.
 __attribute__((visibility("default"))) int gpumemtrace_record_sync(uint64_t time_ns) {

@@ -167,7 +167,7 @@ inline uint8_t rd_u8(uintptr_t a) { return *reinterpret_cast<const uint8_t*>(a);
 
 // Ref encoding: a = valid bit 63 | eval group << 32 | code table id; b = instruction byte offset.
 constexpr uint64_t kValid = 1ull << 63;
-constexpr uint64_t kExternal = 1ull << 62;  // reported as text (bridge): b is the line itself
+constexpr uint64_t kExternal = 1ull << 62;  // reported after the fact (bridge): b is the line itself
 inline PythonFrameRef make_ref(uint32_t id, uint32_t group, int64_t lasti) {
   return PythonFrameRef{kValid | (uint64_t(group & 0xffff) << 32) | id, static_cast<uint64_t>(lasti)};
 }
@@ -324,23 +324,12 @@ void note_module_loaded(const char* path) {
 
 // ---- external frames ----
 
-int make_external_frames(const char* frames, PythonFrameRef* out, int max) {
-  if (!frames || max <= 0) return 0;
-  int n = 0;
-  const char* p = frames;
-  while (*p && n < max) {
-    const char* end = strchr(p, '\x1e');
-    if (!end) end = p + strlen(p);
-    const char* f1 = static_cast<const char*>(memchr(p, '\x1f', end - p));
-    const char* f2 = f1 ? static_cast<const char*>(memchr(f1 + 1, '\x1f', end - f1 - 1)) : nullptr;
-    if (f1 && f2) {
-      long line = strtol(f2 + 1, nullptr, 10);
-      uint32_t id = code_table_insert_external(p, f1 - p, f1 + 1, f2 - f1 - 1);
-      if (id) out[n++] = PythonFrameRef{kValid | kExternal | id, static_cast<uint64_t>(line < 0 ? 0 : line)};
-    }
-    p = *end ? end + 1 : end;
-  }
-  return n;
+bool make_external_frame(const char* file, size_t file_len, const char* function, size_t function_len,
+                         int64_t line, PythonFrameRef* out) {
+  const uint32_t id = code_table_insert_external(file, file_len, function, function_len);
+  if (!id) return false;
+  *out = PythonFrameRef{kValid | kExternal | id, static_cast<uint64_t>(line < 0 ? 0 : line > INT32_MAX ? INT32_MAX : line)};
+  return true;
 }
 
 }  // namespace gpumemtrace::python

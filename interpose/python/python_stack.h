@@ -62,11 +62,12 @@ uint64_t python_frame_key(const PythonFrameRef& ref);
 
 // ---- Frames reported after the fact (the PyTorch bridge, interpose/hooks/torch_bridge.cpp) ----
 
-// Builds references for frames given as text: `frames` holds records "file\x1ffunction\x1fline"
-// separated by '\x1e', innermost first. Any thread; copies the strings into the code table (same
-// bounds as captured frames). Returns the count written to `out` (at most `max`): the event's whole
-// stack (EventFacts::frames). Independent of the frame reader: works with GPUMEMTRACE_PYTHON=0 and in
-// processes whose interpreter is not supported.
-int make_external_frames(const char* frames, PythonFrameRef* out, int max);
+// Builds the reference of one frame given as strings (file and function, not NUL-terminated; a
+// negative line counts as 0). Any thread; copies the strings into the code table (same bounds as
+// captured frames). False when the table is full (then the frame is left out). The references of an
+// event's frames, innermost first, are its whole stack (EventFacts::frames). Independent of the frame
+// reader: works with GPUMEMTRACE_PYTHON=0 and in processes whose interpreter is not supported.
+bool make_external_frame(const char* file, size_t file_len, const char* function, size_t function_len,
+                         int64_t line, PythonFrameRef* out);
 
 }  // namespace gpumemtrace::python

@@ -8,6 +8,7 @@
 #include <type_traits>
 
 #include "interpose/recorder/event_record.h"
+#include "util/byte_size.h"
 
 namespace gpumemtrace {
 namespace {
@@ -40,32 +41,6 @@ void warn_bad(void (*warn)(const char*), const char* name, const char* value, co
 }
 
 }  // namespace
-
-bool parse_byte_size(const char* text, uint64_t* out) {
-  if (!text || *text < '0' || *text > '9') return false;
-  uint64_t value = 0;
-  const char* p = text;
-  for (; *p >= '0' && *p <= '9'; ++p) {
-    if (value > (UINT64_MAX - 9) / 10) return false;
-    value = value * 10 + static_cast<uint64_t>(*p - '0');
-  }
-  int shift = 0;
-  switch (*p) {
-    case 'k': case 'K': shift = 10; break;
-    case 'm': case 'M': shift = 20; break;
-    case 'g': case 'G': shift = 30; break;
-    case 't': case 'T': shift = 40; break;
-    default: break;
-  }
-  if (shift) {
-    ++p;
-    if (*p == 'i' || *p == 'I') ++p;
-  }
-  if (*p == 'b' || *p == 'B') ++p;
-  if (*p != '\0' || value > (UINT64_MAX >> shift)) return false;
-  *out = value << shift;
-  return true;
-}
 
 uint64_t default_trace_cap(uint64_t free_bytes, bool known) {
   constexpr uint64_t kGiB = uint64_t{1} << 30;
@@ -108,10 +83,10 @@ Config parse_config(const char* (*getenv_fn)(const char*), void (*warn)(const ch
   int_setting("GPUMEMTRACE_FLUSH_MS", 1, 100, "1..100", &c.flush_ms);
   int_setting("GPUMEMTRACE_EXIT_TIMEOUT_MS", 0, 600000, "0..600000", &c.exit_timeout_ms);
   if (const char* v = getenv_fn("GPUMEMTRACE_MAX_BYTES")) {
-    uint64_t n;
-    if (parse_byte_size(v, &n) && (n == 0 || n >= kMinTraceCapBytes)) {
+    const std::optional<uint64_t> n = util::parse_byte_size(v);
+    if (n && (*n == 0 || *n >= kMinTraceCapBytes)) {
       c.max_bytes_default = false;
-      c.max_bytes = n;
+      c.max_bytes = *n;
     } else
       warn_bad(warn, "GPUMEMTRACE_MAX_BYTES", v, "0 (no cap) or a size >= 64K, e.g. 512M or 20G");
   }
@@ -150,7 +125,7 @@ NvtxMode parse_nvtx_mode(const char* value, void (*warn)(const char*)) {
 
 std::string expand_output_path(const std::string& tmpl, long pid, const std::string& exe_name) {
   std::string t = tmpl;
-  if (!t.empty() && t.back() == '/') t += "gpumemtrace.%e.%p.jsonl";
+  if (!t.empty() && t.back() == '/') t += kDefaultTraceName;
   std::string out;
   for (size_t i = 0; i < t.size(); ++i) {
     if (t[i] != '%' || i + 1 == t.size()) {

@@ -10,9 +10,13 @@ namespace gpumemtrace {
 
 enum class OnFull { Wait, Drop };
 
+// The trace's name when GPUMEMTRACE_OUTPUT gives none (unset, or a directory): zstd-compressed
+// (the writer compresses a name ending in .zst), about 20 times smaller than the text.
+inline constexpr const char* kDefaultTraceName = "gpumemtrace.%e.%p.jsonl.zst";
+
 struct Config {
   bool disabled = false;                                  // GPUMEMTRACE_DISABLE
-  std::string output = "gpumemtrace.%e.%p.jsonl";         // GPUMEMTRACE_OUTPUT (template)
+  std::string output = kDefaultTraceName;                 // GPUMEMTRACE_OUTPUT (template)
   // The user named one literal path (no %-placeholder, not a directory): only such a path may be an
   // existing FIFO or device (/dev/stdout). Generated names are always new regular files.
   bool output_named = false;
@@ -38,10 +42,6 @@ inline constexpr uint64_t kMinTraceCapBytes = 64 * 1024;
 // The default cap for a trace whose file system has `free_bytes` available (10%, clamped to
 // [1 GiB, 64 GiB]); `known` false (the file system could not be asked): 8 GiB.
 uint64_t default_trace_cap(uint64_t free_bytes, bool known);
-
-// Parses a byte count: decimal digits with an optional K, M, G or T suffix (powers of 1024,
-// case-insensitive, an optional trailing "B" or "iB"). False on anything else or on overflow.
-bool parse_byte_size(const char* text, uint64_t* out);
 
 // Reads `getenv_fn(name)` for every setting. A bad value produces one warning line through `warn` and
 // the default. `getenv_fn` is a parameter so that tests can feed settings without touching the

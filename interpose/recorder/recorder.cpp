@@ -34,6 +34,7 @@
 #include "interpose/recorder/unwind.h"
 #include "interpose/writer/trace_file.h"
 #include "interpose/writer/writer.h"
+#include "util/monotonic_clock.h"
 
 namespace gpumemtrace {
 namespace {
@@ -51,12 +52,6 @@ __thread int t_depth __attribute__((tls_model("initial-exec"))) = 0;
 __thread bool t_internal __attribute__((tls_model("initial-exec"))) = false;
 __thread uint32_t t_tid __attribute__((tls_model("initial-exec"))) = 0;
 __thread const char* t_driver_api __attribute__((tls_model("initial-exec"))) = nullptr;
-
-uint64_t now_ns() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
-}
 
 uint32_t thread_id() {
   if (t_tid == 0) t_tid = static_cast<uint32_t>(syscall(SYS_gettid));
@@ -295,7 +290,7 @@ void log_info(const char* msg) noexcept {
 bool record(const EventFacts& facts) noexcept {
   if (!ensure_active()) return false;
   const int saved_errno = errno;
-  const uint64_t t = facts.time_ns ? facts.time_ns : now_ns();
+  const uint64_t t = facts.time_ns ? facts.time_ns : util::monotonic_ns();
   const Config& cfg = g_shared->config;
   // Releases get no stack unless asked for (like heaptrack's frees): no analysis uses where memory
   // was given back, and skipping the unwind halves the cost of an allocate/free pair. A sync marker

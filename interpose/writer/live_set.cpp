@@ -1,4 +1,4 @@
-// interpose/writer/live_set.cpp
+// interpose/writer/live_set.cpp — tracking the live allocations from the event stream.
 #include "interpose/writer/live_set.h"
 
 namespace gpumemtrace {

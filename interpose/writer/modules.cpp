@@ -1,4 +1,4 @@
-// interpose/writer/modules.cpp
+// interpose/writer/modules.cpp — the module map: loaded ELF objects from dl_iterate_phdr, with build ids.
 #include "interpose/writer/modules.h"
 
 #include <elf.h>

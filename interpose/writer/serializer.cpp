@@ -1,4 +1,4 @@
-// interpose/writer/serializer.cpp
+// interpose/writer/serializer.cpp — EventRecords to trace lines: frames, stacks and modules, each once.
 #include "interpose/writer/serializer.h"
 
 #include <time.h>
@@ -10,18 +10,13 @@
 #include "interpose/recorder/recorder_state.h"
 #include "trace/json_line.h"
 #include "trace/format.h"
+#include "util/monotonic_clock.h"
 
 namespace gpumemtrace {
 
 namespace f = format;
 
 namespace {
-
-uint64_t clock_ns(clockid_t id) {
-  timespec ts;
-  clock_gettime(id, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
-}
 
 // Python frame keys and native addresses share the stack key space: tag Python keys in the top bit
 // (user-space addresses never have it set on x86-64).
@@ -52,8 +47,8 @@ HeaderInfo current_process_header(int stack_depth, bool drop_when_full) {
   std::string arg;
   while (std::getline(cmdline, arg, '\0')) h.cmdline.push_back(arg);
   if (gethostname(buf, sizeof(buf)) == 0) h.host = buf;
-  h.start_realtime_ns = clock_ns(CLOCK_REALTIME);
-  h.start_monotonic_ns = clock_ns(CLOCK_MONOTONIC);
+  h.start_realtime_ns = util::clock_ns(CLOCK_REALTIME);
+  h.start_monotonic_ns = util::monotonic_ns();
   h.stack_depth = stack_depth;
   h.drop_when_full = drop_when_full;
   return h;
@@ -209,21 +204,35 @@ uint32_t TraceSerializer::stack_id(const EventRecord& r) {
   return id;
 }
 
+uint32_t TraceSerializer::site_id(const EventRecord& r, uint32_t stack) {
+  const SiteKey key{r.api ? r.api : "", r.driver_api, r.tid, stack, r.device, r.op, r.kind, (r.flags & kDelayed) != 0};
+  auto it = sites_.find(key);
+  if (it != sites_.end()) return it->second;
+  const uint32_t id = next_site_id_++;
+  sites_.emplace(key, id);
+  JsonLine j(out_);
+  j.begin(f::kTypeSite).unum(f::kFieldId, id).unum(f::kFieldTid, key.tid).str(f::kFieldApi, key.api);
+  if (key.driver_api) j.str(f::kFieldDriverApi, key.driver_api);
+  j.str(f::kFieldOp, f::op_name(key.op))
+      .str(f::kFieldKind, f::kind_name(key.kind))
+      .num(f::kFieldDevice, key.device)
+      .unum(f::kFieldStack, stack);
+  if (key.delayed) j.flag(f::kFieldDelayed);
+  j.end();
+  return id;
+}
+
 uint32_t TraceSerializer::event(const EventRecord& r) {
   const uint32_t stack = stack_id(r);
+  const uint32_t site = site_id(r, stack);
   JsonLine j(out_);
-  j.begin(f::kTypeEvent)
-      .unum(f::kFieldSeq, r.seq)
-      .unum(f::kFieldTime, r.time_ns)
-      .unum(f::kFieldTid, r.tid)
-      .str(f::kFieldApi, r.api ? r.api : "");
-  if (r.driver_api) j.str(f::kFieldDriverApi, r.driver_api);
-  j.str(f::kFieldOp, f::op_name(r.op)).str(f::kFieldKind, f::kind_name(r.kind));
-  const bool no_range = r.op == f::Op::Mark || r.op == f::Op::MemInfo || r.op == f::Op::Reset ||
-                        r.op == f::Op::Sync || r.op == f::Op::ScopeBegin || r.op == f::Op::ScopeEnd;
-  if (!no_range && r.op != f::Op::Trim) j.hex(f::kFieldAddr, r.addr);
-  if (!no_range) j.unum(f::kFieldSize, r.size);  // frees: 0 when the API does not say
-  j.num(f::kFieldDevice, r.device);
+  // The time delta is signed: a delayed event may be older than the line before it.
+  j.begin_keyed(f::kFieldEventSite, site).num(f::kFieldTimeDelta, static_cast<int64_t>(r.time_ns - last_time_ns_));
+  if (r.seq != last_seq_ + 1) j.unum(f::kFieldSeqJump, r.seq);
+  last_seq_ = r.seq;
+  last_time_ns_ = r.time_ns;
+  if (f::op_has_addr(r.op)) j.hex(f::kFieldShortAddr, r.addr);
+  if (f::op_has_size(r.op) && r.size) j.unum(f::kFieldShortSize, r.size);  // frees: 0 when the API does not say
   if (r.flags & kHasStream) j.hex(f::kFieldStream, r.stream);
   if (r.flags & kHasPoolName)
     j.str(f::kFieldPool, r.pool_name);
@@ -234,9 +243,7 @@ uint32_t TraceSerializer::event(const EventRecord& r) {
   if (r.flags & kHasMemInfo) j.unum(f::kFieldFree, r.free_bytes).unum(f::kFieldTotal, r.total_bytes);
   if (r.flags & kHasLabel) j.str(f::kFieldLabel, r.label_text());
   if (r.flags & kHasRange) j.unum(f::kFieldRange, r.range);
-  j.unum(f::kFieldStack, stack);
-  if (r.flags & kHasResult) j.num(f::kFieldResult, r.result);
-  if (r.flags & kDelayed) j.flag(f::kFieldDelayed);
+  if ((r.flags & kHasResult) && r.result) j.num(f::kFieldShortResult, r.result);
   j.end();
   ++events_;
   return stack;

@@ -1,6 +1,8 @@
-// interpose/writer/serializer.h — turns EventRecords into trace lines (trace/format.h): interns frames
-// and stacks (each written once, referred to by id), symbolizes each unique address once, and keeps
-// the module map current. Independent of threads and rings so that it can be unit-tested.
+// interpose/writer/serializer.h — turns EventRecords into trace lines (trace/format.h, version 2):
+// interns frames, stacks and event sites (each written once, referred to by id), symbolizes each
+// unique address once, and keeps the module map current. Event lines are delta-coded against the
+// previous event line (time, seq), so the lines must reach the trace in the order they are made.
+// Independent of threads and rings so that it can be unit-tested.
 // Not thread-safe: used by the writer thread only.
 #pragma once
 
@@ -60,6 +62,35 @@ class TraceSerializer {
   uint32_t native_frame_id(uintptr_t ip);
   uint32_t python_frame_id(const python::PythonFrameRef& ref);
   uint32_t stack_id(const EventRecord& r);
+  uint32_t site_id(const EventRecord& r, uint32_t stack);
+
+  // What a "site" record holds: the fields an event shares with every other event of the same
+  // call, thread and stack. The api strings are static (event_record.h): compared by address.
+  struct SiteKey {
+    const char* api;
+    const char* driver_api;
+    uint32_t tid;
+    uint32_t stack;
+    int32_t device;
+    format::Op op;
+    format::Kind kind;
+    bool delayed;
+    bool operator==(const SiteKey& o) const {
+      return api == o.api && driver_api == o.driver_api && tid == o.tid && stack == o.stack && device == o.device &&
+             op == o.op && kind == o.kind && delayed == o.delayed;
+    }
+  };
+  struct SiteKeyHash {
+    size_t operator()(const SiteKey& k) const {
+      uint64_t h = reinterpret_cast<uintptr_t>(k.api) * 0x9E3779B97F4A7C15ull;
+      h ^= reinterpret_cast<uintptr_t>(k.driver_api) + (h << 6) + (h >> 2);
+      h ^= ((static_cast<uint64_t>(k.tid) << 32) | k.stack) * 0xC2B2AE3D27D4EB4Full;
+      h ^= (static_cast<uint64_t>(static_cast<uint32_t>(k.device)) << 24 | static_cast<uint64_t>(k.op) << 16 |
+            static_cast<uint64_t>(k.kind) << 8 | static_cast<uint64_t>(k.delayed)) *
+           0x165667B19E3779F9ull;
+      return static_cast<size_t>(h ^ (h >> 29));
+    }
+  };
 
   struct KeyHash {
     size_t operator()(const std::vector<uint64_t>& v) const {
@@ -86,9 +117,13 @@ class TraceSerializer {
   std::vector<uint64_t> key_;                 // reused per event
   std::vector<uint64_t> raw_key_;             // reused per event
   std::vector<uint32_t> frame_ids_;           // reused per event
+  std::unordered_map<SiteKey, uint32_t, SiteKeyHash> sites_;
   uint32_t next_frame_id_ = 1;
   uint32_t next_stack_id_ = 1;
+  uint32_t next_site_id_ = 1;
   uint64_t events_ = 0;
+  uint64_t last_seq_ = 0;      // of the previous event line (0 before the first)
+  uint64_t last_time_ns_ = 0;  // of the previous event line (0 before the first)
 };
 
 }  // namespace gpumemtrace

@@ -21,11 +21,15 @@ class FileSink : public Sink {
   TraceFile* file_;
 };
 
+// zstd level 1: trace text is repetitive enough that higher levels save little and cost the writer
+// thread more per event (docs/performance.md, "Trace size").
+constexpr int kZstdLevel = 1;
+
 class ZstdSink : public Sink {
  public:
   explicit ZstdSink(TraceFile* file) : file_(file), out_(ZSTD_CStreamOutSize()) {
     cctx_ = ZSTD_createCCtx();
-    if (cctx_) ZSTD_CCtx_setParameter(cctx_, ZSTD_c_compressionLevel, 3);
+    if (cctx_) ZSTD_CCtx_setParameter(cctx_, ZSTD_c_compressionLevel, kZstdLevel);
     // A checksum of the frame's content: the reader detects corruption instead of reading changed totals.
     if (cctx_) ZSTD_CCtx_setParameter(cctx_, ZSTD_c_checksumFlag, 1);
   }

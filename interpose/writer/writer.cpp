@@ -1,4 +1,4 @@
-// interpose/writer/writer.cpp
+// interpose/writer/writer.cpp — the writer thread: drain, serialize, flush, cap, and the final records.
 #include "interpose/writer/writer.h"
 
 #include <pthread.h>
@@ -12,24 +12,15 @@
 #include "interpose/recorder/recorder_state.h"
 #include "interpose/writer/serializer.h"
 #include "interpose/writer/sink.h"
+#include "util/ends_with.h"
+#include "util/monotonic_clock.h"
 
 namespace gpumemtrace {
 namespace {
 
-uint64_t monotonic_ns() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
-}
-
 void sleep_us(long us) {
   timespec ts{0, us * 1000};
   nanosleep(&ts, nullptr);
-}
-
-bool ends_with(const std::string& s, const char* suffix) {
-  const size_t n = strlen(suffix);
-  return s.size() >= n && s.compare(s.size() - n, n, suffix) == 0;
 }
 
 // Flush the text buffer to the sink once it holds this much, even between timed flushes.
@@ -52,7 +43,7 @@ uint64_t trace_cap_bytes(const Config& cfg, int fd) {
 }  // namespace
 
 Writer::Writer(RecorderShared* shared, const TraceFile& file)
-    : shared_(shared), file_(file), sink_(make_file_sink(&file_, ends_with(file.path(), ".zst"))) {
+    : shared_(shared), file_(file), sink_(make_file_sink(&file_, util::ends_with(file.path(), ".zst"))) {
   buffer_.reserve(kBufferFlushBytes * 2);
 }
 
@@ -183,13 +174,13 @@ void Writer::run() {
   flush_buffer(true);
 
   const uint64_t flush_interval_ns = static_cast<uint64_t>(cfg.flush_ms) * 1000000ull;
-  uint64_t last_flush = monotonic_ns();
+  uint64_t last_flush = util::monotonic_ns();
   for (;;) {
     const bool stopping = stop_requested_.load(std::memory_order_acquire);
     const bool got = drain_once(4096);
     publish_devices();
     note_drops();
-    const uint64_t now = monotonic_ns();
+    const uint64_t now = util::monotonic_ns();
     const uint64_t requested = flush_requests_.load(std::memory_order_acquire);
     const bool flush_asked = requested != flushes_done_.load(std::memory_order_relaxed);
     if (flush_asked || now - last_flush >= flush_interval_ns) {
@@ -214,7 +205,7 @@ void Writer::run() {
   if (stranded) shared_->dropped.fetch_add(stranded, std::memory_order_relaxed);
   note_drops();
   if (capped_ && !output_failed_) write_live_summary();
-  serializer_->footer(serializer_->events_written(), drops_written_, monotonic_ns(), not_written_);
+  serializer_->footer(serializer_->events_written(), drops_written_, util::monotonic_ns(), not_written_);
   flush_buffer(true);
   if (!output_failed_ && !sink_->finish()) log_line(("cannot finish the trace: " + sink_->error()).c_str());
   file_.close_if_ours();

@@ -16,6 +16,7 @@
 #include "report/analyses/process_analyzer.h"
 #include "report/import/snapshot_to_trace.h"
 #include "report/reader/trace_reader.h"
+#include "util/ends_with.h"
 
 namespace gpumemtrace::report {
 
@@ -60,15 +61,17 @@ std::unique_ptr<ByteSource> convert_snapshot(const std::string& path, snapshot::
   std::FILE* file = anonymous_temp_file(path);
   StdioSink sink(file);
   std::ostream converted(&sink);
-  std::string error;
-  bool ok = snapshot::snapshot_to_trace(path, converted, &error, stats);
-  if (ok && (std::fflush(file) != 0 || std::ferror(file))) {
-    ok = false;
-    error = std::string("cannot write the converted trace to a temporary file: ") + std::strerror(errno);
-  }
-  if (!ok) {
+  try {
+    snapshot::snapshot_to_trace(path, converted, stats);
+  } catch (const snapshot::SnapshotError& error) {
     std::fclose(file);
-    throw TraceError(path, 0, "PyTorch snapshot: " + (error.empty() ? std::string("cannot convert") : error));
+    throw TraceError(path, 0, "PyTorch snapshot: " + error.message());
+  }
+  if (std::fflush(file) != 0 || std::ferror(file)) {
+    const int saved = errno;
+    std::fclose(file);
+    throw TraceError(path, 0, std::string("PyTorch snapshot: cannot write the converted trace to a temporary file: ") +
+                                  std::strerror(saved));
   }
   std::rewind(file);
   return file_byte_source(file);
@@ -116,11 +119,9 @@ ProcessReport analyze_file(const std::string& path, const Suppressions& suppress
 }
 
 namespace {
-bool is_trace_name(const std::string& name) {
-  auto ends = [&](const char* suffix) {
-    std::string s(suffix);
-    return name.size() > s.size() && name.compare(name.size() - s.size(), s.size(), s) == 0;
-  };
+// A name that is only the suffix (a hidden file such as ".zst") is not a trace.
+bool is_trace_name(std::string_view name) {
+  auto ends = [&](std::string_view suffix) { return name.size() > suffix.size() && util::ends_with(name, suffix); };
   return ends(".jsonl") || ends(".zst") || ends(".pickle") || ends(".pkl");
 }
 }  // namespace

@@ -16,10 +16,10 @@ bool AutogradAttribution::on_backward_scope(const Event& e) {
 }
 
 SiteId AutogradAttribution::site_for(const Event& e) const {
-  const bool frameless_block = e.stack == 0 && (e.op == Op::BlockAlloc || e.kind == Kind::Block) &&
+  const bool frameless_block = !e.stack && (e.op == Op::BlockAlloc || e.kind == Kind::Block) &&
                                is_torch_api(e.api);
   if (!frameless_block) return make_site(e.stack);
-  if (open_.empty()) return make_site(0, Attribution::NoFrames);
+  if (open_.empty()) return make_site(StackId(), Attribution::NoFrames);
   return make_site(open_.back(), Attribution::Backward);
 }
 

@@ -32,7 +32,7 @@ class AutogradAttribution {
 
  private:
   static constexpr size_t kMaxDepth = 64;
-  std::vector<uint32_t> open_;  // stacks of the open backward calls, innermost last
+  std::vector<StackId> open_;   // stacks of the open backward calls, innermost last
   size_t depth_ = 0;            // open calls, including those beyond kMaxDepth
 };
 

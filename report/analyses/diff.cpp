@@ -1,3 +1,4 @@
+// report/analyses/diff.cpp — `gpumem-report diff`: peaks and leaks of two runs matched by call stack.
 #include "report/analyses/diff.h"
 
 #include <algorithm>

@@ -34,7 +34,7 @@ class GrowthClock {
   uint32_t window_ = 0;
   bool started_ = false;
   Op last_op_ = Op::Mark;
-  uint32_t last_stack_ = 0;
+  StackId last_stack_;
   int64_t last_result_ = 0;
 };
 

@@ -78,7 +78,7 @@ class OomIncidents {
     int32_t device;
     int64_t result;
     std::string api;
-    uint32_t stack;
+    StackId stack;
     bool operator<(const CallKey& o) const {
       return std::tie(device, result, api, stack) < std::tie(o.device, o.result, o.api, o.stack);
     }

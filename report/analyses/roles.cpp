@@ -61,7 +61,7 @@ Role Roles::block_role(SiteId site) {
 
 Roles::Raw Roles::raw_class(const Holding& h) {
   if (h.torch) return Raw::Segment;
-  const uint32_t stack = site_stack(h.site);
+  const StackId stack = site_stack(h.site);
   auto cached = raw_classes_.find(stack);
   if (cached != raw_classes_.end()) return cached->second;
   const Stack frames = symbols_.resolve(stack);

@@ -93,7 +93,7 @@ class Roles : public ModelListener {
   const Suppressions& suppressions_;
   std::unordered_map<SiteId, Role> block_roles_;  // per site
   std::unordered_map<SiteId, bool> backward_sites_;
-  std::unordered_map<uint32_t, Raw> raw_classes_;  // per stack
+  std::unordered_map<StackId, Raw> raw_classes_;  // per stack
   // One entry per live holding, added and removed on nearly every event: nodes from a pool.
   NodePool nodes_;  // before the maps it serves
   std::pmr::unordered_map<uint64_t, LiveBlock> live_blocks_{&nodes_};

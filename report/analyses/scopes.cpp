@@ -56,8 +56,8 @@ bool Scopes::counts(const Holding& h) {
       return false;
     }
   }
-  const uint32_t stack = site_stack(h.site);
-  if (site_attribution(h.site) != Attribution::None || stack == 0) return true;
+  const StackId stack = site_stack(h.site);
+  if (site_attribution(h.site) != Attribution::None || !stack) return true;
   auto cached = excluded_stacks_.find(stack);
   if (cached == excluded_stacks_.end()) {
     const Stack frames = symbols_.resolve(stack);

@@ -62,7 +62,7 @@ class Scopes : public ModelListener {
   // scope (a test), so nodes from a pool.
   NodePool nodes_;  // before the map it serves
   std::pmr::unordered_map<uint64_t, Holding> inside_{&nodes_};
-  std::unordered_map<uint32_t, bool> excluded_stacks_;  // held by a library or suppressed
+  std::unordered_map<StackId, bool> excluded_stacks_;  // held by a library or suppressed
   std::vector<ScopeReport> reports_;
   uint64_t total_ = 0;
 };

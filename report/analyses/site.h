@@ -20,10 +20,10 @@ enum class Attribution : uint8_t {
   NoFrames = 2,  // a PyTorch block recorded without frames, and no backward() open to charge it to
 };
 
-inline SiteId make_site(uint32_t stack, Attribution how = Attribution::None) {
-  return static_cast<uint64_t>(how) << 32 | stack;
+inline SiteId make_site(StackId stack, Attribution how = Attribution::None) {
+  return static_cast<uint64_t>(how) << 32 | stack.value;
 }
-inline uint32_t site_stack(SiteId site) { return static_cast<uint32_t>(site); }
+inline StackId site_stack(SiteId site) { return StackId(static_cast<uint32_t>(site)); }
 inline Attribution site_attribution(SiteId site) { return static_cast<Attribution>(site >> 32); }
 
 // The site's frames, innermost first. An attributed site starts with one marker frame that says

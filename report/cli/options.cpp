@@ -7,7 +7,7 @@
 #include <algorithm>
 #include <cstdlib>
 
-#include "report/outputs/units.h"
+#include "util/byte_size.h"
 
 namespace gpumemtrace::report {
 
@@ -135,7 +135,7 @@ size_t parse_count(const std::string& text, const std::string& option) {
 }
 
 uint64_t parse_size_option(const std::string& text, const std::string& option) {
-  std::optional<uint64_t> size = parse_size(text);
+  const std::optional<uint64_t> size = util::parse_byte_size(text);
   if (!size) throw UsageError(option + ": expected a size like 0, 10M or 1.5GiB, got `" + text + "`");
   return *size;
 }

@@ -1,4 +1,5 @@
-// libFuzzer target: any bytes as a trace, through the reader and every analysis and output.
+// report/fuzz/fuzz_reader.cpp — libFuzzer target: any bytes as a trace, through the reader and every
+// analysis and output.
 // The contract under test: a TraceError or a report, never a crash, a hang or a sanitizer error.
 #include <cstddef>
 #include <cstdint>

@@ -120,20 +120,20 @@ std::string describe_op(uint8_t op) {
 
 const std::vector<uint32_t> kNoItems;
 
+// Reads one pickle into `nodes`. Every failure throws ParseError (fail()) naming the opcode's offset.
 class Parser {
  public:
   Parser(const std::string& data, std::vector<Node>* nodes, const Limits& limits)
       : data_(data), nodes_(*nodes), limits_(limits) {}
 
-  bool run(uint32_t* root, std::string* error);
+  // The root node (the value STOP found on the stack).
+  uint32_t run();
 
  private:
-  bool fail(const char* fmt, ...) __attribute__((format(printf, 2, 3)));
-  bool need(uint64_t n) {
+  [[noreturn]] void fail(const char* fmt, ...) __attribute__((format(printf, 2, 3)));
+  void need(uint64_t n) {
     if (data_.size() - pos_ < n)
-      return fail("truncated pickle: %s needs %" PRIu64 " more bytes at offset %zu",
-                  describe_op(op_).c_str(), n, pos_);
-    return true;
+      fail("truncated pickle: %s needs %" PRIu64 " more bytes at offset %zu", describe_op(op_).c_str(), n, pos_);
   }
   uint64_t read_le(int n) {
     uint64_t v = 0;
@@ -141,104 +141,104 @@ class Parser {
     pos_ += n;
     return v;
   }
-  bool new_node(Kind kind, uint32_t* index) {
-    if (nodes_.size() >= limits_.max_nodes)
-      return fail("pickle has more than %u values (limit)", limits_.max_nodes);
+  uint64_t need_le(int n) {
+    need(n);
+    return read_le(n);
+  }
+  uint32_t new_node(Kind kind) {
+    if (nodes_.size() >= limits_.max_nodes) fail("pickle has more than %u values (limit)", limits_.max_nodes);
     nodes_.emplace_back();
     nodes_.back().kind = kind;
-    *index = static_cast<uint32_t>(nodes_.size() - 1);
-    return true;
+    return static_cast<uint32_t>(nodes_.size() - 1);
   }
-  bool push_new(Kind kind, uint32_t* index = nullptr) {
-    uint32_t i = 0;
-    if (!new_node(kind, &i)) return false;
+  uint32_t push_new(Kind kind) {
+    const uint32_t i = new_node(kind);
     stack_.push_back(i);
-    if (index) *index = i;
-    return true;
+    return i;
   }
   // None, True and False are never modified (only containers are): one node each, shared, so a
   // 1-byte opcode costs a stack slot, not a node.
-  bool push_shared(uint32_t* shared, Kind kind, bool boolean) {
+  void push_shared(uint32_t* shared, Kind kind, bool boolean) {
     if (*shared == kNoNode) {
-      if (!new_node(kind, shared)) return false;
+      *shared = new_node(kind);
       nodes_[*shared].boolean = boolean;
     }
     stack_.push_back(*shared);
-    return true;
   }
-  bool push_int_signed(int64_t v) {
-    uint32_t i = 0;
-    if (!push_new(Kind::Int, &i)) return false;
-    nodes_[i].bits = static_cast<uint64_t>(v);
-    return true;
-  }
-  bool push_string(Kind kind, uint64_t len) {
-    if (!need(len)) return false;
-    uint32_t i = 0;
-    if (!push_new(kind, &i)) return false;
+  void push_int_signed(int64_t v) { nodes_[push_new(Kind::Int)].bits = static_cast<uint64_t>(v); }
+  void push_string(Kind kind, uint64_t len) {
+    need(len);
+    const uint32_t i = push_new(kind);
     nodes_[i].str_off = pos_;
     nodes_[i].str_len = len;
     pos_ += len;
-    return true;
   }
-  bool push_long(uint64_t n);
-  bool pop_mark(size_t* begin) {
-    if (marks_.empty()) return fail("%s at offset %zu without a MARK", describe_op(op_).c_str(), op_pos_);
-    *begin = marks_.back();
+  // A 4-byte signed length (BINSTRING, LONG4): negative is malformed.
+  uint64_t need_signed_length(const char* op) {
+    const int32_t n = static_cast<int32_t>(static_cast<uint32_t>(need_le(4)));
+    if (n < 0) fail("%s at offset %zu: negative length", op, op_pos_);
+    return static_cast<uint64_t>(n);
+  }
+  void push_long(uint64_t n);
+  size_t pop_mark() {
+    if (marks_.empty()) fail("%s at offset %zu without a MARK", describe_op(op_).c_str(), op_pos_);
+    const size_t begin = marks_.back();
     marks_.pop_back();
-    if (*begin > stack_.size()) return fail("corrupt MARK at offset %zu", op_pos_);
-    return true;
+    if (begin > stack_.size()) fail("corrupt MARK at offset %zu", op_pos_);
+    return begin;
   }
-  bool need_stack(size_t n) {
+  void need_stack(size_t n) {
     // Items above the innermost MARK are the only ones an opcode may consume.
     size_t floor = marks_.empty() ? 0 : marks_.back();
-    if (stack_.size() < floor + n)
-      return fail("%s at offset %zu: stack underflow", describe_op(op_).c_str(), op_pos_);
-    return true;
+    if (stack_.size() < floor + n) fail("%s at offset %zu: stack underflow", describe_op(op_).c_str(), op_pos_);
   }
-  bool container_top(size_t depth_from_top, Kind want1, Kind want2, uint32_t* index) {
+  // The container `depth_from_top` below the top of the stack, which must be a `want`.
+  uint32_t container_at(size_t depth_from_top, Kind want) {
     uint32_t c = stack_[stack_.size() - 1 - depth_from_top];
     Kind k = nodes_[c].kind;
-    if (k != want1 && k != want2)
-      return fail("%s at offset %zu: target is a %s, not a %s", describe_op(op_).c_str(), op_pos_,
-                  kind_name(k), kind_name(want1));
-    *index = c;
-    return true;
+    if (k != want)
+      fail("%s at offset %zu: target is a %s, not a %s", describe_op(op_).c_str(), op_pos_, kind_name(k),
+           kind_name(want));
+    return c;
   }
-  bool collect(Kind kind) {  // LIST, TUPLE, DICT, FROZENSET: items since the MARK
-    size_t begin = 0;
-    if (!pop_mark(&begin)) return false;
-    if (kind == Kind::Dict && (stack_.size() - begin) % 2 != 0)
-      return fail("DICT at offset %zu: odd number of items", op_pos_);
-    uint32_t i = 0;
-    if (!new_node(kind, &i)) return false;
+  void collect(Kind kind) {  // LIST, TUPLE, DICT, FROZENSET: items since the MARK
+    const size_t begin = pop_mark();
+    if (kind == Kind::Dict && (stack_.size() - begin) % 2 != 0) fail("DICT at offset %zu: odd number of items", op_pos_);
+    const uint32_t i = new_node(kind);
     nodes_[i].items.assign(stack_.begin() + begin, stack_.end());
     stack_.resize(begin);
     stack_.push_back(i);
-    return true;
   }
-  bool tuple_n(size_t n) {
-    if (!need_stack(n)) return false;
-    uint32_t i = 0;
-    if (!new_node(Kind::Tuple, &i)) return false;
+  // APPENDS, ADDITEMS, SETITEMS: the items since the MARK go into the container just below it.
+  void extend_below_mark(Kind want, const char* name) {
+    const size_t begin = pop_mark();
+    if (begin == 0) fail("%s at offset %zu: no target below the MARK", name, op_pos_);
+    const uint32_t c = stack_[begin - 1];
+    if (nodes_[c].kind != want)
+      fail("%s at offset %zu: target is a %s, not a %s", name, op_pos_, kind_name(nodes_[c].kind), kind_name(want));
+    if (want == Kind::Dict && (stack_.size() - begin) % 2 != 0) fail("%s at offset %zu: odd number of items", name, op_pos_);
+    nodes_[c].items.insert(nodes_[c].items.end(), stack_.begin() + begin, stack_.end());
+    stack_.resize(begin);
+  }
+  void tuple_n(size_t n) {
+    need_stack(n);
+    const uint32_t i = new_node(Kind::Tuple);
     nodes_[i].items.assign(stack_.end() - n, stack_.end());
     stack_.resize(stack_.size() - n);
     stack_.push_back(i);
-    return true;
   }
-  bool memo_put(uint64_t key) {
-    if (stack_.empty()) return fail("%s at offset %zu: empty stack", describe_op(op_).c_str(), op_pos_);
+  void memo_put(uint64_t key) {
+    if (stack_.empty()) fail("%s at offset %zu: empty stack", describe_op(op_).c_str(), op_pos_);
     memo_[key] = stack_.back();
-    return true;
   }
-  bool memo_get(uint64_t key) {
+  void memo_get(uint64_t key) {
     auto it = memo_.find(key);
     if (it == memo_.end())
-      return fail("%s at offset %zu: memo key %" PRIu64 " is not defined", describe_op(op_).c_str(),
-                  op_pos_, key);
+      fail("%s at offset %zu: memo key %" PRIu64 " is not defined", describe_op(op_).c_str(), op_pos_, key);
     stack_.push_back(it->second);
-    return true;
   }
+  // Executes the opcode just read (op_); false at STOP.
+  bool step();
 
   const std::string& data_;
   std::vector<Node>& nodes_;
@@ -250,28 +250,24 @@ class Parser {
   uint32_t none_ = kNoNode, true_ = kNoNode, false_ = kNoNode;  // the shared nodes (push_shared)
   std::vector<size_t> marks_;
   std::unordered_map<uint64_t, uint32_t> memo_;
-  std::string error_;
 };
 
-bool Parser::fail(const char* fmt, ...) {
+void Parser::fail(const char* fmt, ...) {
   char buf[512];
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(buf, sizeof buf, fmt, ap);
   va_end(ap);
-  error_ = buf;
-  return false;
+  throw ParseError(buf, op_pos_);
 }
 
 // LONG1 / LONG4: n bytes, little-endian two's complement.
-bool Parser::push_long(uint64_t n) {
-  if (!need(n)) return false;
-  uint32_t i = 0;
-  if (!push_new(Kind::Int, &i)) return false;
-  Node& node = nodes_[i];
+void Parser::push_long(uint64_t n) {
+  need(n);
+  Node& node = nodes_[push_new(Kind::Int)];
   const uint8_t* p = reinterpret_cast<const uint8_t*>(data_.data()) + pos_;
   pos_ += n;
-  if (n == 0) return true;  // LONG1 0 is the integer 0
+  if (n == 0) return;  // LONG1 0 is the integer 0
   const bool negative = (p[n - 1] & 0x80) != 0;
   const uint8_t fill = negative ? 0xff : 0x00;
   uint64_t low = 0;
@@ -279,7 +275,7 @@ bool Parser::push_long(uint64_t n) {
   if (n < 8) {  // sign-extend
     if (negative) low |= ~0ull << (8 * n);
     node.bits = low;
-    return true;
+    return;
   }
   bool high_is_fill = true;
   for (uint64_t b = 8; b < n; ++b) high_is_fill = high_is_fill && p[b] == fill;
@@ -292,208 +288,129 @@ bool Parser::push_long(uint64_t n) {
   } else {
     node.int_range = IntRange::TooLarge;
   }
-  return true;
 }
 
-bool Parser::run(uint32_t* root, std::string* error) {
-  bool ok = true;
-  bool stopped = false;
-  while (ok && !stopped) {
-    if (pos_ >= data_.size()) {
-      ok = fail("truncated pickle: no STOP opcode before the end (offset %zu)", pos_);
-      break;
-    }
+uint32_t Parser::run() {
+  for (;;) {
     op_pos_ = pos_;
+    if (pos_ >= data_.size()) fail("truncated pickle: no STOP opcode before the end (offset %zu)", pos_);
     op_ = static_cast<uint8_t>(data_[pos_++]);
     const OpInfo& info = op_info(op_);
-    if (info.role == Role::Forbidden) {
-      ok = fail("forbidden pickle opcode %s at offset %zu: it can run code; only plain data "
-                "(dict, list, tuple, str, bytes, int, float, bool, None) is accepted",
-                describe_op(op_).c_str(), op_pos_);
-      break;
-    }
-    if (info.role == Role::TextProtocol) {
-      ok = fail("unsupported pickle opcode %s at offset %zu: text protocols 0 and 1 are not read, "
-                "only protocols 2 to 5", describe_op(op_).c_str(), op_pos_);
-      break;
-    }
-    if (info.role == Role::Unknown) {
-      ok = fail("invalid pickle opcode 0x%02x at offset %zu", op_, op_pos_);
-      break;
-    }
-    switch (op_) {
-      case 0x80: {  // PROTO
-        if (!(ok = need(1))) break;
-        unsigned proto = static_cast<uint8_t>(data_[pos_++]);
-        if (proto < 2 || proto > 5) ok = fail("unsupported pickle protocol %u (2 to 5 are read)", proto);
-        break;
-      }
-      case 0x95:  // FRAME: an 8-byte length; frames are only a buffering hint, read straight through
-        if (!(ok = need(8))) break;
-        {
-          uint64_t len = read_le(8);
-          if (len > data_.size() - pos_)
-            ok = fail("truncated pickle: FRAME at offset %zu announces %" PRIu64 " bytes, %zu remain", op_pos_, len,
-                      data_.size() - pos_);
-        }
-        break;
-      case 0x2e:  // STOP
-        if (stack_.empty()) { ok = fail("STOP at offset %zu with an empty stack", op_pos_); break; }
-        *root = stack_.back();
-        stopped = true;
-        break;
-      case 0x28:  // MARK
-        if (marks_.size() >= limits_.max_mark_depth) {
-          ok = fail("MARK at offset %zu: nesting deeper than %u", op_pos_, limits_.max_mark_depth);
-          break;
-        }
-        marks_.push_back(stack_.size());
-        break;
-      case 0x30:  // POP
-        if (!marks_.empty() && marks_.back() == stack_.size()) { marks_.pop_back(); break; }  // pops a mark
-        if ((ok = need_stack(1))) stack_.pop_back();
-        break;
-      case 0x31: {  // POP_MARK
-        size_t begin = 0;
-        if ((ok = pop_mark(&begin))) stack_.resize(begin);
-        break;
-      }
-      case 0x32:  // DUP
-        if ((ok = need_stack(1))) stack_.push_back(stack_.back());
-        break;
-      case 0x4e: ok = push_shared(&none_, Kind::None, false); break;
-      case 0x88: ok = push_shared(&true_, Kind::Bool, true); break;    // NEWTRUE
-      case 0x89: ok = push_shared(&false_, Kind::Bool, false); break;  // NEWFALSE
-      case 0x4a:  // BININT: signed 32-bit
-        if ((ok = need(4))) ok = push_int_signed(static_cast<int32_t>(static_cast<uint32_t>(read_le(4))));
-        break;
-      case 0x4b:  // BININT1
-        if ((ok = need(1))) ok = push_int_signed(static_cast<int64_t>(read_le(1)));
-        break;
-      case 0x4d:  // BININT2
-        if ((ok = need(2))) ok = push_int_signed(static_cast<int64_t>(read_le(2)));
-        break;
-      case 0x8a:  // LONG1
-        if ((ok = need(1))) ok = push_long(read_le(1));
-        break;
-      case 0x8b: {  // LONG4: signed 32-bit length
-        if (!(ok = need(4))) break;
-        int32_t n = static_cast<int32_t>(static_cast<uint32_t>(read_le(4)));
-        ok = n < 0 ? fail("LONG4 at offset %zu: negative length", op_pos_) : push_long(static_cast<uint64_t>(n));
-        break;
-      }
-      case 0x47: {  // BINFLOAT: big-endian IEEE double
-        if (!(ok = need(8))) break;
-        uint64_t v = 0;
-        for (int b = 0; b < 8; ++b) v = (v << 8) | static_cast<uint8_t>(data_[pos_ + b]);
-        pos_ += 8;
-        uint32_t i = 0;
-        if ((ok = push_new(Kind::Float, &i))) memcpy(&nodes_[i].real, &v, sizeof v);
-        break;
-      }
-      case 0x55:  // SHORT_BINSTRING (a Python 2 str, read as text)
-      case 0x8c:  // SHORT_BINUNICODE
-        if ((ok = need(1))) ok = push_string(Kind::Str, read_le(1));
-        break;
-      case 0x54: {  // BINSTRING: signed 32-bit length
-        if (!(ok = need(4))) break;
-        int32_t n = static_cast<int32_t>(static_cast<uint32_t>(read_le(4)));
-        ok = n < 0 ? fail("BINSTRING at offset %zu: negative length", op_pos_) : push_string(Kind::Str, n);
-        break;
-      }
-      case 0x58:  // BINUNICODE
-        if ((ok = need(4))) ok = push_string(Kind::Str, read_le(4));
-        break;
-      case 0x8d:  // BINUNICODE8
-        if ((ok = need(8))) ok = push_string(Kind::Str, read_le(8));
-        break;
-      case 0x43:  // SHORT_BINBYTES
-        if ((ok = need(1))) ok = push_string(Kind::Bytes, read_le(1));
-        break;
-      case 0x42:  // BINBYTES
-        if ((ok = need(4))) ok = push_string(Kind::Bytes, read_le(4));
-        break;
-      case 0x8e:  // BINBYTES8
-      case 0x96:  // BYTEARRAY8
-        if ((ok = need(8))) ok = push_string(Kind::Bytes, read_le(8));
-        break;
-      case 0x29: ok = push_new(Kind::Tuple); break;   // EMPTY_TUPLE
-      case 0x5d: ok = push_new(Kind::List); break;    // EMPTY_LIST
-      case 0x8f: ok = push_new(Kind::List); break;    // EMPTY_SET, represented as a list
-      case 0x7d: ok = push_new(Kind::Dict); break;    // EMPTY_DICT
-      case 0x85: ok = tuple_n(1); break;
-      case 0x86: ok = tuple_n(2); break;
-      case 0x87: ok = tuple_n(3); break;
-      case 0x74: ok = collect(Kind::Tuple); break;    // TUPLE
-      case 0x6c: ok = collect(Kind::List); break;     // LIST
-      case 0x91: ok = collect(Kind::List); break;     // FROZENSET, represented as a list
-      case 0x64: ok = collect(Kind::Dict); break;     // DICT
-      case 0x61: {  // APPEND: list, value
-        uint32_t c = 0;
-        if (!(ok = need_stack(2))) break;
-        if (!(ok = container_top(1, Kind::List, Kind::List, &c))) break;
-        nodes_[c].items.push_back(stack_.back());
-        stack_.pop_back();
-        break;
-      }
-      case 0x65:    // APPENDS: list, MARK, values...
-      case 0x90: {  // ADDITEMS: set, MARK, values...
-        size_t begin = 0;
-        if (!(ok = pop_mark(&begin))) break;
-        if (begin == 0) { ok = fail("%s at offset %zu: no target below the MARK", describe_op(op_).c_str(), op_pos_); break; }
-        uint32_t c = stack_[begin - 1];
-        if (nodes_[c].kind != Kind::List) {
-          ok = fail("%s at offset %zu: target is a %s, not a list", describe_op(op_).c_str(), op_pos_,
-                    kind_name(nodes_[c].kind));
-          break;
-        }
-        nodes_[c].items.insert(nodes_[c].items.end(), stack_.begin() + begin, stack_.end());
-        stack_.resize(begin);
-        break;
-      }
-      case 0x73: {  // SETITEM: dict, key, value
-        uint32_t c = 0;
-        if (!(ok = need_stack(3))) break;
-        if (!(ok = container_top(2, Kind::Dict, Kind::Dict, &c))) break;
-        nodes_[c].items.push_back(stack_[stack_.size() - 2]);
-        nodes_[c].items.push_back(stack_.back());
-        stack_.resize(stack_.size() - 2);
-        break;
-      }
-      case 0x75: {  // SETITEMS: dict, MARK, key, value, ...
-        size_t begin = 0;
-        if (!(ok = pop_mark(&begin))) break;
-        if (begin == 0) { ok = fail("SETITEMS at offset %zu: no target below the MARK", op_pos_); break; }
-        uint32_t c = stack_[begin - 1];
-        if (nodes_[c].kind != Kind::Dict) {
-          ok = fail("SETITEMS at offset %zu: target is a %s, not a dict", op_pos_, kind_name(nodes_[c].kind));
-          break;
-        }
-        if ((stack_.size() - begin) % 2 != 0) { ok = fail("SETITEMS at offset %zu: odd number of items", op_pos_); break; }
-        nodes_[c].items.insert(nodes_[c].items.end(), stack_.begin() + begin, stack_.end());
-        stack_.resize(begin);
-        break;
-      }
-      case 0x94: ok = memo_put(memo_.size()); break;  // MEMOIZE
-      case 0x71:  // BINPUT
-        if ((ok = need(1))) ok = memo_put(read_le(1));
-        break;
-      case 0x72:  // LONG_BINPUT
-        if ((ok = need(4))) ok = memo_put(read_le(4));
-        break;
-      case 0x68:  // BINGET
-        if ((ok = need(1))) ok = memo_get(read_le(1));
-        break;
-      case 0x6a:  // LONG_BINGET
-        if ((ok = need(4))) ok = memo_get(read_le(4));
-        break;
-      default:
-        ok = fail("pickle opcode %s at offset %zu is not handled", describe_op(op_).c_str(), op_pos_);
-        break;
-    }
+    if (info.role == Role::Forbidden)
+      fail("forbidden pickle opcode %s at offset %zu: it can run code; only plain data "
+           "(dict, list, tuple, str, bytes, int, float, bool, None) is accepted",
+           describe_op(op_).c_str(), op_pos_);
+    if (info.role == Role::TextProtocol)
+      fail("unsupported pickle opcode %s at offset %zu: text protocols 0 and 1 are not read, "
+           "only protocols 2 to 5", describe_op(op_).c_str(), op_pos_);
+    if (info.role == Role::Unknown) fail("invalid pickle opcode 0x%02x at offset %zu", op_, op_pos_);
+    if (!step()) return stack_.back();
   }
-  if (!ok) *error = error_;
-  return ok;
+}
+
+bool Parser::step() {
+  switch (op_) {
+    case 0x80: {  // PROTO
+      const unsigned proto = static_cast<unsigned>(need_le(1));
+      if (proto < 2 || proto > 5) fail("unsupported pickle protocol %u (2 to 5 are read)", proto);
+      break;
+    }
+    case 0x95: {  // FRAME: an 8-byte length; frames are only a buffering hint, read straight through
+      const uint64_t len = need_le(8);
+      if (len > data_.size() - pos_)
+        fail("truncated pickle: FRAME at offset %zu announces %" PRIu64 " bytes, %zu remain", op_pos_, len,
+             data_.size() - pos_);
+      break;
+    }
+    case 0x2e:  // STOP
+      if (stack_.empty()) fail("STOP at offset %zu with an empty stack", op_pos_);
+      return false;
+    case 0x28:  // MARK
+      if (marks_.size() >= limits_.max_mark_depth)
+        fail("MARK at offset %zu: nesting deeper than %u", op_pos_, limits_.max_mark_depth);
+      marks_.push_back(stack_.size());
+      break;
+    case 0x30:  // POP
+      if (!marks_.empty() && marks_.back() == stack_.size()) {  // pops a mark
+        marks_.pop_back();
+        break;
+      }
+      need_stack(1);
+      stack_.pop_back();
+      break;
+    case 0x31: stack_.resize(pop_mark()); break;  // POP_MARK
+    case 0x32:  // DUP
+      need_stack(1);
+      stack_.push_back(stack_.back());
+      break;
+    case 0x4e: push_shared(&none_, Kind::None, false); break;
+    case 0x88: push_shared(&true_, Kind::Bool, true); break;    // NEWTRUE
+    case 0x89: push_shared(&false_, Kind::Bool, false); break;  // NEWFALSE
+    case 0x4a: push_int_signed(static_cast<int32_t>(static_cast<uint32_t>(need_le(4)))); break;  // BININT
+    case 0x4b: push_int_signed(static_cast<int64_t>(need_le(1))); break;                         // BININT1
+    case 0x4d: push_int_signed(static_cast<int64_t>(need_le(2))); break;                         // BININT2
+    case 0x8a: push_long(need_le(1)); break;                                                     // LONG1
+    case 0x8b: push_long(need_signed_length("LONG4")); break;
+    case 0x47: {  // BINFLOAT: big-endian IEEE double
+      need(8);
+      uint64_t v = 0;
+      for (int b = 0; b < 8; ++b) v = (v << 8) | static_cast<uint8_t>(data_[pos_ + b]);
+      pos_ += 8;
+      memcpy(&nodes_[push_new(Kind::Float)].real, &v, sizeof v);
+      break;
+    }
+    case 0x55:  // SHORT_BINSTRING (a Python 2 str, read as text)
+    case 0x8c:  // SHORT_BINUNICODE
+      push_string(Kind::Str, need_le(1));
+      break;
+    case 0x54: push_string(Kind::Str, need_signed_length("BINSTRING")); break;
+    case 0x58: push_string(Kind::Str, need_le(4)); break;    // BINUNICODE
+    case 0x8d: push_string(Kind::Str, need_le(8)); break;    // BINUNICODE8
+    case 0x43: push_string(Kind::Bytes, need_le(1)); break;  // SHORT_BINBYTES
+    case 0x42: push_string(Kind::Bytes, need_le(4)); break;  // BINBYTES
+    case 0x8e:  // BINBYTES8
+    case 0x96:  // BYTEARRAY8
+      push_string(Kind::Bytes, need_le(8));
+      break;
+    case 0x29: push_new(Kind::Tuple); break;   // EMPTY_TUPLE
+    case 0x5d: push_new(Kind::List); break;    // EMPTY_LIST
+    case 0x8f: push_new(Kind::List); break;    // EMPTY_SET, represented as a list
+    case 0x7d: push_new(Kind::Dict); break;    // EMPTY_DICT
+    case 0x85: tuple_n(1); break;
+    case 0x86: tuple_n(2); break;
+    case 0x87: tuple_n(3); break;
+    case 0x74: collect(Kind::Tuple); break;    // TUPLE
+    case 0x6c: collect(Kind::List); break;     // LIST
+    case 0x91: collect(Kind::List); break;     // FROZENSET, represented as a list
+    case 0x64: collect(Kind::Dict); break;     // DICT
+    case 0x61: {  // APPEND: list, value
+      need_stack(2);
+      nodes_[container_at(1, Kind::List)].items.push_back(stack_.back());
+      stack_.pop_back();
+      break;
+    }
+    case 0x65:  // APPENDS: list, MARK, values...
+    case 0x90:  // ADDITEMS: set, MARK, values...
+      extend_below_mark(Kind::List, describe_op(op_).c_str());
+      break;
+    case 0x73: {  // SETITEM: dict, key, value
+      need_stack(3);
+      auto& items = nodes_[container_at(2, Kind::Dict)].items;
+      items.push_back(stack_[stack_.size() - 2]);
+      items.push_back(stack_.back());
+      stack_.resize(stack_.size() - 2);
+      break;
+    }
+    case 0x75: extend_below_mark(Kind::Dict, "SETITEMS"); break;  // SETITEMS: dict, MARK, key, value, ...
+    case 0x94: memo_put(memo_.size()); break;                      // MEMOIZE
+    case 0x71: memo_put(need_le(1)); break;                        // BINPUT
+    case 0x72: memo_put(need_le(4)); break;                        // LONG_BINPUT
+    case 0x68: memo_get(need_le(1)); break;                        // BINGET
+    case 0x6a: memo_get(need_le(4)); break;                        // LONG_BINGET
+    default:
+      fail("pickle opcode %s at offset %zu is not handled", describe_op(op_).c_str(), op_pos_);
+  }
+  return true;
 }
 
 }  // namespace
@@ -634,50 +551,36 @@ std::string Document::dump(uint32_t index, int max_depth, size_t max_chars) cons
   return out;
 }
 
-bool parse(std::string data, Document* doc, std::string* error, const Limits& limits) {
-  if (data.size() > limits.max_input_bytes) {
-    *error = "pickle is larger than the limit of " + std::to_string(limits.max_input_bytes) + " bytes";
-    return false;
-  }
+void parse(std::string data, Document* doc, const Limits& limits) {
+  if (data.size() > limits.max_input_bytes)
+    throw ParseError("pickle is larger than the limit of " + std::to_string(limits.max_input_bytes) + " bytes");
   doc->data_ = std::move(data);
   doc->nodes_.clear();
   doc->wide_dict_index_.clear();
   doc->root_ = kNoNode;
   Parser parser(doc->data_, &doc->nodes_, limits);
-  uint32_t root = kNoNode;
-  if (!parser.run(&root, error)) {
+  try {
+    doc->root_ = parser.run();
+  } catch (const ParseError&) {
     doc->nodes_.clear();
     doc->nodes_.shrink_to_fit();
-    return false;
+    throw;
   }
-  doc->root_ = root;
   doc->index_wide_dicts();
-  return true;
 }
 
-bool parse_file(const std::string& path, Document* doc, std::string* error, const Limits& limits) {
+void parse_file(const std::string& path, Document* doc, const Limits& limits) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    *error = std::string("cannot open: ") + strerror(errno);
-    return false;
-  }
+  if (!in) throw ParseError(std::string("cannot open: ") + strerror(errno));
   in.seekg(0, std::ios::end);
   std::streamoff size = in.tellg();
   in.seekg(0, std::ios::beg);
-  if (size < 0) {
-    *error = "cannot read the file size";
-    return false;
-  }
-  if (static_cast<uint64_t>(size) > limits.max_input_bytes) {
-    *error = "file is larger than the limit of " + std::to_string(limits.max_input_bytes) + " bytes";
-    return false;
-  }
+  if (size < 0) throw ParseError("cannot read the file size");
+  if (static_cast<uint64_t>(size) > limits.max_input_bytes)
+    throw ParseError("file is larger than the limit of " + std::to_string(limits.max_input_bytes) + " bytes");
   std::string data(static_cast<size_t>(size), '\0');
-  if (size > 0 && !in.read(&data[0], size)) {
-    *error = std::string("read error: ") + strerror(errno);
-    return false;
-  }
-  return parse(std::move(data), doc, error, limits);
+  if (size > 0 && !in.read(&data[0], size)) throw ParseError(std::string("read error: ") + strerror(errno));
+  parse(std::move(data), doc, limits);
 }
 
 bool looks_like_pickle_bytes(std::string_view head) {

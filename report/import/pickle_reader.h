@@ -27,6 +27,7 @@
 #pragma once
 
 #include <cstdint>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -35,6 +36,20 @@
 namespace gpumemtrace::pickle {
 
 enum class Kind : uint8_t { None, Bool, Int, Float, Str, Bytes, List, Tuple, Dict };
+
+// A pickle that cannot be read. what() is one line such as "forbidden pickle opcode GLOBAL (0x63 'c')
+// at offset 2: ..." (no file name: the caller adds it); offset() is the byte offset of the opcode at
+// fault, kNoOffset where the input as a whole is (cannot be opened, too large).
+class ParseError : public std::runtime_error {
+ public:
+  static constexpr uint64_t kNoOffset = UINT64_MAX;
+  explicit ParseError(const std::string& message, uint64_t offset = kNoOffset)
+      : std::runtime_error(message), offset_(offset) {}
+  uint64_t offset() const { return offset_; }
+
+ private:
+  uint64_t offset_;
+};
 
 const char* kind_name(Kind kind);
 
@@ -59,8 +74,8 @@ struct Node {
 struct Limits {
   uint64_t max_input_bytes = 64ull << 30;  // 64 GiB: PyTorch snapshots reach several GB
   // Each node is a Node (about 64 bytes), and an opcode as short as one byte (EMPTY_LIST) makes one;
-  // None/True/False share one node each. 2^27 nodes bound the arena at about 8 GiB (was 2^31: 128
-  // GiB); a history of 500k entries with 40-frame stacks needs about 85M (some 170 per entry).
+  // None/True/False share one node each. 2^27 nodes bound the arena at about 8 GiB;
+  // a history of 500k entries with 40-frame stacks needs about 85M (some 170 per entry).
   uint32_t max_nodes = 1u << 27;
   uint32_t max_mark_depth = 4096;          // nested MARKs still open at the same time
 };
@@ -91,7 +106,7 @@ class Document {
   std::string dump(uint32_t index, int max_depth = 16, size_t max_chars = 1 << 20) const;
 
  private:
-  friend bool parse(std::string data, Document* doc, std::string* error, const Limits& limits);
+  friend void parse(std::string data, Document* doc, const Limits& limits);
   void index_wide_dicts();
 
   // A Str key of an indexed dict: the dict's node and the key's bytes (a view into data_).
@@ -112,13 +127,11 @@ class Document {
   std::unordered_map<DictKey, uint32_t, DictKeyHash> wide_dict_index_;  // -> the value node, last key wins
 };
 
-// Parses `data` (takes ownership). On failure returns false and sets *error to one line such as
-// "forbidden pickle opcode GLOBAL (0x63 'c') at offset 2: only plain data is accepted".
-bool parse(std::string data, Document* doc, std::string* error, const Limits& limits = Limits());
+// Parses `data` (takes ownership) into *doc. Throws ParseError (then *doc holds no value).
+void parse(std::string data, Document* doc, const Limits& limits = Limits());
 
-// Reads the file, then parse(). Errors name the file only through the caller.
-bool parse_file(const std::string& path, Document* doc, std::string* error,
-                const Limits& limits = Limits());
+// Reads the file, then parse(). Throws ParseError; its message names the file only through the caller.
+void parse_file(const std::string& path, Document* doc, const Limits& limits = Limits());
 
 // True when the bytes start like a binary pickle: PROTO (0x80) followed by a protocol 2..5.
 bool looks_like_pickle_bytes(std::string_view head);

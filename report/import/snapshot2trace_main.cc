@@ -38,15 +38,16 @@ int main(int argc, char** argv) {
     out = &file;
   }
   gpumemtrace::snapshot::ConvertStats stats;
-  std::string error;
-  bool ok = gpumemtrace::snapshot::snapshot_to_trace(in, *out, &error, &stats);
-  if (ok) {
+  try {
+    gpumemtrace::snapshot::snapshot_to_trace(in, *out, &stats);
     out->flush();
-    if (!*out) { ok = false; error = "write error"; }
-  }
-  if (!ok) {
-    fprintf(stderr, "gpumem-snapshot2trace: %s: %s\n", in.c_str(), error.c_str());
-    if (file.is_open()) { file.close(); remove(out_path.c_str()); }
+    if (!*out) throw gpumemtrace::snapshot::SnapshotError(in, "write error");
+  } catch (const gpumemtrace::snapshot::SnapshotError& error) {
+    fprintf(stderr, "gpumem-snapshot2trace: %s: %s\n", in.c_str(), error.message().c_str());
+    if (file.is_open()) {
+      file.close();
+      remove(out_path.c_str());
+    }
     return 2;
   }
   for (const auto& w : stats.warnings) fprintf(stderr, "gpumem-snapshot2trace: %s: warning: %s\n", in.c_str(), w.c_str());

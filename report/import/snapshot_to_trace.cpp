@@ -25,6 +25,8 @@
 #include "report/import/pickle_reader.h"
 #include "trace/format.h"
 #include "trace/json_line.h"
+#include "trace/torch_actions.h"
+#include "util/ends_with.h"
 
 namespace gpumemtrace::snapshot {
 
@@ -34,6 +36,8 @@ using pickle::Document;
 using pickle::Kind;
 using pickle::kNoNode;
 namespace fmt = gpumemtrace::format;
+namespace ta = gpumemtrace::torch_actions;
+using ta::Action;
 
 constexpr size_t kMaxFramesPerStack = 512;
 // Values format.h does not name (the reader's defaults; written for readers of the converted trace).
@@ -44,24 +48,6 @@ constexpr size_t kMaxWarnings = 8;
 // writes its names into the trace, so a hostile pickle that shares one huge string among many frames
 // must not multiply it.
 constexpr size_t kMaxNameBytes = 4096;
-
-enum class Action : uint8_t {
-  Alloc, FreeRequested, FreeCompleted, SegmentAlloc, SegmentFree, SegmentMap, SegmentUnmap, Oom,
-  Snapshot, Unknown
-};
-
-Action parse_action(std::string_view s) {
-  if (s == "alloc") return Action::Alloc;
-  if (s == "free_requested") return Action::FreeRequested;
-  if (s == "free_completed") return Action::FreeCompleted;
-  if (s == "segment_alloc") return Action::SegmentAlloc;
-  if (s == "segment_free") return Action::SegmentFree;
-  if (s == "segment_map") return Action::SegmentMap;
-  if (s == "segment_unmap") return Action::SegmentUnmap;
-  if (s == "oom") return Action::Oom;
-  if (s == "snapshot") return Action::Snapshot;
-  return Action::Unknown;
-}
 
 struct Entry {
   Action action = Action::Unknown;
@@ -152,22 +138,22 @@ bool is_capture_frame(std::string_view function) {
 }
 
 bool is_python_file(std::string_view file) {
-  auto ends = [&](std::string_view suffix) {
-    return file.size() >= suffix.size() && file.substr(file.size() - suffix.size()) == suffix;
-  };
-  return ends(".py") || (file.size() >= 2 && file.front() == '<' && file.back() == '>');
+  return util::ends_with(file, ".py") || (file.size() >= 2 && file.front() == '<' && file.back() == '>');
 }
 
 class Converter {
  public:
-  Converter(const Document& doc, std::ostream& out, ConvertStats* stats)
-      : doc_(doc), out_(out), stats_(*stats),
+  // source_name: the snapshot's name, for the header and the errors.
+  Converter(const Document& doc, const std::string& source_name, std::ostream& out, ConvertStats* stats)
+      : doc_(doc), source_name_(source_name), out_(out), stats_(*stats),
         max_items_(kExpansionItemsBase + doc.data().size()),
         max_output_bytes_(kExpansionOutputBase + kExpansionOutputPerInputByte * doc.data().size()) {}
 
-  bool run(const std::string& source_name, std::string* error);
+  // Writes the whole trace; throws SnapshotError.
+  void run();
 
  private:
+  [[noreturn]] void fail(const std::string& message) const { throw SnapshotError(source_name_, message); }
   void warn(const std::string& msg) {
     if (stats_.warnings.size() < kMaxWarnings) stats_.warnings.push_back(msg);
   }
@@ -184,8 +170,8 @@ class Converter {
     if (doc_.as_i64(doc_.get(dict, key), &s)) return static_cast<uint64_t>(s);
     return fallback;
   }
-  bool read_segments(uint32_t segments, std::string* error);
-  bool read_traces(uint32_t traces);
+  void read_segments(uint32_t segments);
+  void read_traces(uint32_t traces);
   void reverse_replay();
   uint32_t stack_of(uint32_t frames);
   uint32_t frame_id(std::string_view function, std::string_view file, int64_t line, bool python);
@@ -193,25 +179,30 @@ class Converter {
   // own, end_event writes the line out.
   JsonLine begin_event(uint64_t t, const char* api, fmt::Op op, fmt::Kind kind, uint64_t addr, uint64_t size,
                        int device, uint32_t stack);
+  // The same with the op, kind and api of the action's row of trace/torch_actions.h (an action
+  // that has an event).
+  JsonLine begin_action_event(uint64_t t, Action action, uint64_t addr, uint64_t size, int device, uint32_t stack) {
+    const ta::ActionInfo& a = *ta::info(action);
+    return begin_event(t, a.api, *a.op, a.kind, addr, size, device, stack);
+  }
   void end_event(JsonLine& event) {
     event.end();
     write_line();
     ++stats_.events;
   }
-  // Past the output limit nothing more is written; run() reports the overflow.
+  // Past the output limit nothing more is written: the conversion fails.
   void write_line() {
     output_bytes_ += line_.size();
-    if (output_bytes_ > max_output_bytes_) return;
+    if (output_bytes_ > max_output_bytes_) fail(limit_error());
     out_.write(line_.data(), static_cast<std::streamsize>(line_.size()));
   }
   // Counts `n` list items about to be visited. The memo lets a pickle reference one list from many
   // places, so what the converter visits can be exponentially larger than the input; past the limit
-  // it stops (false) and run() fails.
-  bool visit(size_t n) {
+  // the conversion fails.
+  void visit(size_t n) {
     items_visited_ += n;
-    return items_visited_ <= max_items_;
+    if (items_visited_ > max_items_) fail(limit_error());
   }
-  bool over_limit() const { return items_visited_ > max_items_ || output_bytes_ > max_output_bytes_; }
   std::string limit_error() const;
   void emit_initial_state();
   void map_chunk(uint64_t t, int device, uint64_t start, uint64_t end, uint32_t stack, bool with_map_event);
@@ -224,6 +215,7 @@ class Converter {
   }
 
   const Document& doc_;
+  const std::string& source_name_;
   std::ostream& out_;
   ConvertStats& stats_;
   std::string line_;
@@ -251,14 +243,12 @@ std::string Converter::limit_error() const {
          " bytes (the limit is 256 MiB + 64 per input byte; a snapshot written by PyTorch stays far below)";
 }
 
-bool Converter::read_segments(uint32_t segments, std::string* error) {
-  if (!visit(doc_.items(segments).size())) return true;
+void Converter::read_segments(uint32_t segments) {
+  visit(doc_.items(segments).size());
   for (uint32_t seg : doc_.items(segments)) {
-    if (!doc_.is(seg, Kind::Dict)) {
-      *error = "not a PyTorch memory snapshot: a segment is a " +
-               std::string(pickle::kind_name(doc_.node(seg).kind)) + ", not a dict";
-      return false;
-    }
+    if (!doc_.is(seg, Kind::Dict))
+      fail("not a PyTorch memory snapshot: a segment is a " + std::string(pickle::kind_name(doc_.node(seg).kind)) +
+           ", not a dict");
     ++stats_.segments;
     int64_t device = 0;
     doc_.as_i64(doc_.get(seg, "device"), &device);
@@ -280,7 +270,7 @@ bool Converter::read_segments(uint32_t segments, std::string* error) {
     }
     // Blocks tile the segment in address order; older snapshots give no "address", so keep a cursor.
     uint64_t cursor = base;
-    if (!visit(doc_.items(doc_.get(seg, "blocks")).size())) return true;
+    visit(doc_.items(doc_.get(seg, "blocks")).size());
     for (uint32_t blk : doc_.items(doc_.get(seg, "blocks"))) {
       if (!doc_.is(blk, Kind::Dict)) continue;
       uint64_t addr = u64(blk, "address", cursor);
@@ -302,15 +292,14 @@ bool Converter::read_segments(uint32_t segments, std::string* error) {
       d.blocks[addr] = b;
     }
   }
-  return true;
 }
 
-bool Converter::read_traces(uint32_t traces) {
+void Converter::read_traces(uint32_t traces) {
   const auto& per_device = doc_.items(traces);
   bool any_completed = false, any_requested = false;
   for (size_t device = 0; device < per_device.size(); ++device) {
     auto& list = traces_[static_cast<int>(device)];
-    if (!visit(doc_.items(per_device[device]).size())) return true;
+    visit(doc_.items(per_device[device]).size());
     for (uint32_t te : doc_.items(per_device[device])) {
       ++stats_.trace_entries;
       if (!doc_.is(te, Kind::Dict)) {
@@ -319,7 +308,7 @@ bool Converter::read_traces(uint32_t traces) {
       }
       Entry e;
       e.device = static_cast<int>(device);
-      e.action = parse_action(doc_.str(doc_.get(te, "action")));
+      e.action = ta::parse(doc_.str(doc_.get(te, "action")));
       e.addr = u64(te, "addr");
       e.size = u64(te, "size");
       e.stream = u64(te, "stream");
@@ -344,7 +333,6 @@ bool Converter::read_traces(uint32_t traces) {
   // it (they differ when the block was used on another stream). Use free_completed, and fall back to
   // free_requested for histories recorded without it (skip_actions).
   use_free_completed_ = any_completed || !any_requested;
-  return true;
 }
 
 void Converter::reverse_replay() {
@@ -408,7 +396,7 @@ uint32_t Converter::stack_of(uint32_t frames) {
   auto cached = stack_by_node_.find(frames);
   if (cached != stack_by_node_.end()) return cached->second;
   std::vector<uint32_t> ids;
-  if (!visit(doc_.items(frames).size())) return 0;  // each list once (cached by node below)
+  visit(doc_.items(frames).size());  // each list once (cached by node below)
   for (uint32_t f : doc_.items(frames)) {
     if (ids.size() >= kMaxFramesPerStack) break;
     if (!doc_.is(f, Kind::Dict)) continue;
@@ -485,11 +473,11 @@ void Converter::map_chunk(uint64_t t, int device, uint64_t start, uint64_t end, 
   DeviceState& d = dev(device);
   auto old = d.chunks.find(start);
   if (old != d.chunks.end()) unmap_range(t, device, start, old->second.first, 0);  // remapped without an unmap
-  JsonLine ev = begin_event(t, "torch.segment_map", fmt::Op::Alloc, fmt::Kind::Physical, start, end - start, device, stack);
+  JsonLine ev = begin_event(t, ta::api(Action::SegmentMap), fmt::Op::Alloc, fmt::Kind::Physical, start, end - start, device, stack);
   ev.num(fmt::kFieldResult, 0);
   end_event(ev);
   if (with_map_event) {
-    JsonLine ev = begin_event(t, "torch.segment_map", fmt::Op::Map, fmt::Kind::Physical, start, end - start, device, stack);
+    JsonLine ev = begin_action_event(t, Action::SegmentMap, start, end - start, device, stack);
     ev.hex(fmt::kFieldHandle, start).num(fmt::kFieldResult, 0);
     end_event(ev);
   }
@@ -500,7 +488,7 @@ void Converter::map_chunk(uint64_t t, int device, uint64_t start, uint64_t end, 
 // a chunk outside the range stay (re-reported as chunks of their own, with the original stack).
 void Converter::unmap_range(uint64_t t, int device, uint64_t start, uint64_t end, uint32_t stack) {
   DeviceState& d = dev(device);
-  JsonLine ev = begin_event(t, "torch.segment_unmap", fmt::Op::Unmap, fmt::Kind::Physical, start, end - start, device, stack);
+  JsonLine ev = begin_action_event(t, Action::SegmentUnmap, start, end - start, device, stack);
   ev.num(fmt::kFieldResult, 0);
   end_event(ev);
   auto it = d.chunks.upper_bound(start);
@@ -509,7 +497,7 @@ void Converter::unmap_range(uint64_t t, int device, uint64_t start, uint64_t end
   while (it != d.chunks.end() && it->first < end) {
     const uint64_t cs = it->first, ce = it->second.first;
     const uint32_t cstack = it->second.second;
-    JsonLine ev = begin_event(t, "torch.segment_unmap", fmt::Op::Free, fmt::Kind::Physical, cs, ce - cs, device, stack);
+    JsonLine ev = begin_event(t, ta::api(Action::SegmentUnmap), fmt::Op::Free, fmt::Kind::Physical, cs, ce - cs, device, stack);
     ev.num(fmt::kFieldResult, 0);
     end_event(ev);
     if (cs < start) keep.push_back({cs, {start, cstack}});
@@ -524,7 +512,7 @@ void Converter::emit_initial_state() {
     for (auto& [addr, s] : d.regular) {
       ++stats_.initial_segments;
       uint32_t stack = stack_of(s.frames);
-      JsonLine ev = begin_event(0, "torch.segment_alloc", fmt::Op::Alloc, fmt::Kind::Device, addr, s.size, device, stack);
+      JsonLine ev = begin_action_event(0, Action::SegmentAlloc, addr, s.size, device, stack);
       ev.hex(fmt::kFieldStream, s.stream).num(fmt::kFieldResult, 0);
       end_event(ev);
     }
@@ -537,7 +525,7 @@ void Converter::emit_initial_state() {
     for (auto& [addr, b] : d.blocks) {
       ++stats_.initial_blocks;
       uint32_t stack = stack_of(b.frames);
-      JsonLine ev = begin_event(0, "torch.alloc", fmt::Op::BlockAlloc, fmt::Kind::Block, addr, b.size, device, stack);
+      JsonLine ev = begin_action_event(0, Action::Alloc, addr, b.size, device, stack);
       uint64_t segment;
       if (segment_of(device, addr, &segment)) ev.hex(fmt::kFieldSegment, segment);
       end_event(ev);
@@ -559,8 +547,7 @@ void Converter::emit_entry(const Entry& e) {
         return;
       }
       uint32_t stack = stack_of(e.frames);
-      JsonLine ev = begin_event(t, alloc ? "torch.alloc" : e.action == Action::FreeCompleted ? "torch.free_completed" : "torch.free_requested",
-                  alloc ? fmt::Op::BlockAlloc : fmt::Op::BlockFree, fmt::Kind::Block, e.addr, e.size, e.device, stack);
+      JsonLine ev = begin_action_event(t, e.action, e.addr, e.size, e.device, stack);
       ev.hex(fmt::kFieldStream, e.stream);
       uint64_t segment;
       if (segment_of(e.device, e.addr, &segment)) ev.hex(fmt::kFieldSegment, segment);
@@ -571,8 +558,7 @@ void Converter::emit_entry(const Entry& e) {
     case Action::SegmentFree: {
       const bool alloc = e.action == Action::SegmentAlloc;
       uint32_t stack = stack_of(e.frames);
-      JsonLine ev = begin_event(t, alloc ? "torch.segment_alloc" : "torch.segment_free", alloc ? fmt::Op::Alloc : fmt::Op::Free,
-                  fmt::Kind::Device, e.addr, e.size, e.device, stack);
+      JsonLine ev = begin_action_event(t, e.action, e.addr, e.size, e.device, stack);
       ev.hex(fmt::kFieldStream, e.stream).num(fmt::kFieldResult, 0);
       end_event(ev);
       if (alloc) {
@@ -603,54 +589,42 @@ void Converter::emit_entry(const Entry& e) {
     }
     case Action::Oom: {
       uint32_t stack = stack_of(e.frames);
-      JsonLine ev = begin_event(t, "torch.oom", fmt::Op::BlockOom, fmt::Kind::Block, 0, e.size, e.device, stack);
+      JsonLine ev = begin_action_event(t, Action::Oom, 0, e.size, e.device, stack);
       ev.hex(fmt::kFieldStream, e.stream);
       end_event(ev);
-      JsonLine info = begin_event(t, "torch.oom", fmt::Op::MemInfo, fmt::Kind::None, 0, 0, e.device, stack);
+      JsonLine info = begin_event(t, ta::api(Action::Oom), fmt::Op::MemInfo, fmt::Kind::None, 0, 0, e.device, stack);
       info.unum(fmt::kFieldFree, e.device_free);
       end_event(info);
       return;
     }
     case Action::Snapshot:
+    case Action::Annotate:
     case Action::Unknown:
       ++stats_.ignored_entries;
       return;
   }
 }
 
-bool Converter::run(const std::string& source_name, std::string* error) {
+void Converter::run() {
   const uint32_t root = doc_.root();
   uint32_t segments = kNoNode, traces = kNoNode;
   if (doc_.is(root, Kind::Dict)) {
     segments = doc_.get(root, "segments");
     traces = doc_.get(root, "device_traces");
-    if (segments == kNoNode && traces == kNoNode) {
-      *error = "not a PyTorch memory snapshot: the pickle is a dict without 'segments' or 'device_traces'";
-      return false;
-    }
-    if ((segments != kNoNode && !doc_.is(segments, Kind::List)) || (traces != kNoNode && !doc_.is(traces, Kind::List))) {
-      *error = "not a PyTorch memory snapshot: 'segments' and 'device_traces' must be lists";
-      return false;
-    }
+    if (segments == kNoNode && traces == kNoNode)
+      fail("not a PyTorch memory snapshot: the pickle is a dict without 'segments' or 'device_traces'");
+    if ((segments != kNoNode && !doc_.is(segments, Kind::List)) || (traces != kNoNode && !doc_.is(traces, Kind::List)))
+      fail("not a PyTorch memory snapshot: 'segments' and 'device_traces' must be lists");
   } else if (doc_.is(root, Kind::List)) {
     segments = root;  // torch.cuda.memory_snapshot(): the list of segments alone
   } else {
-    *error = std::string("not a PyTorch memory snapshot: the pickle holds a ") +
-             pickle::kind_name(doc_.node(root).kind) + ", expected a dict with 'segments' and 'device_traces'";
-    return false;
+    fail(std::string("not a PyTorch memory snapshot: the pickle holds a ") + pickle::kind_name(doc_.node(root).kind) +
+         ", expected a dict with 'segments' and 'device_traces'");
   }
-  for (uint32_t per_device : doc_.items(traces)) {
-    if (!doc_.is(per_device, Kind::List)) {
-      *error = "not a PyTorch memory snapshot: 'device_traces' must be a list of lists";
-      return false;
-    }
-  }
-  if (!read_segments(segments, error)) return false;
+  for (uint32_t per_device : doc_.items(traces))
+    if (!doc_.is(per_device, Kind::List)) fail("not a PyTorch memory snapshot: 'device_traces' must be a list of lists");
+  read_segments(segments);
   read_traces(traces);
-  if (over_limit()) {
-    *error = limit_error();
-    return false;
-  }
   reverse_replay();
 
   // Merge the devices' histories by time (each device's own order is kept).
@@ -682,7 +656,7 @@ bool Converter::run(const std::string& source_name, std::string* error) {
   JsonLine header(&line_);
   header.begin(fmt::kTypeHeader)
       .str(fmt::kFieldFormat, fmt::kFormatName)
-      .num(fmt::kFieldVersion, fmt::kVersion)
+      .num(fmt::kFieldVersion, fmt::kVersion1)
       .str(fmt::kFieldLibrary, "gpumemtrace-snapshot-import")
       .num(fmt::kFieldPid, 0)
       .num(fmt::kFieldPpid, 0)
@@ -695,19 +669,12 @@ bool Converter::run(const std::string& source_name, std::string* error) {
       .str(fmt::kFieldBackend, "pytorch_snapshot")
       .unum(fmt::kFieldStackDepth, 0)
       .str(fmt::kFieldOnFull, "wait")
-      .str(kFieldSource, source_name)
+      .str(kFieldSource, source_name_)
       .end();
   write_line();
 
   emit_initial_state();
-  for (const Entry* e : order) {
-    if (over_limit()) break;
-    emit_entry(*e);
-  }
-  if (over_limit()) {
-    *error = limit_error();
-    return false;
-  }
+  for (const Entry* e : order) emit_entry(*e);
 
   line_.clear();
   JsonLine(&line_)
@@ -717,36 +684,32 @@ bool Converter::run(const std::string& source_name, std::string* error) {
       .unum(fmt::kFieldEndTime, last_t_)
       .end();
   write_line();
-  if (!out_) {
-    *error = "write error";
-    return false;
-  }
-  return true;
+  if (!out_) fail("write error");
 }
 
 }  // namespace
 
-bool snapshot_bytes_to_trace(std::string bytes, const std::string& source_name, std::ostream& out,
-                             std::string* error, ConvertStats* stats) {
+void snapshot_bytes_to_trace(std::string bytes, const std::string& source_name, std::ostream& out,
+                             ConvertStats* stats) {
   ConvertStats local;
-  if (!stats) stats = &local;
   Document doc;
-  if (!pickle::parse(std::move(bytes), &doc, error)) return false;
-  Converter converter(doc, out, stats);
-  return converter.run(source_name, error);
+  try {
+    pickle::parse(std::move(bytes), &doc);
+  } catch (const pickle::ParseError& e) {
+    throw SnapshotError(source_name, e.what(), e.offset());
+  }
+  Converter(doc, source_name, out, stats ? stats : &local).run();
 }
 
-bool snapshot_to_trace(const std::string& in_path, std::ostream& out, std::string* error, ConvertStats* stats) {
+void snapshot_to_trace(const std::string& in_path, std::ostream& out, ConvertStats* stats) {
   ConvertStats local;
-  if (!stats) stats = &local;
   Document doc;
-  if (!pickle::parse_file(in_path, &doc, error)) return false;
-  Converter converter(doc, out, stats);
-  return converter.run(in_path, error);
-}
-
-bool snapshot_to_trace(const std::string& in_path, std::ostream& out, std::string* error) {
-  return snapshot_to_trace(in_path, out, error, nullptr);
+  try {
+    pickle::parse_file(in_path, &doc);
+  } catch (const pickle::ParseError& e) {
+    throw SnapshotError(in_path, e.what(), e.offset());
+  }
+  Converter(doc, in_path, out, stats ? stats : &local).run();
 }
 
 bool looks_like_pickle(const std::string& path) {

@@ -11,8 +11,11 @@
 
 #include <cstdint>
 #include <ostream>
+#include <stdexcept>
 #include <string>
 #include <vector>
+
+#include "report/import/pickle_reader.h"
 
 namespace gpumemtrace::snapshot {
 
@@ -36,16 +39,34 @@ struct ConvertStats {
   std::vector<std::string> warnings;  // at most a few, one line each
 };
 
-// Reads the snapshot at in_path and writes the trace to out, line by line as it is converted (memory:
-// the parsed pickle and the history entries, O(input size); never the converted trace). On failure returns false and sets
-// *error to one line (no file name: the caller prefixes it). `source_name` goes into the header.
-bool snapshot_to_trace(const std::string& in_path, std::ostream& out, std::string* error);
-bool snapshot_to_trace(const std::string& in_path, std::ostream& out, std::string* error,
-                       ConvertStats* stats);
+// A snapshot that cannot be converted, named like report's TraceError names a trace: what() is
+// "FILE: MESSAGE", message() the line without the file (callers prefix it their own way: "PyTorch
+// snapshot: ...", "gpumem-snapshot2trace: FILE: ..."). offset(): the pickle's byte offset at fault when
+// the pickle itself is malformed, else pickle::ParseError::kNoOffset.
+class SnapshotError : public std::runtime_error {
+ public:
+  SnapshotError(const std::string& file, const std::string& message,
+                uint64_t offset = pickle::ParseError::kNoOffset)
+      : std::runtime_error(file + ": " + message), file_(file), message_(message), offset_(offset) {}
+  const std::string& file() const { return file_; }
+  const std::string& message() const { return message_; }
+  uint64_t offset() const { return offset_; }
 
-// Same from bytes already in memory (used by the fuzz target and the unit tests).
-bool snapshot_bytes_to_trace(std::string bytes, const std::string& source_name, std::ostream& out,
-                             std::string* error, ConvertStats* stats);
+ private:
+  std::string file_;
+  std::string message_;
+  uint64_t offset_;
+};
+
+// Reads the snapshot at in_path and writes the trace to out, line by line as it is converted (memory:
+// the parsed pickle and the history entries, O(input size); never the converted trace). The header's
+// "source" is in_path. Throws SnapshotError naming in_path; `out` may then hold part of a trace.
+void snapshot_to_trace(const std::string& in_path, std::ostream& out, ConvertStats* stats = nullptr);
+
+// Same from bytes already in memory (used by the fuzz target and the unit tests); errors and the
+// header name `source_name`.
+void snapshot_bytes_to_trace(std::string bytes, const std::string& source_name, std::ostream& out,
+                             ConvertStats* stats = nullptr);
 
 // True when the file starts like a binary pickle (PROTO opcode, protocol 2..5). Cheap: reads 2 bytes.
 bool looks_like_pickle(const std::string& path);

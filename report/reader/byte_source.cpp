@@ -8,6 +8,8 @@
 #include <stdexcept>
 #include <vector>
 
+#include "util/ends_with.h"
+
 namespace gpumemtrace::report {
 namespace {
 
@@ -89,10 +91,6 @@ class MemorySource : public ByteSource {
   std::string_view bytes_;
 };
 
-bool ends_with(const std::string& s, std::string_view suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
 class ObservedSource : public ByteSource {
  public:
   ObservedSource(std::unique_ptr<ByteSource> inner, ReadObserver& observer)
@@ -117,7 +115,7 @@ std::unique_ptr<ByteSource> observed_byte_source(std::unique_ptr<ByteSource> inn
 
 std::unique_ptr<ByteSource> open_byte_source(const std::string& path) {
   auto file = std::make_unique<FileSource>(path);
-  if (ends_with(path, ".zst")) return std::make_unique<ZstdSource>(std::move(file));
+  if (util::ends_with(path, ".zst")) return std::make_unique<ZstdSource>(std::move(file));
   return file;
 }
 

@@ -1,3 +1,4 @@
+// report/reader/event_merger.cpp — merges delayed (PyTorch history) events into the timeline by time.
 #include "report/reader/event_merger.h"
 
 #include <iterator>

@@ -114,7 +114,7 @@ struct OfflineSymbolizer::Module {
 OfflineSymbolizer::OfflineSymbolizer() = default;
 OfflineSymbolizer::~OfflineSymbolizer() = default;
 
-void OfflineSymbolizer::add_module(uint32_t id, std::string_view path, std::string_view build_id) {
+void OfflineSymbolizer::add_module(ModuleId id, std::string_view path, std::string_view build_id) {
   auto module = std::make_unique<Module>();
   module->path = std::string(path);
   module->build_id = lowercase(build_id);
@@ -124,10 +124,10 @@ void OfflineSymbolizer::add_module(uint32_t id, std::string_view path, std::stri
 }
 
 bool OfflineSymbolizer::needs_symbols(const SymbolTable::Frame& frame, bool has_function) {
-  return !has_function && !frame.python && frame.module != 0 && frame.offset != 0;
+  return !has_function && !frame.python && frame.module && frame.offset != 0;
 }
 
-OfflineSymbolizer::Module* OfflineSymbolizer::usable(uint32_t id) {
+OfflineSymbolizer::Module* OfflineSymbolizer::usable(ModuleId id) {
   auto it = modules_.find(id);
   if (it == modules_.end()) return nullptr;
   Module& module = *it->second;
@@ -159,7 +159,7 @@ bool OfflineSymbolizer::symbolize(SymbolTable::Frame& frame) {
 
 std::vector<std::string> OfflineSymbolizer::warnings() const {
   std::vector<std::string> out;
-  for (uint32_t id : failed_) {
+  for (ModuleId id : failed_) {
     const Module& module = *modules_.at(id);
     out.push_back("module " + module.path + ": " + module.failure + ": " + std::to_string(module.unnamed_frames) +
                   (module.unnamed_frames == 1 ? " frame" : " frames") + " shown as module+offset");

@@ -30,7 +30,7 @@ class OfflineSymbolizer {
   OfflineSymbolizer& operator=(const OfflineSymbolizer&) = delete;
 
   // A module record: `build_id` in hex as the trace has it ("" when the recorder did not know it).
-  void add_module(uint32_t id, std::string_view path, std::string_view build_id);
+  void add_module(ModuleId id, std::string_view path, std::string_view build_id);
   // A frame without symbols needs them: native, of a known module, with an offset, and the trace
   // gave no "function" (a frame written with "function":"" was looked up by the recorder already).
   static bool needs_symbols(const SymbolTable::Frame& frame, bool has_function);
@@ -44,10 +44,10 @@ class OfflineSymbolizer {
 
  private:
   struct Module;
-  Module* usable(uint32_t id);
+  Module* usable(ModuleId id);
 
-  std::unordered_map<uint32_t, std::unique_ptr<Module>> modules_;
-  std::vector<uint32_t> failed_;  // module ids in the order they failed: warnings in trace order
+  std::unordered_map<ModuleId, std::unique_ptr<Module>> modules_;
+  std::vector<ModuleId> failed_;  // module ids in the order they failed: warnings in trace order
   uint64_t frames_symbolized_ = 0;
 };
 

@@ -11,6 +11,7 @@
 #include <string_view>
 #include <vector>
 
+#include "report/reader/ids.h"
 #include "trace/format.h"
 
 namespace gpumemtrace::report {
@@ -65,7 +66,7 @@ struct Event {
   uint64_t addr = 0;
   uint64_t size = 0;
   int32_t device = -1;
-  uint32_t stack = 0;    // 0 = no stack
+  StackId stack;         // none: no stack
   int64_t result = 0;    // CUDA error code, 0 = success (also when absent)
   uint64_t segment = 0;  // valid when has_segment
   uint64_t handle = 0;   // valid when has_handle

@@ -3,11 +3,11 @@
 
 namespace gpumemtrace::report {
 
-Stack SymbolTable::resolve(uint32_t stack_id) const {
+Stack SymbolTable::resolve(StackId stack_id) const {
   Stack out;
   auto stack = stacks_.find(stack_id);
   if (stack == stacks_.end()) return out;
-  for (uint32_t frame_id : stack->second) {
+  for (FrameId frame_id : stack->second) {
     auto frame = frames_.find(frame_id);
     if (frame == frames_.end()) continue;
     const Frame& f = frame->second;

@@ -11,6 +11,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "report/reader/ids.h"
+
 namespace gpumemtrace::report {
 
 // One logical frame: a real frame or one of the functions inlined into it.
@@ -38,31 +40,31 @@ class SymbolTable {
     std::string function;
     std::string file;
     uint32_t line = 0;
-    uint32_t module = 0;  // 0 = none
+    ModuleId module;      // none: no module
     uint64_t ip = 0;      // 0 = unknown
     uint64_t offset = 0;  // 0 = unknown (no module)
     bool python = false;
     std::vector<InlinedCall> inlined;  // innermost first
   };
 
-  void add_module(uint32_t id, std::string path) { modules_[id] = std::move(path); }
-  bool has_module(uint32_t id) const { return modules_.count(id) != 0; }
+  void add_module(ModuleId id, std::string path) { modules_[id] = std::move(path); }
+  bool has_module(ModuleId id) const { return modules_.count(id) != 0; }
   // Returns false when the id is already taken (a trace defines each frame once).
-  bool add_frame(uint32_t id, Frame frame) { return frames_.emplace(id, std::move(frame)).second; }
-  bool has_frame(uint32_t id) const { return frames_.count(id) != 0; }
-  bool add_stack(uint32_t id, std::vector<uint32_t> frame_ids) {
+  bool add_frame(FrameId id, Frame frame) { return frames_.emplace(id, std::move(frame)).second; }
+  bool has_frame(FrameId id) const { return frames_.count(id) != 0; }
+  bool add_stack(StackId id, std::vector<FrameId> frame_ids) {
     return stacks_.emplace(id, std::move(frame_ids)).second;
   }
-  bool has_stack(uint32_t id) const { return id == 0 || stacks_.count(id) != 0; }
+  bool has_stack(StackId id) const { return !id || stacks_.count(id) != 0; }
 
   // The stack's logical frames, innermost first, inlined functions expanded before the frame
-  // that contains them. Stack 0 resolves to an empty stack.
-  Stack resolve(uint32_t stack_id) const;
+  // that contains them. The none stack resolves to an empty stack.
+  Stack resolve(StackId stack_id) const;
 
  private:
-  std::unordered_map<uint32_t, std::string> modules_;
-  std::unordered_map<uint32_t, Frame> frames_;
-  std::unordered_map<uint32_t, std::vector<uint32_t>> stacks_;
+  std::unordered_map<ModuleId, std::string> modules_;
+  std::unordered_map<FrameId, Frame> frames_;
+  std::unordered_map<StackId, std::vector<FrameId>> stacks_;
 };
 
 }  // namespace gpumemtrace::report

@@ -1,8 +1,11 @@
+// report/reader/trace_reader.cpp — parses and validates each trace line and hands typed records on.
 #include "report/reader/trace_reader.h"
 
 #include <simdjson.h>
 
+#include <array>
 #include <cstring>
+#include <deque>
 
 #include "report/reader/event_merger.h"
 #include "report/reader/line_reader.h"
@@ -56,7 +59,7 @@ struct Fields {
     kType = 1u << 0, kVersion = 1u << 1, kId = 1u << 2, kSeq = 1u << 3, kOp = 1u << 4,
     kSize = 1u << 5, kDevice = 1u << 6, kFree = 1u << 7, kTotal = 1u << 8, kFrames = 1u << 9,
     kSegment = 1u << 10, kHandle = 1u << 11, kCount = 1u << 12, kModule = 1u << 13,
-    kFormat = 1u << 14, kFunction = 1u << 15,
+    kFormat = 1u << 14, kFunction = 1u << 15, kSite = 1u << 16, kSeqJump = 1u << 17,
   };
   uint32_t present = 0;
   bool has(Bit bit) const { return (present & bit) != 0; }
@@ -69,6 +72,13 @@ struct Fields {
            max_bytes = 0, not_written = 0;
   int64_t device = -1, result = 0, pid = -1, ppid = -1;
   bool delayed = false;
+  // "t" read as a signed number (version 2, where an event line's "t" is a delta): t holds its
+  // two's complement.
+  bool t_negative = false;
+  // Version 2 event lines: the site, and the short-keyed fields (kept apart from the long-named ones,
+  // which an event line does not use).
+  uint64_t site = 0, seq_jump = 0, short_addr = 0, short_size = 0;
+  int64_t short_result = 0;
   std::vector<uint32_t> frames;
   std::vector<SymbolTable::InlinedCall> inlined;
   std::vector<std::string> cmdline;
@@ -85,6 +95,15 @@ struct Fields {
     frames = std::move(f);
     inlined = std::move(i);
     cmdline = std::move(c);
+  }
+  // clear() for a version 2 event line read by CompactEventScanner: only what such a line sets and
+  // the dispatcher then reads (the presence bits, the short-keyed and the optional event fields).
+  void clear_event_fields() {
+    present = 0;
+    site = seq_jump = short_addr = short_size = t = segment = handle = free = total = range = 0;
+    short_result = 0;
+    t_negative = false;
+    pool = label = std::string_view();
   }
 };
 
@@ -193,13 +212,32 @@ void parse_cmdline(od::value& v, std::string_view key, Fields& f) {
 // Dispatch on the key's length, then its first character, then one full comparison: two branches
 // and one short compare per field instead of a chain of up to 40 comparisons (unknown fields, such
 // as "stream" on every event line, used to walk the whole chain).
-void parse_field(std::string_view key, od::value& v, Fields& f) {
+// `version`: the trace's (0 while the header is read). Version 2 adds the short keys of event lines.
+void parse_field(std::string_view key, od::value& v, Fields& f, int version) {
   using B = Fields::Bit;
   auto is = [&key](const char* name) { return key == name; };
   switch (key.size()) {
     case 1:
-      if (is(fmt::kFieldTime)) f.t = get_u64(v, key, UINT64_MAX);
-      return;
+      if (version < fmt::kVersion2) {
+        if (is(fmt::kFieldTime)) f.t = get_u64(v, key, UINT64_MAX);
+        return;
+      }
+      switch (key[0]) {
+        case 't':  // an event line's delta, or another record's time: signed here, checked by the record
+          if (v.raw_json_token().substr(0, 1) == "-") {
+            f.t = static_cast<uint64_t>(get_i64(v, key));
+            f.t_negative = true;
+          } else {
+            f.t = get_u64(v, key, UINT64_MAX);
+          }
+          return;
+        case 'e': f.site = get_u64(v, key, kMaxId); f.present |= B::kSite; return;
+        case 'q': f.seq_jump = get_u64(v, key, UINT64_MAX); f.present |= B::kSeqJump; return;
+        case 'a': f.short_addr = parse_hex(get_plain_str(v, key), key); return;
+        case 's': f.short_size = get_u64(v, key); return;
+        case 'r': f.short_result = get_i64(v, key); return;
+        default: return;
+      }
     case 2:
       if (key[0] == 'o') {
         if (is(fmt::kFieldOp)) { f.op = get_plain_str(v, key); f.present |= B::kOp; }
@@ -306,7 +344,7 @@ void parse_field(std::string_view key, od::value& v, Fields& f) {
 
 // Reads one line into `f`. Throws LineError when it is not a JSON object or a field has the
 // wrong type.
-void parse_line(od::parser& parser, const Line& line, Fields& f) {
+void parse_line(od::parser& parser, const Line& line, Fields& f, int version) {
   f.clear();
   od::document doc;
   if (parser.iterate(line.text.data(), line.text.size(), line.text.size() + kLinePadding).get(doc)) {
@@ -319,11 +357,158 @@ void parse_line(od::parser& parser, const Line& line, Fields& f) {
     if (std::move(field_result).get(field)) fail("not valid JSON");
     std::string_view key = key_of(field);
     od::value value = field.value();
-    parse_field(key, value, f);
+    parse_field(key, value, f, version);
   }
   // After the object, only the end of the line may remain.
   if (!doc.current_location().error()) fail("not valid JSON (characters after the object)");
 }
+
+// Version 2 event lines without simdjson. Nearly every line of a version 2 trace is an event line in
+// the one shape the recorder writes: {"e":4,"t":3365,"a":"0x700000000000","s":256}. Such a line is
+// read here directly: for lines this short simdjson's per-document set-up costs more than the
+// parse. Accepted: no whitespace; keys of a-z and _; numbers as JSON writes integers (t and r may be
+// negative; at most 19 digits); strings of printable ASCII without escapes; only the keys below,
+// each read exactly as parse_field reads it for version 2 (same limits). Anything else — whitespace,
+// an escape, non-ASCII text, another key, a value out of range — makes scan() return false, and the
+// line goes through simdjson, which validates it and names what is wrong.
+class CompactEventScanner {
+ public:
+  explicit CompactEventScanner(std::string_view text) : p_(text.data()), end_(text.data() + text.size()) {}
+
+  // True when the whole line was read into `f` (its event fields cleared first).
+  bool scan(Fields& f) {
+    using B = Fields::Bit;
+    f.clear_event_fields();
+    if (!literal('{')) return false;
+    do {
+      std::string_view key;
+      if (!read_key(&key)) return false;
+      std::string_view text;
+      bool ok = false;
+      switch (key.size()) {
+        case 1:
+          switch (key[0]) {
+            case 'e': ok = read_unsigned(kMaxId, &f.site); f.present |= B::kSite; break;
+            case 't': ok = read_signed(UINT64_MAX, &f.t, &f.t_negative); break;
+            case 'q': ok = read_unsigned(UINT64_MAX, &f.seq_jump); f.present |= B::kSeqJump; break;
+            case 'a': ok = read_hex(&f.short_addr); break;
+            case 's': ok = read_unsigned(kMaxSize, &f.short_size); break;
+            case 'r': {
+              uint64_t bits = 0;
+              bool negative = false;
+              ok = read_signed(INT64_MAX, &bits, &negative);
+              f.short_result = static_cast<int64_t>(bits);
+              break;
+            }
+            default: return false;
+          }
+          break;
+        case 4:
+          if (key == fmt::kFieldPool) ok = read_string(&f.pool);
+          else if (key == fmt::kFieldFree) ok = read_unsigned(kMaxSize, &f.free), f.present |= B::kFree;
+          else return false;
+          break;
+        case 5:
+          if (key == fmt::kFieldLabel) ok = read_string(&f.label);
+          else if (key == fmt::kFieldTotal) ok = read_unsigned(kMaxSize, &f.total), f.present |= B::kTotal;
+          else if (key == fmt::kFieldRange) ok = read_unsigned(kMaxSize, &f.range);
+          else return false;
+          break;
+        case 6:
+          if (key == fmt::kFieldHandle) ok = read_hex(&f.handle), f.present |= B::kHandle;
+          else if (key == fmt::kFieldStream) ok = read_string(&text);  // not read (parse_field skips it)
+          else return false;
+          break;
+        case 7:
+          if (key == fmt::kFieldSegment) ok = read_hex(&f.segment), f.present |= B::kSegment;
+          else return false;
+          break;
+        default:
+          return false;
+      }
+      if (!ok) return false;
+    } while (literal(','));
+    return literal('}') && p_ == end_;
+  }
+
+ private:
+  bool literal(char c) {
+    if (p_ == end_ || *p_ != c) return false;
+    ++p_;
+    return true;
+  }
+  bool read_key(std::string_view* key) {
+    if (!literal('"')) return false;
+    const char* start = p_;
+    while (p_ != end_ && ((*p_ >= 'a' && *p_ <= 'z') || *p_ == '_')) ++p_;
+    *key = std::string_view(start, static_cast<size_t>(p_ - start));
+    return !key->empty() && literal('"') && literal(':');
+  }
+  // JSON integer digits (no leading zero unless alone), at most 19: no overflow. The value must end
+  // the member (',' or '}'): a fraction or exponent is not taken.
+  bool read_digits(uint64_t* out) {
+    const char* start = p_;
+    uint64_t value = 0;
+    while (p_ != end_ && p_ - start < 19 && static_cast<unsigned char>(*p_ - '0') < 10) value = value * 10 + static_cast<uint64_t>(*p_++ - '0');
+    const size_t n = static_cast<size_t>(p_ - start);
+    if (n == 0 || (n > 1 && *start == '0') || p_ == end_ || (*p_ != ',' && *p_ != '}')) return false;
+    *out = value;
+    return true;
+  }
+  bool read_unsigned(uint64_t max, uint64_t* out) {
+    uint64_t value = 0;
+    if (!read_digits(&value) || value > max) return false;
+    *out = value;
+    return true;
+  }
+  // As parse_field's "t" and "r": a negative value (down to INT64_MIN) as its two's complement,
+  // flagged; a positive one up to `positive_max`.
+  bool read_signed(uint64_t positive_max, uint64_t* out, bool* negative) {
+    *negative = literal('-');
+    uint64_t magnitude = 0;
+    if (!read_digits(&magnitude)) return false;
+    if (magnitude > (*negative ? uint64_t{1} << 63 : positive_max)) return false;
+    *out = *negative ? ~magnitude + 1 : magnitude;
+    return true;
+  }
+  bool read_string(std::string_view* out) {
+    if (!literal('"')) return false;
+    const char* start = p_;
+    while (p_ != end_ && *p_ >= 0x20 && *p_ < 0x7f && *p_ != '"' && *p_ != '\\') ++p_;
+    *out = std::string_view(start, static_cast<size_t>(p_ - start));
+    return literal('"');
+  }
+  // As parse_hex: "0x" and 1 to 16 hex digits, read in one pass.
+  bool read_hex(uint64_t* out) {
+    if (end_ - p_ < 5 || p_[0] != '"' || p_[1] != '0' || (p_[2] != 'x' && p_[2] != 'X')) return false;
+    p_ += 3;
+    const char* start = p_;
+    uint64_t value = 0;
+    int8_t digit;
+    while (p_ != end_ && p_ - start < 16 && (digit = kHexDigit[static_cast<unsigned char>(*p_)]) >= 0) {
+      value = value << 4 | static_cast<uint64_t>(digit);
+      ++p_;
+    }
+    if (p_ == start || !literal('"')) return false;
+    *out = value;
+    return true;
+  }
+
+  // The value of a hex digit character, -1 for any other byte.
+  static constexpr std::array<int8_t, 256> kHexDigit = [] {
+    std::array<int8_t, 256> table{};
+    for (int c = 0; c < 256; ++c) {
+      table[c] = static_cast<int8_t>((c >= '0' && c <= '9')   ? c - '0'
+                                     : (c >= 'a' && c <= 'f') ? c - 'a' + 10
+                                     : (c >= 'A' && c <= 'F') ? c - 'A' + 10
+                                                              : -1);
+    }
+    return table;
+  }();
+
+  const char* p_;
+  const char* end_;
+};
 
 bool blank(std::string_view text) {
   for (char c : text) {
@@ -354,9 +539,14 @@ class Dispatcher {
     }
   }
 
+  int version() const { return version_; }
+
   void dispatch(const Fields& f, uint64_t line_number) {
     using B = Fields::Bit;
-    if (!f.has(B::kType)) fail("record without \"type\"");
+    // Version 2 event lines have no "type": their first key is the site (version_ is 0 until the
+    // header is read).
+    const bool compact = !f.has(B::kType) && version_ >= fmt::kVersion2 && f.has(B::kSite);
+    if (!f.has(B::kType) && !compact) fail("record without \"type\"");
     if (line_number == first_line_) {
       if (f.type != fmt::kTypeHeader) fail("not a gpumemtrace trace (the first line is not a header)");
       return header(f);
@@ -365,13 +555,18 @@ class Dispatcher {
       result_.warnings.push_back("line " + std::to_string(line_number) + ": records after the footer");
       warned_after_footer_ = true;
     }
-    if (f.type == fmt::kTypeEvent) return event(f);
+    if (compact) return compact_event(f);
+    if (f.type == fmt::kTypeEvent) {
+      if (version_ >= fmt::kVersion2) fail("a version 1 event line in a version 2 trace");
+      return event(f);
+    }
+    if (f.type == fmt::kTypeSite && version_ >= fmt::kVersion2) return site(f);
     if (f.type == fmt::kTypeFrame) return frame(f);
     if (f.type == fmt::kTypeStack) return stack(f);
     if (f.type == fmt::kTypeModule) {
       if (!f.has(B::kId) || f.id == 0) fail("module without a valid \"id\"");
-      symbols_.add_module(static_cast<uint32_t>(f.id), std::string(f.path));
-      offline_.add_module(static_cast<uint32_t>(f.id), f.path, f.build_id);
+      symbols_.add_module(ModuleId(static_cast<uint32_t>(f.id)), std::string(f.path));
+      offline_.add_module(ModuleId(static_cast<uint32_t>(f.id)), f.path, f.build_id);
       return;
     }
     if (f.type == fmt::kTypeDevice) {
@@ -395,6 +590,7 @@ class Dispatcher {
     }
     if (f.type == fmt::kTypeCapped) {
       if (!f.has(B::kSeq)) fail("capped record without \"seq\"");
+      if (f.t_negative) fail("field \"t\": expected an unsigned integer");
       if (result_.capped) fail("a second capped record");
       result_.capped = true;
       merger_.finish();  // the events before the cap, before it
@@ -414,10 +610,11 @@ class Dispatcher {
       fail("not a gpumemtrace trace (header \"format\" is not \"gpumemtrace\")");
     }
     if (!f.has(B::kVersion)) fail("header without \"version\"");
-    if (f.version != static_cast<uint64_t>(fmt::kVersion)) {
+    if (f.version != static_cast<uint64_t>(fmt::kVersion1) && f.version != static_cast<uint64_t>(fmt::kVersion2)) {
       fail("unsupported trace version " + std::to_string(f.version) + " (this reader knows " +
-           std::to_string(fmt::kVersion) + ")");
+           std::to_string(fmt::kVersion1) + " and " + std::to_string(fmt::kVersion2) + ")");
     }
+    version_ = static_cast<int>(f.version);
     Header h;
     h.pid = f.pid;
     h.ppid = f.ppid;
@@ -434,20 +631,20 @@ class Dispatcher {
   void frame(const Fields& f) {
     using B = Fields::Bit;
     if (!f.has(B::kId) || f.id == 0) fail("frame without a valid \"id\"");
-    if (f.has(B::kModule) && f.module != 0 && !symbols_.has_module(static_cast<uint32_t>(f.module))) {
+    if (f.has(B::kModule) && f.module != 0 && !symbols_.has_module(ModuleId(static_cast<uint32_t>(f.module)))) {
       fail("frame refers to undefined module " + std::to_string(f.module));
     }
     SymbolTable::Frame frame;
     frame.function = std::string(f.function);
     frame.file = std::string(f.file);
     frame.line = static_cast<uint32_t>(f.line);
-    frame.module = static_cast<uint32_t>(f.module);
+    frame.module = ModuleId(static_cast<uint32_t>(f.module));
     frame.ip = f.ip;
     frame.offset = f.offset;
     frame.python = f.lang == fmt::kLangPython;
     frame.inlined = f.inlined;
     if (OfflineSymbolizer::needs_symbols(frame, f.has(B::kFunction))) offline_.symbolize(frame);
-    if (!symbols_.add_frame(static_cast<uint32_t>(f.id), std::move(frame))) {
+    if (!symbols_.add_frame(FrameId(static_cast<uint32_t>(f.id)), std::move(frame))) {
       fail("frame id " + std::to_string(f.id) + " defined twice");
     }
   }
@@ -456,10 +653,13 @@ class Dispatcher {
     using B = Fields::Bit;
     if (!f.has(B::kId) || f.id == 0) fail("stack without a valid \"id\"");
     if (!f.has(B::kFrames)) fail("stack without \"frames\"");
+    std::vector<FrameId> frames;
+    frames.reserve(f.frames.size());
     for (uint32_t id : f.frames) {
-      if (!symbols_.has_frame(id)) fail("stack refers to undefined frame " + std::to_string(id));
+      if (!symbols_.has_frame(FrameId(id))) fail("stack refers to undefined frame " + std::to_string(id));
+      frames.push_back(FrameId(id));
     }
-    if (!symbols_.add_stack(static_cast<uint32_t>(f.id), f.frames)) {
+    if (!symbols_.add_stack(StackId(static_cast<uint32_t>(f.id)), std::move(frames))) {
       fail("stack id " + std::to_string(f.id) + " defined twice");
     }
   }
@@ -479,6 +679,51 @@ class Dispatcher {
     merger_.push(e);
   }
 
+  // Version 2: what the events of one call site share, defined once (ids 1, 2, 3... in order).
+  void site(const Fields& f) {
+    using B = Fields::Bit;
+    if (!f.has(B::kId) || f.id != sites_.size() + 1) {
+      fail("site id " + std::to_string(f.id) + " out of order (the next is " + std::to_string(sites_.size() + 1) + ")");
+    }
+    Event e;
+    if (!f.has(B::kOp)) fail("site without \"op\"");
+    if (!fmt::parse_op(f.op, &e.op)) fail("unknown op \"" + std::string(f.op) + "\"");
+    if (!f.kind.empty() && !fmt::parse_kind(f.kind, &e.kind)) fail("unknown kind \"" + std::string(f.kind) + "\"");
+    if (!symbols_.has_stack(StackId(static_cast<uint32_t>(f.stack)))) {
+      fail("site refers to undefined stack " + std::to_string(f.stack));
+    }
+    e.tid = f.tid;
+    e.device = static_cast<int32_t>(f.device);
+    e.stack = StackId(static_cast<uint32_t>(f.stack));
+    e.delayed = f.delayed;
+    e.api = site_strings_.emplace_back(f.api);  // a deque: the view stays valid
+    sites_.push_back(e);
+  }
+
+  // Version 2 event line: the site's fields, then what this line says.
+  void compact_event(const Fields& f) {
+    using B = Fields::Bit;
+    if (f.site == 0 || f.site > sites_.size()) fail("event refers to undefined site " + std::to_string(f.site));
+    const uint64_t seq = f.has(B::kSeqJump) ? f.seq_jump : last_seq_ + 1;
+    if (seq <= last_seq_) {
+      fail("event seq " + std::to_string(seq) + " does not increase (previous " + std::to_string(last_seq_) + ")");
+    }
+    if (result_.capped) fail("event after the capped record");
+    last_seq_ = seq;
+    last_time_ += f.t;  // a signed delta, as two's complement: wraps like the subtraction that made it
+    Event e = sites_[f.site - 1];
+    if (f.short_addr > UINT64_MAX - f.short_size) fail("address range overflows 64 bits");
+    e.seq = seq;
+    e.t = last_time_;
+    e.addr = f.short_addr;
+    e.size = f.short_size;
+    e.result = f.short_result;
+    fill_optional(f, e);
+    if (e.op == Op::Sync) return merger_.sync(e.t);
+    ++result_.events;
+    merger_.push(e);
+  }
+
   // A "live" record: an allocation still live at the end of a capped trace (its seq is its own
   // allocation's, so it does not follow the event order).
   void live(const Fields& f) {
@@ -493,11 +738,12 @@ class Dispatcher {
     using B = Fields::Bit;
     Event e;
     if (!f.has(B::kOp)) fail(std::string(what) + " without \"op\"");
+    if (f.t_negative) fail("field \"t\": expected an unsigned integer");
     if (!fmt::parse_op(f.op, &e.op)) fail("unknown op \"" + std::string(f.op) + "\"");
     if (!f.kind.empty() && !fmt::parse_kind(f.kind, &e.kind)) {
       fail("unknown kind \"" + std::string(f.kind) + "\"");
     }
-    if (!symbols_.has_stack(static_cast<uint32_t>(f.stack))) {
+    if (!symbols_.has_stack(StackId(static_cast<uint32_t>(f.stack)))) {
       fail("event refers to undefined stack " + std::to_string(f.stack));
     }
     if (f.addr > UINT64_MAX - f.size) fail("address range overflows 64 bits");
@@ -507,8 +753,17 @@ class Dispatcher {
     e.addr = f.addr;
     e.size = f.size;
     e.device = static_cast<int32_t>(f.device);
-    e.stack = static_cast<uint32_t>(f.stack);
+    e.stack = StackId(static_cast<uint32_t>(f.stack));
     e.result = f.result;
+    e.api = f.api;
+    e.delayed = f.delayed;
+    fill_optional(f, e);
+    return e;
+  }
+
+  // The optional event fields, named alike in both versions.
+  static void fill_optional(const Fields& f, Event& e) {
+    using B = Fields::Bit;
     e.segment = f.segment;
     e.has_segment = f.has(B::kSegment);
     e.handle = f.handle;
@@ -518,10 +773,7 @@ class Dispatcher {
     e.has_meminfo = f.has(B::kFree) || f.has(B::kTotal);
     e.pool = f.pool;
     e.label = f.label;
-    e.api = f.api;
     e.range = f.range;
-    e.delayed = f.delayed;
-    return e;
   }
 
   SymbolTable& symbols_;
@@ -531,6 +783,10 @@ class Dispatcher {
   OfflineSymbolizer offline_;  // frames recorded with GPUMEMTRACE_SYMBOLIZE=0
   uint64_t first_line_ = 1;
   uint64_t last_seq_ = 0;
+  uint64_t last_time_ = 0;  // version 2: t of the previous event line
+  int version_ = 0;         // the header's; 0 until it is read
+  std::vector<Event> sites_;                 // version 2: site id - 1 -> the fields it gives events
+  std::deque<std::string> site_strings_;     // their api names (a deque: elements never move)
   bool warned_after_footer_ = false;
 };
 
@@ -553,7 +809,9 @@ ReadResult read_trace(ByteSource& source, const std::string& name, SymbolTable& 
         continue;
       }
       try {
-        parse_line(parser, line, fields);
+        const bool compact = dispatcher.version() >= fmt::kVersion2 && line.text.substr(0, 5) == "{\"e\":" &&
+                             CompactEventScanner(line.text).scan(fields);
+        if (!compact) parse_line(parser, line, fields, dispatcher.version());
       } catch (const LineError& error) {
         // A writer killed mid-line leaves an unterminated last line: warn and keep what came before.
         if (!line.terminated && seen_header) {

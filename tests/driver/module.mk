@@ -1,4 +1,4 @@
-# tests/driver/module.mk — the fake CUDA driver and the driver-capture test programs (issue 4).
+# tests/driver/module.mk — the fake CUDA driver and the driver-capture test programs.
 # Included by the top-level Makefile. Tests: tests/driver/test_driver_*.py (make test).
 
 SIM_LIBCUDA := $(BUILD)/sim/libcuda.so.1

@@ -1,3 +1,4 @@
+# tests/driver/test_driver_backends.py — the CUPTI and driver-hook backends describe each call the same way.
 """Both recording backends on the simulated driver: the CUPTI callbacks and the driver hooks describe
 each call the same way and enrich it in one place (docs/capture.md, "One description per call").
 

@@ -1,12 +1,14 @@
+# tests/e2e/recorder_testlib.py — helpers for the recorder's end-to-end tests: run, read the trace.
 """Helpers for the recorder's end-to-end tests: run a program under LD_PRELOAD, read its trace."""
 import glob
-import io
-import json
 import os
 import subprocess
+import sys
 import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "tests"))
+import tracefile  # noqa: E402
 BUILD = os.environ.get("GPUMEMTRACE_BUILD", os.path.join(ROOT, "build"))
 LIB = os.path.join(BUILD, "libgpumemtrace.so")
 SIM = os.path.join(BUILD, "sim")
@@ -35,26 +37,13 @@ def trace_files(out_dir):
 
 
 class Trace:
-    """A parsed trace: header, modules, frames, stacks, events, dropped and footer records."""
+    """A parsed trace (plain or .zst, format version 1 or 2): header, modules, frames, stacks, events
+    (in their version 1 form, tests/tracefile.py), dropped and footer records."""
 
     def __init__(self, path, text=None):
         self.path = path
-        if text is None:
-            with open(path, "rb") as f:
-                text = f.read().decode("utf-8")
-        self.lines = text.split("\n")
-        self.truncated = bool(self.lines and self.lines[-1])
-        if not self.truncated:
-            self.lines.pop()
-        self.records = []
-        for i, line in enumerate(self.lines):
-            try:
-                self.records.append(json.loads(line))
-            except ValueError:
-                if i == len(self.lines) - 1:  # a killed process may cut its last line short
-                    self.truncated = True
-                    break
-                raise
+        raw, self.truncated = tracefile.parse_lines(tracefile.read_text(path) if text is None else text)
+        self.records = tracefile.decode(raw)
         self.header = self.records[0]
         self.frames = {r["id"]: r for r in self.records if r["type"] == "frame"}
         self.stacks = {r["id"]: r for r in self.records if r["type"] == "stack"}
@@ -78,8 +67,7 @@ class Trace:
 
 
 def read_zst(path):
-    out = subprocess.run(["zstd", "-dc", path], capture_output=True, check=True).stdout
-    return out.decode("utf-8")
+    return tracefile.read_text(path)
 
 
 def tempdir():

@@ -1,3 +1,4 @@
+# tests/e2e/test_nvtx_e2e.py — NVTX ranges recorded as phases under a plain LD_PRELOAD run.
 """End-to-end tests of NVTX ranges as phases (tests/e2e/programs/nvtx_phases.c, NVTX v3 alone, no
 gpumemtrace header): the scope and mark events a plain LD_PRELOAD run records, the phase the report
 gives the peak, the Perfetto slices, and that another NVTX tool named by NVTX_INJECTION64_PATH keeps

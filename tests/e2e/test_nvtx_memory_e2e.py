@@ -1,3 +1,4 @@
+# tests/e2e/test_nvtx_memory_e2e.py — the NVTX memory extension recorded as block events.
 """End-to-end test of the NVTX memory extension as block events (tests/e2e/programs/nvtx_heap.c: NVTX v3
 alone, no gpumemtrace header): under a plain LD_PRELOAD the registered regions are block_alloc /
 block_free events in their heap's segment, and gpumem-report classes the live regions as block leaks

@@ -1,3 +1,4 @@
+# tests/e2e/test_recorder_trust.py — what the recorder must never do to the program it is loaded into.
 """End-to-end tests of what the recorder must never do to the program it is loaded into, nor let others
 do through it (docs/security.md): write into the program's files, follow what was planted at a trace's
 name, block the program, lose what a process recorded before _exit or a fatal signal, or keep memory
@@ -89,7 +90,7 @@ class SafeCreation(unittest.TestCase, TraceInvariants):
         out = tempdir()
 
         def plant_in_child():
-            plant(os.path.join(out, "gpumemtrace.scenarios.%d.jsonl" % os.getpid()))
+            plant(os.path.join(out, "gpumemtrace.scenarios.%d.jsonl.zst" % os.getpid()))
         start = time.time()
         p = subprocess.Popen([program("scenarios"), "depth"], env=traced_env(out), preexec_fn=plant_in_child,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -97,8 +98,8 @@ class SafeCreation(unittest.TestCase, TraceInvariants):
         elapsed = time.time() - start
         self.assertEqual(p.returncode, 0, stderr)
         self.assertLess(elapsed, 5, "the program must not wait on a planted object")
-        planted = os.path.join(out, "gpumemtrace.scenarios.%d.jsonl" % p.pid)
-        traced = os.path.join(out, "gpumemtrace.scenarios.%d-1.jsonl" % p.pid)
+        planted = os.path.join(out, "gpumemtrace.scenarios.%d.jsonl.zst" % p.pid)
+        traced = os.path.join(out, "gpumemtrace.scenarios.%d-1.jsonl.zst" % p.pid)
         st = os.lstat(traced)
         self.assertTrue(stat.S_ISREG(st.st_mode))
         self.assertEqual(stat.S_IMODE(st.st_mode) & 0o077, 0, "a trace is readable by its owner only")

@@ -1,3 +1,4 @@
+# tests/e2e/test_scopes_e2e.py — named scopes through include/gpumemtrace.h, end to end.
 """End-to-end tests of named scopes through include/gpumemtrace.h (tests/e2e/programs/scopes.cpp):
 scope_begin/scope_end events with their names, threads, order and the caller's stack; long names."""
 import os

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""GPU checks of driver-level capture (issue 4). Run by tests/gpu/run.sh on a machine with an NVIDIA GPU.
+# tests/gpu/driver_checks.py — driver-level capture checked on a real NVIDIA GPU (tests/gpu/run.sh).
+"""GPU checks of driver-level capture. Run by tests/gpu/run.sh on a machine with an NVIDIA GPU.
 
 Workloads, each under both backends (GPUMEMTRACE_BACKEND=interpose and =cupti):
   static    nvcc program with the static runtime (tests/gpu/driver_static_cudart.cu): runtime calls seen
@@ -13,7 +14,6 @@ trace; both backends agree on the number and bytes of successful allocations (ph
 Prints one line per check and a summary; exits 0 when everything passed or was skipped, 1 otherwise.
 Skips cleanly (exit 0) without a GPU, nvcc, torch or cupy.
 """
-import json
 import os
 import shutil
 import subprocess
@@ -23,6 +23,8 @@ import tempfile
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BUILD = os.environ.get("GPUMEMTRACE_BUILD", os.path.join(ROOT, "build"))
 LIB = os.path.join(BUILD, "libgpumemtrace.so")
+sys.path.insert(0, os.path.join(ROOT, "tests"))
+import tracefile  # noqa: E402
 RESULTS = {"pass": 0, "fail": 0, "skip": 0}
 
 
@@ -46,11 +48,7 @@ def trace_of(cmd, backend, env=None, preload=True):
         p = subprocess.run(cmd, env=e, capture_output=True, text=True, timeout=600)
         events, header = [], {}
         if os.path.exists(out):
-            for line in open(out):
-                try:
-                    r = json.loads(line)
-                except ValueError:
-                    continue
+            for r in tracefile.read_records(out)[0]:
                 if r.get("type") == "event":
                     events.append(r)
                 elif r.get("type") == "header":

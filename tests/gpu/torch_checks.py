@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""GPU checks of issue 5 (PyTorch 2.4-2.11 on an NVIDIA GPU). Not part of `make test` (no GPU there):
+# tests/gpu/torch_checks.py — PyTorch support checked on a real NVIDIA GPU (not part of make test).
+"""GPU checks of PyTorch support (2.4-2.11 on an NVIDIA GPU). Not part of `make test` (no GPU there):
 run `python3 tests/gpu/torch_checks.py [--build build]` on a GPU machine. Prints SKIP and exits 0
 where torch or a GPU is missing. Each check runs a child under LD_PRELOAD=libgpumemtrace.so with
 PYTHONPATH=tools/python and inspects the trace:
@@ -13,15 +14,26 @@ PYTHONPATH=tools/python and inspects the trace:
               max_memory_allocated() (printed; equal where rounding is reproducible)
   overhead    ms per training step: plain, driver-level only (GPUMEMTRACE_TORCH=0
               GPUMEMTRACE_PYTHON=0), full (targets: <= 3% and <= 15%)
+  snapshot    the first torch.cuda.memory._snapshot() of a process recording with context="all",
+              stacks="python": its time and whether it imported torch._inductor, called plainly and
+              through the hook's history.take_snapshot (which must not import it; docs/pytorch.md,
+              "The cost of a drain")
+  exit        a 2-line torch script's whole process, plain vs full (LD_PRELOAD + the PyTorch hook),
+              EXIT_RUNS runs each, interleaved: median and min-max of each, the load average (target:
+              full adds less than 1 s; the exit drain once added about 6 s)
 """
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
+import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "tests"))
+import tracefile  # noqa: E402
 
 CHILD = r'''
 import os, sys, time, torch
@@ -68,6 +80,67 @@ elif mode == "overhead":
 '''
 
 
+# The short program of the `exit` check: import torch, one tensor on the GPU.
+TWO_LINES = 'import torch\nx = torch.ones(1, device="cuda")\n'
+EXIT_RUNS = 5
+
+# The `snapshot` check's child: argv[1] "plain" or "hook" (history.take_snapshot, tools/python on
+# sys.path; no preload needed). Prints the first and second snapshot's seconds and whether
+# torch._inductor got imported.
+SNAPSHOT_CHILD = r'''
+import sys, time, torch
+sys.path.insert(0, sys.argv[2])
+from gpumemtrace_torch.history import take_snapshot
+torch.cuda.memory._record_memory_history(enabled="all", context="all", stacks="python", max_entries=65536)
+xs = [torch.ones(1 << 10, device="cuda") for _ in range(100)]
+snap = (lambda: torch.cuda.memory._snapshot()) if sys.argv[1] == "plain" else (lambda: take_snapshot(torch))
+before = "torch._inductor" in sys.modules
+t = time.perf_counter(); s1 = snap(); first = time.perf_counter() - t
+t = time.perf_counter(); snap(); second = time.perf_counter() - t
+print("%.3f %.3f %d %d %d" % (first, second, before, "torch._inductor" in sys.modules, len(s1["device_traces"][0])))
+'''
+
+
+def traced_env(build, out):
+    """The environment of a traced child: the preload, its trace file, the PyTorch hook."""
+    env = dict(os.environ)
+    env.update(LD_PRELOAD=os.path.join(build, "libgpumemtrace.so"), GPUMEMTRACE_OUTPUT=out,
+               GPUMEMTRACE_QUIET="1",
+               PYTHONPATH=os.pathsep.join([os.path.join(ROOT, "tools", "python"), env.get("PYTHONPATH", "")]))
+    return env
+
+
+def load_average():
+    try:
+        with open("/proc/loadavg") as f:
+            return " ".join(f.read().split()[:3])
+    except OSError:
+        return "?"
+
+
+def time_exit_runs(build, runs):
+    """Seconds of a TWO_LINES process, plain and full, `runs` times each, interleaved."""
+    d = tempfile.mkdtemp()
+    script = os.path.join(d, "two_lines.py")
+    with open(script, "w") as f:
+        f.write(TWO_LINES)
+    times = {"plain": [], "full": []}
+    for i in range(runs):
+        for kind in ("plain", "full"):
+            env = traced_env(build, os.path.join(d, "trace-%d.jsonl" % i)) if kind == "full" else dict(os.environ)
+            t = time.perf_counter()
+            p = subprocess.run([sys.executable, script], capture_output=True, text=True, env=env, timeout=600)
+            elapsed = time.perf_counter() - t
+            if p.returncode != 0:
+                return None, "%s run failed: %s" % (kind, p.stderr[-300:])
+            times[kind].append(elapsed)
+    return times, ""
+
+
+def spread(xs):
+    return "median %.2f s (min %.2f, max %.2f)" % (statistics.median(xs), min(xs), max(xs))
+
+
 def have_gpu_torch():
     try:
         import torch  # noqa: F401
@@ -86,12 +159,7 @@ def line_of(frame):
 def run(build, mode, env_extra=None, traced=True, with_report=False):
     d = tempfile.mkdtemp()
     out = os.path.join(d, "trace.jsonl")
-    env = dict(os.environ)
-    if traced:
-        env.update(LD_PRELOAD=os.path.join(build, "libgpumemtrace.so"), GPUMEMTRACE_OUTPUT=out,
-                   GPUMEMTRACE_QUIET="1",
-                   PYTHONPATH=os.pathsep.join([os.path.join(ROOT, "tools", "python"),
-                                               env.get("PYTHONPATH", "")]))
+    env = traced_env(build, out) if traced else dict(os.environ)
     env.update(env_extra or {})
     # The child runs from a file, so that its Python frames name a line gpumem-report can show.
     script = os.path.join(d, "child.py")
@@ -101,11 +169,7 @@ def run(build, mode, env_extra=None, traced=True, with_report=False):
                        timeout=600)
     events, frames, stacks = [], {}, {}
     if traced and os.path.exists(out):
-        for line in open(out, encoding="utf-8"):
-            try:
-                r = json.loads(line)
-            except ValueError:
-                continue
+        for r in tracefile.read_records(out)[0]:
             if r["type"] == "event":
                 events.append(r)
             elif r["type"] == "frame":
@@ -179,6 +243,38 @@ def main():
     check("overhead", drv <= base * 1.03 and full <= base * 1.15,
           "step %.3f ms plain, %.3f ms driver-level (%+.1f%%), %.3f ms full (%+.1f%%)"
           % (base, drv, (drv / base - 1) * 100, full, (full / base - 1) * 100))
+
+    figures = {}
+    for how in ("plain", "hook"):
+        d = tempfile.mkdtemp()
+        script = os.path.join(d, "snapshot_child.py")
+        with open(script, "w") as f:
+            f.write(SNAPSHOT_CHILD)
+        p = subprocess.run([sys.executable, script, how, os.path.join(ROOT, "tools", "python")],
+                           capture_output=True, text=True, timeout=600)
+        try:
+            first, second, before, after, entries = p.stdout.split()
+            figures[how] = (float(first), float(second), before == "1", after == "1", int(entries))
+        except ValueError:
+            figures[how] = None
+            print("snapshot child (%s) failed: %s" % (how, p.stderr[-500:]))
+    plain, hook = figures["plain"], figures["hook"]
+    check("snapshot", hook is not None and not hook[2] and not hook[3],
+          "first/second _snapshot() of %s entries: plain %s; through take_snapshot %s"
+          % (plain[4] if plain else "?",
+             "%.3f s / %.3f s, imported torch._inductor: %s" % (plain[0], plain[1], plain[3]) if plain else "failed",
+             "%.3f s / %.3f s, imported torch._inductor: %s" % (hook[0], hook[1], hook[3]) if hook else "failed"))
+
+    load = load_average()
+    times, err = time_exit_runs(args.build, EXIT_RUNS)
+    if times is None:
+        check("exit", False, err)
+    else:
+        added = statistics.median(times["full"]) - statistics.median(times["plain"])
+        check("exit", added < 1.0,
+              "2-line torch script, whole process, %d runs each: plain %s, full %s, full adds %.2f s "
+              "(load average %s before, %s after)"
+              % (EXIT_RUNS, spread(times["plain"]), spread(times["full"]), added, load, load_average()))
     return 1 if failures else 0
 
 

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""tests/gpu/verdict_checks.py — the analyzer's verdicts on real PyTorch and JAX programs (GPU only).
+# tests/gpu/verdict_checks.py — the analyzer's verdicts on real PyTorch and JAX programs (GPU only).
+"""The analyzer's verdicts on real PyTorch and JAX programs (GPU only).
 
 Runs each program of tests/gpu/scenarios/ under `gpumemtrace ci` and checks what a user would check:
   clean        a clean training loop passes `ci --fail-on-leak=1MiB --fail-on-growth` (cuBLAS

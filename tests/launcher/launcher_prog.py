@@ -1,3 +1,4 @@
+# tests/launcher/launcher_prog.py — child program for the launcher tests: clean, leaking or failing runs.
 """Child program for the launcher tests: allocates through the (simulated) CUDA runtime via ctypes,
 from named functions. argv: MODE [libcudart path]. Modes:
   clean  allocate and free 8 MiB three times, exit 0

@@ -1,3 +1,4 @@
+# tests/launcher/launcher_testlib.py — shared helpers for the launcher tests.
 """Shared helpers for the launcher tests (build/gpumemtrace)."""
 import os
 import shutil

@@ -1,3 +1,4 @@
+# tests/launcher/test_launcher_fake.py — the launcher with stand-ins: environment, command line, exit codes.
 """The launcher with stand-ins (no recorder, no analyzer needed): a harmless preload library, a fake
 gpumem-report (GPUMEMTRACE_REPORT) and fake commands that write a 'trace' into GPUMEMTRACE_OUTPUT.
 Checks the environment CMD gets, the report's command line, every exit-code rule, usage errors and

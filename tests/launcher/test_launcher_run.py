@@ -1,3 +1,4 @@
+# tests/launcher/test_launcher_run.py — the launcher with the real recorder and analyzer, simulated runtime.
 """The launcher for real: build/gpumemtrace with build/libgpumemtrace.so, the simulated CUDA runtime
 (build/sim/libcudart.so.13) and build/gpumem-report, on tests/launcher/launcher_prog.py."""
 import json
@@ -9,7 +10,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from launcher_testlib import CUDART, LIB, PROG, PYTHON, REPORT, ROOT, LauncherTestCase, is_elf  # noqa: E402
 
 sys.path.insert(0, os.path.join(ROOT, "tests", "python"))
-from python_testlib import python_with_pytest  # noqa: E402
+from python_testlib import python_with_pytest, tracefile  # noqa: E402
 
 MiB = 1 << 20
 
@@ -80,7 +81,7 @@ class RealLauncher(LauncherTestCase):
 
     def test_multi_process_directory(self):
         p = self.launch(["ci", "-o", "t", "--format", "json", "--fail-on-leak", "--", *self.prog("multi")])
-        traces = sorted(n for n in os.listdir(os.path.join(self.tmp, "t")) if n.endswith(".jsonl"))
+        traces = sorted(n for n in os.listdir(os.path.join(self.tmp, "t")) if n.endswith(".jsonl.zst"))
         self.assertEqual(len(traces), 3, traces)  # parent and both children
         self.assertEqual(p.returncode, 1, p.stderr)  # the `leak` child leaked
         report = self.read_json_report("t")
@@ -125,8 +126,7 @@ class LauncherPytest(LauncherTestCase):
         self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
         self.assertIn("1 passed", p.stdout)
         (trace,) = os.listdir(os.path.join(self.tmp, "t"))
-        with open(os.path.join(self.tmp, "t", trace)) as f:
-            events = [json.loads(line) for line in f if '"type":"event"' in line]
+        events = [r for r in tracefile.read_records(os.path.join(self.tmp, "t", trace))[0] if r["type"] == "event"]
         return [(e["op"], e["api"], e["label"]) for e in events if e["op"].startswith("scope_")]
 
     def test_each_test_is_a_scope(self):

@@ -1,4 +1,4 @@
-# tests/python/module.mk — Python stacks and the PyTorch startup hook (issue 5); see the top-level
+# tests/python/module.mk — Python stacks and the PyTorch startup hook; see the top-level
 # Makefile, which -includes this file.
 #
 # $(BUILD)/tests/python/libpython_stack_probe.so: the frame reader (interpose/python/*.cpp) plus a

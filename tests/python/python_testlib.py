@@ -1,10 +1,12 @@
+# tests/python/python_testlib.py — shared by the tests/python suites: paths, and reading a trace.
 """Shared by the tests/python suites: paths, and reading a trace into events + stacks."""
-import json
 import os
 import subprocess
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "tests"))
+import tracefile  # noqa: E402
 BUILD = os.environ.get("GPUMEMTRACE_BUILD", os.path.join(ROOT, "build"))
 LIB = os.path.join(BUILD, "libgpumemtrace.so")
 SIM = os.path.join(BUILD, "sim", "libcudart.so.13")
@@ -21,18 +23,13 @@ def read_trace(path):
     """(events, stack_of): the trace's events, and a function giving an event's frames, innermost
     first. A line cut short by a killed process is skipped."""
     frames, stacks, events = {}, {}, []
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            try:
-                r = json.loads(line)
-            except ValueError:
-                continue
-            if r["type"] == "frame":
-                frames[r["id"]] = r
-            elif r["type"] == "stack":
-                stacks[r["id"]] = r["frames"]
-            elif r["type"] == "event":
-                events.append(r)
+    for r in tracefile.read_records(path)[0]:
+        if r["type"] == "frame":
+            frames[r["id"]] = r
+        elif r["type"] == "stack":
+            stacks[r["id"]] = r["frames"]
+        elif r["type"] == "event":
+            events.append(r)
     return events, lambda ev: [frames[i] for i in stacks.get(ev.get("stack", 0), [])]
 
 

@@ -1,3 +1,4 @@
+# tests/python/test_python_scopes.py — gpumemtrace.scope and the PyTorch hook's backward() scopes.
 """gpumemtrace.scope (tools/python/gpumemtrace) and the PyTorch hook's backward() scopes
 (tools/python/gpumemtrace_torch/backward_scope.py), under LD_PRELOAD=libgpumemtrace.so with the
 simulated CUDA runtime and the stand-in torch: the begin/end events (names, api, threads, order, the

@@ -1,4 +1,5 @@
-"""Python frames in native stacks (issue 5, part 1), on every CPython this machine has.
+# tests/python/test_python_stacks.py — Python frames in native stacks, on every CPython this machine has.
+"""Python frames in native stacks, on every CPython this machine has.
 
 Runs tests/python/progs/python_stack_prog.py under each interpreter with the frame reader built into a
 test library (build/tests/python/libpython_stack_probe.so, `make python-probe`). The program captures

@@ -1,3 +1,4 @@
+# tests/python/test_python_torch.py — the PyTorch startup hook against the stand-in torch.
 """The PyTorch startup hook (tools/python/sitecustomize.py + gpumemtrace_torch) against the stand-in
 torch package in tests/python/fake_torch, under LD_PRELOAD=libgpumemtrace.so with the simulated CUDA
 runtime: tensor-level events with Python stacks in the same trace as the driver-level cudaMalloc,
@@ -201,26 +202,85 @@ class TorchHookTest(unittest.TestCase):
         self.assertEqual(proc.stdout, "torch imported, CUDA never used\n")
         self.assertEqual(proc.stderr, "")
 
+    def run_logged(self, mode):
+        """run_prog with the stand-in's call log: (proc, events, stack_of, [(name, t)])."""
+        with tempfile.TemporaryDirectory() as d:
+            log = os.path.join(d, "calls.log")
+            proc, events, stack_of = self.run_prog(mode, {"FAKE_TORCH_CALL_LOG": log})
+            calls = []
+            if os.path.exists(log):
+                with open(log) as f:
+                    calls = [(name, int(t)) for name, t in (line.split() for line in f)]
+        return proc, events, stack_of, calls
+
+    def test_no_snapshot_at_exit_when_counters_did_not_move(self):
+        # The program drained after its last allocation (as the pytest plugin does): PyTorch's
+        # counters have not moved since, so the exit drain takes no _snapshot() at all.
+        proc, events, _, calls = self.run_logged("drained")
+        self.assertEqual(proc.stdout, "done\n")
+        names = [n for n, _ in calls]
+        self.assertIn("snapshot", names[:names.index("end")])  # the drain by hand
+        self.assertEqual(names[names.index("end"):], ["end"])
+        self.assertEqual(len([e for e in events if e["op"] == "block_alloc"]), 6)
+        # The same with one allocation after that drain: the exit drain snapshots and forwards it.
+        proc, events, stack_of, calls = self.run_logged("drained_then_alloc")
+        names = [n for n, _ in calls]
+        self.assertEqual(names[names.index("end"):], ["end", "snapshot"])
+        late = [e for e in events if e["op"] == "block_alloc" and e["size"] == 2048]
+        self.assertEqual(len(late), 1)
+        self.assertEqual(stack_of(late[0])[0]["line"], prog_line("LINE_LATE"))
+
+    def test_no_snapshot_when_the_allocator_was_never_used(self):
+        proc, events, _, calls = self.run_logged("cudaonly")
+        self.assertEqual(proc.stdout, "done\n")
+        self.assertNotIn("snapshot", [n for n, _ in calls[[n for n, _ in calls].index("end"):]])
+        self.assertTrue([e for e in events if e["op"] == "sync"])  # the hook was on
+
+    def test_drains_never_import_inductor(self):
+        # The stand-in's _snapshot() asks hasattr(torch, "_inductor") as PyTorch's symbolizer does;
+        # the hook's drains must not make that import the (slow) torch._inductor.
+        proc, events, stack_of, calls = self.run_logged("train")
+        names = [n for n, _ in calls]
+        self.assertIn("snapshot", names)
+        self.assertNotIn("import_inductor", names)
+        loss = [e for e in events if e["op"] == "block_alloc" and e["size"] == 512]
+        self.assertEqual(len(loss), 20)
+        self.assertEqual(stack_of(loss[0])[0]["function"], "train")
+        # The program's own import of it is left alone, and drains still work with it.
+        proc, events, _, calls = self.run_logged("inductor")
+        self.assertEqual(proc.stdout, "done\n")
+        self.assertEqual([n for n, _ in calls].count("import_inductor"), 1)
+        self.assertEqual(len([e for e in events if e["op"] == "block_alloc"]), 4)
+
     def test_small_ring_counts_loss(self):
         proc, events, _ = self.run_prog("train", {"GPUMEMTRACE_TORCH_ENTRIES": "1024"})
         # 20 steps stay far below 1024 entries: nothing lost, no warning.
         self.assertNotIn("wrapped", proc.stderr)
 
 
-@unittest.skipUnless(os.path.exists(LIB), "needs build/libgpumemtrace.so")
-class BridgeStackTest(unittest.TestCase):
-    """gpumemtrace_record_external() directly: the event's stack is exactly the frames passed."""
+# The PyTorch actions the live trace records (docs/pytorch.md, "Mapping"; trace/torch_actions.h).
+LIVE_ACTIONS = {"alloc", "free_requested", "segment_alloc", "segment_free", "segment_map", "segment_unmap",
+                "oom"}
 
-    def test_frames_given_or_none(self):
-        code = ("import sys; sys.path.insert(0, %r)\n"
+
+def frames_of(*triples):
+    """PyTorch's frame dicts, innermost first."""
+    return [{"filename": f, "name": n, "line": l} for f, n, l in triples]
+
+
+@unittest.skipUnless(os.path.exists(LIB), "needs build/libgpumemtrace.so")
+class BridgeTest(unittest.TestCase):
+    """gpumemtrace_record_torch() directly (a child under the preload): PyTorch's action names mapped
+    by the library's table, the event's stack exactly the frames passed, bad input refused or skipped
+    without a crash."""
+
+    def run_child(self, body):
+        code = ("import ctypes, sys; sys.path.insert(0, %r)\n"
                 "from gpumemtrace_torch import bridge\n"
+                "from gpumemtrace_torch.bridge import Entry, Frame\n"
                 "b = bridge.load()\n"
-                "def drain():\n"
-                "    print(b.record('block_alloc', 'torch.alloc', addr=0x1000, size=64, device=0))\n"
-                "    print(b.record('block_alloc', 'torch.alloc', addr=0x2000, size=128, device=0,\n"
-                "                   frames=[('model.py', 'forward', 12), ('train.py', 'main', 3)]))\n"
-                "    print(b.record('mark', 'torch.mark', pool='label'))\n"
-                "drain()\n" % TOOLS)
+                "def frames(*t):\n"
+                "    return [{'filename': f, 'name': n, 'line': l} for f, n, l in t]\n" % TOOLS) + body
         with tempfile.TemporaryDirectory() as d:
             out = os.path.join(d, "trace.jsonl")
             env = dict(os.environ, LD_PRELOAD=LIB, GPUMEMTRACE_OUTPUT=out, GPUMEMTRACE_QUIET="1")
@@ -228,13 +288,209 @@ class BridgeStackTest(unittest.TestCase):
             proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
                                   timeout=60)
             self.assertEqual(proc.returncode, 0, proc.stderr)
-            self.assertEqual(proc.stdout.split(), ["1", "1", "0"])  # marks: gpumemtrace_report_mark
             events, stack_of = read_trace(out)
-        blocks = [e for e in events if e["op"] == "block_alloc"]
-        self.assertEqual(len(blocks), 2)
-        self.assertEqual(blocks[0]["stack"], 0)  # no frames recorded: no stack (not the caller's)
-        self.assertEqual([(f.get("lang"), f["file"], f["function"], f["line"]) for f in stack_of(blocks[1])],
+        return proc.stdout.split(), [e for e in events if e["api"].startswith("torch.")], stack_of
+
+    def test_actions_mapped_by_the_library(self):
+        out, events, _ = self.run_child(
+            "print(sorted(b.live_actions) == %r)\n"
+            "print(b.record([(a, 0x1000, 64, 0, 0, 0, 0, 0, []) for a in\n"
+            "    ('alloc', 'free_requested', 'free_completed', 'segment_alloc', 'segment_free', 'segment_map',\n"
+            "     'segment_unmap', 'oom', 'snapshot', 'annotate', 'not_an_action')]))\n"
+            "b.live_actions = frozenset(['free_completed', 'snapshot', 'not_an_action'])  # skipped by C too\n"
+            "print(b.record([(a, 0x2000, 64, 0, 0, 0, 0, 0, []) for a in sorted(b.live_actions)]))\n"
+            % sorted(LIVE_ACTIONS))
+        self.assertEqual(out, ["True", "7", "0"])
+        self.assertEqual([(e["api"], e["op"], e["kind"]) for e in events],
+                         [("torch.alloc", "block_alloc", "block"), ("torch.free_requested", "block_free", "block"),
+                          ("torch.segment_alloc", "alloc", "device"), ("torch.segment_free", "free", "device"),
+                          ("torch.segment_map", "map", "physical"), ("torch.segment_unmap", "unmap", "physical"),
+                          ("torch.oom", "block_oom", "block")])
+        self.assertTrue(all(e.get("delayed") is not True for e in events))  # time 0 = now: not delayed
+
+    def test_frames_given_or_none(self):
+        out, events, stack_of = self.run_child(
+            "print(b.record([('alloc', 0x1000, 64, 0, 0, 0, 0, 0, []),\n"
+            "                ('alloc', 0x2000, 128, 0, 7, 0x2000, 0, 0,\n"
+            "                 frames(('model.py', 'forward', 12), ('train.py', 'main', 3)))]))\n")
+        self.assertEqual(out, ["2"])
+        self.assertEqual(events[0]["stack"], 0)  # no frames recorded: no stack (not the caller's)
+        self.assertEqual([(f.get("lang"), f["file"], f["function"], f["line"]) for f in stack_of(events[1])],
                          [("python", "model.py", "forward", 12), ("python", "train.py", "main", 3)])
+        self.assertEqual((events[1]["segment"], events[1]["stream"]), ("0x2000", "0x7"))
+
+    def test_bad_input_refused_or_skipped(self):
+        out, events, stack_of = self.run_child(
+            "rec = b._record\n"
+            "E, F = ctypes.sizeof(Entry), ctypes.sizeof(Frame)\n"
+            "print(rec(None, 1, E, F), rec(None, 0, E, F))            # null array with a count: refused\n"
+            "arr = (Entry * 1)()\n"
+            "print(rec(arr, 1, E + 8, F), rec(arr, 1, E, F - 8))      # another layout: refused\n"
+            "print(rec(arr, 1 << 40, E, F))                           # count out of range: refused\n"
+            "print(rec(arr, 1, E, F))                                 # all zero: null action, skipped\n"
+            "arr[0].action = b'alloc'; arr[0].device = 1 << 20\n"
+            "print(rec(arr, 1, E, F))                                 # device out of range: skipped\n"
+            "fr = (Frame * 40)(*[(b'f%d.py' % i, b'fn', i) for i in range(40)])\n"
+            "fr[1].file = None                                        # a frame without a file: left out\n"
+            "arr[0].device = 0; arr[0].addr = 0x3000; arr[0].frame_count = 40\n"
+            "arr[0].frames = ctypes.addressof(fr)\n"
+            "print(rec(arr, 1, E, F))\n"
+            "arr[0].frames = None                                     # a count without frames: no stack\n"
+            "print(rec(arr, 1, E, F))\n"
+            "print(b.layout_mismatch, b.record([]))\n")
+        self.assertEqual(out, ["-1", "0", "-1", "-1", "-1", "0", "0", "1", "1", "False", "0"])
+        self.assertEqual(len(events), 2)
+        files = [f["file"] for f in stack_of(events[0])]
+        self.assertEqual(files, ["f0.py"] + ["f%d.py" % i for i in range(2, 32)])  # 32 read, one left out
+        self.assertEqual(events[1]["stack"], 0)
+
+
+class HistoryDeltaTest(unittest.TestCase):
+    """The drain's delta logic on hand-made histories (no library needed)."""
+
+    class Rec:
+        """Stands in for bridge.Bridge: keeps what would go to the library."""
+        live_actions = frozenset(LIVE_ACTIONS)
+
+        def __init__(self):
+            self.events, self.marks, self.syncs = [], [], []
+
+        def record(self, entries):
+            self.events.extend(entries)
+            return len(entries)
+
+        def mark(self, label):
+            self.marks.append(label)
+
+        def sync(self, time_ns):
+            self.syncs.append(time_ns)
+
+    class CountingEntry(dict):
+        """A history entry that counts the reads of its fields."""
+        reads = 0
+
+        def get(self, *args):
+            type(self).reads += 1
+            return dict.get(self, *args)
+
+    def entry(self, action, addr, size, t, frames=(), kind=dict):
+        return kind(action=action, addr=addr, size=size, stream=0, time_us=t, frames=frames_of(*frames))
+
+    def test_delta_and_wrap(self):
+        from gpumemtrace_torch.history import HistoryDrain
+        rec = self.Rec()
+        d = HistoryDrain(rec)
+        h = [self.entry("segment_alloc", 0x1000, 0x200000, 1),
+             self.entry("alloc", 0x1000, 512, 2, [("a.py", "f", 3)])]
+        d.drain({"device_traces": [list(h)]})
+        self.assertEqual([e[0] for e in rec.events], ["segment_alloc", "alloc"])
+        self.assertEqual(rec.events[1][5], 0x1000)  # the block's segment
+        self.assertEqual(rec.events[1][8], frames_of(("a.py", "f", 3)))
+        h += [self.entry("snapshot", 0, 0, 3), self.entry("free_requested", 0x1000, 512, 4),
+              self.entry("free_completed", 0x1000, 512, 5)]
+        d.drain({"device_traces": [list(h)]})
+        self.assertEqual([e[0] for e in rec.events], ["segment_alloc", "alloc", "free_requested"])
+        self.assertEqual(rec.marks, [])
+        # The ring wrapped past the anchor: everything in the copy is forwarded, the loss marked.
+        d.drain({"device_traces": [[self.entry("alloc", 0x2000, 64, 9)]]})
+        self.assertEqual(rec.events[-1][0], "alloc")
+        self.assertEqual(d.lost_drains, 1)
+        self.assertEqual(len(rec.marks), 1)
+
+    def test_anchor_found_without_rereading_the_forwarded_entries(self):
+        # A drain walks back from the end of the copy to the anchor: the entries forwarded before it
+        # are not read again, however long the ring (only the anchor's own ANCHOR entries).
+        from gpumemtrace_torch.history import HistoryDrain, ANCHOR
+        rec = self.Rec()
+        d = HistoryDrain(rec)
+        old = [self.entry("alloc", 0x1000 + i * 512, 512, 10 + i, kind=self.CountingEntry) for i in range(2000)]
+        d.drain({"device_traces": [old]})
+        self.assertEqual(len(rec.events), 2000)
+        self.CountingEntry.reads = 0
+        new = [self.entry("free_requested", 0x1000 + i * 512, 512, 5000 + i) for i in range(10)]
+        d.drain({"device_traces": [old + new]})
+        self.assertEqual([e[0] for e in rec.events[2000:]], ["free_requested"] * 10)
+        self.assertLessEqual(self.CountingEntry.reads, ANCHOR * 5 + 1, "forwarded entries were read again")
+        self.assertEqual(rec.marks, [])
+
+    def test_sync_boundary(self):
+        # docs/trace-format.md "Delayed events and sync": below every entry a later drain can deliver.
+        from gpumemtrace_torch.history import HistoryDrain, CLOCK_SLACK_US
+        rec = self.Rec()
+        d = HistoryDrain(rec)
+        d.offset_ns = 0
+        called = 10**9
+        busy = [self.entry("alloc", 0x1000, 512, called + 500)]  # newest entry after the call
+        old = [self.entry("alloc", 0x2000, 512, called - 10**6)]  # an idle device's old entry
+        d.drain({"device_traces": [busy]}, called)
+        self.assertEqual(rec.syncs, [(called + 500 - 1) * 1000])
+        d.drain({"device_traces": [busy, old]}, called + 10)
+        self.assertEqual(len(rec.syncs), 1)  # would go back: not written
+        d.drain({"device_traces": [[], []]}, called + 10**6)
+        self.assertEqual(rec.syncs[-1], (called + 10**6 - CLOCK_SLACK_US - 1) * 1000)
+
+    def test_time_conversion_and_oom(self):
+        import time
+        from gpumemtrace_torch.history import HistoryDrain
+        rec = self.Rec()
+        d = HistoryDrain(rec)
+        now_us = time.time_ns() // 1000
+        e = self.entry("oom", 12345, 1 << 30, now_us)
+        e["device_free"] = 12345
+        d.drain({"device_traces": [[e]]})
+        action, addr, size, dev, stream, segment, time_ns, free_bytes, frames = rec.events[0]
+        self.assertEqual((action, addr, free_bytes, size), ("oom", 0, 12345, 1 << 30))
+        mono = time.clock_gettime_ns(time.CLOCK_MONOTONIC)
+        self.assertLess(abs(time_ns - mono), 5 * 10**9)
+
+
+class TakeSnapshotTest(unittest.TestCase):
+    """history.take_snapshot on a made-up torch module: the snapshot's own thread sees no
+    torch._inductor to import, every other thread and every other name sees torch's __getattr__."""
+
+    def make_torch(self, seen):
+        import types
+        torch = types.ModuleType("torch")
+        imported = []
+
+        def lazy(name):  # torch/__init__.py's module __getattr__: imports the lazy submodules
+            if name in ("_inductor", "_dynamo"):
+                imported.append(name)
+                return types.ModuleType("torch." + name)
+            raise AttributeError(name)
+
+        def snapshot():
+            import threading
+            seen["own_thread"] = hasattr(torch, "_inductor")
+            seen["other_name"] = hasattr(torch, "_dynamo")
+            t = threading.Thread(target=lambda: seen.__setitem__("other_thread", hasattr(torch, "_inductor")))
+            t.start()
+            t.join()
+            return {"segments": [], "device_traces": []}
+
+        torch.__getattr__ = lazy
+        torch.cuda = types.SimpleNamespace(memory=types.SimpleNamespace(_snapshot=snapshot))
+        return torch, lazy, imported
+
+    def test_only_the_snapshot_thread_is_kept_from_importing(self):
+        from gpumemtrace_torch.history import take_snapshot
+        seen = {}
+        torch, lazy, imported = self.make_torch(seen)
+        self.assertEqual(take_snapshot(torch), {"segments": [], "device_traces": []})
+        self.assertEqual(seen, {"own_thread": False, "other_name": True, "other_thread": True})
+        self.assertEqual(imported, ["_dynamo", "_inductor"])
+        self.assertIs(vars(torch)["__getattr__"], lazy)  # put back
+
+    def test_left_alone_once_inductor_is_imported(self):
+        from gpumemtrace_torch.history import take_snapshot
+        seen = {}
+        torch, lazy, imported = self.make_torch(seen)
+        sys.modules["torch._inductor"] = torch  # any module: only its presence matters
+        try:
+            take_snapshot(torch)
+        finally:
+            del sys.modules["torch._inductor"]
+        self.assertTrue(seen["own_thread"])
 
 
 class SitecustomizeChainTest(unittest.TestCase):
@@ -283,77 +539,6 @@ class SitecustomizeChainTest(unittest.TestCase):
                          ("2.12.0", False), ("1.13.1", False), ("garbage", False)]:
             v = parse_version(text)
             self.assertEqual(v is not None and MIN_VERSION <= v <= MAX_VERSION, ok, text)
-
-
-class HistoryDeltaTest(unittest.TestCase):
-    """The drain's delta logic on hand-made histories (no library needed)."""
-
-    class Rec:
-        def __init__(self):
-            self.events, self.marks = [], []
-
-        def record(self, op, api, **kw):
-            self.events.append((op, api, kw))
-
-        def mark(self, label):
-            self.marks.append(label)
-
-    def entry(self, action, addr, size, t, frames=()):
-        return {"action": action, "addr": addr, "size": size, "stream": 0, "time_us": t,
-                "frames": [{"filename": f, "name": n, "line": l} for f, n, l in frames]}
-
-    def test_delta_and_wrap(self):
-        from gpumemtrace_torch.history import HistoryDrain
-        rec = self.Rec()
-        d = HistoryDrain(rec)
-        h = [self.entry("segment_alloc", 0x1000, 0x200000, 1),
-             self.entry("alloc", 0x1000, 512, 2, [("a.py", "f", 3)])]
-        d.drain({"device_traces": [list(h)]})
-        self.assertEqual([e[0] for e in rec.events], ["alloc", "block_alloc"])
-        self.assertEqual(rec.events[1][2]["segment"], 0x1000)
-        self.assertEqual(rec.events[1][2]["frames"], [("a.py", "f", 3)])
-        h += [self.entry("snapshot", 0, 0, 3), self.entry("free_requested", 0x1000, 512, 4),
-              self.entry("free_completed", 0x1000, 512, 5)]
-        d.drain({"device_traces": [list(h)]})
-        self.assertEqual([e[0] for e in rec.events], ["alloc", "block_alloc", "block_free"])
-        self.assertEqual(rec.marks, [])
-        # The ring wrapped past the anchor: everything in the copy is forwarded, the loss marked.
-        d.drain({"device_traces": [[self.entry("alloc", 0x2000, 64, 9)]]})
-        self.assertEqual(rec.events[-1][0], "block_alloc")
-        self.assertEqual(d.lost_drains, 1)
-        self.assertEqual(len(rec.marks), 1)
-
-    def test_sync_boundary(self):
-        # docs/trace-format.md "Delayed events and sync": below every entry a later drain can deliver.
-        from gpumemtrace_torch.history import HistoryDrain, CLOCK_SLACK_US
-        rec = self.Rec()
-        rec.syncs = []
-        rec.sync = rec.syncs.append
-        d = HistoryDrain(rec)
-        d.offset_ns = 0
-        called = 10**9
-        busy = [self.entry("alloc", 0x1000, 512, called + 500)]  # newest entry after the call
-        old = [self.entry("alloc", 0x2000, 512, called - 10**6)]  # an idle device's old entry
-        d.drain({"device_traces": [busy]}, called)
-        self.assertEqual(rec.syncs, [(called + 500 - 1) * 1000])
-        d.drain({"device_traces": [busy, old]}, called + 10)
-        self.assertEqual(len(rec.syncs), 1)  # would go back: not written
-        d.drain({"device_traces": [[], []]}, called + 10**6)
-        self.assertEqual(rec.syncs[-1], (called + 10**6 - CLOCK_SLACK_US - 1) * 1000)
-
-    def test_time_conversion_and_oom(self):
-        import time
-        from gpumemtrace_torch.history import HistoryDrain
-        rec = self.Rec()
-        d = HistoryDrain(rec)
-        now_us = time.time_ns() // 1000
-        e = self.entry("oom", 12345, 1 << 30, now_us)
-        e["device_free"] = 12345
-        d.drain({"device_traces": [[e]]})
-        op, api, kw = rec.events[0]
-        self.assertEqual((op, api, kw["free_bytes"], kw["size"]), ("block_oom", "torch.oom", 12345, 1 << 30))
-        mono = time.clock_gettime_ns(time.CLOCK_MONOTONIC)
-        self.assertLess(abs(kw["time_ns"] - mono), 5 * 10**9)
 
 
 if __name__ == "__main__":

@@ -1,3 +1,4 @@
+# tests/python/test_python_trace.py — Python frames in the trace of a Python program under the recorder.
 """End to end: Python frames in the trace of a Python program under LD_PRELOAD=libgpumemtrace.so.
 
 tests/python/progs/python_cuda_prog.py calls the simulated runtime (build/sim/libcudart.so.13) through

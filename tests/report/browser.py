@@ -1,3 +1,4 @@
+# tests/report/browser.py — headless Chromium for the HTML report's tests.
 """Headless Chromium for the HTML report's tests: renders a page and returns its DOM after the
 scripts ran. Tests skip (never fail) when Chromium is missing or cannot start."""
 import os

@@ -1,3 +1,4 @@
+# tests/report/demo_trace.py — a training-loop-shaped trace for the output-format tests and the README.
 """A training-loop-shaped trace for the output-format tests and the README's screenshot.
 
 A caching allocator (segments from cudaMalloc, blocks inside them) under a Python training loop:

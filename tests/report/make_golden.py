@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# tests/report/make_golden.py — writes the golden traces and, with --update, their expected reports.
 """Writes the golden traces in tests/report/golden/ (traces shaped like the recorder's) and, with
 --update, their expected JSON reports (NAME.expected.json) and, for the stack-view traces, their
 expected text reports (NAME.expected.txt) from the current build/gpumem-report.

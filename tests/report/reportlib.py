@@ -1,3 +1,4 @@
+# tests/report/reportlib.py — helpers for the gpumem-report tests: run the binary, parse its JSON.
 """Helpers for the gpumem-report tests: run the binary, parse its JSON."""
 import json
 import os

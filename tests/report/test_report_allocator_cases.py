@@ -1,3 +1,4 @@
+# tests/report/test_report_allocator_cases.py — caching-allocator cases: what counts as cached, held or leaked.
 """Caching-allocator cases of gpumem-report (docs/report.md, "What is counted"):
 PyTorch physical chunks (snapshot segment_map, live cuMemCreate mapped where PyTorch said it mapped)
 are cached memory, not leaks, when block data exists; live PyTorch segment events are counted once

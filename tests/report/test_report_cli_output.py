@@ -1,3 +1,4 @@
+# tests/report/test_report_cli_output.py — gpumem-report's command line, inputs, gates and output errors.
 """The report's command line and output: a report that cannot be written is an error (exit 2, one
 line), JSON output survives names that are not UTF-8, usage errors are one line, traces come from
 standard input or a FIFO, -o never empties a trace, --top N shows N entries in every section, diff

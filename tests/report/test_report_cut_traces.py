@@ -1,3 +1,4 @@
+# tests/report/test_report_cut_traces.py — cut and corrupt traces are reported as incomplete.
 """Cut traces (no footer, or cut mid-line as when the disk fills) are marked incomplete: the report
 says where the analysis stops, what was live then is not called a leak, and a gate on such a trace
 is its own outcome (exit status 3) unless --allow-incomplete. A corrupt .zst is detected by its

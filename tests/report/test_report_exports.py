@@ -1,3 +1,4 @@
+# tests/report/test_report_exports.py — the Perfetto and folded exports: golden files and format rules.
 """`--format perfetto` and `--format folded`: golden files, and the Trace Event Format and folded
 line rules checked on their own. Regenerate the goldens with
 `python3 tests/report/test_report_exports.py --update` (and read the diff)."""

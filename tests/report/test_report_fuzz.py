@@ -1,3 +1,4 @@
+# tests/report/test_report_fuzz.py — a brief libFuzzer run of the reader and analyses.
 """A brief libFuzzer run of the reader and analyses (build/report/fuzz_report_reader) on the golden
 and malformed corpora: any crash, hang or sanitizer report fails. `make fuzz` runs it at length."""
 import os

@@ -1,3 +1,4 @@
+# tests/report/test_report_golden.py — each golden trace produces exactly its expected JSON report.
 """Golden files: each checked-in trace in tests/report/golden/ must produce exactly its
 NAME.expected.json (file paths reduced to names). Regenerate with make_golden.py --update."""
 import glob

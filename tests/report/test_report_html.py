@@ -1,3 +1,4 @@
+# tests/report/test_report_html.py — the HTML report, as a file and as rendered by headless Chromium.
 """`--format html`: one self-contained page, checked as a file and as rendered by headless Chromium
 (the DOM after the scripts ran): the culprits, figures, charts, escaping, several processes."""
 import os

@@ -1,3 +1,4 @@
+# tests/report/test_report_large_trace.py — a 1M-event trace: a small HTML report and a progress line.
 """A trace of 1M events: the HTML report stays small and quick to draw, and reading shows a progress
 line on a terminal (a pty) but not in a pipe."""
 import os

@@ -1,3 +1,4 @@
+# tests/report/test_report_malformed.py — every malformed trace gives exit status 2 and one clear error.
 """Bad input: every trace in tests/report/malformed/ must give exit status 2 and one clear error
 naming the file and the line (expected.json lists the line and a piece of the message)."""
 import json

@@ -1,3 +1,4 @@
+# tests/report/test_report_memory.py — the analyzer's memory does not grow with the number of events.
 """The analyzer's memory does not grow with the number of events, failed allocations and OOMs
 included (docs/report.md, "Limits"): a generated trace of 1M failed allocations (half out of memory,
 each followed by a meminfo and a successful allocation, half other errors; 64 call sites) is analyzed

@@ -1,3 +1,4 @@
+# tests/report/test_report_nvtx_phases.py — NVTX ranges as per-thread phases in gpumem-report.
 """NVTX ranges (scope events of api "nvtx") as per-thread phases in gpumem-report: peaks and OOMs name
 the ranges open on their own thread, threads without one fall back to the last mark, start/end ranges
 end from any thread, and the Perfetto export draws every range as a slice of its thread."""

@@ -1,3 +1,4 @@
+# tests/report/test_report_real_traces.py — gpumem-report's verdicts on traces recorded from real programs.
 """gpumem-report's verdicts on traces of real programs recorded on an H100 (tests/report/real/README.md):
 the behaviour of real frameworks (PyTorch retrying a failed cudaMalloc, probing cuMemCreate with a
 handle type that is not permitted, mapping 20 MiB chunks until the device is full, cuBLAS workspaces

@@ -1,4 +1,5 @@
-"""End-to-end tests of gpumem-report on REAL recorder traces (issue 3, "End-to-end").
+# tests/report/test_report_recorder_e2e.py — gpumem-report on traces the recorder wrote, byte for byte.
+"""End-to-end tests of gpumem-report on REAL recorder traces.
 
 Programs tests/e2e/programs/report_*.cpp run on the simulated CUDA runtime under LD_PRELOAD of the
 recorder; their traces go through build/gpumem-report. Each test asserts the exact bytes the

@@ -1,4 +1,5 @@
-"""End-to-end cases of issue 3 on traces shaped like the recorder's (tracegen.py): a planted leak,
+# tests/report/test_report_scenarios.py — leaks, peaks, OOMs, gates and diff on recorder-shaped traces.
+"""End-to-end cases of the report on traces shaped like the recorder's (tracegen.py): a planted leak,
 peak culprit, OOMs (capacity, fragmentation), accumulation, a clean program, the gates and diff.
 
 The same cases on real recorder traces (programs on the simulated runtime under LD_PRELOAD):
@@ -124,7 +125,7 @@ class Scenarios(ReportTestCase):
         self.assertIn("hold_memory", functions(oom["top_holders"][0]["stack"]))
 
     def fragmented_trace(self, name):
-        """Issue 3's example: 100 MiB of segments, live blocks leave 40 MiB free in 10 MiB gaps,
+        """Fragmentation: 100 MiB of segments, live blocks leave 40 MiB free in 10 MiB gaps,
         20 MiB requested, device free 5 MiB."""
         t = Trace(self.path(name), devices=((0, "Sim", 105 * MiB),))
         seg = t.stack("CachingAllocator::malloc", 3)

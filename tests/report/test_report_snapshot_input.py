@@ -1,3 +1,4 @@
+# tests/report/test_report_snapshot_input.py — gpumem-report reading PyTorch snapshot pickles directly.
 """gpumem-report reading PyTorch snapshot pickles directly (report/import/ wired into the reader):
 a pickle is analyzed like the trace it converts to; diff and directories take pickles too; a bad
 or hostile pickle is one error line naming the file, exit 2."""

@@ -1,3 +1,4 @@
+# tests/report/test_report_stack_view.py — stacks in the text report on recorded-looking traces.
 """Stacks in the text report (report/outputs/stack_view.h) on recorded-looking traces: a PyTorch
 training loop (torch/nn in site-packages, libtorch_cuda/libc10_cuda, stripped cuBLAS, an autograd
 thread), a program calling a stripped library, and a C++ program with long template names.

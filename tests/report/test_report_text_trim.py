@@ -1,3 +1,4 @@
+# tests/report/test_report_text_trim.py — which frames the text report trims, and how many it shows.
 """Text output trimming: profiler/CUDA frames, everything below the entry (main, Py_RunMain), and, in
 stacks with Python frames, the interpreter's and ctypes/libffi's native frames are left out; the
 user's Python frames lead, then the user's native frames; up to 12 lines by default, then

@@ -1,4 +1,5 @@
-"""The verdicts of issue "Verdicts that hold on real PyTorch programs", on traces built from the real
+# tests/report/test_report_verdicts.py — the verdicts on traces built from real PyTorch patterns.
+"""The verdicts that must hold on real PyTorch programs, on traces built from the real
 patterns (tracegen): held-at-exit classes, scoped leak checks (nested, several threads), one OOM
 incident per request, failed calls that are not OOMs, allocator limits, growth past a burst of
 chunked allocations, roles and the attribution of frameless autograd blocks. The same patterns

@@ -1,6 +1,7 @@
+# tests/report/tracegen.py — writes gpumemtrace traces shaped like the recorder's output.
 """Writes gpumemtrace traces (docs/trace-format.md, version 1) shaped like the recorder's output.
 
-Used by the report tests and the benchmark until the recorder itself produces the traces. Each
+Used by the report tests and the benchmark: exact planted content, no program to run. Each
 planted allocation site gets its own native frame (function, file, line) under a common `main`,
 plus a frame inside libcudart that the text report must trim.
 

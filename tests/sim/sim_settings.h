@@ -1,28 +1,22 @@
 // tests/sim/sim_settings.h — settings shared by the simulated CUDA runtime (fake_cudart.cpp) and the
 // simulated driver (fake_libcuda.cpp), so that both describe the same simulated machine.
-//   GPUMEMTRACE_SIM_CAPACITY  bytes per device (suffixes K, M, G), default 16 GiB
+//   GPUMEMTRACE_SIM_CAPACITY  bytes per device (a size: util/byte_size.h), default 16 GiB
 //   GPUMEMTRACE_SIM_DEVICES   number of devices, 1..max_devices, default 1
 #pragma once
 
 #include <cstdint>
 #include <cstdlib>
 
+#include "util/byte_size.h"
+
 namespace gpumemtrace::sim {
 
 inline constexpr uint64_t kDefaultCapacity = 16ull << 30;
 
-// "512", "64M", "16G" -> bytes; `fallback` when unset, empty or zero.
+// "512", "64M", "16G" -> bytes; `fallback` when unset, not a size or zero.
 inline uint64_t parse_size(const char* text, uint64_t fallback) {
-  if (!text || !*text) return fallback;
-  char* end = nullptr;
-  unsigned long long v = strtoull(text, &end, 10);
-  switch (*end) {
-    case 'K': case 'k': v <<= 10; break;
-    case 'M': case 'm': v <<= 20; break;
-    case 'G': case 'g': v <<= 30; break;
-    default: break;
-  }
-  return v ? v : fallback;
+  const std::optional<uint64_t> size = text ? util::parse_byte_size(text) : std::nullopt;
+  return size && *size ? *size : fallback;
 }
 
 inline uint64_t device_capacity() { return parse_size(getenv("GPUMEMTRACE_SIM_CAPACITY"), kDefaultCapacity); }

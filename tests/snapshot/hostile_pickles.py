@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# tests/snapshot/hostile_pickles.py — hostile PyTorch-snapshot pickles written opcode by opcode.
 """Hostile PyTorch-snapshot pickles, written opcode by opcode (pickle.dumps cannot make them small):
 
 - billion_laughs(n): 'device_traces' is one list referenced n times, holding one history entry

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# tests/snapshot/snapshot_samples.py — PyTorch-shaped memory snapshots as plain dicts, for the import tests.
 """PyTorch-shaped memory snapshots, built as plain dicts (the structure `torch.cuda.memory._snapshot()`
 returns and `_dump_snapshot()` pickles; see torch/csrc/cuda/memory_snapshot.cpp), for the snapshot
 import tests and the fuzz corpus. No torch needed.

@@ -1,7 +1,8 @@
+# tests/snapshot/test_snapshot_fuzz.py — a brief libFuzzer run of the pickle reader and snapshot converter.
 """Brief libFuzzer run of the restricted pickle reader + snapshot converter (make test); `make fuzz`
 runs it at length (fuzz-snapshot-pickle in tools/module.mk). Seeds: every sample snapshot in every
 protocol, plus the malicious and truncated forms, and the checked-in corpus (tests/snapshot/corpus/:
-hostile pickles that once took seconds and gigabytes; -timeout and -rss_limit_mb hold them to bounds)."""
+hostile pickles that cost seconds and gigabytes without bounds; -timeout and -rss_limit_mb hold them)."""
 import os
 import pickle
 import shutil

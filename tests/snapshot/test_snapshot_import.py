@@ -1,6 +1,7 @@
+# tests/snapshot/test_snapshot_import.py — PyTorch snapshot import: conversion and analysis of real pickles.
 """PyTorch snapshot import: pickles written at test time by Python's own pickle module (plain dicts
 shaped like torch.cuda.memory._dump_snapshot output), converted by build/gpumem-snapshot2trace and,
-where build/gpumem-report exists, analyzed by it (`--format json`, issue 3's keys)."""
+where build/gpumem-report exists, analyzed by it (`--format json`, the report's keys)."""
 import json
 import os
 import pickle
@@ -184,7 +185,7 @@ class ReportOnSnapshots(SnapshotTestCase):
         self.assertEqual(rc, 0)
 
     def test_report_reads_the_pickle_directly(self):
-        """Once gpumem-report is wired to the converter it takes the pickle itself (issue 5 item 3)."""
+        """gpumem-report takes the pickle itself, through the converter."""
         path = self.write("direct", samples.planted_leak())
         if not os.access(REPORT, os.X_OK):
             self.skipTest(f"{REPORT} not built")

@@ -29,7 +29,7 @@ Config parse(std::map<std::string, std::string> env) {
 TEST(Config, Defaults) {
   Config c = parse({});
   EXPECT_FALSE(c.disabled);
-  EXPECT_EQ(c.output, "gpumemtrace.%e.%p.jsonl");
+  EXPECT_EQ(c.output, "gpumemtrace.%e.%p.jsonl.zst");
   EXPECT_EQ(c.stack_depth, 64);
   EXPECT_FALSE(c.free_stacks);
   EXPECT_EQ(c.on_full, OnFull::Wait);
@@ -134,7 +134,7 @@ TEST(Config, NvtxMode) {
 
 TEST(Config, OutputTemplate) {
   EXPECT_EQ(expand_output_path("gpumemtrace.%e.%p.jsonl", 42, "python3"), "gpumemtrace.python3.42.jsonl");
-  EXPECT_EQ(expand_output_path("/out/", 7, "app"), "/out/gpumemtrace.app.7.jsonl");
+  EXPECT_EQ(expand_output_path("/out/", 7, "app"), "/out/gpumemtrace.app.7.jsonl.zst");
   EXPECT_EQ(expand_output_path("run-%p-100%%.jsonl.zst", 9, "x"), "run-9-100%.jsonl.zst");
   EXPECT_EQ(expand_output_path("odd%q%", 1, "x"), "odd%q%");
 }

@@ -1,8 +1,9 @@
 // tests/unit/recorder_serializer_test.cpp — the writer's output: every line is valid JSON with the
-// documented fields, stacks and frames are written once and referred to by id, Python frames are
-// tagged, strings are escaped.
+// documented fields, stacks, frames and sites are written once and referred to by id, event lines
+// are delta-coded (version 2), Python frames are tagged, strings are escaped.
 #include <gtest/gtest.h>
 
+#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
@@ -22,6 +23,53 @@ std::vector<json> parse_lines(const std::string& text) {
   std::istringstream in(text);
   std::string line;
   while (std::getline(in, line)) out.push_back(json::parse(line));  // throws on invalid JSON
+  return out;
+}
+
+// The lines with every version 2 event line expanded to its version 1 form (the site's fields
+// merged in, time and seq undone from their deltas, the short keys renamed), site lines dropped:
+// what the tests below check, and what the format promises the two forms mean.
+std::vector<std::string> text_lines(const std::string& text) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) out.push_back(line);
+  return out;
+}
+
+std::vector<json> expand_events(const std::string& text) {
+  std::map<uint64_t, json> sites;
+  std::vector<json> out;
+  uint64_t seq = 0, t = 0;
+  for (const std::string& line : text_lines(text)) {
+    const json l = json::parse(line);
+    if (l.contains("type") && l["type"] == "site") {
+      EXPECT_EQ(l["id"].get<uint64_t>(), sites.size() + 1) << "site ids count 1, 2, 3...";
+      sites[l["id"].get<uint64_t>()] = l;
+      continue;
+    }
+    if (l.contains("type")) {
+      out.push_back(l);
+      continue;
+    }
+    EXPECT_EQ(line.rfind("{\"e\":", 0), 0u) << "an event line starts with its site: " << line;
+    EXPECT_TRUE(sites.count(l["e"].get<uint64_t>())) << "site used before defined: " << l.dump();
+    json e = sites[l["e"].get<uint64_t>()];
+    e.erase("id");
+    e["type"] = "event";
+    seq = l.contains("q") ? l["q"].get<uint64_t>() : seq + 1;
+    t += static_cast<uint64_t>(l["t"].get<int64_t>());
+    e["seq"] = seq;
+    e["t"] = t;
+    format::Op op{};
+    EXPECT_TRUE(format::parse_op(e["op"].get<std::string>(), &op));
+    if (format::op_has_addr(op)) e["addr"] = l["a"];
+    if (format::op_has_size(op)) e["size"] = l.value("s", uint64_t{0});
+    if (l.contains("r")) e["result"] = l["r"];
+    for (auto it = l.begin(); it != l.end(); ++it)
+      if (it.key().size() > 1) e[it.key()] = it.value();  // the optional fields keep their v1 names
+    out.push_back(e);
+  }
   return out;
 }
 
@@ -85,12 +133,12 @@ TEST(Serializer, HeaderEventsStacksFooter) {
   s.event(make_event(3, format::Op::Free, 0x7000, 0, {ip}));               // new stack, known frame
   s.dropped(5, 5);
   s.footer(3, 5, 999);
-  auto lines = parse_lines(out);
+  auto lines = expand_events(out);
 
   ASSERT_FALSE(lines.empty());
   EXPECT_EQ(lines[0]["type"], "header");
   EXPECT_EQ(lines[0]["format"], "gpumemtrace");
-  EXPECT_EQ(lines[0]["version"], 1);
+  EXPECT_EQ(lines[0]["version"], 2);
   EXPECT_EQ(lines[0]["pid"], getpid());
   int frames = 0, stacks = 0, events = 0, modules = 0;
   std::map<int, json> frame_by_id;
@@ -122,7 +170,9 @@ TEST(Serializer, HeaderEventsStacksFooter) {
   EXPECT_EQ(evs[0]["addr"], "0x7000");
   EXPECT_EQ(evs[1]["size"], 8192);
   EXPECT_EQ(evs[2]["op"], "free");
-  EXPECT_EQ(evs[0]["result"], 0);
+  EXPECT_FALSE(evs[0].contains("result"));  // 0, the default: left out
+  EXPECT_EQ(evs[2]["seq"], 3);
+  EXPECT_EQ(evs[2]["t"], 1003);
   EXPECT_EQ(lines[lines.size() - 2]["type"], "dropped");
   EXPECT_EQ(lines[lines.size() - 2]["count"], 5);
   EXPECT_EQ(lines.back()["type"], "footer");
@@ -143,7 +193,7 @@ TEST(Serializer, OptionalFieldsFollowFlags) {
   m.free_bytes = 10;
   m.total_bytes = 20;
   s.event(m);
-  auto lines = parse_lines(out);
+  auto lines = expand_events(out);
   ASSERT_EQ(lines.size(), 2u);
   EXPECT_EQ(lines[0]["segment"], "0x7000");
   EXPECT_EQ(lines[0]["pool"], "my \"pool\"");
@@ -173,7 +223,7 @@ TEST(Serializer, HandleAndSegmentPoolNameAndLabelHaveTheirOwnSlots) {
   strcpy(b.pool_name, "large");
   strcpy(b.label, "not a pool");
   s.event(b);
-  auto lines = parse_lines(out);
+  auto lines = expand_events(out);
   ASSERT_EQ(lines.size(), 2u);
   EXPECT_EQ(lines[0]["handle"], "0x1010");
   EXPECT_FALSE(lines[0].contains("segment"));
@@ -200,7 +250,7 @@ TEST(Serializer, ScopeEventsCarryTheirNameAndNoRange) {
   end.flags = kHasLabel | kLabelInterned;
   end.interned_label = long_name.c_str();
   s.event(end);
-  auto lines = parse_lines(out);
+  auto lines = expand_events(out);
   ASSERT_EQ(lines.size(), 2u);
   EXPECT_EQ(lines[0]["op"], "scope_begin");
   EXPECT_EQ(lines[0]["label"], "short");
@@ -212,6 +262,56 @@ TEST(Serializer, ScopeEventsCarryTheirNameAndNoRange) {
     EXPECT_FALSE(line.contains("addr"));
     EXPECT_FALSE(line.contains("size"));
   }
+}
+
+// Version 2 event lines: one site per distinct (thread, api, op, kind, device, stack, delayed), the
+// time as a signed delta, seq only where it jumps, sizes and results at 0 left out.
+TEST(Serializer, EventLinesAreCompactAndDeltaCoded) {
+  std::string out;
+  TraceSerializer s(&out, /*symbolize=*/false);
+  s.event(make_event(1, format::Op::Alloc, 0x7000, 64, {}));
+  s.event(make_event(2, format::Op::Alloc, 0x7100, 0, {}));
+  EventRecord failed = make_event(5, format::Op::Alloc, 0, 1 << 20, {});  // seq jumps (drops)
+  failed.result = 2;
+  s.event(failed);
+  EventRecord late = make_event(6, format::Op::BlockAlloc, 0x7200, 8, {});
+  late.kind = format::Kind::Block;
+  late.api = "torch.alloc";
+  late.flags = kDelayed;
+  late.time_ns = 500;  // older than the line before it
+  s.event(late);
+  EventRecord other_thread = make_event(7, format::Op::Alloc, 0x7300, 64, {});
+  other_thread.tid = 78;
+  s.event(other_thread);
+
+  std::vector<std::string> text;
+  std::vector<json> raw;
+  for (const std::string& line : text_lines(out))
+    if (line.rfind("{\"e\":", 0) == 0) text.push_back(line), raw.push_back(json::parse(line));
+  ASSERT_EQ(raw.size(), 5u);
+  EXPECT_EQ(text[0], R"({"e":1,"t":1001,"a":"0x7000","s":64})");
+  EXPECT_EQ(text[1], R"({"e":1,"t":1,"a":"0x7100"})");  // no size: 0
+  EXPECT_EQ(raw[2]["q"], 5);
+  EXPECT_EQ(raw[2]["r"], 2);
+  EXPECT_EQ(raw[3]["t"], 500 - 1005);
+  EXPECT_FALSE(raw[3].contains("q"));
+  EXPECT_NE(raw[3]["e"], 1);
+  EXPECT_NE(raw[4]["e"], 1);
+  EXPECT_NE(raw[4]["e"], raw[3]["e"]);
+
+  auto lines = expand_events(out);
+  ASSERT_EQ(lines.size(), 5u);
+  EXPECT_EQ(lines[2]["seq"], 5);
+  EXPECT_EQ(lines[2]["result"], 2);
+  EXPECT_EQ(lines[3]["seq"], 6);
+  EXPECT_EQ(lines[3]["t"], 500);
+  EXPECT_EQ(lines[3]["delayed"], true);
+  EXPECT_EQ(lines[3]["api"], "torch.alloc");
+  EXPECT_EQ(lines[4]["tid"], 78);
+  EXPECT_EQ(lines[4]["t"], 1007);
+  size_t site_lines = 0;
+  for (const json& l : parse_lines(out)) site_lines += l.contains("type") && l["type"] == "site";
+  EXPECT_EQ(site_lines, 3u);
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
-// Unit tests of the reader's merge of delayed (PyTorch history) events into the live timeline by
-// time, up to each `sync` (report/reader/event_merger.h, docs/trace-format.md).
+// tests/unit/report_merge_test.cpp — unit tests of the reader's merge of delayed (PyTorch history)
+// events into the live timeline by time, up to each `sync` (report/reader/event_merger.h,
+// docs/trace-format.md).
 #include <gtest/gtest.h>
 
 #include <string>

@@ -19,7 +19,7 @@ namespace {
 
 SymbolTable::Frame native_frame(uint32_t module, uint64_t offset) {
   SymbolTable::Frame frame;
-  frame.module = module;
+  frame.module = ModuleId(module);
   frame.offset = offset;
   frame.ip = 0x7f0000000000 + offset;
   return frame;
@@ -42,7 +42,7 @@ TEST(OfflineSymbolizer, LooksUpOnlyNativeFramesTheTraceDidNotName) {
 
 TEST(OfflineSymbolizer, MissingFileIsOneWarningWithItsFrameCount) {
   OfflineSymbolizer symbolizer;
-  symbolizer.add_module(3, "/nonexistent/gpumemtrace/libgone.so", "ab12");
+  symbolizer.add_module(ModuleId(3), "/nonexistent/gpumemtrace/libgone.so", "ab12");
   for (uint64_t offset : {0x1000, 0x2000, 0x3000}) {
     SymbolTable::Frame frame = native_frame(3, offset);
     EXPECT_FALSE(symbolizer.symbolize(frame));
@@ -60,7 +60,7 @@ TEST(OfflineSymbolizer, FifoIsRefusedWithoutBlocking) {
   unlink(fifo.c_str());
   ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
   OfflineSymbolizer symbolizer;
-  symbolizer.add_module(1, fifo, "");
+  symbolizer.add_module(ModuleId(1), fifo, "");
   SymbolTable::Frame frame = native_frame(1, 0x10);
   const auto start = std::chrono::steady_clock::now();
   EXPECT_FALSE(symbolizer.symbolize(frame));  // a blocking open would wait here for a writer forever
@@ -75,7 +75,7 @@ TEST(OfflineSymbolizer, NotElfAndUnknownModules) {
   const std::string text = temp_path("offline_symbolizer_text");
   std::ofstream(text) << "not an ELF file\n";
   OfflineSymbolizer symbolizer;
-  symbolizer.add_module(1, text, "");
+  symbolizer.add_module(ModuleId(1), text, "");
   SymbolTable::Frame frame = native_frame(1, 0x10);
   EXPECT_FALSE(symbolizer.symbolize(frame));
   SymbolTable::Frame unknown = native_frame(9, 0x10);  // no module record: nothing to open, nothing to say

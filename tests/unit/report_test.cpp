@@ -1,5 +1,5 @@
-// Unit tests of gpumem-report's pieces: line splitting, reader validation, verdict rules, sizes,
-// suppressions. The end-to-end behaviour is tested in tests/report/.
+// tests/unit/report_test.cpp — unit tests of gpumem-report's pieces: line splitting, reader
+// validation, verdict rules, sizes, suppressions. The end-to-end behaviour is tested in tests/report/.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -10,6 +10,7 @@
 #include "report/analyses/oom_incidents.h"
 #include "report/outputs/units.h"
 #include "report/reader/line_reader.h"
+#include "report/reader/trace_reader.h"
 
 using namespace gpumemtrace::report;
 
@@ -39,6 +40,23 @@ TEST(LineReader, SplitsAcrossChunksAndKeepsAnUnterminatedLastLine) {
   EXPECT_FALSE(line.terminated);
   EXPECT_EQ(line.number, 4u);
   EXPECT_FALSE(reader.next(line));
+}
+
+// A file without newlines is not read into memory whole: past the cap it is an error.
+TEST(LineReaderLimit, ALineLongerThanTheCapIsAnError) {
+  std::string text = "short\n" + std::string(100, 'x') + "\nafter";
+  auto source = memory_byte_source(text);
+  LineReader reader(*source, 8, 64);
+  Line line;
+  ASSERT_TRUE(reader.next(line));
+  EXPECT_EQ(line.text, "short");
+  EXPECT_THROW(reader.next(line), std::runtime_error);
+
+  std::string fits = std::string(64, 'y') + "\n";
+  auto ok_source = memory_byte_source(fits);
+  LineReader ok_reader(*ok_source, 8, 64);
+  ASSERT_TRUE(ok_reader.next(line));
+  EXPECT_EQ(line.text.size(), 64u);
 }
 
 TEST(Reader, RejectsACorruptMiddleLineWithItsNumber) {
@@ -87,6 +105,141 @@ TEST(Reader, KeepsEachFramesAddressAndModuleOffset) {
   EXPECT_EQ(stack[1].offset, 0u);  // no module: no offset
 }
 
+// Format version 2: an event line takes its site's fields; seq counts on unless "q" says otherwise;
+// "t" is a signed difference from the previous event line's time.
+TEST(Reader, Version2EventLinesExpandToTheirSitesFields) {
+  struct Collect : TraceHandler {
+    std::vector<Event> events;
+    std::vector<std::string> apis;
+    void on_event(const Event& e) override {
+      events.push_back(e);
+      apis.emplace_back(e.api);
+    }
+  } collect;
+  const std::string text =
+      R"({"type":"header","format":"gpumemtrace","version":2,"pid":7})"
+      "\n{\"type\":\"frame\",\"id\":1,\"function\":\"f\"}\n{\"type\":\"stack\",\"id\":1,\"frames\":[1]}"
+      "\n{\"type\":\"site\",\"id\":1,\"tid\":9,\"api\":\"cudaMalloc\",\"op\":\"alloc\",\"kind\":\"device\",\"device\":0,\"stack\":1}"
+      "\n{\"e\":1,\"t\":1000,\"a\":\"0x10\",\"s\":5}"
+      "\n{\"type\":\"site\",\"id\":2,\"tid\":9,\"api\":\"torch.alloc\",\"op\":\"block_alloc\",\"kind\":\"block\","
+      "\"device\":1,\"stack\":0,\"delayed\":true}"
+      "\n{\"e\":2,\"t\":-400,\"q\":7,\"a\":\"0x10\",\"s\":2,\"segment\":\"0x10\"}"
+      "\n{\"e\":1,\"t\":900,\"a\":\"0x0\",\"s\":64,\"r\":2}\n";
+  auto source = memory_byte_source(text);
+  SymbolTable symbols;
+  ReadResult result = read_trace(*source, "mem", symbols, collect);
+  EXPECT_EQ(result.events, 3u);
+  ASSERT_EQ(collect.events.size(), 3u);
+  const Event& a = collect.events[0];
+  EXPECT_EQ(a.seq, 1u);
+  EXPECT_EQ(a.t, 1000u);
+  EXPECT_EQ(a.tid, 9u);
+  EXPECT_EQ(a.op, Op::Alloc);
+  EXPECT_EQ(a.kind, Kind::Device);
+  EXPECT_EQ(a.addr, 0x10u);
+  EXPECT_EQ(a.size, 5u);
+  EXPECT_EQ(a.stack.value, 1u);
+  EXPECT_EQ(a.result, 0);
+  EXPECT_FALSE(a.delayed);
+  const Event& b = collect.events[1];
+  EXPECT_EQ(b.seq, 7u);
+  EXPECT_EQ(b.t, 600u);
+  EXPECT_EQ(b.op, Op::BlockAlloc);
+  EXPECT_EQ(b.device, 1);
+  EXPECT_TRUE(b.delayed);
+  EXPECT_TRUE(b.has_segment);
+  EXPECT_EQ(b.segment, 0x10u);
+  const Event& c = collect.events[2];
+  EXPECT_EQ(c.seq, 8u);
+  EXPECT_EQ(c.t, 1500u);
+  EXPECT_EQ(c.result, 2);
+  EXPECT_FALSE(c.has_segment);
+  EXPECT_EQ(collect.apis, (std::vector<std::string>{"cudaMalloc", "torch.alloc", "cudaMalloc"}));
+}
+
+// Version 2 event lines in the recorder's shape are read without simdjson (trace_reader.cpp,
+// CompactEventScanner); a space after the "{" sends the same line through simdjson. Both must read
+// every line alike: the same event, or the same error.
+TEST(Reader, Version2EventLinesReadAlikeWithAndWithoutSimdjson) {
+  struct Describe : TraceHandler {
+    std::string text;
+    void on_event(const Event& e) override {
+      text += "seq=" + std::to_string(e.seq) + " t=" + std::to_string(e.t) + " addr=" + std::to_string(e.addr) +
+              " size=" + std::to_string(e.size) + " result=" + std::to_string(e.result) +
+              " segment=" + std::to_string(e.has_segment) + ":" + std::to_string(e.segment) +
+              " handle=" + std::to_string(e.has_handle) + ":" + std::to_string(e.handle) +
+              " meminfo=" + std::to_string(e.has_meminfo) + ":" + std::to_string(e.free) + "/" + std::to_string(e.total) +
+              " pool=" + std::string(e.pool) + " label=" + std::string(e.label) + " range=" + std::to_string(e.range) +
+              " api=" + std::string(e.api) + "\n";
+    }
+  };
+  auto read = [](const std::string& event_line) {
+    const std::string text =
+        R"({"type":"header","format":"gpumemtrace","version":2,"pid":7})"
+        "\n{\"type\":\"site\",\"id\":1,\"tid\":9,\"api\":\"cudaMalloc\",\"op\":\"alloc\",\"kind\":\"device\",\"device\":0,\"stack\":0}"
+        "\n{\"e\":1,\"t\":100}\n" + event_line + "\n";
+    Describe describe;
+    auto source = memory_byte_source(text);
+    SymbolTable symbols;
+    try {
+      read_trace(*source, "mem", symbols, describe);
+    } catch (const TraceError& error) {
+      return std::string("error: ") + error.what();
+    }
+    return describe.text;
+  };
+  const std::vector<std::string> lines = {
+      R"({"e":1,"t":5,"a":"0x10","s":8})",
+      R"({"e":1,"t":-5,"a":"0x10"})",
+      R"({"e":1,"t":-0})",
+      R"({"e":1,"t":-9223372036854775808})",
+      R"({"e":1,"t":-9223372036854775809})",
+      R"({"e":1,"t":9999999999999999999})",
+      R"({"e":1,"t":18446744073709551615})",
+      R"({"e":1,"t":5,"s":01})",
+      R"({"e":1,"t":5,"s":1.5})",
+      R"({"e":1,"t":5,"s":1e3})",
+      R"({"e":1,"t":5,"s":9007199254740991})",
+      R"({"e":1,"t":5,"s":9007199254740992})",
+      R"({"e":1,"t":5,"s":-1})",
+      R"({"e":1,"t":5,"r":-2147483648})",
+      R"({"e":1,"t":5,"r":9223372036854775807})",
+      R"({"e":1,"t":5,"r":9223372036854775808})",
+      R"({"e":1,"t":5,"a":"0x"})",
+      R"({"e":1,"t":5,"a":"0xAbC"})",
+      R"({"e":1,"t":5,"a":"0x1234567890abcdef"})",
+      R"({"e":1,"t":5,"a":"0x1234567890abcdef0"})",
+      R"({"e":1,"t":5,"a":"0x1g"})",
+      R"({"e":1,"t":5,"a":"0xffffffffffffffff","s":1})",
+      R"({"e":1,"t":5,"a":10})",
+      R"({"e":1,"t":5,"segment":"0x20","label":"x y","pool":"big","free":3,"total":4,"range":2,"handle":"0x5","stream":"0x9"})",
+      R"({"e":1,"t":5,"pool":"0x7f00"})",
+      R"({"e":1,"t":5,"label":"caf\u00e9 \"q\""})",
+      R"({"e":1,"t":5,"label":"café"})",
+      R"({"e":1,"t":5,"free":1})",
+      R"({"e":1,"t":5,"e":1})",
+      R"({"e":1,"t":5,"unknown":[1,{"x":2}]})",
+      R"({"e":1,"t":5,"seq":9,"size":3,"op":"free"})",
+      R"({"e":1,"t":5}x)",
+      R"({"e":1,"t":5,})",
+      R"({"e":1,"t":5)",
+      R"({"e":4294967296,"t":5})",
+      R"({"e":2,"t":5})",
+      R"({"e":1,"t":5,"q":1})",
+      R"({"e":1,"t":5,"q":7})",
+      R"({"e":1,"t":"5"})",
+      R"({"e":1,"t":5,"label":3})",
+      R"({"e":1,"t":5,"segment":"0x1","segment":"0x2"})",
+  };
+  for (const std::string& line : lines) {
+    const std::string spaced = "{ " + line.substr(1);  // not the recorder's shape: simdjson reads it
+    EXPECT_EQ(read(line), read(spaced)) << line;
+  }
+  EXPECT_EQ(read(lines[0]), "seq=1 t=100 addr=0 size=0 result=0 segment=0:0 handle=0:0 meminfo=0:0/0 pool= label= range=0 api=cudaMalloc\n"
+                            "seq=2 t=105 addr=16 size=8 result=0 segment=0:0 handle=0:0 meminfo=0:0/0 pool= label= range=0 api=cudaMalloc\n");
+  EXPECT_NE(read(R"({"e":1,"t":5,"s":01})").find("error: "), std::string::npos);
+}
+
 OomFigures figures(uint64_t requested, bool has_free, uint64_t free, uint64_t total, uint64_t ours) {
   OomFigures f;
   f.requested = requested;
@@ -97,7 +250,7 @@ OomFigures figures(uint64_t requested, bool has_free, uint64_t free, uint64_t to
   return f;
 }
 
-TEST(Verdict, IssueExampleIsFragmentation) {
+TEST(Verdict, RequestLargerThanEveryGapIsFragmentation) {
   OomFigures f = figures(20 * MiB, true, 5 * MiB, 200 * MiB, 195 * MiB);
   f.has_blocks = true;
   f.fragmentation.reserved = 100 * MiB;
@@ -157,14 +310,7 @@ TEST(Growth, RisingEveryWindowGrowsWarmupAndOneOffDoNot) {
   EXPECT_FALSE(is_growing(one_off, 32));
 }
 
-TEST(Units, ParsesAndFormatsSizes) {
-  EXPECT_EQ(parse_size("0"), 0u);
-  EXPECT_EQ(parse_size("10K"), 10240u);
-  EXPECT_EQ(parse_size("1.5MiB"), 1572864u);
-  EXPECT_EQ(parse_size("2G"), 2147483648u);
-  EXPECT_FALSE(parse_size("lots"));
-  EXPECT_FALSE(parse_size("-1"));
-  EXPECT_FALSE(parse_size("10X"));
+TEST(Units, FormatsSizes) {  // parsing: tests/unit/util_test.cpp
   EXPECT_EQ(format_bytes(512), "512 B");
   EXPECT_EQ(format_bytes(3 * MiB), "3.0 MiB");
 }

@@ -64,12 +64,19 @@ P block(uint64_t addr, uint64_t size, const std::string& state, const std::strin
                   {"state", P::str(state)}, {"frames", fn.empty() ? P::list({}) : frames(fn, 3)}});
 }
 
+// The trace, or with expect_ok false the message of the SnapshotError the conversion throws.
 std::string convert(const std::string& pickle, gpumemtrace::snapshot::ConvertStats* stats, bool expect_ok = true) {
   std::ostringstream out;
-  std::string error;
-  bool ok = gpumemtrace::snapshot::snapshot_bytes_to_trace(pickle, "test", out, &error, stats);
-  EXPECT_EQ(ok, expect_ok) << error;
-  return expect_ok ? out.str() : error;
+  try {
+    gpumemtrace::snapshot::snapshot_bytes_to_trace(pickle, "test", out, stats);
+  } catch (const gpumemtrace::snapshot::SnapshotError& e) {
+    EXPECT_FALSE(expect_ok) << e.what();
+    EXPECT_EQ(e.file(), "test");
+    EXPECT_EQ(std::string(e.what()), "test: " + e.message());
+    return e.message();
+  }
+  EXPECT_TRUE(expect_ok) << "no SnapshotError";
+  return out.str();
 }
 
 std::vector<std::string> event_lines(const std::string& trace) {

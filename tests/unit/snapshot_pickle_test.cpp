@@ -12,6 +12,7 @@ using gpumemtrace::pickle::IntRange;
 using gpumemtrace::pickle::Kind;
 using gpumemtrace::pickle::Limits;
 using gpumemtrace::pickle::parse;
+using gpumemtrace::pickle::ParseError;
 
 namespace {
 
@@ -21,21 +22,27 @@ std::string B(std::initializer_list<int> bytes) {
   return s;
 }
 
-std::string parse_dump(const std::string& bytes, std::string* error = nullptr) {
+std::string parse_dump(const std::string& bytes) {
   Document doc;
-  std::string err;
-  if (!parse(bytes, &doc, &err)) {
-    if (error) *error = err;
-    return "<error>";
+  try {
+    parse(bytes, &doc);
+  } catch (const ParseError& e) {
+    return std::string("<error> ") + e.what();
   }
   return doc.dump(doc.root());
 }
 
-std::string parse_error(const std::string& bytes) {
+// The message of the ParseError that parsing `bytes` throws ("" when it does not throw: a failure).
+std::string parse_error(const std::string& bytes, const Limits& limits = Limits(), uint64_t* offset = nullptr) {
   Document doc;
-  std::string err;
-  EXPECT_FALSE(parse(bytes, &doc, &err));
-  return err;
+  try {
+    parse(bytes, &doc, limits);
+  } catch (const ParseError& e) {
+    if (offset) *offset = e.offset();
+    return e.what();
+  }
+  ADD_FAILURE() << "no ParseError";
+  return "";
 }
 
 }  // namespace
@@ -46,8 +53,7 @@ TEST(SnapshotPickle, Protocol2Dict) {
                      ']', 'q', 3, '(', 0x88, 'N', 'G', 0x40, 0x04, 0, 0, 0, 0, 0, 0, 'e', 'u', '.'});
   EXPECT_EQ(parse_dump(p), "{'a': 1, 'b': [True, None, 2.5]}");
   Document doc;
-  std::string err;
-  ASSERT_TRUE(parse(p, &doc, &err)) << err;
+  ASSERT_NO_THROW(parse(p, &doc));
   uint64_t v = 0;
   EXPECT_TRUE(doc.as_u64(doc.get(doc.root(), "a"), &v));
   EXPECT_EQ(v, 1u);
@@ -67,8 +73,7 @@ TEST(SnapshotPickle, Integers) {
   std::string p = B({0x80, 0x02, '(', 0x8a, 9, 0, 0, 0, 0, 0, 0, 0, 0x80, 0, 0x8a, 1, 0xff, 0x8a, 9, 0, 0, 0, 0, 0, 0, 0, 0, 1,
                      'J', 0xfe, 0xff, 0xff, 0xff, 0x8a, 0, 'l', '.'});
   Document doc;
-  std::string err;
-  ASSERT_TRUE(parse(p, &doc, &err)) << err;
+  ASSERT_NO_THROW(parse(p, &doc));
   const auto& it = doc.items(doc.root());
   ASSERT_EQ(it.size(), 5u);
   uint64_t u = 0;
@@ -97,8 +102,7 @@ TEST(SnapshotPickle, MemoSharesMutableContainers) {
 TEST(SnapshotPickle, CycleIsBounded) {
   std::string p = B({0x80, 0x02, ']', 'q', 0, 'h', 0, 'a', '.'});
   Document doc;
-  std::string err;
-  ASSERT_TRUE(parse(p, &doc, &err)) << err;
+  ASSERT_NO_THROW(parse(p, &doc));
   std::string d = doc.dump(doc.root(), 4);
   EXPECT_EQ(d, "[[[[[...]]]]]");
 }
@@ -137,7 +141,10 @@ TEST(SnapshotPickle, MalformedInputIsAnError) {
   EXPECT_NE(parse_error(B({0x80, 0x02, 'e', '.'})).find("without a MARK"), std::string::npos);
   EXPECT_NE(parse_error(B({0x80, 0x02, 'N', 'K', 1, 'a', '.'})).find("not a list"), std::string::npos);
   EXPECT_NE(parse_error(B({0x80, 0x02, '(', 'N', 'd', '.'})).find("odd number"), std::string::npos);
-  EXPECT_NE(parse_error(B({0x80, 0x02, 0xff})).find("invalid pickle opcode 0xff at offset 2"), std::string::npos);
+  uint64_t offset = 0;
+  EXPECT_NE(parse_error(B({0x80, 0x02, 0xff}), Limits(), &offset).find("invalid pickle opcode 0xff at offset 2"),
+            std::string::npos);
+  EXPECT_EQ(offset, 2u);
   EXPECT_NE(parse_error(B({'I', '1', '\n', '.'})).find("text protocols"), std::string::npos);
   EXPECT_NE(parse_error(B({0x80, 0x02, '(', 0x86, '.'})).find("underflow"), std::string::npos);
 }
@@ -147,24 +154,24 @@ TEST(SnapshotPickle, MarkDepthLimit) {
   p += std::string(100, '(');
   Limits limits;
   limits.max_mark_depth = 50;
-  Document doc;
-  std::string err;
-  EXPECT_FALSE(parse(p, &doc, &err, limits));
+  uint64_t offset = 0;
+  std::string err = parse_error(p, limits, &offset);
   EXPECT_NE(err.find("nesting deeper than 50"), std::string::npos) << err;
+  EXPECT_EQ(offset, 2u + 50u);  // the 51st MARK
 }
 
 TEST(SnapshotPickle, NodeAndSizeLimits) {
   Limits limits;
   limits.max_nodes = 3;
-  Document doc;
-  std::string err;
   // Ints, not None: None/True/False share one node each (below).
-  EXPECT_FALSE(parse(B({0x80, 0x02, '(', 'K', 1, 'K', 2, 'K', 3, 'K', 4, 'l', '.'}), &doc, &err, limits));
+  std::string err = parse_error(B({0x80, 0x02, '(', 'K', 1, 'K', 2, 'K', 3, 'K', 4, 'l', '.'}), limits);
   EXPECT_NE(err.find("more than 3 values"), std::string::npos) << err;
   limits = Limits();
   limits.max_input_bytes = 4;
-  EXPECT_FALSE(parse(B({0x80, 0x02, 'N', 'N', '0', '.'}), &doc, &err, limits));
+  uint64_t offset = 0;
+  err = parse_error(B({0x80, 0x02, 'N', 'N', '0', '.'}), limits, &offset);
   EXPECT_NE(err.find("larger than the limit"), std::string::npos) << err;
+  EXPECT_EQ(offset, ParseError::kNoOffset);  // the input as a whole
 }
 
 TEST(SnapshotPickle, LooksLikePickle) {
@@ -187,8 +194,7 @@ TEST(SnapshotPickle, NoneTrueFalseShareOneNodeEach) {
   Limits limits;
   limits.max_nodes = 4;  // None, True, False and the list
   Document doc;
-  std::string err;
-  ASSERT_TRUE(parse(std::string(bytes.begin(), bytes.end()), &doc, &err, limits)) << err;
+  ASSERT_NO_THROW(parse(std::string(bytes.begin(), bytes.end()), &doc, limits));
   EXPECT_EQ(doc.node_count(), 4u);
   const auto& items = doc.items(doc.root());
   ASSERT_EQ(items.size(), 3000u);
@@ -219,8 +225,7 @@ TEST(SnapshotPickle, WideDictLookupIsIndexedLastKeyWins) {
   bytes += B({'K', 5, 'K', 9});  // an int key 5 -> 9: not a str key
   bytes += B({'u', '.'});
   Document doc;
-  std::string error;
-  ASSERT_TRUE(parse(bytes, &doc, &error)) << error;
+  ASSERT_NO_THROW(parse(bytes, &doc));
   ASSERT_GT(doc.items(doc.root()).size(), 2 * gpumemtrace::pickle::kIndexedDictItems);
   uint64_t v = 0;
   ASSERT_TRUE(doc.as_u64(doc.get(doc.root(), "k42"), &v));

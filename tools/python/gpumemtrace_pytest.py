@@ -1,3 +1,4 @@
+# tools/python/gpumemtrace_pytest.py — pytest plugin: every test is a gpumemtrace scope.
 """pytest plugin: every test is a gpumemtrace scope, so gpumem-report can name the test that leaked
 (docs/launcher.md, "pytest"). `gpumemtrace run|ci` loads it through PYTEST_PLUGINS; by hand:
 `pytest -p gpumemtrace_pytest` with tools/python on PYTHONPATH. GPUMEMTRACE_PYTEST=0 turns it off.

@@ -1,3 +1,4 @@
+# tools/python/sitecustomize.py — gpumemtrace's Python startup hook (PyTorch events for every process).
 """gpumemtrace's Python startup hook: put this directory on PYTHONPATH (the `gpumemtrace` launcher
 does) and every Python process that runs under LD_PRELOAD=libgpumemtrace.so gets PyTorch's
 caching-allocator events in its trace (tools/python/gpumemtrace_torch, docs/pytorch.md).

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""report/outputs/html/embed_assets.py — turns the HTML report's scripts and styles into a C++ source.
+# report/outputs/html/embed_assets.py — turns the HTML report's scripts and styles into a C++ source.
+"""Turns the HTML report's scripts and styles into a C++ source.
 
     embed_assets.py OUT.cpp FILE...
 

@@ -1,3 +1,4 @@
+# tests/gpu/scenarios/clean_train.py — GPU scenario: a clean training loop the CI gate must pass.
 """A clean training loop: no leak, no growth. The CI gate must pass on it."""
 import torch
 import torch.nn as nn

@@ -1,3 +1,4 @@
+# tests/gpu/scenarios/eval_without_no_grad.py — GPU scenario: growth from a loss kept with its graph.
 """The classic growth: validation loss accumulated as a tensor that requires grad, outside no_grad,
 so every iteration keeps its activations alive."""
 import torch

@@ -1,3 +1,4 @@
+# tests/gpu/scenarios/expandable_growth_oom.py — GPU scenario: growth under expandable segments, then an OOM.
 """Planted growth under expandable segments, then an OOM: activations kept alive every step
 (8 MiB per step), then one request larger than the device. Before raising, PyTorch maps 20 MiB chunks
 until the device is full and gives them back. Growth must still be reported; the spike must not be."""

@@ -1,3 +1,4 @@
+# tests/gpu/scenarios/leaky_suite.py — GPU scenario: a pytest suite with one leaking test.
 """A pytest suite of three tests; test_keeps_tensor leaves 16 MiB in a module-level cache."""
 import torch
 

@@ -1,3 +1,4 @@
+# tests/gpu/scenarios/nvtx_ranges.py — GPU scenario: torch.cuda.nvtx ranges name the peak's phase.
 """NVTX ranges from torch.cuda.nvtx name the phases, with no gpumemtrace call in the program: the
 peak (a 512 MiB activation) lands in the "train/forward" range."""
 import torch

@@ -1,3 +1,4 @@
+# tests/gpu/scenarios/oom_capacity.py — GPU scenario: an OOM because the device is full (verdict capacity).
 """Fill the device with 4 GiB tensors until one fails: PyTorch frees its cache and retries the
 cudaMalloc, then raises. One OOM, verdict capacity."""
 import torch

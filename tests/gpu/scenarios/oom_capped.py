@@ -1,3 +1,4 @@
+# tests/gpu/scenarios/oom_capped.py — GPU scenario: an OOM from the allocator's own limit.
 """An allocator cap: set_per_process_memory_fraction(0.02), then a 2 GiB request. The device has room;
 the allocator's own limit refuses it. Verdict: allocator limit."""
 import torch

@@ -1,3 +1,4 @@
+# tests/gpu/scenarios/transformer_step.py — GPU scenario: transformer training steps (roles at the peak).
 """Three training steps of a small transformer with AdamW: the role split at the peak."""
 import torch
 import torch.nn as nn

@@ -4,7 +4,6 @@
 // (merge with a native backtrace and resolve, later, possibly after the Python code is gone).
 #include <dlfcn.h>
 #include <execinfo.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -16,6 +15,7 @@
 #include "interpose/python/python_code_table.h"
 #include "interpose/python/python_stack.h"
 #include "interpose/recorder/recorder.h"
+#include "util/monotonic_clock.h"
 
 namespace gpumemtrace {
 // The recorder's logger, for this test library only.
@@ -124,22 +124,20 @@ double gpumemtrace_probe_bench(int iters) {
   PythonFrameRef refs[kMaxPythonFrames];
   int sink = 0;
   capture_python_stack(refs, kMaxPythonFrames);  // warm the code table
-  timespec a, b;
-  clock_gettime(CLOCK_MONOTONIC, &a);
+  const uint64_t start = gpumemtrace::util::monotonic_ns();
   for (int i = 0; i < iters; ++i) sink += capture_python_stack(refs, kMaxPythonFrames);
-  clock_gettime(CLOCK_MONOTONIC, &b);
+  const uint64_t end = gpumemtrace::util::monotonic_ns();
   asm volatile("" : : "r"(sink));
-  return ((b.tv_sec - a.tv_sec) * 1e9 + (b.tv_nsec - a.tv_nsec)) / iters;
+  return static_cast<double>(end - start) / iters;
 }
 
 // ns per writer-side resolution (merge + key + resolve) of the last stored slot 0.
 double gpumemtrace_probe_bench_resolve(int iters) {
   const Stored& st = g_store[0];
-  timespec a, b;
   std::vector<MergedFrame> merged;
   PythonFrame f;
   uint64_t sink = 0;
-  clock_gettime(CLOCK_MONOTONIC, &a);
+  const uint64_t start = gpumemtrace::util::monotonic_ns();
   for (int i = 0; i < iters; ++i) {
     merge_stacks(st.native, st.native_depth, st.refs, st.depth, &merged);
     for (int j = 0; j < st.depth; ++j) {
@@ -147,9 +145,9 @@ double gpumemtrace_probe_bench_resolve(int iters) {
       if (resolve_python_frame(st.refs[j], &f)) sink += f.line;
     }
   }
-  clock_gettime(CLOCK_MONOTONIC, &b);
+  const uint64_t end = gpumemtrace::util::monotonic_ns();
   asm volatile("" : : "r"(sink));
-  return ((b.tv_sec - a.tv_sec) * 1e9 + (b.tv_nsec - a.tv_nsec)) / iters;
+  return static_cast<double>(end - start) / iters;
 }
 
 unsigned long long gpumemtrace_probe_code_entries() { return code_table_entries(); }

@@ -1,7 +1,8 @@
-/* A program that is not Python: it allocates (the frame reader looks for CPython and finds none), then
- * loads libpython (argv[1]) and runs Python (argv[2]) that allocates through the global scope. Used by
- * tests/python/test_python_trace.py: the late libpython must be noticed (the writer notes new
- * objects), and the second allocation get its Python frames. Linked against the simulated runtime. */
+// tests/python/progs/late_python_host.c — a non-Python program that loads libpython late.
+// It allocates (the frame reader looks for CPython and finds none), then loads libpython (argv[1]) and
+// runs Python (argv[2]) that allocates through the global scope. Used by
+// tests/python/test_python_trace.py: the late libpython must be noticed (the writer notes new
+// objects), and the second allocation get its Python frames. Linked against the simulated runtime.
 #define _DEFAULT_SOURCE /* usleep */
 #include <dlfcn.h>
 #include <stdio.h>

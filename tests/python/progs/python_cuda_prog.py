@@ -1,3 +1,4 @@
+# tests/python/progs/python_cuda_prog.py — child of test_python_trace.py: CUDA calls from named functions.
 """Child program for test_python_trace.py: calls the (simulated) CUDA runtime through ctypes from
 named functions, run under LD_PRELOAD=libgpumemtrace.so. argv: libcudart path, "cdll" | "pydll".
 

@@ -1,3 +1,4 @@
+# tests/python/progs/python_stack_prog.py — child of test_python_stacks.py: stacks captured by the probe.
 """Child program for test_python_stacks.py: runs under one CPython, captures stacks through the probe
 library (build/tests/python/libpython_stack_probe.so) from named functions in several situations, and
 prints one JSON object: {scenario: [[kind, function, file, line], ...]} (merged stacks, innermost first).

@@ -1,3 +1,4 @@
+# tests/python/progs/scope_prog.py — child of test_python_scopes.py: Python and backward() scopes.
 """Child program for test_python_scopes.py, run with PYTHONPATH=tools/python (and fake_torch for
 "backward") under LD_PRELOAD=libgpumemtrace.so, or without it. argv: libcudart path, mode:
   scopes    gpumemtrace.scope as context manager and decorator: nesting, exceptions, threads, a long name

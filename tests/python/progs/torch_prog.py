@@ -1,6 +1,7 @@
+# tests/python/progs/torch_prog.py — child of test_python_torch.py: the stand-in torch under the recorder.
 """Child program for test_python_torch.py, run with PYTHONPATH=tools/python:fake_torch under
 LD_PRELOAD=libgpumemtrace.so. argv[1]: "train" | "oom" | "sigterm" | "emptycache" | "noimport" |
-"nocuda".
+"nocuda" | "drained" | "drained_then_alloc" | "inductor" | "cudaonly".
 Prints a fixed line and exits with code 7 so the test can check both are unchanged."""
 import os
 import signal
@@ -63,3 +64,28 @@ if mode == "sigterm":
     sys.stdout.flush()
     os.kill(os.getpid(), signal.SIGTERM)
     print("not reached")
+
+if mode in ("drained", "drained_then_alloc"):
+    # As the pytest plugin does: a drain by hand after the work; then (maybe) one more block. The
+    # stand-in's call log (FAKE_TORCH_CALL_LOG) gets "end" where the program ends.
+    kept = train(3)
+    hook = sys.modules.get("gpumemtrace_torch")
+    if hook is not None:
+        hook.drain_now()
+    if mode == "drained_then_alloc":
+        kept.append(torch.empty(2048, device="cuda"))  # LINE_LATE
+    torch._calls.note("end")
+    print("done")
+    sys.exit(7)
+
+if mode == "inductor":
+    import torch._inductor  # noqa: F401  the program's own import: symbolization may use it
+    kept = train(2)
+    print("done")
+    sys.exit(7)
+
+if mode == "cudaonly":
+    torch.cuda.init()  # CUDA initialised, the caching allocator never used
+    torch._calls.note("end")
+    print("done")
+    sys.exit(7)

@@ -1,3 +1,4 @@
+# tools/python/gpumemtrace/__init__.py — named scopes for gpumemtrace from Python.
 """Named scopes for gpumemtrace from Python (docs/capture.md, "Scopes").
 
     import gpumemtrace

@@ -1,4 +1,5 @@
-"""PyTorch caching-allocator events for gpumemtrace (issue 5, part 2). See docs/pytorch.md.
+# tools/python/gpumemtrace_torch/__init__.py — PyTorch caching-allocator events for gpumemtrace.
+"""PyTorch caching-allocator events for gpumemtrace. See docs/pytorch.md.
 
 install() is called by tools/python/sitecustomize.py at interpreter start. It does nothing until the
 program imports torch itself (an import hook: we never import torch), and nothing on the GPU until the
@@ -10,6 +11,9 @@ forwards it into the trace through libgpumemtrace.so:
   - from PyTorch's out-of-memory observer, before OutOfMemoryError is raised;
   - at exit (atexit) and on SIGTERM (then the default action runs as before: the process still dies
     of SIGTERM).
+A drain is skipped when PyTorch's cumulative counters show no allocator event since the last one, and
+a drain's _snapshot() never makes PyTorch import torch._inductor (history.take_snapshot; the import
+costs seconds, and the exit drain of every short process would pay it, docs/pytorch.md).
 It also brackets every torch.autograd.backward() call with a scope (backward_scope.py), so that
 blocks the autograd threads allocate, which PyTorch records without frames, can be attributed to the
 backward() call that ran them.
@@ -25,24 +29,10 @@ import time
 
 from . import backward_scope
 from . import bridge as _bridge_mod
-from .history import HistoryDrain
+from .history import HistoryDrain, allocator_counters, take_snapshot
 
 MIN_VERSION = (2, 4)
 MAX_VERSION = (2, 11)
-
-_lock = threading.RLock()
-_state = {"bridge": None, "drain": None, "enabled": False, "warned": set(), "stop": None}
-
-
-def _warn(msg):
-    if msg in _state["warned"]:
-        return
-    _state["warned"].add(msg)
-    try:
-        sys.stderr.write("gpumemtrace: %s\n" % msg)
-        sys.stderr.flush()
-    except Exception:
-        pass
 
 
 def _env_int(name, default, lo, hi):
@@ -62,25 +52,214 @@ def parse_version(text):
         return None
 
 
-def install():
-    if os.environ.get("GPUMEMTRACE_TORCH", "auto").lower() in ("0", "off", "no", "false"):
-        return
-    b = _bridge_mod.load()
-    if b is None:
-        return  # not under libgpumemtrace.so
-    _state["bridge"] = b
-    if "torch" in sys.modules:
-        _on_torch_imported(sys.modules["torch"])
-    else:
-        sys.meta_path.insert(0, _TorchImportHook())
+class TorchHook:
+    """The hook's state: one per process (HOOK below), from install() to exit.
+
+    Thread-safety: drains run on the poller thread, the OOM observer's thread (the allocating one), the
+    atexit/SIGTERM thread and pytest's (drain_now); `lock` serializes them and guards every attribute.
+    It is an RLock because the SIGTERM handler may run the final drain on the main thread while that
+    thread is inside a drain (the process then dies of SIGTERM without returning to it)."""
+
+    def __init__(self):
+        self.lock = threading.RLock()
+        self.bridge = None          # bridge.Bridge once libgpumemtrace.so was found
+        self.drain = None           # HistoryDrain once the history is on
+        self.warned = set()
+        self.stop = None            # threading.Event that ends the poller
+        # PyTorch's cumulative counters (history.allocator_counters) when the last drain began: equal
+        # counters at the next one mean no entry the trace records was appended since.
+        self.drained_counters = None
+
+    def warn(self, msg):
+        if msg in self.warned:
+            return
+        self.warned.add(msg)
+        try:
+            sys.stderr.write("gpumemtrace: %s\n" % msg)
+            sys.stderr.flush()
+        except Exception:
+            pass
+
+    def install(self):
+        if os.environ.get("GPUMEMTRACE_TORCH", "auto").lower() in ("0", "off", "no", "false"):
+            return
+        b = _bridge_mod.load()
+        if b is None:
+            return  # not under libgpumemtrace.so
+        self.bridge = b
+        if "torch" in sys.modules:
+            self.on_torch_imported(sys.modules["torch"])
+        else:
+            sys.meta_path.insert(0, _TorchImportHook(self.on_torch_imported))
+
+    def on_torch_imported(self, torch):
+        try:
+            version = parse_version(getattr(torch, "__version__", ""))
+            if version is None or not (MIN_VERSION <= version <= MAX_VERSION):
+                self.warn("PyTorch %s is not supported for tensor-level events (2.4 to 2.11); "
+                          "the trace has driver-level events only" % getattr(torch, "__version__", "?"))
+                return
+            if getattr(torch.version, "hip", None):
+                self.warn("ROCm PyTorch: tensor-level events not supported; driver-level events only")
+                return
+            cuda = torch.cuda
+            if threading.current_thread() is threading.main_thread():
+                self.install_sigterm()
+            cuda._lazy_call(self.enable_guarded)
+        except Exception as e:
+            self.warn("PyTorch hook disabled: %r" % (e,))
+
+    def enable_guarded(self):
+        # Runs inside torch.cuda._lazy_init(): an exception here would surface in the program as a
+        # DeferredCudaCallError. Swallow everything.
+        try:
+            self.enable()
+        except Exception as e:
+            self.warn("PyTorch tensor-level events disabled: %r" % (e,))
+
+    def enable(self):
+        import torch
+        with self.lock:
+            if self.drain is not None:
+                return
+            backend = "native"
+            try:
+                backend = torch.cuda.get_allocator_backend()
+            except Exception:
+                pass
+            if backend != "native":
+                self.warn("PyTorch allocator backend %r: tensor-level events need the native caching "
+                          "allocator; the trace has driver-level events only" % backend)
+                return
+            entries = _env_int("GPUMEMTRACE_TORCH_ENTRIES", 65536, 1024, 1 << 26)
+            drain = HistoryDrain(self.bridge)
+            # The history can only start at CUDA's initialisation, which runs this first: nothing
+            # before these counters can be in the ring, so a drain that finds them unchanged has
+            # nothing to forward.
+            counters = self.counters(torch)
+            # Every history entry is newer than this: the first sync (readers start merging the
+            # delayed events into the timeline by time from here).
+            start_us = time.time_ns() // 1000
+            torch.cuda.memory._record_memory_history(enabled="all", context="all", stacks="python",
+                                                     max_entries=entries)
+            drain.sync_at(drain.boundary_ns([], start_us))
+            try:
+                drain.seed_segments(take_snapshot(torch))
+            except Exception:
+                pass
+            self.drain = drain
+            self.drained_counters = counters
+            try:
+                torch._C._cuda_attach_out_of_memory_observer(self.on_oom)
+            except Exception:
+                pass
+            import atexit
+            atexit.register(self.final_drain)
+            self.start_poller(torch, entries)
+            try:
+                backward_scope.install(torch)
+            except Exception as e:
+                self.warn("backward() intervals not recorded: %r" % (e,))
+
+    @staticmethod
+    def counters(torch):
+        try:
+            return allocator_counters(torch)
+        except Exception:
+            return None  # unknown: never equal, so the drain runs
+
+    def drain_now(self):
+        """Forwards everything PyTorch recorded since the last drain; nothing (not even a _snapshot()
+        call) when its counters did not move. Safe from any thread holding the GIL."""
+        with self.lock:
+            d = self.drain
+            if d is None:
+                return
+            try:
+                import torch
+                # Read before the snapshot: an entry appended after this read moves the counters
+                # again, so the next drain runs and finds it.
+                counters = self.counters(torch)
+                if counters is not None and counters == self.drained_counters:
+                    return
+                called_us = time.time_ns() // 1000
+                d.drain(take_snapshot(torch), called_us)
+                self.drained_counters = counters
+                if self.bridge.layout_mismatch:
+                    self.warn("libgpumemtrace.so and tools/python are from different builds: "
+                              "tensor-level events not recorded")
+            except Exception as e:
+                self.warn("PyTorch history drain failed: %r" % (e,))
+
+    def on_oom(self, device, alloc, device_allocated, device_free):
+        self.drain_now()
+
+    def final_drain(self):
+        stop = self.stop
+        if stop is not None:
+            stop.set()
+        self.drain_now()
+        d = self.drain
+        if d is not None and d.lost_drains:
+            self.warn("PyTorch allocation history wrapped %d time(s) between drains; some tensor events "
+                      "are missing (raise GPUMEMTRACE_TORCH_ENTRIES, lower GPUMEMTRACE_TORCH_POLL_MS)"
+                      % d.lost_drains)
+
+    def start_poller(self, torch, entries):
+        poll_ms = _env_int("GPUMEMTRACE_TORCH_POLL_MS", 200, 10, 60000)
+        stop = threading.Event()
+        self.stop = stop
+
+        def run():
+            last = _event_count(self.counters(torch))
+            while not stop.wait(poll_ms / 1000.0):
+                now = _event_count(self.counters(torch))
+                if now is None:
+                    return
+                if now - last >= entries // 2:
+                    self.drain_now()
+                    last = now
+
+        t = threading.Thread(target=run, name="gpumemtrace-torch", daemon=True)
+        t.start()
+
+    def install_sigterm(self):
+        import signal
+        try:
+            if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+                return  # the program's own handler decides; atexit still drains on a normal exit
+            signal.signal(signal.SIGTERM, self.on_sigterm)
+        except Exception:
+            pass
+
+    def on_sigterm(self, signum, frame):
+        import signal
+        try:
+            self.final_drain()
+            if self.bridge is not None:
+                self.bridge.flush()
+        finally:
+            # Same end as without us: the default action (the process dies of SIGTERM).
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            os.kill(os.getpid(), signal.SIGTERM)
+
+
+def _event_count(counters):
+    """Estimate of the history entries appended so far from allocator_counters(), or None: alloc,
+    free_requested and free_completed per block, one entry per segment (or mapping) event, the OOMs."""
+    if counters is None:
+        return None
+    return sum(3 * dev["allocations"] + dev["segments"] + dev["segment_frees"] + dev["ooms"]
+               for dev in counters)
 
 
 class _TorchImportHook:
     """Meta path finder that only watches: when `torch` is about to be executed it wraps the real
-    loader's exec_module so that _on_torch_imported runs right after torch/__init__.py finished."""
+    loader's exec_module so that `on_import(torch)` runs right after torch/__init__.py finished."""
 
-    def __init__(self):
+    def __init__(self, on_import):
         self._busy = False
+        self._on_import = on_import
 
     def find_spec(self, fullname, path=None, target=None):
         if fullname != "torch" or self._busy:
@@ -101,6 +280,7 @@ class _TorchImportHook:
         if loader is None or not hasattr(loader, "exec_module"):
             return spec
         orig = loader.exec_module
+        on_import = self._on_import
 
         def exec_module(module, _orig=orig):
             _orig(module)
@@ -108,7 +288,7 @@ class _TorchImportHook:
                 del loader.exec_module  # back to the class's method
             except AttributeError:
                 pass
-            _on_torch_imported(module)
+            on_import(module)
 
         try:
             loader.exec_module = exec_module
@@ -117,153 +297,15 @@ class _TorchImportHook:
         return spec
 
 
-def _on_torch_imported(torch):
-    try:
-        version = parse_version(getattr(torch, "__version__", ""))
-        if version is None or not (MIN_VERSION <= version <= MAX_VERSION):
-            _warn("PyTorch %s is not supported for tensor-level events (2.4 to 2.11); "
-                  "the trace has driver-level events only" % getattr(torch, "__version__", "?"))
-            return
-        if getattr(torch.version, "hip", None):
-            _warn("ROCm PyTorch: tensor-level events not supported; driver-level events only")
-            return
-        cuda = torch.cuda
-        if threading.current_thread() is threading.main_thread():
-            _install_sigterm()
-        cuda._lazy_call(_enable_guarded)
-    except Exception as e:
-        _warn("PyTorch hook disabled: %r" % (e,))
+HOOK = TorchHook()
 
 
-def _enable_guarded():
-    # Runs inside torch.cuda._lazy_init(): an exception here would surface in the program as a
-    # DeferredCudaCallError. Swallow everything.
-    try:
-        _enable()
-    except Exception as e:
-        _warn("PyTorch tensor-level events disabled: %r" % (e,))
-
-
-def _enable():
-    import torch
-    with _lock:
-        if _state["enabled"]:
-            return
-        backend = "native"
-        try:
-            backend = torch.cuda.get_allocator_backend()
-        except Exception:
-            pass
-        if backend != "native":
-            _warn("PyTorch allocator backend %r: tensor-level events need the native caching allocator; "
-                  "the trace has driver-level events only" % backend)
-            return
-        entries = _env_int("GPUMEMTRACE_TORCH_ENTRIES", 65536, 1024, 1 << 26)
-        mem = torch.cuda.memory
-        drain = HistoryDrain(_state["bridge"])
-        # Every history entry is newer than this: the first sync (readers start merging the delayed
-        # events into the timeline by time from here).
-        start_us = time.time_ns() // 1000
-        mem._record_memory_history(enabled="all", context="all", stacks="python", max_entries=entries)
-        drain.sync_at(drain.boundary_ns([], start_us))
-        drain.entries = entries
-        try:
-            drain.seed_segments(mem._snapshot())
-            drain.drain({"device_traces": []})
-        except Exception:
-            pass
-        _state["drain"] = drain
-        _state["enabled"] = True
-        try:
-            torch._C._cuda_attach_out_of_memory_observer(_on_oom)
-        except Exception:
-            pass
-        import atexit
-        atexit.register(_final_drain)
-        _start_poller(torch, entries)
-        try:
-            backward_scope.install(torch)
-        except Exception as e:
-            _warn("backward() intervals not recorded: %r" % (e,))
+def install():
+    """Called by tools/python/sitecustomize.py at interpreter start."""
+    HOOK.install()
 
 
 def drain_now():
-    """Forward everything PyTorch recorded since the last drain. Safe from any thread holding the GIL."""
-    with _lock:
-        d = _state["drain"]
-        if d is None:
-            return
-        try:
-            import torch
-            called_us = time.time_ns() // 1000
-            d.drain(torch.cuda.memory._snapshot(), called_us)
-        except Exception as e:
-            _warn("PyTorch history drain failed: %r" % (e,))
-
-
-def _on_oom(device, alloc, device_allocated, device_free):
-    drain_now()
-
-
-def _final_drain():
-    stop = _state.get("stop")
-    if stop is not None:
-        stop.set()
-    drain_now()
-    d = _state["drain"]
-    if d is not None and d.lost_drains:
-        _warn("PyTorch allocation history wrapped %d time(s) between drains; some tensor events are "
-              "missing (raise GPUMEMTRACE_TORCH_ENTRIES, lower GPUMEMTRACE_TORCH_POLL_MS)" % d.lost_drains)
-
-
-def _event_count(torch):
-    """Cheap estimate of history entries appended so far (PyTorch's cumulative counters)."""
-    total = 0
-    for dev in range(torch.cuda.device_count()):
-        s = torch.cuda.memory_stats(dev)
-        # alloc + free_requested + free_completed per block; segment alloc/free (map/unmap alike)
-        total += 3 * s.get("allocation.all.allocated", 0) + 2 * s.get("segment.all.allocated", 0) \
-            + s.get("num_ooms", 0)
-    return total
-
-
-def _start_poller(torch, entries):
-    poll_ms = _env_int("GPUMEMTRACE_TORCH_POLL_MS", 200, 10, 60000)
-    stop = threading.Event()
-    _state["stop"] = stop
-
-    def run():
-        last = _event_count(torch)
-        while not stop.wait(poll_ms / 1000.0):
-            try:
-                now = _event_count(torch)
-            except Exception:
-                return
-            if now - last >= entries // 2:
-                drain_now()
-                last = now
-
-    t = threading.Thread(target=run, name="gpumemtrace-torch", daemon=True)
-    t.start()
-
-
-def _install_sigterm():
-    import signal
-    try:
-        if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
-            return  # the program's own handler decides; atexit still drains on a normal exit
-        signal.signal(signal.SIGTERM, _on_sigterm)
-    except Exception:
-        pass
-
-
-def _on_sigterm(signum, frame):
-    import signal
-    try:
-        _final_drain()
-        if _state["bridge"] is not None:
-            _state["bridge"].flush()
-    finally:
-        # Same end as without us: the default action (the process dies of SIGTERM).
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        os.kill(os.getpid(), signal.SIGTERM)
+    """Forwards everything PyTorch recorded since the last drain (tools/python/gpumemtrace_pytest.py
+    calls it at the end of each test). Safe from any thread holding the GIL."""
+    HOOK.drain_now()

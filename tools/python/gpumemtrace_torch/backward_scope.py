@@ -1,3 +1,4 @@
+# tools/python/gpumemtrace_torch/backward_scope.py — brackets each torch.autograd.backward() call with a scope.
 """Brackets every torch.autograd.backward() call with a gpumemtrace scope (api "torch.backward",
 name "backward"; docs/pytorch.md).
 

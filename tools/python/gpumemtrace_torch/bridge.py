@@ -1,37 +1,106 @@
-"""ctypes access to libgpumemtrace.so's gpumemtrace_record_external() (interpose/hooks/torch_bridge.cpp).
+# tools/python/gpumemtrace_torch/bridge.py — ctypes access to libgpumemtrace.so's PyTorch bridge.
+"""ctypes access to libgpumemtrace.so's PyTorch bridge (interpose/hooks/torch_bridge.cpp).
 
 The library is found in the global scope (it is LD_PRELOADed), never loaded by us: without the preload
-there is nothing to report to and the hook stays off.
+there is nothing to report to and the hook stays off. A drain's entries go over in one call, as an
+array of Entry structures whose frames lie in one array of Frame structures: the C side reads fields,
+it parses no text. Which PyTorch actions become which events is the library's table
+(trace/torch_actions.h); this side only asks which action names the library records, to skip packing
+the others.
 """
+import array
 import ctypes
+import struct
 
-_SEP_FIELD = "\x1f"
-_SEP_FRAME = "\x1e"
+_u64 = ctypes.c_uint64
+
+
+class Frame(ctypes.Structure):
+    """GpumemtraceTorchFrame: one frame of PyTorch's recorded stack."""
+    _fields_ = [("file", ctypes.c_char_p), ("function", ctypes.c_char_p), ("line", ctypes.c_int64)]
+
+
+class Entry(ctypes.Structure):
+    """GpumemtraceTorchEntry: one allocation-history entry (same field order and types as the C side,
+    which checks both structures' sizes on every call)."""
+    _fields_ = [("action", ctypes.c_char_p), ("addr", _u64), ("size", _u64), ("stream", _u64),
+                ("segment", _u64), ("time_ns", _u64), ("free_bytes", _u64), ("pool", ctypes.c_char_p),
+                ("frames", ctypes.c_void_p), ("frame_count", ctypes.c_uint32), ("device", ctypes.c_int32)]
+
+
+# The two arrays are filled from flat buffers laid out exactly like the structures above: building
+# ctypes Structures one by one costs several times more per frame (a drain packs a ring's worth).
+_ENTRY_LAYOUT = struct.Struct("<Q6QQQIi")   # Entry: action, addr..free_bytes, pool, frames, count, device
+_FRAME_WORDS = 3                            # Frame: file, function, line as int64 words
+assert _ENTRY_LAYOUT.size == ctypes.sizeof(Entry) and ctypes.sizeof(Frame) == 8 * _FRAME_WORDS
+
+_MASK = 0xFFFFFFFFFFFFFFFF
+# Names met in frames and actions, encoded once and kept alive here (the arrays hold their addresses:
+# a name must outlive every call that passes it). Bounded: past this many, the cache starts over, but
+# only between calls.
+_MAX_CACHED_NAMES = 1 << 16
 
 
 class Bridge:
-    def __init__(self, fn, mark, flush, sync):
-        self._fn = fn
+    def __init__(self, record, live_action, mark, flush, sync):
+        self._record = record
         self._mark = mark
         self._flush = flush
         self._sync = sync
+        self.live_actions = frozenset(_names(live_action))
+        self._addresses = {}       # str -> (bytes, address of its buffer)
+        self.layout_mismatch = False
 
     def flush(self):
         """Before the process dies of a signal: get the recorded events to the file (waits at most
         2 s). True when done."""
         return self._flush() == 0
 
-    def record(self, op, api, addr=0, size=0, device=-1, stream=0, segment=0, time_ns=0, free_bytes=0,
-               pool=None, frames=None):
-        text = None
-        if frames:
-            text = _SEP_FRAME.join(
-                "%s%s%s%s%d" % (f[0].replace(_SEP_FIELD, " ").replace(_SEP_FRAME, " "), _SEP_FIELD,
-                                f[1].replace(_SEP_FIELD, " ").replace(_SEP_FRAME, " "), _SEP_FIELD, f[2])
-                for f in frames).encode("utf-8", "replace")
-        return self._fn(op.encode(), api.encode(), addr & 0xFFFFFFFFFFFFFFFF, size, device,
-                        stream & 0xFFFFFFFFFFFFFFFF, segment & 0xFFFFFFFFFFFFFFFF, time_ns,
-                        free_bytes, pool.encode() if pool else None, text)
+    def _address(self, text):
+        """Address of a NUL-terminated UTF-8 copy of `text`, valid until the cache starts over."""
+        hit = self._addresses.get(text)
+        if hit is None:
+            b = str(text).encode("utf-8", "replace")
+            hit = self._addresses[text] = (b, ctypes.cast(ctypes.c_char_p(b), ctypes.c_void_p).value)
+        return hit[1]
+
+    def record(self, entries):
+        """Records history entries, each a tuple (action, addr, size, device, stream, segment, time_ns,
+        free_bytes, frames) with PyTorch's action name and its frame dicts ({"filename", "name",
+        "line"}, innermost first). Entries whose action the library does not record are skipped here.
+        Returns the number of events recorded (-1: the library refused the call, a build mismatch)."""
+        entries = [e for e in entries if e[0] in self.live_actions]
+        if not entries:
+            return 0
+        if len(self._addresses) >= _MAX_CACHED_NAMES:
+            self._addresses.clear()
+        address = self._address
+        words = []                 # the frames, flat
+        seen = {}                  # id(frame dict) -> its words (PyTorch shares one dict per code line)
+        for e in entries:
+            for f in e[8]:
+                w = seen.get(id(f))
+                if w is None:
+                    w = seen[id(f)] = (address(f.get("filename", "?")), address(f.get("name", "?")),
+                                       int(f.get("line", 0) or 0))
+                words.extend(w)
+        frame_buffer = array.array("q", words)
+        base = frame_buffer.buffer_info()[0]
+        entry_buffer = bytearray(_ENTRY_LAYOUT.size * len(entries))
+        offset = first = 0
+        for action, addr, size, device, stream, segment, time_ns, free_bytes, frames in entries:
+            n = len(frames)
+            _ENTRY_LAYOUT.pack_into(entry_buffer, offset, address(action), addr & _MASK, size & _MASK,
+                                    stream & _MASK, segment & _MASK, time_ns & _MASK, free_bytes & _MASK,
+                                    0, base + first * 8 * _FRAME_WORDS if n else 0, n, device)
+            offset += _ENTRY_LAYOUT.size
+            first += n
+        array_of_entries = (Entry * len(entries)).from_buffer(entry_buffer)
+        n = self._record(array_of_entries, len(entries), ctypes.sizeof(Entry), ctypes.sizeof(Frame))
+        del array_of_entries       # releases the export of entry_buffer; frame_buffer lived until here
+        if n < 0:
+            self.layout_mismatch = True
+        return n
 
     def sync(self, time_ns):
         """A `sync` event: every event reported later has a time above time_ns (CLOCK_MONOTONIC)."""
@@ -42,18 +111,29 @@ class Bridge:
         self._mark(label.encode("utf-8", "replace"))
 
 
+def _names(live_action):
+    i = 0
+    while True:
+        name = live_action(i)
+        if name is None:
+            return
+        yield name.decode()
+        i += 1
+
+
 def load():
     """The bridge, or None when libgpumemtrace.so is not in this process."""
     try:
         glob = ctypes.CDLL(None)
-        fn = glob.gpumemtrace_record_external
+        record = glob.gpumemtrace_record_torch
     except (OSError, AttributeError):
         return None
-    u64 = ctypes.c_uint64
-    fn.argtypes = [ctypes.c_char_p, ctypes.c_char_p, u64, u64, ctypes.c_int, u64, u64, u64, u64,
-                   ctypes.c_char_p, ctypes.c_char_p]
-    fn.restype = ctypes.c_int
-    # The library exports these with gpumemtrace_record_external (one build): no fallbacks.
+    record.argtypes = [ctypes.POINTER(Entry), _u64, ctypes.c_uint32, ctypes.c_uint32]
+    record.restype = ctypes.c_int64
+    # The library exports these with gpumemtrace_record_torch (one build): no fallbacks.
+    live_action = glob.gpumemtrace_torch_live_action
+    live_action.argtypes = [ctypes.c_uint32]
+    live_action.restype = ctypes.c_char_p
     mark = glob.gpumemtrace_report_mark
     mark.argtypes = [ctypes.c_char_p]
     mark.restype = None
@@ -61,6 +141,6 @@ def load():
     flush.argtypes = []
     flush.restype = ctypes.c_int
     sync = glob.gpumemtrace_record_sync
-    sync.argtypes = [u64]
+    sync.argtypes = [_u64]
     sync.restype = ctypes.c_int
-    return Bridge(fn, mark, flush, sync)
+    return Bridge(record, live_action, mark, flush, sync)

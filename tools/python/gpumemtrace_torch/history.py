@@ -1,39 +1,90 @@
+# tools/python/gpumemtrace_torch/history.py — PyTorch allocator history -> gpumemtrace events.
 """PyTorch allocator history -> gpumemtrace events.
 
 torch.cuda.memory._snapshot() returns the whole history ring ({"segments": [...], "device_traces":
 [[entry, ...] per device]}), with no way to consume it. We keep, per device, the last few entries we
-already forwarded (the anchor) and forward only what follows it in the next copy. When the anchor is
-gone, the ring wrapped between two drains: the entries in between are lost; we count that, say so in
-the trace (a mark) and at exit (one warning).
+already forwarded (the anchor) and forward only what follows it in the next copy: walking the copy
+back from its end, each entry is compared with the anchor's newest entry once (the rest of the anchor
+only where that matches), so a drain costs the entries new since the last one, not the ring. When the
+anchor is gone, the ring wrapped between two drains: the entries in between are lost; we count that,
+say so in the trace (a mark) and at exit (one warning).
+
+PyTorch's action names go to the library as they are: which become which events is the library's
+table (trace/torch_actions.h). Here only the actions that move segments matter (the "segment" of a
+block event), and which ones the library records at all (bridge.live_actions), to skip the others.
 
 Entry shape (PyTorch 2.4-2.11, torch/csrc/cuda/memory_snapshot.cpp): action, addr, size, stream,
 time_us (microseconds since the Unix epoch), frames [{filename, line, name}] innermost first; for
 "oom", addr holds the device's free bytes (also "device_free" in some releases).
 """
 import bisect
+import sys
+import threading
 import time
 
 ANCHOR = 4
 # How far PyTorch's clock (TSC fitted to CLOCK_REALTIME) may be from time.time_ns(): the sync
 # boundary never relies on the two agreeing more closely than this.
 CLOCK_SLACK_US = 10000
-
-# action -> (gpumemtrace op, api); apis are "torch.<action>" as in the snapshot importer
-# (docs/trace-format.md). free_completed is left out: the block's bytes stop counting at
-# free_requested (that is when PyTorch's allocated_bytes drops); completion only matters for reuse.
-ACTIONS = {
-    "alloc": ("block_alloc", "torch.alloc"),
-    "free_requested": ("block_free", "torch.free_requested"),
-    "segment_alloc": ("alloc", "torch.segment_alloc"),
-    "segment_free": ("free", "torch.segment_free"),
-    "segment_map": ("map", "torch.segment_map"),
-    "segment_unmap": ("unmap", "torch.segment_unmap"),
-    "oom": ("block_oom", "torch.oom"),
-}
+# Entries handed to the library per call: bounds the packed arrays of one call (a ring holds up to
+# GPUMEMTRACE_TORCH_ENTRIES).
+BATCH = 4096
 
 
 def _key(e):
     return (e.get("action"), e.get("addr"), e.get("size"), e.get("time_us"), e.get("stream"))
+
+
+# PyTorch's cumulative counters (torch.cuda.memory_stats) that move with every entry the trace
+# records: alloc, free_requested, segment_alloc / segment_free, the bytes of segment_map /
+# segment_unmap (expandable segments), oom. A snapshot entry moves none of them (we skip it anyway).
+_COUNTERS = (("allocations", "allocation.all.allocated"), ("frees", "allocation.all.freed"),
+             ("segments", "segment.all.allocated"), ("segment_frees", "segment.all.freed"),
+             ("reserved_in", "reserved_bytes.all.allocated"), ("reserved_out", "reserved_bytes.all.freed"),
+             ("ooms", "num_ooms"))
+
+
+def allocator_counters(torch):
+    """PyTorch's cumulative allocator counters, one dict per device (a few dict reads; no snapshot).
+    Two reads are equal only if no entry the trace records was appended in between."""
+    out = []
+    for dev in range(torch.cuda.device_count()):
+        s = torch.cuda.memory_stats(dev)
+        out.append({name: s.get(key, 0) for name, key in _COUNTERS})
+    return tuple(out)
+
+
+def take_snapshot(torch):
+    """torch.cuda.memory._snapshot(), without letting it import torch._inductor.
+
+    PyTorch's symbolizer (torch/csrc/profiler/python/combined_traceback.cpp, appendSymbolized) asks
+    `hasattr(torch, "_inductor")` whenever it names Python frames, to map frames of inductor-generated
+    code back to the model's source; torch/__init__.py's module __getattr__ answers that by importing
+    torch._inductor (with dynamo, sympy, triton...), which takes seconds. When torch._inductor is not
+    imported yet, no inductor-generated code has run and that mapping finds nothing, so during our
+    call, on our thread only, `torch._inductor` is reported missing instead of imported. Other threads
+    keep torch's own __getattr__ (ours passes every other lookup through). docs/pytorch.md has the
+    source lines."""
+    snapshot = torch.cuda.memory._snapshot
+    if "torch._inductor" in sys.modules:
+        return snapshot()
+    namespace = vars(torch)
+    original = namespace.get("__getattr__")
+    if not callable(original):
+        return snapshot()
+    caller = threading.get_ident()
+
+    def __getattr__(name):
+        if name == "_inductor" and threading.get_ident() == caller:
+            raise AttributeError("module 'torch' has no attribute '_inductor'")
+        return original(name)
+
+    namespace["__getattr__"] = __getattr__
+    try:
+        return snapshot()
+    finally:
+        if namespace.get("__getattr__") is __getattr__:
+            namespace["__getattr__"] = original
 
 
 def realtime_to_monotonic_offset_ns():
@@ -54,7 +105,6 @@ class HistoryDrain:
         self.max_frames = max_frames
         self.anchors = {}          # device -> list of keys of the last forwarded entries
         self.segments = {}         # device -> sorted list of [addr, size]
-        self.forwarded = 0
         self.lost_drains = 0       # drains that found the ring had wrapped past the anchor
         self.offset_ns = realtime_to_monotonic_offset_ns()
         self.last_sync_ns = 0      # syncs only go forward
@@ -100,24 +150,34 @@ class HistoryDrain:
 
     # -- draining --
     def new_entries(self, dev, trace):
+        """The entries of `trace` (one device's copy of the ring) after those already forwarded."""
         anchor = self.anchors.get(dev)
         start = 0
         if anchor:
-            n = len(anchor)
-            found = -1
-            for i in range(len(trace) - n, -1, -1):
-                if [_key(e) for e in trace[i:i + n]] == anchor:
-                    found = i + n
-                    break
-            if found < 0:
+            start = self._after_anchor(trace, anchor)
+            if start < 0:
+                start = 0
                 self.lost_drains += 1
                 self.bridge.mark("gpumemtrace: PyTorch allocation history wrapped; events lost "
                                  "(raise GPUMEMTRACE_TORCH_ENTRIES)")
-            else:
-                start = found
         if trace:
             self.anchors[dev] = [_key(e) for e in trace[-ANCHOR:]]
         return trace[start:]
+
+    @staticmethod
+    def _after_anchor(trace, anchor):
+        """Index just past the anchor in `trace`, or -1 when it is gone. Walks back from the end (new
+        entries are appended there), comparing each entry's time with the anchor's newest entry's once;
+        only where that matches are the whole keys compared."""
+        newest = anchor[-1]
+        newest_time = newest[3]
+        n = len(anchor)
+        for i in range(len(trace) - 1, n - 2, -1):
+            if trace[i].get("time_us") != newest_time or _key(trace[i]) != newest:
+                continue
+            if all(_key(trace[i - n + 1 + k]) == anchor[k] for k in range(n - 1)):
+                return i + 1
+        return -1
 
     def drain(self, snapshot, called_us=None):
         """Forwards the entries new since the last drain, then a sync (see boundary_ns). called_us:
@@ -126,10 +186,12 @@ class HistoryDrain:
         batch = []
         for dev, trace in enumerate(traces):
             for e in self.new_entries(dev, trace or []):
-                batch.append((e.get("time_us", 0), dev, e))
+                batch.append((e.get("time_us", 0) or 0, dev, e))
         batch.sort(key=lambda t: (t[0], t[1]))  # stable: keeps each device's ring order
-        for _, dev, e in batch:
-            self.forward(dev, e)
+        live = self.bridge.live_actions
+        packed = [p for p in (self.pack(dev, e, live) for _, dev, e in batch) if p is not None]
+        for i in range(0, len(packed), BATCH):
+            self.bridge.record(packed[i:i + BATCH])
         if called_us is not None:
             self.sync_at(self.boundary_ns(traces, called_us))
 
@@ -159,33 +221,30 @@ class HistoryDrain:
             self.last_sync_ns = time_ns
             self.bridge.sync(time_ns)
 
-    def forward(self, dev, e):
+    def pack(self, dev, e, live):
+        """The bridge's tuple for one entry (bridge.Bridge.record), or None when the library does not
+        record its action. Keeps the segment table up to date either way."""
         action = e.get("action")
-        m = ACTIONS.get(action)
-        if m is None:
-            return  # snapshot markers, free_completed, actions of newer releases
-        op, api = m
         addr = int(e.get("addr", 0) or 0)
         size = int(e.get("size", 0) or 0)
-        t_us = e.get("time_us", 0) or 0
-        time_ns = int(t_us) * 1000 + self.offset_ns if t_us else 0
-        if time_ns < 0:
-            time_ns = 0
-        frames = [(f.get("filename", "?"), f.get("name", "?"), int(f.get("line", 0) or 0))
-                  for f in (e.get("frames") or [])[:self.max_frames]]
-        segment = 0
-        free_bytes = 0
         if action == "segment_alloc":
             self._seg_add(dev, addr, size)
         elif action == "segment_map":
             self._seg_grow(dev, addr, size)
-        elif action in ("alloc", "free_requested"):
+        elif action == "segment_free":
+            self._seg_remove(dev, addr)  # only block events look segments up: none of this entry's
+        if action not in live:
+            return None
+        segment = 0
+        free_bytes = 0
+        if action in ("alloc", "free_requested"):
             segment = self.segment_of(dev, addr)
         elif action == "oom":
-            free_bytes = int(e.get("device_free", addr) or 0)
+            free_bytes = int(e.get("device_free", addr) or 0)  # PyTorch puts it there, not in "addr"
             addr = 0
-        self.bridge.record(op, api, addr=addr, size=size, device=dev, stream=int(e.get("stream", 0) or 0),
-                           segment=segment, time_ns=time_ns, free_bytes=free_bytes, frames=frames)
-        self.forwarded += 1
-        if action == "segment_free":
-            self._seg_remove(dev, addr)
+        t_us = e.get("time_us", 0) or 0
+        time_ns = max(0, int(t_us) * 1000 + self.offset_ns) if t_us else 0
+        frames = e.get("frames") or ()
+        if len(frames) > self.max_frames:
+            frames = frames[:self.max_frames]
+        return (action, addr, size, dev, int(e.get("stream", 0) or 0), segment, time_ns, free_bytes, frames)

@@ -1,3 +1,4 @@
+# tests/python/fake_torch/torch/_C.py — the stand-in's torch._C: OOM observers, cuBLAS workspace clearing.
 _oom_observers = []
 
 

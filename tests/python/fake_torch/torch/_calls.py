@@ -1,3 +1,4 @@
+# tests/python/fake_torch/torch/_calls.py — the stand-in's log of calls the tests check (FAKE_TORCH_CALL_LOG).
 """The stand-in's record of calls the tests want to see (FAKE_TORCH_CALL_LOG=path): one line
 "NAME T" per call, T the CLOCK_MONOTONIC ns of the call (the clock of the trace's "t")."""
 import os

@@ -1,3 +1,4 @@
+# tests/python/fake_torch/torch/autograd.py — the stand-in's torch.autograd.backward.
 """torch.autograd.backward, shaped like PyTorch's: Tensor.backward calls it through this module's
 attribute. The stand-in "computes" gradients by allocating one gradient tensor per root (kept in
 `grads`, like .grad) and calling `hook` (tests: raise, re-enter, ...) when set."""

@@ -1,3 +1,4 @@
+# tests/python/fake_torch/torch/cuda/__init__.py — the stand-in torch.cuda: lazy init, an allocator.
 import ctypes
 import os
 import threading
@@ -98,7 +99,9 @@ class _Allocator:
         self.limit = int(os.environ.get("FAKE_TORCH_LIMIT", str(1 << 30)))
         self.segments = []  # [addr, size, free list [(off, size)]]
         self.reserved = self.allocated = self.peak_reserved = self.peak_allocated = 0
-        self.n_alloc = self.n_seg = self.n_oom = 0
+        # PyTorch's cumulative counters (memory_stats): they only ever grow
+        self.n_alloc = self.n_free = self.n_seg = self.n_seg_free = self.n_oom = 0
+        self.reserved_in = self.reserved_out = 0
         self.next_addr = 0x7f0000000000
         self.rt = None
         path = os.environ.get("FAKE_TORCH_CUDART")
@@ -107,8 +110,10 @@ class _Allocator:
             self.rt = ctypes.CDLL(None)
 
     def stats(self):
-        return {"allocation.all.allocated": self.n_alloc, "segment.all.allocated": self.n_seg,
+        return {"allocation.all.allocated": self.n_alloc, "allocation.all.freed": self.n_free,
+                "segment.all.allocated": self.n_seg, "segment.all.freed": self.n_seg_free,
                 "num_ooms": self.n_oom, "reserved_bytes.all.current": self.reserved,
+                "reserved_bytes.all.allocated": self.reserved_in, "reserved_bytes.all.freed": self.reserved_out,
                 "reserved_bytes.all.peak": self.peak_reserved,
                 "allocated_bytes.all.current": self.allocated, "allocated_bytes.all.peak": self.peak_allocated}
 
@@ -126,6 +131,7 @@ class _Allocator:
         seg = [addr, size, [(0, size)]]
         self.segments.append(seg)
         self.reserved += size
+        self.reserved_in += size
         self.peak_reserved = max(self.peak_reserved, self.reserved)
         self.n_seg += 1
         memory._record("segment_alloc", addr, size)
@@ -169,11 +175,14 @@ class _Allocator:
                 self.rt.cudaFree(ctypes.c_void_p(seg[0]))
             self.segments.remove(seg)
             self.reserved -= seg[1]
+            self.reserved_out += seg[1]
+            self.n_seg_free += 1
 
     def free(self, b):
         memory._record("free_requested", b.addr, b.requested)
         memory._record("free_completed", b.addr, b.requested)
         self.allocated -= b.size
+        self.n_free += 1
         b.segment[2].append((b.addr - b.segment[0], b.size))
 
 

@@ -1,3 +1,4 @@
+# tests/python/fake_torch/torch/cuda/memory.py — the stand-in's allocation history ring and _snapshot().
 import collections
 import threading
 import time
@@ -44,6 +45,8 @@ def _record(action, addr, size):
 
 def _snapshot(device=None):
     from . import _allocator
+    from .. import _calls
+    _calls.note("snapshot")
     a = _allocator()
     with _lock:
         trace = [dict(e) for e in (_history or [])]
@@ -52,4 +55,21 @@ def _snapshot(device=None):
                              "time_us": time.time_ns() // 1000, "frames": []})
     segs = [{"device": 0, "address": s[0], "total_size": s[1], "stream": 0, "segment_type": "large",
              "allocated_size": 0, "active_size": 0, "blocks": []} for s in a.segments]
+    if any(e["frames"] for e in trace):
+        _symbolize(trace)
     return {"segments": segs, "device_traces": [trace]}
+
+
+def _symbolize(trace):
+    """What PyTorch's symbolizer does besides naming frames (appendSymbolized in
+    torch/csrc/profiler/python/combined_traceback.cpp): it asks hasattr(torch, "_inductor"), which
+    imports torch._inductor through torch's module __getattr__ when nothing imported it before, and
+    maps frames of inductor-generated code through PyCodeCache.stack_frames_for_code."""
+    import sys
+    torch = sys.modules["torch"]
+    if not hasattr(torch, "_inductor"):
+        return
+    lookup = torch._inductor.codecache.PyCodeCache.stack_frames_for_code
+    for e in trace:
+        for f in e["frames"]:
+            lookup(f["filename"], f["line"])

@@ -1,47 +1,18 @@
-// Unit tests of gpumem-report fixes: fragmentation bookkeeping, OOM device free from the event,
-// PyTorch dedupe counts, reader limits. End-to-end behaviour is in tests/report/.
+// tests/unit/report_memory_model_test.cpp — unit tests of the memory model's bookkeeping through
+// whole (small) traces: fragmentation gaps per segment, and one segment seen by both the runtime hooks
+// and PyTorch counted once. End-to-end behaviour is in tests/report/.
 #include <gtest/gtest.h>
 
 #include <string>
 
 #include "report/analyses/analyze.h"
-#include "report/reader/line_reader.h"
+#include "tests/unit/support/trace_text.h"
 
 using namespace gpumemtrace::report;
+using gpumemtrace::report::test_support::TraceText;
 
 namespace {
 constexpr uint64_t MiB = 1 << 20;
-const char* kHeader = R"({"type":"header","format":"gpumemtrace","version":1,"pid":7})";
-
-class TraceText {
- public:
-  TraceText() : text_(std::string(kHeader) + "\n") {}
-  // One event line; `extra` is appended inside the object (",\"free\":5").
-  TraceText& ev(const char* op, const char* kind, uint64_t addr, uint64_t size, const std::string& extra = "",
-                const char* api = "") {
-    ++seq_;
-    text_ += "{\"type\":\"event\",\"seq\":" + std::to_string(seq_) + ",\"t\":" + std::to_string(seq_ * 10) +
-             ",\"op\":\"" + op + "\",\"kind\":\"" + kind + "\",\"addr\":\"0x" + hex(addr) +
-             "\",\"size\":" + std::to_string(size) + ",\"device\":0" + (*api ? ",\"api\":\"" + std::string(api) + "\"" : "") +
-             extra + "}\n";
-    return *this;
-  }
-  // With a footer: a complete trace, so what is live at the end is a leak (a cut trace has none).
-  ProcessReport analyze() const {
-    const std::string text = text_ + "{\"type\":\"footer\"}\n";
-    auto source = memory_byte_source(text);
-    return analyze_source(*source, "mem", Suppressions());
-  }
-
- private:
-  static std::string hex(uint64_t v) {
-    char buf[32];
-    snprintf(buf, sizeof buf, "%llx", static_cast<unsigned long long>(v));
-    return buf;
-  }
-  std::string text_;
-  uint64_t seq_ = 0;
-};
 
 void expect_point(const FragmentationPoint& p, uint64_t reserved, uint64_t allocated, uint64_t largest) {
   EXPECT_EQ(p.reserved, reserved);
@@ -90,35 +61,6 @@ TEST(Fragmentation, GapsFollowBlocksAndSegments) {
   EXPECT_EQ(r.ooms[2].verdict, Verdict::NotEnoughInformation);
 }
 
-// A live PyTorch block_oom carries "free" (docs/trace-format.md): the verdict uses it at once, and a
-// later meminfo (taken after PyTorch freed its cache, say) does not replace it.
-TEST(Oom, BlockOomUsesItsOwnDeviceFree) {
-  const uint64_t A = 0x10000000;
-  TraceText t;
-  t.ev("alloc", "device", A, 10 * MiB)
-      .ev("block_alloc", "block", A, 6 * MiB)
-      .ev("block_oom", "block", 0, 8 * MiB, ",\"free\":" + std::to_string(20 * MiB), "torch.oom")
-      .ev("meminfo", "none", 0, 0, ",\"free\":0,\"total\":" + std::to_string(80 * MiB));
-  ProcessReport r = t.analyze();
-  ASSERT_EQ(r.ooms.size(), 1u);
-  EXPECT_TRUE(r.ooms[0].has_device_free);
-  EXPECT_EQ(r.ooms[0].device_free, 20 * MiB);
-  // 8 <= D 20 and no CUDA call failed: the allocator's own limit refused it (without the event's
-  // free it read as capacity).
-  EXPECT_EQ(r.ooms[0].verdict, Verdict::AllocatorLimit);
-}
-
-TEST(Oom, FailedAllocationStillWaitsForTheNextMeminfo) {
-  TraceText t;
-  t.ev("alloc", "device", 0, 8 * MiB, ",\"result\":2")
-      .ev("meminfo", "none", 0, 0, ",\"free\":" + std::to_string(3 * MiB) + ",\"total\":" + std::to_string(80 * MiB));
-  ProcessReport r = t.analyze();
-  ASSERT_EQ(r.ooms.size(), 1u);
-  EXPECT_TRUE(r.ooms[0].has_device_free);
-  EXPECT_EQ(r.ooms[0].device_free, 3 * MiB);
-  EXPECT_EQ(r.ooms[0].device_total, 80 * MiB);
-}
-
 // One segment seen by the runtime hooks and by PyTorch is one allocation and one free, in either
 // order of the pairs.
 TEST(Summary, PytorchSegmentEventsAreCountedOnce) {
@@ -139,21 +81,4 @@ TEST(Summary, PytorchSegmentEventsAreCountedOnce) {
     EXPECT_EQ(r.devices[0].unmatched_frees, 0u) << torch_first;
     EXPECT_EQ(r.leaked_bytes(), 0u) << torch_first;
   }
-}
-
-// A file without newlines is not read into memory whole: past the cap it is an error.
-TEST(LineReaderLimit, ALineLongerThanTheCapIsAnError) {
-  std::string text = "short\n" + std::string(100, 'x') + "\nafter";
-  auto source = memory_byte_source(text);
-  LineReader reader(*source, 8, 64);
-  Line line;
-  ASSERT_TRUE(reader.next(line));
-  EXPECT_EQ(line.text, "short");
-  EXPECT_THROW(reader.next(line), std::runtime_error);
-
-  std::string fits = std::string(64, 'y') + "\n";
-  auto ok_source = memory_byte_source(fits);
-  LineReader ok_reader(*ok_source, 8, 64);
-  ASSERT_TRUE(ok_reader.next(line));
-  EXPECT_EQ(line.text.size(), 64u);
 }
