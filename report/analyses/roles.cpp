@@ -62,8 +62,14 @@ Role Roles::block_role(SiteId site) {
 Roles::Raw Roles::raw_class(const Holding& h) {
   if (h.torch) return Raw::Segment;
   const StackId stack = site_stack(h.site);
+  if (last_raw_known_ && last_raw_stack_ == stack) return last_raw_;
   auto cached = raw_classes_.find(stack);
-  if (cached != raw_classes_.end()) return cached->second;
+  if (cached != raw_classes_.end()) {
+    last_raw_known_ = true;
+    last_raw_stack_ = stack;
+    last_raw_ = cached->second;
+    return last_raw_;
+  }
   const Stack frames = symbols_.resolve(stack);
   Raw raw = Raw::Other;
   if (suppressions_.match_library(frames)) raw = Raw::Library;

@@ -94,6 +94,10 @@ class Roles : public ModelListener {
   std::unordered_map<SiteId, Role> block_roles_;  // per site
   std::unordered_map<SiteId, bool> backward_sites_;
   std::unordered_map<StackId, Raw> raw_classes_;  // per stack
+  // The last stack looked up in raw_classes_ and its class: allocations come from a few sites in a row.
+  bool last_raw_known_ = false;
+  StackId last_raw_stack_;
+  Raw last_raw_ = Raw::Other;
   // One entry per live holding, added and removed on nearly every event: nodes from a pool.
   NodePool nodes_;  // before the maps it serves
   std::pmr::unordered_map<uint64_t, LiveBlock> live_blocks_{&nodes_};
