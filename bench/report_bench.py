@@ -10,10 +10,10 @@ The loop is bench/alloc_loop: EVENTS/2 allocate/free pairs issued DEPTH frames d
   - heaptrack_print reads heaptrack's trace of `alloc_loop malloc` (EVENTS malloc/free events);
   - gpumem-report (--format json, every analysis) reads
       * the recorder's trace of `alloc_loop cuda` on the simulated runtime (the same loop, EVENTS
-        cudaMalloc/cudaFree events), plain and zstd-compressed (GPUMEMTRACE_OUTPUT=....jsonl.zst);
-      * a generated trace shaped like the recorder's (64 live slots, alloc/free from 16 stacks, one
-        166-byte line per event), at EVENTS/10 and at EVENTS: "generated". Peak memory must not grow
-        with the number of events: the two sizes are compared (the bench fails if it does);
+        cudaMalloc/cudaFree events, trace format version 2), plain and zstd-compressed;
+      * a generated trace in format version 1 (64 live slots, alloc/free from 16 stacks, one 166-byte
+        self-describing line per event), at EVENTS/10 and at EVENTS: "generated (v1)". Peak memory must
+        not grow with the number of events: the two sizes are compared (the bench fails if it does);
       * two copies of the recorded trace as the ranks of one run, with -j 1 and -j 2 (events/s of
         both traces together);
       * "climbing" (generate_climbing): a caching allocator whose live blocks grow slowly, so the
@@ -202,11 +202,11 @@ def main():
 
         recorded = record_alloc_loop(args.build, work, pairs, args.depth, "alloc_loop.jsonl")
         recorded_events = footer_events(recorded)
-        recorded_row = Row("gpumem-report", "alloc loop (recorder)", recorded_events, os.path.getsize(recorded),
+        recorded_row = Row("gpumem-report", "alloc loop (recorder, v2)", recorded_events, os.path.getsize(recorded),
                            [report, "--format", "json", recorded], args.runs)
         rows.append(recorded_row)
         compressed = record_alloc_loop(args.build, work, pairs, args.depth, "alloc_loop.jsonl.zst")
-        rows.append(Row("gpumem-report", "alloc loop (recorder, .zst)", recorded_events, os.path.getsize(compressed),
+        rows.append(Row("gpumem-report", "alloc loop (recorder, v2 .zst)", recorded_events, os.path.getsize(compressed),
                         [report, "--format", "json", compressed], args.runs))
         os.unlink(compressed)
 
@@ -214,7 +214,7 @@ def main():
         for n in (max(args.events // 10, 1000), args.events):
             trace = os.path.join(work, "generated-%d.jsonl" % n)
             generate(trace, n)
-            generated_rows.append(Row("gpumem-report", "generated", n, os.path.getsize(trace),
+            generated_rows.append(Row("gpumem-report", "generated (v1)", n, os.path.getsize(trace),
                                       [report, "--format", "json", trace], args.runs))
             os.unlink(trace)
         rows.extend(generated_rows)
@@ -224,7 +224,7 @@ def main():
         os.makedirs(ranks, exist_ok=True)
         for rank in (0, 1):
             os.link(recorded, os.path.join(ranks, "rank%d.jsonl" % rank))
-        jobs_rows = [Row("gpumem-report -j %d" % jobs, "2 x alloc loop (recorder)", 2 * recorded_events,
+        jobs_rows = [Row("gpumem-report -j %d" % jobs, "2 x alloc loop (recorder, v2)", 2 * recorded_events,
                          2 * os.path.getsize(recorded), [report, "-j", str(jobs), "--format", "json", ranks], args.runs)
                      for jobs in (1, 2)]
         rows.extend(jobs_rows)
