@@ -22,6 +22,13 @@ bench-symbolize: $(BUILD)/libgpumemtrace.so $(BUILD)/gpumem-report $(BUILD)/benc
 .PHONY: bench-symbolize
 BENCH_TARGETS += bench-symbolize
 
+## bench-report: gpumem-report events/s and peak RSS beside heaptrack_print on the same 2M-event loop
+BENCH_REPORT_EVENTS ?= 2000000
+bench-report: $(BUILD)/gpumem-report $(BUILD)/libgpumemtrace.so $(BUILD)/bench/alloc_loop
+	$(PYTHON) bench/report_bench.py --build $(BUILD) --events $(BENCH_REPORT_EVENTS)
+.PHONY: bench-report
+BENCH_TARGETS += bench-report
+
 ## bench-trace-size: bytes per event (v2 zst and plain, v1, heaptrack's file; the demo; real PyTorch traces) and read speed
 bench-trace-size: $(BUILD)/libgpumemtrace.so $(BUILD)/gpumem-report $(BUILD)/bench/alloc_loop $(BUILD)/examples/train_loop
 	$(PYTHON) bench/trace_size_bench.py --build $(BUILD)

@@ -15,6 +15,7 @@
 #include "report/analyses/diff.h"
 #include "report/cli/gates.h"
 #include "report/cli/inputs.h"
+#include "report/cli/jobs.h"
 #include "report/cli/options.h"
 #include "report/cli/progress.h"
 #include "report/outputs/folded_output.h"
@@ -38,24 +39,17 @@ std::string dump_json(const nlohmann::json& json) {
 }
 
 std::vector<ProcessReport> analyze_all(const std::vector<TraceInput>& inputs, const Suppressions& suppressions,
-                                       bool show_progress) {
-  std::vector<ProcessReport> reports;
-  std::vector<std::string> skipped;  // empty traces among several: a warning each, not an error
+                                       const Options& options) {
+  AnalyzedInputs analyzed;
   {
     ProgressLine progress(STDERR_FILENO);
-    ReadObserver* observer = show_progress && progress.enabled() ? &progress : nullptr;
-    for (const TraceInput& input : inputs) {
-      progress.start_file(input.name);
-      if (inputs.size() == 1 || !input.spooled.empty()) {
-        reports.push_back(analyze_input(input, suppressions, observer));
-      } else if (auto report = analyze_one_of_many(input.path, suppressions, observer, &skipped)) {
-        reports.push_back(std::move(*report));
-      }
-    }
+    analyzed = analyze_inputs(inputs, suppressions, options.progress ? &progress : nullptr,
+                              options.jobs ? options.jobs : default_jobs());
   }  // the line is cleared here, before any warning or report is written
-  for (const std::string& warning : skipped) std::cerr << "gpumem-report: warning: " << warning << "\n";
-  if (reports.empty()) throw std::runtime_error("no trace to report on: every trace given is empty");
-  return reports;
+  // Empty traces among several: a warning each, not an error.
+  for (const std::string& warning : analyzed.skipped) std::cerr << "gpumem-report: warning: " << warning << "\n";
+  if (analyzed.reports.empty()) throw std::runtime_error("no trace to report on: every trace given is empty");
+  return std::move(analyzed.reports);
 }
 
 void write_report(std::ostream& out, const std::vector<ProcessReport>& reports, const Options& options,
@@ -104,14 +98,14 @@ int run(const Options& options) {
   }
   std::vector<std::string> failures, incomplete;
   if (options.diff) {
-    std::vector<ProcessReport> base = analyze_all(groups[0], suppressions, options.progress);
-    std::vector<ProcessReport> current = analyze_all(groups[1], suppressions, options.progress);
+    std::vector<ProcessReport> base = analyze_all(groups[0], suppressions, options);
+    std::vector<ProcessReport> current = analyze_all(groups[1], suppressions, options);
     DiffReport diff = diff_reports(base, current);
     if (options.format == OutputFormat::Json) out << dump_json(diff_to_json(diff)) << "\n";
     else write_diff_text(out, diff, text);
     failures = check_diff_gates(diff, current, options);
   } else {
-    std::vector<ProcessReport> reports = analyze_all(groups[0], suppressions, options.progress);
+    std::vector<ProcessReport> reports = analyze_all(groups[0], suppressions, options);
     for (const ProcessReport& r : reports) {
       if (options.format == OutputFormat::Text) break;  // the text report prints its warnings itself
       for (const std::string& warning : r.warnings) std::cerr << "gpumem-report: " << r.file << ": warning: " << warning << "\n";

@@ -84,13 +84,4 @@ report-fuzz: $(REPORT_FUZZ_BIN)
 	  $(BUILD)/report/fuzz-corpus tests/report/golden tests/report/malformed
 FUZZ_TARGETS += report-fuzz
 
-# --- benchmark: 10M-event trace, events/s and peak memory, vs heaptrack_print (docs/performance.md) ---
-REPORT_BENCH_WORKLOAD := $(BUILD)/bench/report_malloc_pairs
-$(REPORT_BENCH_WORKLOAD): bench/report_malloc_pairs.c
-	@mkdir -p $(@D)
-	$(CC) -O2 -g -o $@ $<
-BENCH_EVENTS ?= 10000000
-report-bench: $(BUILD)/gpumem-report $(REPORT_BENCH_WORKLOAD)
-	$(PYTHON) bench/report_bench.py --build $(BUILD) --events $(BENCH_EVENTS)
-BENCH_TARGETS += report-bench
-.PHONY: report-fuzz report-bench
+.PHONY: report-fuzz

@@ -14,20 +14,35 @@ uint32_t GrowthWindows::window_of(uint64_t seq, bool* widened) {
     origin_ = seq;
   }
   uint64_t offset = seq - origin_;  // seq strictly increases (reader invariant)
-  while (offset / width_ >= kWindows) {
-    width_ *= 2;
+  while ((offset >> width_log2_) >= kWindows) {
+    ++width_log2_;
     *widened = true;
   }
-  return static_cast<uint32_t>(offset / width_);
+  return static_cast<uint32_t>(offset >> width_log2_);
 }
 
 uint32_t GrowthWindows::used(uint64_t last_seq) const {
   if (!started_ || last_seq < origin_) return 1;
-  return static_cast<uint32_t>(std::min<uint64_t>((last_seq - origin_) / width_ + 1, kWindows));
+  return static_cast<uint32_t>(std::min<uint64_t>(((last_seq - origin_) >> width_log2_) + 1, kWindows));
+}
+
+Ledger::Site* Ledger::find_site(SiteId id, bool create) {
+  if (last_.site && last_.id == id) return last_.site;
+  Site* site = nullptr;
+  if (create) {
+    site = &sites_[id];
+  } else {
+    auto it = sites_.find(id);
+    if (it == sites_.end()) return nullptr;
+    site = &it->second;
+  }
+  last_.id = id;
+  last_.site = site;
+  return site;
 }
 
 void Ledger::add(SiteId stack, uint64_t bytes, uint64_t seq, uint64_t time_ns, uint32_t window) {
-  Site& site = sites_[stack];
+  Site& site = *find_site(stack, true);
   site.bytes += bytes;
   site.count += 1;
   if (site.bytes > site.high) {
@@ -47,11 +62,9 @@ void Ledger::add(SiteId stack, uint64_t bytes, uint64_t seq, uint64_t time_ns, u
 
 void Ledger::remove(SiteId stack, uint64_t bytes, const std::string& phase) {
   if (snapshot_pending_) take_snapshot(phase);
-  auto it = sites_.find(stack);
-  if (it != sites_.end()) {
-    Site& site = it->second;
-    site.bytes -= std::min(site.bytes, bytes);
-    site.count -= std::min<uint64_t>(site.count, 1);
+  if (Site* site = find_site(stack, false)) {
+    site->bytes -= std::min(site->bytes, bytes);
+    site->count -= std::min<uint64_t>(site->count, 1);
   }
   live_ -= std::min(live_, bytes);
 }

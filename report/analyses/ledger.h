@@ -32,7 +32,7 @@ class GrowthWindows {
  private:
   bool started_ = false;
   uint64_t origin_ = 0;
-  uint64_t width_ = 1;
+  uint32_t width_log2_ = 0;  // windows are 2^width_log2_ seqs wide
 };
 
 struct StackCount {
@@ -78,7 +78,25 @@ class Ledger {
   const std::unordered_map<SiteId, Site>& sites() const { return sites_; }
 
  private:
+  // sites_[id], through last_: an event's site is most often the previous event's. Creates it when
+  // `create`, else nullptr when it is not there.
+  Site* find_site(SiteId id, bool create);
+
   std::unordered_map<SiteId, Site> sites_;
+  // The site of the last add or remove. Elements of an unordered_map never move and sites are never
+  // erased, so the pointer stays valid; a copied ledger starts without it (it would point into the
+  // original's map).
+  struct LastSite {
+    SiteId id = 0;
+    Site* site = nullptr;
+    LastSite() = default;
+    LastSite(const LastSite&) {}
+    LastSite& operator=(const LastSite&) {
+      site = nullptr;
+      return *this;
+    }
+  };
+  LastSite last_;
   uint64_t live_ = 0;
   Snapshot peak_;
   bool snapshot_pending_ = false;

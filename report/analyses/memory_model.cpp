@@ -5,8 +5,6 @@
 
 namespace gpumemtrace::report {
 
-bool is_torch_api(std::string_view api) { return api.compare(0, 6, "torch.") == 0; }
-
 bool MemoryModel::Sampler::due() {
   if (++skipped_ < stride_) return false;
   skipped_ = 0;
@@ -29,14 +27,6 @@ std::vector<TimelineSample> MemoryModel::Sampler::take(const TimelineSample& las
   std::vector<TimelineSample> out = std::move(samples_);
   if (out.empty() || out.back().time_ns != last.time_ns) out.push_back(last);
   return out;
-}
-
-MemoryModel::DeviceState& MemoryModel::device_state(int32_t device) {
-  auto it = devices_.find(device);
-  if (it != devices_.end()) return it->second;
-  DeviceState& state = devices_[device];
-  state.summary.device = device;
-  return state;
 }
 
 void MemoryModel::set_window(uint32_t window, bool widened) {
@@ -402,8 +392,8 @@ uint64_t MemoryModel::block_bytes_in(uint64_t start, uint64_t size, int32_t devi
 // allocator: PyTorch created or mapped it (api "torch.*", or mapped inside a range a
 // torch.segment_map event named), or blocks live inside it. Only on devices with block data.
 bool MemoryModel::is_allocator_chunk(uint64_t handle, const Allocation& chunk, uint64_t* block_bytes) const {
-  auto state = devices_.find(chunk.device);
-  if (state == devices_.end() || !state->second.has_blocks) return false;
+  const DeviceState* state = devices_.find(chunk.device);
+  if (!state || !state->has_blocks) return false;
   auto mapped = handle_at_.find(handle);
   uint64_t addr = mapped != handle_at_.end() ? mapped->second : (chunk.torch ? handle : 0);
   *block_bytes = addr ? block_bytes_in(addr, chunk.size, chunk.device) : 0;
@@ -445,7 +435,7 @@ namespace {
 
 // Calls `visit(gap)` for each gap of the segment [start, end): between its blocks, and at its ends.
 template <typename Visit>
-void for_each_gap(const std::map<uint64_t, MemoryModel::Block>& blocks, uint64_t start, uint64_t end, Visit visit) {
+void for_each_gap(const MemoryModel::BlockMap& blocks, uint64_t start, uint64_t end, Visit visit) {
   uint64_t cursor = start;
   for (auto b = blocks.lower_bound(start); b != blocks.end() && b->first < end; ++b) {
     visit(gap(cursor, b->first));
@@ -517,9 +507,9 @@ void MemoryModel::gaps_around(BlockIt block, bool inserted) {
 
 FragmentationPoint MemoryModel::measure_fragmentation(int32_t device) const {
   FragmentationPoint point;
-  auto state = devices_.find(device);
-  if (state == devices_.end()) return point;
-  const SegmentGaps& totals = state->second.segments;
+  const DeviceState* state = devices_.find(device);
+  if (!state) return point;
+  const SegmentGaps& totals = state->segments;
   point.reserved = totals.reserved;
   point.allocated = totals.allocated;
   point.largest_free_block = totals.gaps.empty() ? 0 : *totals.gaps.rbegin();

@@ -17,12 +17,16 @@
 
 #include <cstdint>
 #include <map>
+#include <memory_resource>
 #include <set>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
+#include "report/analyses/device_table.h"
 #include "report/analyses/ledger.h"
+#include "report/analyses/node_pool.h"
 #include "report/analyses/report_model.h"
 #include "report/analyses/site.h"
 #include "report/reader/records.h"
@@ -30,7 +34,7 @@
 namespace gpumemtrace::report {
 
 // True for events PyTorch reported (snapshot import, live tensor-level events): api "torch.*".
-bool is_torch_api(std::string_view api);
+inline bool is_torch_api(std::string_view api) { return api.size() >= 6 && api.substr(0, 6) == "torch."; }
 
 // One piece of memory, as the listeners see it.
 struct Holding {
@@ -125,11 +129,21 @@ class MemoryModel {
   void apply(const Event& e, uint64_t position, SiteId site);
   void settle_all();  // takes pending peak snapshots (end of trace, phase change)
 
-  DeviceState& device_state(int32_t device);
-  const std::map<int32_t, DeviceState>& devices() const { return devices_; }
-  const std::map<uint64_t, Allocation>& allocations() const { return allocations_; }
-  const std::unordered_map<uint64_t, Allocation>& physical() const { return physical_; }
-  const std::map<uint64_t, Block>& blocks() const { return blocks_; }
+  DeviceState& device_state(int32_t device) {
+    DeviceState& state = devices_.get(device);
+    state.summary.device = device;  // names a new state; storing every time is cheaper than asking
+    return state;
+  }
+  const std::map<int32_t, DeviceState>& devices() const { return devices_.all(); }
+  // Live allocations and blocks come and go on nearly every event: their nodes come from a pool
+  // (nodes_), so the common path allocates nothing.
+  using AllocationMap = std::pmr::map<uint64_t, Allocation>;
+  using PhysicalMap = std::pmr::unordered_map<uint64_t, Allocation>;
+  using BlockMap = std::pmr::map<uint64_t, Block>;
+
+  const AllocationMap& allocations() const { return allocations_; }
+  const PhysicalMap& physical() const { return physical_; }
+  const BlockMap& blocks() const { return blocks_; }
   const std::vector<Pool>& pools() const { return pools_; }
   const std::string& phase() const { return phase_; }
   uint64_t replaced_live() const { return replaced_live_; }
@@ -145,8 +159,8 @@ class MemoryModel {
   FragmentationPoint measure_fragmentation(int32_t device) const;
 
  private:
-  using AllocationIt = std::map<uint64_t, Allocation>::iterator;
-  using BlockIt = std::map<uint64_t, Block>::iterator;
+  using AllocationIt = AllocationMap::iterator;
+  using BlockIt = BlockMap::iterator;
 
   void settle_before(const Event& event, DeviceState& state);
   void acquire(DeviceState& state, Level level, uint64_t key, const Allocation& a, bool block);
@@ -182,14 +196,15 @@ class MemoryModel {
   uint32_t window_ = 0;
   std::string phase_;
   uint64_t replaced_live_ = 0;  // allocations at an address that was still live
-  std::map<uint64_t, Allocation> allocations_;        // CUDA-level ranges by start address
-  std::unordered_map<uint64_t, Allocation> physical_; // cuMemCreate handles
-  std::map<uint64_t, Block> blocks_;                  // caching-allocator blocks by address
+  NodePool nodes_;                                    // before the containers it serves
+  AllocationMap allocations_{&nodes_};                // CUDA-level ranges by start address
+  PhysicalMap physical_{&nodes_};                     // cuMemCreate handles
+  BlockMap blocks_{&nodes_};                          // caching-allocator blocks by address
   std::unordered_map<uint64_t, uint64_t> handle_at_;  // physical handle -> address it is mapped at
   std::map<uint64_t, uint64_t> torch_mapped_;         // ranges PyTorch said it mapped: addr -> size
   uint64_t orphan_blocks_ = 0;                        // blocks ended by their segment's free
   uint64_t orphan_bytes_ = 0;
-  std::map<int32_t, DeviceState> devices_;
+  DeviceTable<DeviceState> devices_;
   std::vector<Pool> pools_;
 };
 

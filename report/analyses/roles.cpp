@@ -62,8 +62,14 @@ Role Roles::block_role(SiteId site) {
 Roles::Raw Roles::raw_class(const Holding& h) {
   if (h.torch) return Raw::Segment;
   const StackId stack = site_stack(h.site);
+  if (last_raw_known_ && last_raw_stack_ == stack) return last_raw_;
   auto cached = raw_classes_.find(stack);
-  if (cached != raw_classes_.end()) return cached->second;
+  if (cached != raw_classes_.end()) {
+    last_raw_known_ = true;
+    last_raw_stack_ = stack;
+    last_raw_ = cached->second;
+    return last_raw_;
+  }
   const Stack frames = symbols_.resolve(stack);
   Raw raw = Raw::Other;
   if (suppressions_.match_library(frames)) raw = Raw::Library;
@@ -151,9 +157,9 @@ void Roles::on_backward_end() {
 
 RoleSplit Roles::split(int32_t device_id) const {
   RoleSplit out;
-  auto it = devices_.find(device_id);
-  if (it == devices_.end()) return out;
-  const DeviceRoles& d = it->second;
+  const DeviceRoles* found = devices_.find(device_id);
+  if (!found) return out;
+  const DeviceRoles& d = *found;
   for (size_t i = 0; i < kRoles; ++i) out.bytes[i] = d.blocks[i];
   const uint64_t library = d.raw[static_cast<size_t>(Raw::Library)];
   const uint64_t segments = d.raw[static_cast<size_t>(Raw::Segment)];
@@ -168,10 +174,10 @@ RoleSplit Roles::split(int32_t device_id) const {
 }
 
 bool Roles::peak(int32_t device_id, RoleSplit* out, uint64_t* time_ns) const {
-  auto it = devices_.find(device_id);
-  if (it == devices_.end() || it->second.peak_live == 0) return false;
-  *out = it->second.peak;
-  *time_ns = it->second.peak_time_ns;
+  const DeviceRoles* d = devices_.find(device_id);
+  if (!d || d->peak_live == 0) return false;
+  *out = d->peak;
+  *time_ns = d->peak_time_ns;
   return true;
 }
 

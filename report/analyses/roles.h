@@ -23,11 +23,13 @@
 #pragma once
 
 #include <cstdint>
-#include <map>
+#include <memory_resource>
 #include <unordered_map>
 #include <vector>
 
+#include "report/analyses/device_table.h"
 #include "report/analyses/memory_model.h"
+#include "report/analyses/node_pool.h"
 #include "report/analyses/suppressions.h"
 #include "report/reader/symbols.h"
 
@@ -84,7 +86,7 @@ class Roles : public ModelListener {
 
   Role block_role(SiteId site);
   Raw raw_class(const Holding& h);
-  DeviceRoles& device(int32_t device) { return devices_[device]; }
+  DeviceRoles& device(int32_t device) { return devices_.get(device); }
   void maybe_peak(int32_t device, const Holding& h);
 
   const SymbolTable& symbols_;
@@ -92,10 +94,16 @@ class Roles : public ModelListener {
   std::unordered_map<SiteId, Role> block_roles_;  // per site
   std::unordered_map<SiteId, bool> backward_sites_;
   std::unordered_map<StackId, Raw> raw_classes_;  // per stack
-  std::unordered_map<uint64_t, LiveBlock> live_blocks_;
-  std::unordered_map<uint64_t, Raw> live_raw_;  // key: handle or address (levels never share keys)
+  // The last stack looked up in raw_classes_ and its class: allocations come from a few sites in a row.
+  bool last_raw_known_ = false;
+  StackId last_raw_stack_;
+  Raw last_raw_ = Raw::Other;
+  // One entry per live holding, added and removed on nearly every event: nodes from a pool.
+  NodePool nodes_;  // before the maps it serves
+  std::pmr::unordered_map<uint64_t, LiveBlock> live_blocks_{&nodes_};
+  std::pmr::unordered_map<uint64_t, Raw> live_raw_{&nodes_};  // key: handle or address (levels never share keys)
   std::vector<Pending> pending_;                // blocks allocated inside the open backward()
-  std::map<int32_t, DeviceRoles> devices_;
+  DeviceTable<DeviceRoles> devices_;
   uint64_t time_ns_ = 0;
   bool in_backward_ = false;
 };

@@ -15,11 +15,13 @@
 #pragma once
 
 #include <cstdint>
+#include <memory_resource>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
 #include "report/analyses/memory_model.h"
+#include "report/analyses/node_pool.h"
 #include "report/analyses/suppressions.h"
 #include "report/reader/symbols.h"
 
@@ -56,8 +58,10 @@ class Scopes : public ModelListener {
   std::vector<OpenScope> open_;
   uint64_t untracked_open_ = 0;
   uint64_t untracked_total_ = 0;
-  // Live holdings acquired while a scope was open, by (level, key).
-  std::unordered_map<uint64_t, Holding> inside_;
+  // Live holdings acquired while a scope was open, by (level, key): one entry per event inside a
+  // scope (a test), so nodes from a pool.
+  NodePool nodes_;  // before the map it serves
+  std::pmr::unordered_map<uint64_t, Holding> inside_{&nodes_};
   std::unordered_map<StackId, bool> excluded_stacks_;  // held by a library or suppressed
   std::vector<ScopeReport> reports_;
   uint64_t total_ = 0;

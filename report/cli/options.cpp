@@ -16,7 +16,7 @@ namespace {
 // What CLI11 fills in: the option texts as given, turned into Options by finish() so that every
 // error message names the option and the value.
 struct RawOptions {
-  std::string format, folded, fail_on_leak, fail_on_peak_increase, frames, width, top;
+  std::string format, folded, fail_on_leak, fail_on_peak_increase, frames, width, top, jobs;
   std::vector<std::string> user_code, library, inputs, diff_inputs;
   bool native = false, no_progress = false, no_default_suppressions = false;
 };
@@ -103,6 +103,9 @@ struct Parser {
     app.add_option("--top", raw.top, "entries per section in text output (default 5; 0 = none)")
         ->type_name("N");
     app.add_flag("--no-progress", raw.no_progress, "no progress line on stderr (shown only when it is a terminal)");
+    app.add_option("-j,--jobs", raw.jobs,
+                   "traces analysed at once (default: one per CPU; 1 = one after another); same report either way")
+        ->type_name("N");
     app.add_option("TRACE", raw.inputs, "traces to report on, one section per process")->type_name("");
     diff = app.add_subcommand("diff", "compare two runs (peak and leaks by stack); every option works after it");
     diff->fallthrough();  // options given after `diff` are the main command's
@@ -216,6 +219,10 @@ Options finish(Parser& parser, bool traces_follow) {
   parse_patterns(raw.user_code, "--user-code", options.stacks.user_code);
   parse_patterns(raw.library, "--library", options.stacks.library);
   if (parser.app.count("--top")) options.max_items = parse_count(raw.top, "--top");
+  if (parser.app.count("--jobs")) {
+    options.jobs = parse_count(raw.jobs, "--jobs");
+    if (options.jobs == 0) throw UsageError("--jobs: expected a number of at least 1, got `" + raw.jobs + "`");
+  }
 
   if (options.diff && !raw.inputs.empty()) {
     throw UsageError("diff comes before the traces (a trace named diff: write ./diff)");

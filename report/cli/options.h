@@ -40,6 +40,7 @@ struct Options {
   size_t max_items = 5;
   std::vector<std::string> inputs;  // traces ("-" = standard input); for diff: BASE NEW
   bool progress = true;             // a progress line on stderr while reading (only when it is a tty)
+  size_t jobs = 0;                  // -j: traces analysed at once; 0 = one per CPU (default_jobs())
 };
 
 // A usage error: one line for the user, exit status 2.

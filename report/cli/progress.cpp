@@ -31,7 +31,8 @@ ProgressLine::ProgressLine(int fd, std::chrono::milliseconds delay)
 ProgressLine::~ProgressLine() { clear(); }
 
 void ProgressLine::start_file(const std::string& name) {
-  clear();
+  std::lock_guard<std::mutex> lock(mutex_);
+  clear_locked();
   name_ = name;
   bytes_ = lines_ = 0;
   started_ = last_draw_ = std::chrono::steady_clock::now();
@@ -39,6 +40,7 @@ void ProgressLine::start_file(const std::string& name) {
 
 void ProgressLine::on_read(std::string_view chunk) {
   if (!enabled_) return;
+  std::lock_guard<std::mutex> lock(mutex_);
   bytes_ += chunk.size();
   lines_ += static_cast<uint64_t>(std::count(chunk.begin(), chunk.end(), '\n'));
   const auto now = std::chrono::steady_clock::now();
@@ -58,6 +60,11 @@ void ProgressLine::draw() {
 }
 
 void ProgressLine::clear() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  clear_locked();
+}
+
+void ProgressLine::clear_locked() {
   if (!shown_) return;
   write_all(fd_, kClear);
   shown_ = false;

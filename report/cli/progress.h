@@ -1,10 +1,12 @@
 // report/cli/progress.h — the progress line gpumem-report shows on stderr while it reads traces:
 // `gpumem-report: reading FILE: 1.2 GiB, 3.4 M events/s`, redrawn in place and cleared when done.
 // Only when stderr is a terminal; a log or a pipe never sees it.
+// Thread-safe: traces read at once (-j) report to one line, from their reading threads.
 #pragma once
 
 #include <chrono>
 #include <cstdint>
+#include <mutex>
 #include <string>
 
 #include "report/reader/byte_source.h"
@@ -25,7 +27,9 @@ class ProgressLine : public ReadObserver {
 
  private:
   void draw();
+  void clear_locked();
 
+  std::mutex mutex_;  // guards everything below but fd_, enabled_ and delay_
   int fd_;
   bool enabled_;
   bool shown_ = false;

@@ -1,60 +1,204 @@
-// report/reader/line_reader.cpp — splits a ByteSource into padded lines without copying them.
+// report/reader/line_reader.cpp — see line_reader.h.
 #include "report/reader/line_reader.h"
 
+#include <sched.h>
+
+#include <algorithm>
 #include <cstring>
-#include <string>
+#include <system_error>
 
 namespace gpumemtrace::report {
 
-LineReader::LineReader(ByteSource& source, size_t chunk, size_t max_line)
-    : source_(source), chunk_(chunk), max_line_(max_line), buffer_(chunk + kLinePadding) {}
+namespace {
+// Line ends are kept as 32-bit offsets: a block never grows past twice the longest line allowed.
+constexpr size_t kMaxLineLimit = size_t{1} << 30;
 
-bool LineReader::fill() {
-  if (eof_) return false;
-  // Move the partial line to the front, then grow only if the line alone fills the buffer.
-  if (begin_ > 0) {
-    std::memmove(buffer_.data(), buffer_.data() + begin_, end_ - begin_);
-    end_ -= begin_;
-    begin_ = 0;
+[[noreturn]] void line_too_long(size_t max_line) {
+  throw std::runtime_error("a line longer than " + std::to_string(max_line) + " bytes: not a gpumemtrace trace");
+}
+}  // namespace
+
+size_t usable_cpus() {
+  cpu_set_t cpus;
+  if (sched_getaffinity(0, sizeof cpus, &cpus) == 0 && CPU_COUNT(&cpus) > 0) return static_cast<size_t>(CPU_COUNT(&cpus));
+  return std::max(1u, std::thread::hardware_concurrency());
+}
+
+LineReader::LineReader(ByteSource& source, size_t chunk, size_t max_line)
+    : source_(source),
+      chunk_(std::max<size_t>(chunk, 1)),
+      max_line_(std::min(max_line, kMaxLineLimit)),
+      blocks_(new Block[kBlocks]) {
+  free_.reserve(kBlocks);
+}
+
+LineReader::~LineReader() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stop_ = true;
   }
-  if (buffer_.size() - kLinePadding - end_ < chunk_ / 2) buffer_.resize(buffer_.size() * 2);
-  size_t room = buffer_.size() - kLinePadding - end_;
-  size_t n = source_.read(buffer_.data() + end_, room);
-  if (n == 0) {
-    eof_ = true;
-    return false;
+  changed_.notify_all();
+  if (producer_.joinable()) producer_.join();
+}
+
+// Reads whole lines into `block`: first the line begun in the previous block, then from the source
+// until the block is full (or the input ends). The bytes after the last '\n' wait in partial_ for the
+// next block. Throws for a source error or a line longer than max_line_; the lines found before stay
+// in block.ends.
+void LineReader::read_lines(Block& block) {
+  // Room for the partial line and a chunk; a block grown for a long line gives the memory back.
+  const size_t want = std::max(chunk_, partial_.size() + chunk_ / 2) + kLinePadding;
+  if (block.bytes.size() < want || block.bytes.size() > 2 * want) {
+    block.bytes.clear();
+    block.bytes.shrink_to_fit();
+    block.bytes.resize(want);
   }
-  end_ += n;
-  return true;
+  char* data = block.bytes.data();
+  std::memcpy(data, partial_.data(), partial_.size());
+  size_t size = partial_.size();
+  partial_.clear();
+  size_t line_start = 0;  // of the line not ended yet
+  size_t scanned = 0;     // bytes searched for '\n'
+  for (;;) {
+    while (scanned < size) {
+      const void* newline = std::memchr(data + scanned, '\n', size - scanned);
+      if (!newline) {
+        scanned = size;
+        break;
+      }
+      const size_t end = static_cast<size_t>(static_cast<const char*>(newline) - data);
+      if (end - line_start > max_line_) line_too_long(max_line_);
+      block.ends.push_back(static_cast<uint32_t>(end));
+      line_start = scanned = end + 1;
+    }
+    if (size - line_start > max_line_) line_too_long(max_line_);
+    size_t room = block.bytes.size() - kLinePadding - size;
+    if (room == 0) {
+      if (!block.ends.empty()) break;  // full: the line begun here moves to the next block
+      block.bytes.resize(block.bytes.size() * 2);  // one line fills the block (bounded by max_line_)
+      data = block.bytes.data();
+      room = block.bytes.size() - kLinePadding - size;
+    }
+    const size_t n = source_done_ ? 0 : source_.read(data + size, room);
+    if (n == 0) {
+      source_done_ = true;
+      block.last = true;
+      if (size > line_start) {  // a last line without '\n'
+        block.ends.push_back(static_cast<uint32_t>(size));
+        block.unterminated = true;
+      }
+      return;
+    }
+    size += n;
+  }
+  partial_.assign(data + line_start, size - line_start);
+}
+
+void LineReader::fill(Block& block) {
+  block.ends.clear();
+  block.last = false;
+  block.unterminated = false;
+  block.error = nullptr;
+  try {
+    read_lines(block);
+  } catch (...) {
+    // Handed on after the block's complete lines, in the consumer's thread.
+    block.error = std::current_exception();
+    block.last = true;
+    block.unterminated = false;
+    source_done_ = true;
+  }
+}
+
+void LineReader::produce() {
+  for (;;) {
+    Block* block = nullptr;
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      changed_.wait(lock, [this] { return stop_ || !free_.empty(); });
+      if (stop_) return;
+      block = free_.back();
+      free_.pop_back();
+    }
+    fill(*block);
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      ready_[(ready_head_ + ready_count_) % kBlocks] = block;
+      ++ready_count_;
+    }
+    changed_.notify_all();
+    if (block->last) return;
+  }
+}
+
+void LineReader::start_producer() {
+  static const bool one_cpu = usable_cpus() == 1;
+  if (one_cpu) {
+    synchronous_ = true;
+    return;
+  }
+  for (size_t i = 1; i < kBlocks; ++i) free_.push_back(&blocks_[i]);
+  try {
+    producer_ = std::thread(&LineReader::produce, this);
+  } catch (const std::system_error&) {
+    synchronous_ = true;  // no thread to be had: read on this one, as before there was read-ahead
+    free_.clear();
+  }
+}
+
+LineReader::Block* LineReader::take_ready() {
+  if (!started_ || synchronous_) {
+    // The first block is read on this thread: a small input never starts the producer.
+    Block* block = &blocks_[0];
+    fill(*block);
+    if (!started_ && !block->last) start_producer();
+    started_ = true;
+    return block;
+  }
+  std::unique_lock<std::mutex> lock(mutex_);
+  changed_.wait(lock, [this] { return ready_count_ > 0; });
+  Block* block = ready_[ready_head_];
+  ready_head_ = (ready_head_ + 1) % kBlocks;
+  --ready_count_;
+  return block;
+}
+
+void LineReader::give_back(Block* block) {
+  if (!producer_.joinable()) return;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    free_.push_back(block);
+  }
+  changed_.notify_all();
 }
 
 bool LineReader::next(Line& line) {
-  size_t scanned = begin_;
   for (;;) {
-    const char* start = buffer_.data() + scanned;
-    const void* newline = std::memchr(start, '\n', end_ - scanned);
-    if (newline) {
-      size_t pos = static_cast<const char*>(newline) - buffer_.data();
-      line.text = std::string_view(buffer_.data() + begin_, pos - begin_);
-      line.number = ++number_;
-      line.terminated = true;
-      begin_ = pos + 1;
-      return true;
+    if (current_) {
+      const std::vector<uint32_t>& ends = current_->ends;
+      if (line_index_ < ends.size()) {
+        const size_t begin = line_index_ == 0 ? 0 : size_t{ends[line_index_ - 1]} + 1;
+        line.text = std::string_view(current_->bytes.data() + begin, ends[line_index_] - begin);
+        line.number = ++number_;
+        ++line_index_;
+        line.terminated = !(current_->unterminated && line_index_ == ends.size());
+        return true;
+      }
+      Block* done = current_;
+      current_ = nullptr;
+      if (done->last) {
+        finished_ = true;
+        std::exception_ptr error = done->error;
+        done->error = nullptr;
+        if (error) std::rethrow_exception(error);
+        return false;
+      }
+      give_back(done);
     }
-    size_t scanned_len = end_ - begin_;  // fill() may move the data; rescan only the new bytes
-    if (scanned_len > max_line_) {
-      throw std::runtime_error("a line longer than " + std::to_string(max_line_) +
-                               " bytes: not a gpumemtrace trace");
-    }
-    if (!fill()) break;
-    scanned = begin_ + scanned_len;
+    if (finished_) return false;
+    current_ = take_ready();
+    line_index_ = 0;
   }
-  if (begin_ == end_) return false;
-  line.text = std::string_view(buffer_.data() + begin_, end_ - begin_);
-  line.number = ++number_;
-  line.terminated = false;
-  begin_ = end_;
-  return true;
 }
 
 }  // namespace gpumemtrace::report

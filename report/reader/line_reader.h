@@ -1,14 +1,34 @@
-// report/reader/line_reader.h — splits a ByteSource into lines without copying them.
+// report/reader/line_reader.h — splits a ByteSource into lines without copying them, reading ahead
+// on a second thread.
+//
+// A producer thread reads the source (and so decompresses it), finds the line ends and hands whole
+// blocks of lines to the caller's thread through a bounded queue; the caller parses one block while
+// the next is read. A source that ends within the first block is read on the caller's thread and no
+// thread is started (tests, the fuzzer, small traces), nor where the process may use one CPU only
+// (the thread could only take turns with the parser, at a cost).
 //
 // Each line handed out is followed in memory by at least kLinePadding readable bytes, as simdjson
-// requires, so the parser can read it in place. Memory: one buffer as large as the longest line
-// plus a fixed chunk; never proportional to the file.
+// requires, so the parser can read it in place. Memory: kBlocks blocks of about `chunk` bytes (one
+// grows to hold a longer line, up to max_line); never proportional to the file.
+//
+// Errors of the source (I/O, corrupt zstd data) and a line longer than max_line are thrown by next()
+// after every line before them has been handed out, as if the reading were not ahead.
+//
+// Thread-safety: one LineReader is used by one thread. The source is read on the producer thread
+// (ReadObserver callbacks run there), never by two threads at once; the caller may use the source
+// again (truncated()) once next() has returned false or thrown, or after the reader is destroyed.
 #pragma once
 
+#include <array>
+#include <condition_variable>
 #include <cstdint>
+#include <exception>
 #include <memory>
+#include <mutex>
 #include <stdexcept>
+#include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "report/reader/byte_source.h"
@@ -21,30 +41,74 @@ inline constexpr size_t kLinePadding = 64;  // >= SIMDJSON_PADDING (checked in t
 // into memory whole).
 inline constexpr size_t kMaxLineBytes = size_t{64} << 20;
 
+// The CPUs this process may run on (its affinity mask), at least 1.
+size_t usable_cpus();
+
 struct Line {
-  std::string_view text;  // without the '\n'
+  std::string_view text;  // without the '\n'; valid until the next call to next()
   uint64_t number = 0;    // 1-based
   bool terminated = true; // false for a last line without '\n' (possibly cut short)
 };
 
 class LineReader {
  public:
-  explicit LineReader(ByteSource& source, size_t chunk = 1 << 20, size_t max_line = kMaxLineBytes);
+  // Blocks in flight: one being parsed, one being read, two queued to absorb jitter.
+  static constexpr size_t kBlocks = 4;
+  static constexpr size_t kDefaultChunk = size_t{256} << 10;
+
+  explicit LineReader(ByteSource& source, size_t chunk = kDefaultChunk, size_t max_line = kMaxLineBytes);
+  ~LineReader();  // stops the producer thread (it finishes the read it is in) and joins it
+  LineReader(const LineReader&) = delete;
+  LineReader& operator=(const LineReader&) = delete;
+
   // Next line, or false at the end of the input. Throws std::runtime_error for a line longer than
-  // max_line bytes.
+  // max_line bytes, and whatever the source throws, once every line before the error was returned.
   bool next(Line& line);
 
  private:
-  bool fill();  // reads more bytes after end_; false at the end of the input
+  // Whole lines, then at least kLinePadding bytes of room. Owned by the producer while it fills it,
+  // by the consumer from the queue until it moves past its last line.
+  struct Block {
+    std::vector<char> bytes;
+    std::vector<uint32_t> ends;  // offset just past each line's text (its '\n', or the end of input)
+    bool last = false;           // nothing follows: the end of the input, or `error`
+    bool unterminated = false;   // the last line has no '\n' (only when `last`)
+    std::exception_ptr error;    // thrown after this block's lines
+  };
+
+  void fill(Block& block);            // producer side: reads the next lines into `block`
+  void read_lines(Block& block);      // fill() without the error handling
+  void start_producer();
+  void produce();                     // the producer thread's loop
+  Block* take_ready();                // consumer: the next filled block (waits)
+  void give_back(Block* block);       // consumer: done with it
 
   ByteSource& source_;
-  size_t chunk_;
-  size_t max_line_;
-  std::vector<char> buffer_;  // data is [begin_, end_); capacity keeps kLinePadding spare
-  size_t begin_ = 0;
-  size_t end_ = 0;
+  const size_t chunk_;
+  const size_t max_line_;
+
+  // Producer state (the caller's thread until the producer starts, then the producer's alone).
+  std::string partial_;  // bytes of a line begun in the previous block
+  bool source_done_ = false;
+
+  // Shared state, guarded by mutex_. Fixed capacity (kBlocks): the hand-over never allocates.
+  std::mutex mutex_;
+  std::condition_variable changed_;  // a block became ready or free, or stop_ was set
+  std::vector<Block*> free_;
+  std::array<Block*, kBlocks> ready_{};  // filled blocks in input order: a ring
+  size_t ready_head_ = 0;
+  size_t ready_count_ = 0;
+  bool stop_ = false;
+
+  // Consumer state.
+  std::unique_ptr<Block[]> blocks_;
+  Block* current_ = nullptr;
+  size_t line_index_ = 0;   // the next line of current_
   uint64_t number_ = 0;
-  bool eof_ = false;
+  bool started_ = false;    // the first block was read
+  bool synchronous_ = false;  // no thread could be started: blocks are read here, one at a time
+  bool finished_ = false;   // the last block was consumed
+  std::thread producer_;
 };
 
 }  // namespace gpumemtrace::report

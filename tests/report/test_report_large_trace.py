@@ -72,6 +72,18 @@ class LargeTrace(ReportTestCase):
         self.assertRegex(shown, r"reading .*big\.jsonl: [\d.]+ [KMG]iB, [\d.]+ M events/s")
         self.assertTrue(shown.endswith("\r\x1b[K"), f"the line is not cleared at the end: {shown[-80:]!r}")
 
+    def test_one_progress_line_for_traces_read_at_once(self):
+        ranks = os.path.join(self.dir, "ranks")
+        os.makedirs(ranks, exist_ok=True)
+        for rank in (0, 1):
+            if not os.path.exists(os.path.join(ranks, "rank%d.jsonl" % rank)):
+                os.link(self.trace, os.path.join(ranks, "rank%d.jsonl" % rank))
+        rc, shown = self.run_on_pty("-j", "2", "--format", "json", ranks)
+        self.assertEqual(rc, 0)
+        self.assertRegex(shown, r"reading 2 traces: [\d.]+ [KMG]iB, [\d.]+ M events/s")
+        self.assertNotIn("rank0", shown)
+        self.assertTrue(shown.endswith("\r\x1b[K"), f"the line is not cleared at the end: {shown[-80:]!r}")
+
     def test_no_progress_line_when_asked(self):
         rc, shown = self.run_on_pty("--no-progress", "--format", "json", self.trace)
         self.assertEqual(rc, 0)

@@ -1,0 +1,86 @@
+// report/cli/jobs.cpp — several traces analysed at once (jobs.h).
+#include "report/cli/jobs.h"
+
+#include <algorithm>
+#include <atomic>
+#include <exception>
+#include <optional>
+#include <system_error>
+#include <thread>
+
+#include "report/reader/line_reader.h"
+
+namespace gpumemtrace::report {
+
+size_t default_jobs() { return usable_cpus(); }
+
+namespace {
+
+// What became of one input: a report, a skip warning, or an error.
+struct Outcome {
+  std::optional<ProcessReport> report;
+  std::vector<std::string> skipped;
+  std::exception_ptr error;
+};
+
+void analyze_one(const TraceInput& input, bool alone, const Suppressions& suppressions, ReadObserver* observer,
+                 Outcome& out) {
+  try {
+    if (alone || !input.spooled.empty()) {
+      out.report = analyze_input(input, suppressions, observer);
+    } else {
+      out.report = analyze_one_of_many(input.path, suppressions, observer, &out.skipped);
+    }
+  } catch (...) {
+    out.error = std::current_exception();
+  }
+}
+
+}  // namespace
+
+AnalyzedInputs analyze_inputs(const std::vector<TraceInput>& inputs, const Suppressions& suppressions,
+                              ProgressLine* progress, size_t jobs) {
+  const bool alone = inputs.size() == 1;
+  ReadObserver* observer = progress && progress->enabled() ? progress : nullptr;
+  std::vector<Outcome> outcomes(inputs.size());
+  const size_t threads = std::max<size_t>(1, std::min(jobs, inputs.size()));
+  if (threads == 1) {
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      if (progress) progress->start_file(inputs[i].name);
+      analyze_one(inputs[i], alone, suppressions, observer, outcomes[i]);
+      if (outcomes[i].error) break;  // one after another: nothing after the first error is read
+    }
+  } else {
+    if (progress) progress->start_file(std::to_string(inputs.size()) + " traces");
+    std::atomic<size_t> next{0};
+    // The first input (in input order) that failed: inputs after it need not be analysed.
+    std::atomic<size_t> first_error{inputs.size()};
+    auto work = [&] {
+      for (size_t i = next++; i < inputs.size(); i = next++) {
+        if (i > first_error.load()) continue;
+        analyze_one(inputs[i], alone, suppressions, observer, outcomes[i]);
+        if (!outcomes[i].error) continue;
+        size_t seen = first_error.load();
+        while (i < seen && !first_error.compare_exchange_weak(seen, i)) {
+        }
+      }
+    };
+    std::vector<std::thread> workers;
+    try {
+      for (size_t t = 1; t < threads; ++t) workers.emplace_back(work);
+    } catch (const std::system_error&) {
+      // No more threads to be had: those started and this one share the work.
+    }
+    work();
+    for (std::thread& worker : workers) worker.join();
+  }
+  AnalyzedInputs out;
+  for (Outcome& outcome : outcomes) {
+    if (outcome.error) std::rethrow_exception(outcome.error);
+    for (std::string& warning : outcome.skipped) out.skipped.push_back(std::move(warning));
+    if (outcome.report) out.reports.push_back(std::move(*outcome.report));
+  }
+  return out;
+}
+
+}  // namespace gpumemtrace::report

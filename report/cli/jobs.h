@@ -1,0 +1,37 @@
+// report/cli/jobs.h — several traces (the ranks or processes of a run) analysed at once: `-j N`.
+//
+// Each trace is analysed on its own (one ProcessAnalyzer, its own reader and read-ahead thread), so
+// traces share nothing but the suppressions (read-only) and the progress line (locked). The result is
+// the same as one after another: reports and warnings in input order, and when traces fail, the error
+// of the first failing one in input order (traces after it may be left unread).
+//
+// Memory: up to `jobs` analyses live at once, each bounded as one is (docs/report.md, "Limits").
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "report/analyses/report_model.h"
+#include "report/analyses/suppressions.h"
+#include "report/cli/inputs.h"
+#include "report/cli/progress.h"
+
+namespace gpumemtrace::report {
+
+struct AnalyzedInputs {
+  std::vector<ProcessReport> reports;  // input order; skipped traces left out
+  std::vector<std::string> skipped;    // one warning per skipped (empty) trace, input order
+};
+
+// The default of -j: the number of CPUs this process may run on (at least 1).
+size_t default_jobs();
+
+// Analyses `inputs` on up to `jobs` threads (this one included; 1: one after another here). An empty
+// trace among several is skipped with a warning (analyze_one_of_many); a trace given alone, or a
+// stream, is analysed as such (analyze_input). `progress` (may be null) shows each file's name with
+// one thread, the number of traces with more. Throws the first failing input's error.
+AnalyzedInputs analyze_inputs(const std::vector<TraceInput>& inputs, const Suppressions& suppressions,
+                              ProgressLine* progress, size_t jobs);
+
+}  // namespace gpumemtrace::report
