@@ -27,7 +27,7 @@ Stats& stats() noexcept {
   return s;
 }
 
-int find_symbol(const char* symbol) noexcept {
+GPUMEMTRACE_RUNS_BEFORE_SANITIZERS int find_symbol(const char* symbol) noexcept {
   if (!symbol || symbol[0] != 'c' || symbol[1] != 'u') return -1;
   for (int i = 0; i < kFnCount; ++i)
     if (strcmp(kFnInfo[i].symbol, symbol) == 0) return i;
