@@ -179,9 +179,8 @@ bool Writer::drain_once(size_t max_records) {
 bool Writer::open_trace() {
   mark_thread_internal();
   TraceOpening& o = *opening_;
-  o.private_fd_table = make_private_fd_table() == FdTable::Private;
-  // Its stderr is /dev/null now: its warnings go through a program thread.
-  if (o.private_fd_table) route_log_lines_through_program_threads();
+  // Its stderr is /dev/null then: its warnings go through a program thread.
+  if (make_private_fd_table() == FdTable::Private) route_log_lines_through_program_threads();
   const bool opened = open_trace_file(o.path, o.named, &file_, &o.note, &o.error, &o.streams);
   if (opened) {
     o.opened_path = file_.path();

@@ -28,7 +28,6 @@ struct TraceOpening {
   // Filled by Writer::start.
   std::string opened_path;   // the name taken (a numbered one when `path` was taken)
   std::string note, error;   // as open_trace_file's
-  bool private_fd_table = false;  // the writer has a descriptor table of its own (private_fds.h)
 };
 
 class Writer {
