@@ -97,11 +97,8 @@ def set_up_sanitizer(name):
         os.environ["UBSAN_OPTIONS"] = f"log_path={reports}/ubsan:halt_on_error=1:print_stacktrace=1"
         os.environ["LSAN_OPTIONS"] = f"suppressions={SUPPRESSIONS}/lsan.supp:print_suppressions=0"
     else:
-        # die_after_fork=0: a fork child's recorder starts a writer thread of its own, which the runtime
-        # otherwise refuses in a child of a multi-threaded process.
         os.environ["TSAN_OPTIONS"] = (f"log_path={reports}/tsan:halt_on_error=1:second_deadlock_stack=1:"
-                                      f"die_after_fork=0:suppressions={SUPPRESSIONS}/tsan.supp:"
-                                      "print_suppressions=0")
+                                      f"suppressions={SUPPRESSIONS}/tsan.supp:print_suppressions=0")
     return reports
 
 

@@ -9,7 +9,7 @@ import tempfile
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "tests"))
 import tracefile  # noqa: E402
-from testenv import FORK_UNDER_ASAN, fork_deadlocks_under_sanitizer, recorder_preload  # noqa: E402,F401
+from testenv import FORK_UNDER_SANITIZER, fork_deadlocks_under_sanitizer, recorder_preload  # noqa: E402,F401
 BUILD = os.environ.get("GPUMEMTRACE_BUILD", os.path.join(ROOT, "build"))
 LIB = os.path.join(BUILD, "libgpumemtrace.so")
 SIM = os.path.join(BUILD, "sim")

@@ -7,8 +7,8 @@ import subprocess
 import time
 import unittest
 
-from recorder_testlib import (FORK_UNDER_ASAN, LIB, SIM, Trace, fork_deadlocks_under_sanitizer, program, read_zst,
-                              recorder_preload, run_traced, tempdir, trace_files)
+from recorder_testlib import (FORK_UNDER_SANITIZER, LIB, SIM, Trace, fork_deadlocks_under_sanitizer, program,
+                              read_zst, recorder_preload, run_traced, tempdir, trace_files)
 
 
 def only_trace(test, out_dir):
@@ -247,7 +247,7 @@ class Threads(unittest.TestCase, TraceInvariants):
 
 
 class Processes(unittest.TestCase, TraceInvariants):
-    @unittest.skipIf(fork_deadlocks_under_sanitizer(), FORK_UNDER_ASAN)
+    @unittest.skipIf(fork_deadlocks_under_sanitizer(), FORK_UNDER_SANITIZER)
     def test_fork_child_writes_its_own_file(self):
         out = tempdir()
         proc = run_traced([program("scenarios"), "fork"], out)

@@ -12,8 +12,8 @@ import threading
 import time
 import unittest
 
-from recorder_testlib import (FORK_UNDER_ASAN, LIB, SIM, Trace, fork_deadlocks_under_sanitizer, program, recorder_preload,
-                              run_traced, tempdir, trace_files)
+from recorder_testlib import (FORK_UNDER_SANITIZER, LIB, SIM, Trace, fork_deadlocks_under_sanitizer, program,
+                              recorder_preload, run_traced, tempdir, trace_files)
 from test_recorder_e2e import TraceInvariants, only_trace
 
 TRUST = program("trust")
@@ -271,7 +271,7 @@ class SafeCreation(unittest.TestCase, TraceInvariants):
 class Endings(unittest.TestCase, TraceInvariants):
     """Processes that end without exit handlers still leave everything they recorded."""
 
-    @unittest.skipIf(fork_deadlocks_under_sanitizer(), FORK_UNDER_ASAN)
+    @unittest.skipIf(fork_deadlocks_under_sanitizer(), FORK_UNDER_SANITIZER)
     def test_fork_child_ending_with_exit_keeps_its_events(self):
         for delay_ms in ("0", "50"):
             for how in ("_exit", "_Exit"):
@@ -289,7 +289,7 @@ class Endings(unittest.TestCase, TraceInvariants):
                     self.assertEqual(sizes(child), [2002, 2003])
                     self.assertEqual(sizes(parent), [1001, 3003])
 
-    @unittest.skipIf(fork_deadlocks_under_sanitizer(), FORK_UNDER_ASAN)
+    @unittest.skipIf(fork_deadlocks_under_sanitizer(), FORK_UNDER_SANITIZER)
     def test_python_multiprocessing_fork_workers_keep_their_events(self):
         # multiprocessing's fork start method ends each worker with os._exit.
         script = "\n".join([
