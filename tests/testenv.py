@@ -1,6 +1,5 @@
-"""tests/testenv.py — what every suite puts in front of the recorder in LD_PRELOAD.
-
-A recorder built with a sanitizer (make asan, make tsan) needs the sanitizer's runtime loaded first
+# tests/testenv.py — what every suite puts in front of the recorder in LD_PRELOAD (the sanitizer runtime).
+"""A recorder built with a sanitizer (make asan, make tsan) needs the sanitizer's runtime loaded first
 in a program that was not built with it: tests/run_tests.py --sanitizer names that runtime in
 GPUMEMTRACE_TEST_PRELOAD, and the suites' helpers build their LD_PRELOAD with recorder_preload().
 Unset (make test): the recorder alone.

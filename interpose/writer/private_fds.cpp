@@ -93,8 +93,9 @@ void fill_low_descriptors() {
 FdTable make_private_fd_table() noexcept {
   const int saved_errno = errno;
   // close_range(CLOSE_RANGE_UNSHARE) unshares and closes in one step: the private table never holds a
-  // copy of the program's descriptors, not even for a moment. Allowed where unshare is not (Docker's
-  // default seccomp profile refuses unshare to unprivileged containers).
+  // copy of the program's descriptors, not even for a moment. It is a system call of its own, so a
+  // seccomp profile that refuses unshare (Docker's default does, to unprivileged containers) may
+  // still allow it.
   if (syscall(SYS_close_range, 0u, ~0u, CLOSE_RANGE_UNSHARE) != 0) {
     if (syscall(SYS_unshare, CLONE_FILES) != 0) {
       errno = saved_errno;

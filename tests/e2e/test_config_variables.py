@@ -1,3 +1,4 @@
+# tests/e2e/test_config_variables.py — unknown GPUMEMTRACE_* names warned about; every documented one known.
 """End-to-end tests of the recorder's check of GPUMEMTRACE_* names (interpose/recorder/config.h): a name
 it does not know gets one warning at start-up, with the closest known name; every name the project
 documents (docs/configuration.md) or reads is known."""
