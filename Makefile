@@ -42,6 +42,8 @@ FUZZ_TARGETS  := # phony targets run by `make fuzz`
 include trace/module.mk interpose/module.mk cupti/module.mk report/module.mk tools/module.mk tests/module.mk \
         bench/module.mk examples/module.mk
 -include tests/driver/module.mk tests/python/module.mk
+# Last: its rules list what the fragments above build.
+include tests/sanitize.mk
 
 ## all: build the library and the tools (build/libgpumemtrace.so, build/gpumem-report, build/gpumemtrace)
 all: deps-check $(LIBS) $(PROGRAMS)

@@ -86,22 +86,6 @@ ifneq ($(UTIL_TEST_SRCS),)
 UNIT_TESTS += $(BUILD)/tests/unit/util_tests
 endif
 
-# --- sanitizers (not part of `make test`: they rebuild everything in their own folder) ---
-SANITIZE_LDLIBS = -lunwind -ldw -lelf -lzstd -ldl -lpthread
-
-## tsan: the recorder's unit tests (the ring buffer under many threads) under ThreadSanitizer
-tsan:
-	$(MAKE) --no-print-directory BUILD=$(BUILD)/tsan CXXFLAGS="-O1 -g -fsanitize=thread" \
-	  LIB_LDLIBS="-fsanitize=thread $(SANITIZE_LDLIBS)" $(BUILD)/tsan/tests/unit/recorder_tests
-	$(BUILD)/tsan/tests/unit/recorder_tests
-
-## asan: the recorder's unit tests under AddressSanitizer and UndefinedBehaviorSanitizer
-asan:
-	$(MAKE) --no-print-directory BUILD=$(BUILD)/asan CXXFLAGS="-O1 -g -fsanitize=address,undefined" \
-	  LIB_LDLIBS="-fsanitize=address,undefined $(SANITIZE_LDLIBS)" $(BUILD)/asan/tests/unit/recorder_tests
-	$(BUILD)/asan/tests/unit/recorder_tests
-.PHONY: tsan asan
-
 ## gpu-test: the GPU checks (tests/gpu/run.sh: nvcc static cudart, PyTorch, CuPy); SKIP without a GPU
 gpu-test: $(BUILD)/libgpumemtrace.so $(BUILD)/gpumem-report
 	tests/gpu/run.sh

@@ -34,11 +34,13 @@
 #include <vector>
 
 #include "report/analyses/suppressions.h"
+#include "interpose/recorder/config.h"
 #include "report/cli/options.h"
 
 namespace {
 
 namespace report = gpumemtrace::report;
+namespace var = gpumemtrace::var;  // the variable names, from the recorder's one list (interpose/recorder/config.h)
 
 const char kHelp[] =
     "usage: gpumemtrace run [-o DIR] [--report FILE] [-q] [REPORT OPTIONS] -- CMD [ARGS...]\n"
@@ -406,11 +408,11 @@ int main(int argc, char** argv) {
   }
 
   const std::string bindir = self_dir();
-  const char* lib_env = getenv("GPUMEMTRACE_LIBRARY");
+  const char* lib_env = getenv(var::kLibrary);
   const std::string library = absolute(lib_env && *lib_env ? lib_env : bindir + "/libgpumemtrace.so");
   // A relative GPUMEMTRACE_REPORT is resolved against the current directory, as GPUMEMTRACE_LIBRARY
   // is (a bare name would otherwise be checked here and then looked up on PATH by exec).
-  const char* report_env = getenv("GPUMEMTRACE_REPORT");
+  const char* report_env = getenv(var::kReport);
   const std::string report = absolute(report_env && *report_env ? std::string(report_env) : bindir + "/gpumem-report");
   if (!exists(library, S_IFREG)) {
     fprintf(stderr, "gpumemtrace: the recorder library %s does not exist (build it with make, or set GPUMEMTRACE_LIBRARY)\n", library.c_str());
@@ -441,13 +443,13 @@ int main(int argc, char** argv) {
 
   std::vector<std::pair<std::string, std::string>> env = {
       {"LD_PRELOAD", prepend_path("LD_PRELOAD", library)},
-      {"GPUMEMTRACE_OUTPUT", dir + "/"},
+      {var::kOutput, dir + "/"},
   };
   if (!python_dir.empty()) env.push_back({"PYTHONPATH", prepend_path("PYTHONPATH", python_dir)});
-  if (g_quiet) env.push_back({"GPUMEMTRACE_QUIET", "1"});  // -q: not even the recorder's line
+  if (g_quiet) env.push_back({var::kQuiet, "1"});  // -q: not even the recorder's line
   // pytest loads the modules PYTEST_PLUGINS names: the plugin makes every test a scope.
   if (!python_dir.empty() && exists(python_dir + "/gpumemtrace_pytest.py", S_IFREG) &&
-      !switched_off("GPUMEMTRACE_PYTEST"))
+      !switched_off(var::kPytest))
     env.push_back({"PYTEST_PLUGINS", append_to_list("PYTEST_PLUGINS", "gpumemtrace_pytest")});
 
   // A reused DIR may hold earlier runs' traces: only the files this run adds are its traces. (The

@@ -34,7 +34,7 @@ namespace {
 void* no_dlsym(void*, const char*) { return nullptr; }
 
 // The real dlsym for the stub to jump to; without one (cannot happen with glibc), dlsym answers null.
-DlsymFn resolve_real_dlsym() noexcept {
+GPUMEMTRACE_RUNS_BEFORE_SANITIZERS DlsymFn resolve_real_dlsym() noexcept {
   if (DlsymFn real = find_real_dlsym()) return real;
   static std::atomic<bool> logged{false};
   if (!logged.exchange(true)) log_line("dlsym hook: the real dlsym was not found; dlsym answers null");
@@ -48,7 +48,8 @@ using namespace gpumemtrace::driver;
 
 // Called by the stub for every dlsym in the process: null means "a driver symbol we wrap, take the C++
 // path"; otherwise the real dlsym to jump to.
-extern "C" __attribute__((visibility("hidden"))) void* gpumemtrace_dlsym_route(void* handle, const char* symbol) {
+extern "C" __attribute__((visibility("hidden"))) GPUMEMTRACE_RUNS_BEFORE_SANITIZERS void* gpumemtrace_dlsym_route(
+    void* handle, const char* symbol) {
   if (handle != RTLD_NEXT && find_symbol(symbol) >= 0) return nullptr;
   return reinterpret_cast<void*>(resolve_real_dlsym());
 }

@@ -9,6 +9,7 @@
 
 #include "interpose/hooks/driver_cuda.h"
 #include "interpose/hooks/real_function.h"
+#include "interpose/recorder/config.h"
 #include "interpose/recorder/recorder.h"
 
 namespace gpumemtrace::driver {
@@ -27,7 +28,7 @@ Stats& stats() noexcept {
   return s;
 }
 
-int find_symbol(const char* symbol) noexcept {
+GPUMEMTRACE_RUNS_BEFORE_SANITIZERS int find_symbol(const char* symbol) noexcept {
   if (!symbol || symbol[0] != 'c' || symbol[1] != 'u') return -1;
   for (int i = 0; i < kFnCount; ++i)
     if (strcmp(kFnInfo[i].symbol, symbol) == 0) return i;
@@ -220,7 +221,7 @@ namespace {
 // GPUMEMTRACE_DRIVER_STATS=1: one line at exit with what the driver hooks saw. Lets tests check that
 // the runtime's cuGetProcAddress traffic went through us even when it makes no allocation.
 __attribute__((destructor)) void print_stats() {
-  const char* env = getenv("GPUMEMTRACE_DRIVER_STATS");
+  const char* env = getenv(var::kDriverStats);
   if (!env || strcmp(env, "1") != 0) return;
   char line[256];
   snprintf(line, sizeof(line),

@@ -302,7 +302,7 @@ bool is_this_library(const char* path, const char* own_path) {
 // where it is not preloaded (a child that dropped LD_PRELOAD but kept the variable) does not attach:
 // it would record NVTX events and no memory.
 __attribute__((constructor)) void register_as_nvtx_injection() {
-  const gpumemtrace::NvtxMode mode = gpumemtrace::parse_nvtx_mode(getenv("GPUMEMTRACE_NVTX"), gpumemtrace::log_line);
+  const gpumemtrace::NvtxMode mode = gpumemtrace::parse_nvtx_mode(getenv(gpumemtrace::var::kNvtx), gpumemtrace::log_line);
   if (mode == gpumemtrace::NvtxMode::Off) return;
   // Other settings' warnings are left to the recorder's start, which says them once.
   if (gpumemtrace::parse_config([](const char* name) -> const char* { return getenv(name); }, [](const char*) {})

@@ -31,20 +31,24 @@ int find_library(dl_phdr_info* info, size_t, void* data) {
   return 1;
 }
 
-std::atomic<void*> g_real_dlsym{nullptr};
+// Read and written with __atomic builtins, not std::atomic: find_real_dlsym runs uninstrumented, and
+// std::atomic's inline members would bring instrumented code into it.
+void* g_real_dlsym = nullptr;
 
 }  // namespace
 
 namespace driver {
 
-DlsymFn find_real_dlsym() noexcept {
-  void* p = g_real_dlsym.load(std::memory_order_acquire);
+GPUMEMTRACE_RUNS_BEFORE_SANITIZERS DlsymFn find_real_dlsym() noexcept {
+  void* p = __atomic_load_n(&g_real_dlsym, __ATOMIC_ACQUIRE);
   if (!p) {
     // GLIBC_2.2.5: x86-64's base version (libdl before 2.34, compat symbol in libc after);
     // GLIBC_2.34: libc's default since the libdl merge; GLIBC_2.17: aarch64's base version.
-    for (const char* version : {"GLIBC_2.2.5", "GLIBC_2.34", "GLIBC_2.17"})
-      if ((p = dlvsym(RTLD_NEXT, "dlsym", version))) break;
-    if (p) g_real_dlsym.store(p, std::memory_order_release);
+    // A plain array: an initializer_list's inline members would be instrumented code.
+    static const char* const kVersions[] = {"GLIBC_2.2.5", "GLIBC_2.34", "GLIBC_2.17"};
+    for (size_t i = 0; i < sizeof(kVersions) / sizeof(kVersions[0]) && !p; ++i)
+      p = dlvsym(RTLD_NEXT, "dlsym", kVersions[i]);
+    if (p) __atomic_store_n(&g_real_dlsym, p, __ATOMIC_RELEASE);
   }
   return reinterpret_cast<DlsymFn>(p);
 }

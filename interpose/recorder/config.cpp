@@ -2,12 +2,14 @@
 // never on the hot path).
 #include "interpose/recorder/config.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <initializer_list>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #include "interpose/recorder/event_record.h"
 #include "util/byte_size.h"
@@ -81,58 +83,112 @@ Config parse_config(const char* (*getenv_fn)(const char*), void (*warn)(const ch
       warn_bad(warn, name, v, expected);
   };
 
-  bool_setting("GPUMEMTRACE_DISABLE", &c.disabled);
-  bool_setting("GPUMEMTRACE_SYMBOLIZE", &c.symbolize);
-  bool_setting("GPUMEMTRACE_QUIET", &c.quiet);
-  bool_setting("GPUMEMTRACE_FREE_STACKS", &c.free_stacks);
-  bool_setting("GPUMEMTRACE_INTERN_STACKS", &c.intern_stacks);
-  if (const char* v = getenv_fn("GPUMEMTRACE_PYTHON"); v && strcasecmp(v, "auto") != 0 &&
+  bool_setting(var::kDisable, &c.disabled);
+  bool_setting(var::kSymbolize, &c.symbolize);
+  bool_setting(var::kQuiet, &c.quiet);
+  bool_setting(var::kFreeStacks, &c.free_stacks);
+  bool_setting(var::kInternStacks, &c.intern_stacks);
+  if (const char* v = getenv_fn(var::kPython); v && strcasecmp(v, "auto") != 0 &&
                                                        !parse_bool(v, &c.python_frames))
-    warn_bad(warn, "GPUMEMTRACE_PYTHON", v, "auto, 0 or 1");
-  if (const char* v = getenv_fn("GPUMEMTRACE_OUTPUT")) {
+    warn_bad(warn, var::kPython, v, "auto, 0 or 1");
+  if (const char* v = getenv_fn(var::kOutput)) {
     if (*v) {
       c.output = v;
       c.output_named = c.output.back() != '/' && c.output.find('%') == std::string::npos;
     } else
-      warn_bad(warn, "GPUMEMTRACE_OUTPUT", v, "a file path or a directory ending in /");
+      warn_bad(warn, var::kOutput, v, "a file path or a directory ending in /");
   }
-  int_setting("GPUMEMTRACE_STACK_DEPTH", 0, kMaxNativeFrames, "0..64", &c.stack_depth);
-  int_setting("GPUMEMTRACE_FLUSH_MS", 1, 100, "1..100", &c.flush_ms);
-  int_setting("GPUMEMTRACE_EXIT_TIMEOUT_MS", 0, 600000, "0..600000", &c.exit_timeout_ms);
-  if (const char* v = getenv_fn("GPUMEMTRACE_MAX_BYTES")) {
+  int_setting(var::kStackDepth, 0, kMaxNativeFrames, "0..64", &c.stack_depth);
+  int_setting(var::kFlushMs, 1, 100, "1..100", &c.flush_ms);
+  int_setting(var::kExitTimeoutMs, 0, 600000, "0..600000", &c.exit_timeout_ms);
+  if (const char* v = getenv_fn(var::kMaxBytes)) {
     const std::optional<uint64_t> n = util::parse_byte_size(v);
     if (n && (*n == 0 || *n >= kMinTraceCapBytes)) {
       c.max_bytes_default = false;
       c.max_bytes = *n;
     } else
-      warn_bad(warn, "GPUMEMTRACE_MAX_BYTES", v, "0 (no cap) or a size >= 64K, e.g. 512M or 20G");
+      warn_bad(warn, var::kMaxBytes, v, "0 (no cap) or a size >= 64K, e.g. 512M or 20G");
   }
-  if (const char* v = getenv_fn("GPUMEMTRACE_RING_EVENTS")) {
+  if (const char* v = getenv_fn(var::kRingEvents)) {
     long n;
     if (parse_int(v, 256, 1 << 22, &n) && (n & (n - 1)) == 0)
       c.ring_events = static_cast<size_t>(n);
     else
-      warn_bad(warn, "GPUMEMTRACE_RING_EVENTS", v, "a power of two in 256..4194304");
+      warn_bad(warn, var::kRingEvents, v, "a power of two in 256..4194304");
   }
   // Read elsewhere in the recorder (cupti/backend.cpp, hooks/driver_table.cpp) but checked here too, so
   // that every bad value is reported at start-up, once, in the same words as the others.
-  if (const char* v = getenv_fn("GPUMEMTRACE_BACKEND");
+  if (const char* v = getenv_fn(var::kBackend);
       v && *v && strcmp(v, "interpose") != 0 && strcmp(v, "cupti") != 0 && strcmp(v, "auto") != 0)
-    warn_bad(warn, "GPUMEMTRACE_BACKEND", v, "interpose, cupti or auto");
-  if (const char* v = getenv_fn("GPUMEMTRACE_DRIVER_STATS"); v && strcmp(v, "0") != 0 && strcmp(v, "1") != 0)
-    warn_bad(warn, "GPUMEMTRACE_DRIVER_STATS", v, "0 or 1");
-  choice_setting(getenv_fn, warn, "GPUMEMTRACE_UNWIND", {{"auto", UnwindMode::Auto}, {"dwarf", UnwindMode::Dwarf}},
+    warn_bad(warn, var::kBackend, v, "interpose, cupti or auto");
+  if (const char* v = getenv_fn(var::kDriverStats); v && strcmp(v, "0") != 0 && strcmp(v, "1") != 0)
+    warn_bad(warn, var::kDriverStats, v, "0 or 1");
+  choice_setting(getenv_fn, warn, var::kUnwind, {{"auto", UnwindMode::Auto}, {"dwarf", UnwindMode::Dwarf}},
                  "auto or dwarf", &c.unwind);
-  choice_setting(getenv_fn, warn, "GPUMEMTRACE_ON_FULL", {{"wait", OnFull::Wait}, {"drop", OnFull::Drop}},
+  choice_setting(getenv_fn, warn, var::kOnFull, {{"wait", OnFull::Wait}, {"drop", OnFull::Drop}},
                  "wait or drop", &c.on_full);
   return c;
+}
+
+namespace {
+
+// Optimal string alignment distance (Levenshtein plus transpositions of neighbours), capped: any
+// distance above `cap` is reported as cap + 1. Names are short; this runs once per unknown name.
+size_t edit_distance(const std::string& a, const std::string& b, size_t cap) {
+  if ((a.size() > b.size() ? a.size() - b.size() : b.size() - a.size()) > cap) return cap + 1;
+  std::vector<std::vector<size_t>> d(a.size() + 1, std::vector<size_t>(b.size() + 1));
+  for (size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
+  for (size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
+  for (size_t i = 1; i <= a.size(); ++i)
+    for (size_t j = 1; j <= b.size(); ++j) {
+      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (a[i - 1] != b[j - 1])});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1])
+        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+    }
+  return std::min(d[a.size()][b.size()], cap + 1);
+}
+
+constexpr char kVariablePrefix[] = "GPUMEMTRACE_";
+constexpr size_t kMaxSuggestionEdits = 2;
+
+}  // namespace
+
+const char* closest_known_variable(const char* name) {
+  const char* best = nullptr;
+  size_t best_distance = kMaxSuggestionEdits + 1;
+  for (const char* known : kKnownVariables) {
+    const size_t d = edit_distance(name, known, kMaxSuggestionEdits);
+    if (d < best_distance) {
+      best = known;
+      best_distance = d;
+    }
+  }
+  return best;
+}
+
+void warn_unknown_variables(const char* const* env, void (*warn)(const char*)) {
+  std::vector<std::string> warned;
+  for (; env && *env; ++env) {
+    const char* entry = *env;
+    if (strncmp(entry, kVariablePrefix, sizeof(kVariablePrefix) - 1) != 0) continue;
+    const char* equals = strchr(entry, '=');
+    const std::string name(entry, equals ? static_cast<size_t>(equals - entry) : strlen(entry));
+    const bool known = std::any_of(std::begin(kKnownVariables), std::end(kKnownVariables),
+                                   [&](const char* k) { return name == k; });
+    if (known || std::find(warned.begin(), warned.end(), name) != warned.end()) continue;
+    warned.push_back(name);
+    const char* suggestion = closest_known_variable(name.c_str());
+    std::string msg = "ignoring " + name + "=" + (equals ? equals + 1 : "") + " (not a gpumemtrace variable" +
+                      (suggestion ? std::string("; did you mean ") + suggestion + "?" : std::string()) + ")";
+    warn(msg.c_str());
+  }
 }
 
 NvtxMode parse_nvtx_mode(const char* value, void (*warn)(const char*)) {
   if (!value || strcasecmp(value, "auto") == 0) return NvtxMode::Auto;
   bool on = false;
   if (parse_bool(value, &on)) return on ? NvtxMode::On : NvtxMode::Off;
-  warn_bad(warn, "GPUMEMTRACE_NVTX", value, "auto, 0 or 1");
+  warn_bad(warn, var::kNvtx, value, "auto, 0 or 1");
   return NvtxMode::Auto;
 }
 

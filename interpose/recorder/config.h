@@ -10,6 +10,52 @@
 
 namespace gpumemtrace {
 
+// Every GPUMEMTRACE_* variable, in one list: those the recorder reads, and those of the other parts that
+// reach a traced program's environment (the PyTorch hook, the pytest plugin, the launcher, the
+// simulated CUDA runtime and driver, the test harness). docs/configuration.md describes each. The
+// recorder reads its own through the names below (var::kOutput, ...); at start-up any other
+// GPUMEMTRACE_ name in the environment gets one warning (warn_unknown_variables).
+#define GPUMEMTRACE_VARIABLES(X)                                                                         \
+  /* the recorder */                                                                                     \
+  X(kOutput, "GPUMEMTRACE_OUTPUT") X(kStackDepth, "GPUMEMTRACE_STACK_DEPTH")                             \
+  X(kOnFull, "GPUMEMTRACE_ON_FULL") X(kRingEvents, "GPUMEMTRACE_RING_EVENTS")                            \
+  X(kMaxBytes, "GPUMEMTRACE_MAX_BYTES") X(kFlushMs, "GPUMEMTRACE_FLUSH_MS")                              \
+  X(kSymbolize, "GPUMEMTRACE_SYMBOLIZE") X(kExitTimeoutMs, "GPUMEMTRACE_EXIT_TIMEOUT_MS")                \
+  X(kQuiet, "GPUMEMTRACE_QUIET") X(kFreeStacks, "GPUMEMTRACE_FREE_STACKS")                               \
+  X(kUnwind, "GPUMEMTRACE_UNWIND") X(kInternStacks, "GPUMEMTRACE_INTERN_STACKS")                         \
+  X(kDisable, "GPUMEMTRACE_DISABLE") X(kBackend, "GPUMEMTRACE_BACKEND")                                  \
+  X(kCuptiPath, "GPUMEMTRACE_CUPTI_PATH") X(kDriverStats, "GPUMEMTRACE_DRIVER_STATS")                    \
+  X(kNvtx, "GPUMEMTRACE_NVTX") X(kPython, "GPUMEMTRACE_PYTHON")                                          \
+  /* the PyTorch hook and the pytest plugin (tools/python) */                                            \
+  X(kTorch, "GPUMEMTRACE_TORCH") X(kTorchEntries, "GPUMEMTRACE_TORCH_ENTRIES")                           \
+  X(kTorchPollMs, "GPUMEMTRACE_TORCH_POLL_MS") X(kPytest, "GPUMEMTRACE_PYTEST")                          \
+  /* the launcher (tools/gpumemtrace.cpp) */                                                             \
+  X(kLibrary, "GPUMEMTRACE_LIBRARY") X(kReport, "GPUMEMTRACE_REPORT")                                    \
+  /* the simulated CUDA runtime and driver (tests/sim), the test harness (tests/run_tests.py) */          \
+  X(kSimCapacity, "GPUMEMTRACE_SIM_CAPACITY") X(kSimDevices, "GPUMEMTRACE_SIM_DEVICES")                  \
+  X(kSimNoDevice, "GPUMEMTRACE_SIM_NO_DEVICE") X(kBuild, "GPUMEMTRACE_BUILD")                            \
+  X(kTestPreload, "GPUMEMTRACE_TEST_PRELOAD") X(kFuzzBriefSeconds, "GPUMEMTRACE_FUZZ_BRIEF_SECONDS")
+
+namespace var {
+#define GPUMEMTRACE_VARIABLE_NAME(id, text) inline constexpr char id[] = text;
+GPUMEMTRACE_VARIABLES(GPUMEMTRACE_VARIABLE_NAME)
+#undef GPUMEMTRACE_VARIABLE_NAME
+}  // namespace var
+
+#define GPUMEMTRACE_VARIABLE_ENTRY(id, text) var::id,
+inline constexpr const char* kKnownVariables[] = {GPUMEMTRACE_VARIABLES(GPUMEMTRACE_VARIABLE_ENTRY)};
+#undef GPUMEMTRACE_VARIABLE_ENTRY
+
+// Warns once per name, through `warn`, about each "NAME=VALUE" of `env` (a null-terminated array, such
+// as environ) whose NAME starts with GPUMEMTRACE_ but is not in kKnownVariables: most likely a typo
+// that silently leaves a setting at its default. Names the closest known variable when there is one
+// (closest_known_variable).
+void warn_unknown_variables(const char* const* env, void (*warn)(const char*));
+
+// The known variable nearest to `name` when at most two edits (insertions, deletions, substitutions,
+// transpositions of neighbours) away, else null. Ties go to the earlier entry of kKnownVariables.
+const char* closest_known_variable(const char* name);
+
 enum class OnFull { Wait, Drop };
 
 // The trace's name when GPUMEMTRACE_OUTPUT gives none (unset, or a directory): zstd-compressed

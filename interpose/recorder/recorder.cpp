@@ -61,17 +61,65 @@ uint32_t thread_id() {
   return t_tid;
 }
 
-// Async-signal-safe: one write(2) of the parts, truncated to 512 bytes.
-void write_stderr_line(std::initializer_list<const char*> parts) {
-  const int saved = errno;
-  char buf[512];
+constexpr size_t kLineBytes = 512;
+
+// The parts and a newline in `buf`, truncated to kLineBytes; returns the length.
+size_t format_line(char (&buf)[kLineBytes], std::initializer_list<const char*> parts) {
   size_t n = 0;
   for (const char* s : parts)
-    for (; *s && n < sizeof(buf) - 2; ++s) buf[n++] = *s;
+    for (; *s && n < kLineBytes - 1; ++s) buf[n++] = *s;
   buf[n++] = '\n';
-  ssize_t ignored = write(STDERR_FILENO, buf, n);
+  return n;
+}
+
+void write_stderr(const char* text, size_t size) {
+  const int saved = errno;
+  ssize_t ignored = write(STDERR_FILENO, text, size);
   (void)ignored;
   errno = saved;
+}
+
+// Async-signal-safe: one write(2) of the parts, truncated to kLineBytes.
+void write_stderr_line(std::initializer_list<const char*> parts) {
+  char buf[kLineBytes];
+  write_stderr(buf, format_line(buf, parts));
+}
+
+// ---- the writer thread's lines ----
+// The writer thread has a descriptor table of its own whose stderr is /dev/null (writer/private_fds.h):
+// its lines wait here until a program thread writes them to the program's stderr: the next one that
+// records an event, asks for a flush, or finishes the trace. One producer (the writer thread); one
+// consumer at a time (whoever holds g_lines_printing); fixed slots: no lock, no allocation, and
+// async-signal-safe on the consumer's side (finish_trace runs in signal handlers).
+constexpr uint32_t kQueuedLines = 16;  // more waiting lines than this are dropped
+char g_line_text[kQueuedLines][kLineBytes];
+size_t g_line_size[kQueuedLines];
+std::atomic<uint32_t> g_lines_queued{0};   // lines ever queued; stored by the producer
+std::atomic<uint32_t> g_lines_printed{0};  // lines ever printed (or dropped in a fork child)
+std::atomic<bool> g_lines_printing{false};
+__thread bool t_queues_lines __attribute__((tls_model("initial-exec"))) = false;
+
+void queue_line(const char* msg) {
+  const uint32_t queued = g_lines_queued.load(std::memory_order_relaxed);
+  if (queued - g_lines_printed.load(std::memory_order_acquire) >= kQueuedLines) return;
+  const uint32_t slot = queued % kQueuedLines;
+  g_line_size[slot] = format_line(g_line_text[slot], {"gpumemtrace: ", msg});
+  g_lines_queued.store(queued + 1, std::memory_order_release);
+}
+
+bool lines_waiting() {
+  return g_lines_queued.load(std::memory_order_relaxed) != g_lines_printed.load(std::memory_order_relaxed);
+}
+
+void print_queued_lines() {
+  if (!lines_waiting() || g_lines_printing.exchange(true, std::memory_order_acquire)) return;
+  for (uint32_t printed = g_lines_printed.load(std::memory_order_relaxed);
+       printed != g_lines_queued.load(std::memory_order_acquire); ++printed) {
+    const uint32_t slot = printed % kQueuedLines;
+    write_stderr(g_line_text[slot], g_line_size[slot]);
+    g_lines_printed.store(printed + 1, std::memory_order_release);
+  }
+  g_lines_printing.store(false, std::memory_order_release);
 }
 
 std::string exe_base_name() {
@@ -99,6 +147,9 @@ void on_fork_child() {
   // it, its locks may be held), close its file so the child can never write into the parent's trace,
   // and let the child's first event start a trace of its own.
   t_tid = 0;
+  // The parent prints the lines its writer queued; a consumer of the parent's is not here to finish.
+  g_lines_printed.store(g_lines_queued.load(std::memory_order_relaxed), std::memory_order_relaxed);
+  g_lines_printing.store(false, std::memory_order_relaxed);
   const int st = g_state.load(std::memory_order_relaxed);
   if (st != kActive && st != kStarting && st != kStopped) return;
   if (g_writer) g_writer->abandon_in_fork_child();
@@ -127,6 +178,7 @@ void start() {
     auto* shared = new (std::nothrow) RecorderShared();
     if (!shared) return disable("out of memory at start; tracing disabled");
     shared->config = parse_config([](const char* name) -> const char* { return getenv(name); }, log_line);
+    warn_unknown_variables(environ, log_line);  // a misspelt setting would otherwise go unnoticed
     shared->ring = new (std::nothrow) EventRing();
     if (!shared->ring || !shared->ring->init(shared->config.ring_events))
       return disable("cannot allocate the event ring; tracing disabled");
@@ -138,27 +190,24 @@ void start() {
   const Config& cfg = g_shared->config;
   if (cfg.disabled) return disable(nullptr);
 
-  // Never overwrite a trace (the same name comes back after exec, or with pid reuse), never follow
-  // or open what someone planted at a generated name: see open_trace_file().
-  TraceFile file;
-  std::string note, error;
-  if (!open_trace_file(expand_output_path(cfg.output, getpid(), exe_base_name()), cfg.output_named, &file, &note,
-                       &error)) {
-    errno = saved_errno;
-    return disable((error + "; running untraced").c_str());
-  }
-  g_writer = Writer::start(g_shared, file, &error);
+  // The writer thread opens the trace, in a descriptor table of its own. Never overwrite a trace (the
+  // same name comes back after exec, or with pid reuse), never follow or open what someone planted at
+  // a generated name: see open_trace_file().
+  TraceOpening opening;
+  opening.path = expand_output_path(cfg.output, getpid(), exe_base_name());
+  opening.named = cfg.output_named;
+  opening.streams = ProgramStreams::of_calling_thread();
+  g_writer = Writer::start(g_shared, &opening);
   if (!g_writer) {
-    file.close_if_ours();
     errno = saved_errno;
-    return disable(("cannot start the writer: " + error + "; running untraced").c_str());
+    return disable((opening.error + "; running untraced").c_str());
   }
   g_trace_pid = getpid();
   install_signal_flush();
-  if (note.empty())
-    log_info(("writing trace to " + file.path()).c_str());
+  if (opening.note.empty())
+    log_info(("writing trace to " + opening.opened_path).c_str());
   else  // a warning, not information: someone or something holds the expected name
-    log_line(("writing trace to " + file.path() + " (" + note + ")").c_str());
+    log_line(("writing trace to " + opening.opened_path + " (" + opening.note + ")").c_str());
   errno = saved_errno;
   g_state.store(kActive, std::memory_order_release);
 }
@@ -298,7 +347,12 @@ void stop_recording() noexcept {
 
 bool recorder_disabled() noexcept { return g_state.load(std::memory_order_relaxed) == kDisabled; }
 
-void log_line(const char* msg) noexcept { write_stderr_line({"gpumemtrace: ", msg}); }
+void log_line(const char* msg) noexcept {
+  if (t_queues_lines) return queue_line(msg);
+  write_stderr_line({"gpumemtrace: ", msg});
+}
+
+void route_log_lines_through_program_threads() noexcept { t_queues_lines = true; }
 
 void log_info(const char* msg) noexcept {
   if (g_shared && g_shared->config.quiet) return;
@@ -358,6 +412,7 @@ bool record(const EventFacts& facts) noexcept {
   if (!pushed) g_shared->dropped.fetch_add(1, std::memory_order_relaxed);
   // The noted driver call served this event only (not, say, the meminfo recorded after an OOM).
   t_driver_api = nullptr;
+  if (lines_waiting()) print_queued_lines();
   errno = saved_errno;
   return pushed;
 }
@@ -434,10 +489,12 @@ void finish_trace(const char* when) noexcept {
   // A vfork child (or a posix_spawn one) runs in our memory, with our state and writer, but the
   // trace is its parent's, which goes on after the child's exec or _exit: leave it alone.
   if (getpid() != g_trace_pid) return;
+  print_queued_lines();  // also when tracing stopped early: the writer said why
   int st = kActive;
   if (!g_state.compare_exchange_strong(st, kStopped, std::memory_order_acq_rel)) return;
   if (g_writer && !g_writer->stop(g_shared->config.exit_timeout_ms))
     write_stderr_line({"gpumemtrace: the writer did not finish in time ", when, "; the trace may be incomplete"});
+  print_queued_lines();
 }
 
 void recorder_before_exec() noexcept { finish_trace("before exec"); }
@@ -453,7 +510,9 @@ void recorder_exec_failed() noexcept {
 bool flush_now(int timeout_ms) noexcept {
   if (getpid() != g_trace_pid) return false;  // a vfork child: the trace is the parent's
   Writer* w = g_state.load(std::memory_order_acquire) == kActive ? g_writer : nullptr;
-  return w && w->flush(timeout_ms);
+  const bool flushed = w && w->flush(timeout_ms);
+  print_queued_lines();
+  return flushed;
 }
 
 // Flush everything at exit. An ELF destructor of a preloaded library runs after the program's atexit

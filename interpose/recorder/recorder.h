@@ -316,7 +316,9 @@ bool flush_now(int timeout_ms) noexcept;
 // are then pure pass-throughs.
 bool recorder_disabled() noexcept;
 
-// Logs one line "gpumemtrace: <msg>" on stderr with write(2) (async-signal-safe, keeps errno).
+// Logs one line "gpumemtrace: <msg>" on stderr with write(2) (async-signal-safe, keeps errno). On the
+// writer thread, the line is written by the next program thread that records, flushes or finishes
+// the trace (the writer's own stderr is /dev/null: writer/private_fds.h).
 void log_line(const char* msg) noexcept;
 
 }  // namespace gpumemtrace

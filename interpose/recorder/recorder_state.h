@@ -56,4 +56,9 @@ void install_signal_flush() noexcept;
 // Info line (suppressed by GPUMEMTRACE_QUIET); log_line() in recorder.h is for warnings.
 void log_info(const char* msg) noexcept;
 
+// From now on, log_line() on the calling thread queues its line, and a program thread writes it to the
+// program's stderr (the next event recorded, a flush, the trace's end). For the writer thread in a
+// descriptor table of its own, whose stderr is /dev/null.
+void route_log_lines_through_program_threads() noexcept;
+
 }  // namespace gpumemtrace

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <utility>
 
 #include "interpose/recorder/recorder.h"
 
@@ -46,10 +47,9 @@ std::string why_taken(const std::string& taken) {
 
 // The program's own descriptor 1 or 2 refers to `st` (GPUMEMTRACE_OUTPUT=/dev/stdout with stdout
 // redirected to a file).
-bool is_our_stdout_or_stderr(const struct stat& st) {
-  struct stat std_st;
-  for (int fd : {STDOUT_FILENO, STDERR_FILENO})
-    if (fstat(fd, &std_st) == 0 && same_file(std_st, st)) return true;
+bool is_program_stdout_or_stderr(const struct stat& st, const ProgramStreams& streams) {
+  for (const ProgramStreams::Id& id : {streams.out, streams.err})
+    if (id.open && id.dev == st.st_dev && id.ino == st.st_ino) return true;
   return false;
 }
 
@@ -58,8 +58,8 @@ enum class Named { Opened, TakeAnotherName, Failed };
 // The user named `path` literally and it exists. A FIFO, device or socket (or the program's stdout
 // file) is opened without blocking; a regular file is never overwritten; anything belonging to another
 // user, or a dangling symlink, is not used.
-Named open_named_existing(const std::string& path, int* fd, bool* nonblock, std::string* note,
-                          std::string* error) {
+Named open_named_existing(const std::string& path, const ProgramStreams& streams, int* fd, bool* nonblock,
+                          std::string* note, std::string* error) {
   struct stat link, target;
   if (lstat(path.c_str(), &link) != 0 || stat(path.c_str(), &target) != 0) {
     *note = path + " is a dangling symbolic link; not used";
@@ -75,7 +75,7 @@ Named open_named_existing(const std::string& path, int* fd, bool* nonblock, std:
   }
   int flags = O_WRONLY | O_CLOEXEC | O_NOCTTY;
   if (S_ISREG(target.st_mode)) {
-    if (!is_our_stdout_or_stderr(target)) {  // an earlier trace: never overwritten
+    if (!is_program_stdout_or_stderr(target, streams)) {  // an earlier trace: never overwritten
       *note = why_taken(path);
       return Named::TakeAnotherName;
     }
@@ -135,8 +135,18 @@ std::string numbered_path(const std::string& path, int n) {
   return path.substr(0, at) + "-" + std::to_string(n) + path.substr(at);
 }
 
+ProgramStreams ProgramStreams::of_calling_thread() {
+  ProgramStreams streams;
+  struct stat st;
+  for (auto [fd, id] : {std::pair{STDOUT_FILENO, &streams.out}, std::pair{STDERR_FILENO, &streams.err}})
+    if (fstat(fd, &st) == 0) *id = Id{true, st.st_dev, st.st_ino};
+  return streams;
+}
+
 bool open_trace_file(const std::string& path, bool named, TraceFile* file, std::string* note,
-                     std::string* error) {
+                     std::string* error, const ProgramStreams* streams) {
+  const ProgramStreams own_streams = streams ? ProgramStreams{} : ProgramStreams::of_calling_thread();
+  if (!streams) streams = &own_streams;
   for (int attempt = 0; attempt < kMaxNames; ++attempt) {
     const std::string candidate = attempt ? numbered_path(path, attempt) : path;
     bool nonblock = false;
@@ -148,7 +158,7 @@ bool open_trace_file(const std::string& path, bool named, TraceFile* file, std::
       return false;
     }
     if (fd < 0 && attempt == 0 && named) {
-      const Named r = open_named_existing(candidate, &fd, &nonblock, note, error);
+      const Named r = open_named_existing(candidate, *streams, &fd, &nonblock, note, error);
       if (r == Named::Failed) return false;
     } else if (fd < 0 && note->empty()) {
       *note = why_taken(candidate);

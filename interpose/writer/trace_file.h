@@ -8,6 +8,9 @@
 // Descriptor: moved to a high number (move_fd_high), close-on-exec; its st_dev/st_ino are checked
 // before every write, so a program that closed it (closefrom) or reused the number (dup2, open) never
 // gets trace bytes in its own file.
+// Where: the writer thread opens the trace in a descriptor table of its own (private_fds.h), so the
+// program never sees the descriptor at all; the checks above are for the case where the kernel
+// refuses a private table and the writer shares the program's.
 // Thread-safety: open_trace_file runs once on the recorder's start-up; a TraceFile is used by the
 // writer thread only (close_if_ours also from a fork child, where no other thread exists).
 #pragma once
@@ -22,6 +25,20 @@ namespace gpumemtrace {
 // lower), close-on-exec, and closes the original. Returns the new descriptor, or `fd` itself when
 // no high number is free. Programs hand out low numbers: ours stays out of their way.
 int move_fd_high(int fd);
+
+// The program's standard output and error (device and inode), as the program's descriptor table has
+// them: a path the user named that is the file one of them is redirected to is appended to
+// (GPUMEMTRACE_OUTPUT=/dev/stdout > out.txt). Taken on a program thread: the writer's own table has
+// /dev/null there.
+struct ProgramStreams {
+  struct Id {
+    bool open = false;
+    dev_t dev = 0;
+    ino_t ino = 0;
+  };
+  Id out, err;
+  static ProgramStreams of_calling_thread();
+};
 
 class TraceFile {
  public:
@@ -42,7 +59,8 @@ class TraceFile {
   static constexpr int kStallMs = 10000;
 
  private:
-  friend bool open_trace_file(const std::string&, bool, TraceFile*, std::string*, std::string*);
+  friend bool open_trace_file(const std::string&, bool, TraceFile*, std::string*, std::string*,
+                              const ProgramStreams*);
   bool still_ours() const;
   bool reopen();
 
@@ -55,10 +73,11 @@ class TraceFile {
 };
 
 // Opens the trace for `path` (already expanded). `named`: the user named this exact path (see
-// Config::output_named). On success fills `file`; `note` says why another name was taken (empty when
-// the name was free or merely held by an earlier trace of ours). False with `error` on failure.
+// Config::output_named). `streams`: the program's stdout and stderr (null: the calling thread's). On
+// success fills `file`; `note` says why another name was taken (empty when the name was free or
+// merely held by an earlier trace of ours). False with `error` on failure.
 bool open_trace_file(const std::string& path, bool named, TraceFile* file, std::string* note,
-                     std::string* error);
+                     std::string* error, const ProgramStreams* streams = nullptr);
 
 // "dir/name.jsonl.zst", 2 -> "dir/name-2.jsonl.zst": the number goes before the trace suffix, so
 // readers still recognise the file by its extension.

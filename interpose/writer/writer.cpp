@@ -11,6 +11,7 @@
 
 #include "interpose/recorder/recorder.h"
 #include "interpose/recorder/recorder_state.h"
+#include "interpose/writer/private_fds.h"
 #include "interpose/writer/serializer.h"
 #include "interpose/writer/sink.h"
 #include "util/ends_with.h"
@@ -43,15 +44,14 @@ uint64_t trace_cap_bytes(const Config& cfg, int fd) {
 
 }  // namespace
 
-Writer::Writer(RecorderShared* shared, const TraceFile& file)
-    : shared_(shared), file_(file), sink_(make_file_sink(&file_, util::ends_with(file.path(), ".zst"))) {
+Writer::Writer(RecorderShared* shared, TraceOpening* opening) : shared_(shared), opening_(opening) {
   buffer_.reserve(kBufferFlushBytes * 2);
 }
 
 Writer::~Writer() = default;
 
-Writer* Writer::start(RecorderShared* shared, const TraceFile& file, std::string* error) {
-  Writer* w = new Writer(shared, file);
+Writer* Writer::start(RecorderShared* shared, TraceOpening* opening) {
+  Writer* w = new Writer(shared, opening);
   // Block every signal in the new thread (the mask is inherited at creation), then restore ours.
   sigset_t all, old;
   sigfillset(&all);
@@ -66,7 +66,16 @@ Writer* Writer::start(RecorderShared* shared, const TraceFile& file, std::string
       w);
   pthread_sigmask(SIG_SETMASK, &old, nullptr);
   if (rc != 0) {
-    *error = strerror(rc);
+    opening->error = std::string("cannot start the writer: ") + strerror(rc);
+    delete w;
+    return nullptr;
+  }
+  // The trace is opened by the thread, in its own descriptor table: wait for it (a thread's start and a
+  // few system calls; a FIFO the user named may take up to 2 s to get a reader, as it always did).
+  int state;
+  while ((state = w->start_state_.load(std::memory_order_acquire)) == kOpening) sleep_us(50);
+  if (state == kFailed) {
+    pthread_join(thread, nullptr);
     delete w;
     return nullptr;
   }
@@ -185,8 +194,25 @@ bool Writer::drain_once(size_t max_records) {
   return n > 0;
 }
 
-void Writer::run() {
+// The writer thread's first steps: a descriptor table of its own, then the trace, opened in it. Tells
+// start() how that went; never touches `opening_` afterwards (it belongs to start()).
+bool Writer::open_trace() {
   mark_thread_internal();
+  TraceOpening& o = *opening_;
+  // Its stderr is /dev/null then: its warnings go through a program thread.
+  if (make_private_fd_table() == FdTable::Private) route_log_lines_through_program_threads();
+  const bool opened = open_trace_file(o.path, o.named, &file_, &o.note, &o.error, &o.streams);
+  if (opened) {
+    o.opened_path = file_.path();
+    sink_ = make_file_sink(&file_, util::ends_with(file_.path(), ".zst"));
+  }
+  opening_ = nullptr;
+  start_state_.store(opened ? kOpened : kFailed, std::memory_order_release);
+  return opened;
+}
+
+void Writer::run() {
+  if (!open_trace()) return;  // start() joins this thread and deletes the writer
   serializer_ = std::make_unique<TraceSerializer>(&buffer_, shared_->config.symbolize);
   const Config& cfg = shared_->config;
   max_bytes_ = trace_cap_bytes(cfg, file_.fd());

@@ -21,18 +21,30 @@ struct RecorderShared;
 class Sink;
 class TraceSerializer;
 
+// What the writer thread is to open, and what came of it.
+struct TraceOpening {
+  std::string path;          // expanded (expand_output_path); a name ending in .zst selects zstd
+  bool named = false;        // Config::output_named
+  ProgramStreams streams;    // the program's stdout and stderr (open_trace_file)
+  // Filled by Writer::start.
+  std::string opened_path;   // the name taken (a numbered one when `path` was taken)
+  std::string note, error;   // as open_trace_file's
+};
+
 class Writer {
  public:
-  // Starts the writer thread (all signals blocked, so it never takes the program's signals) writing
-  // to `file` (owned by the writer from now on; a path ending in .zst selects zstd). Null on failure,
-  // with the reason in `error`.
-  static Writer* start(RecorderShared* shared, const TraceFile& file, std::string* error);
+  // Starts the writer thread (all signals blocked, so it never takes the program's signals), which
+  // takes a descriptor table of its own (private_fds.h) and opens the trace there
+  // (open_trace_file); returns once the trace is open. Null when it could not be opened or the thread
+  // not started, with the reason in `opening->error`.
+  static Writer* start(RecorderShared* shared, TraceOpening* opening);
 
   // False once the thread has finished (stopped, or its output failed): producers then stop waiting.
   bool alive() const { return !finished_.load(std::memory_order_acquire); }
 
-  // Fork child: the parent's writer thread does not exist here. Closes the trace's descriptor (when it
-  // is still ours) so that the child can never write into the parent's trace.
+  // Fork child: the parent's writer thread does not exist here. Closes the trace's descriptor when the
+  // child's table has it (a writer that shared the program's table), so that the child can never
+  // write into the parent's trace.
   void abandon_in_fork_child() { file_.close_if_ours(); }
 
   // Asks the thread to drain everything, write the footer and close the file; waits at most
@@ -44,8 +56,11 @@ class Writer {
   bool flush(int timeout_ms);
 
  private:
-  Writer(RecorderShared* shared, const TraceFile& file);
+  enum StartState : int { kOpening, kOpened, kFailed };
+
+  Writer(RecorderShared* shared, TraceOpening* opening);
   ~Writer();
+  bool open_trace();
   void run();
   bool drain_once(size_t max_records);
   void publish_devices();
@@ -56,6 +71,8 @@ class Writer {
   void write_live_summary();
 
   RecorderShared* shared_;
+  TraceOpening* opening_;  // start()'s, until start_state_ leaves kOpening
+  std::atomic<int> start_state_{kOpening};
   TraceFile file_;
   std::unique_ptr<Sink> sink_;  // writes to file_
   std::unique_ptr<TraceSerializer> serializer_;  // created in the thread (symbolizer start-up)

@@ -9,6 +9,7 @@ import tempfile
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "tests"))
 import tracefile  # noqa: E402
+from testenv import FORK_UNDER_SANITIZER, fork_deadlocks_under_sanitizer, recorder_preload  # noqa: E402,F401
 BUILD = os.environ.get("GPUMEMTRACE_BUILD", os.path.join(ROOT, "build"))
 LIB = os.path.join(BUILD, "libgpumemtrace.so")
 SIM = os.path.join(BUILD, "sim")
@@ -25,7 +26,7 @@ def run_traced(args, out_dir, env=None, preload=True, **kwargs):
     e.pop("LD_PRELOAD", None)
     e["LD_LIBRARY_PATH"] = SIM
     if preload:
-        e["LD_PRELOAD"] = LIB
+        e["LD_PRELOAD"] = recorder_preload(LIB)
         e.setdefault("GPUMEMTRACE_OUTPUT", out_dir.rstrip("/") + "/")
     if env:
         e.update(env)

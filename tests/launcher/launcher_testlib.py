@@ -16,6 +16,9 @@ REPORT = os.path.join(BUILD, "gpumem-report")
 CUDART = os.path.join(BUILD, "sim", "libcudart.so.13")
 PROG = os.path.join(HERE, "launcher_prog.py")
 PYTHON = os.path.realpath(sys.executable)  # the interpreter itself, not a pyenv shim script
+sys.path.insert(0, os.path.join(ROOT, "tests"))
+from testenv import (SIGNALS_UNDER_TSAN, recorder_preload, sanitizer_runtime,  # noqa: E402,F401
+                     signal_handlers_wait_for_waitpid)
 
 
 def is_elf(path):
@@ -36,6 +39,8 @@ class LauncherTestCase(unittest.TestCase):
     def launch(self, args, env=None, cwd=None, timeout=120):
         e = dict(os.environ)
         e.pop("LD_PRELOAD", None)
+        if sanitizer_runtime():  # the launcher adds the recorder in front of it
+            e["LD_PRELOAD"] = sanitizer_runtime()
         for k in ("GPUMEMTRACE_LIBRARY", "GPUMEMTRACE_REPORT", "GPUMEMTRACE_OUTPUT"):
             e.pop(k, None)
         if env:

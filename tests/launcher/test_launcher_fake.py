@@ -13,7 +13,8 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from launcher_testlib import LauncherTestCase, LAUNCHER, PYTHON, ROOT  # noqa: E402
+from launcher_testlib import (LAUNCHER, PYTHON, ROOT, SIGNALS_UNDER_TSAN, LauncherTestCase,  # noqa: E402
+                              signal_handlers_wait_for_waitpid)
 
 FAKE_CMD = r'''
 import json, os, sys, time, signal
@@ -194,6 +195,7 @@ class FakeLauncher(LauncherTestCase):
         self.assertNotIn("gpumemtrace: tracing into", p.stderr)  # (the child's own lines may remain)
         self.assertNotIn("gpumemtrace: traces kept", p.stderr)
 
+    @unittest.skipIf(signal_handlers_wait_for_waitpid(), SIGNALS_UNDER_TSAN)
     def test_sigterm_is_forwarded(self):
         env = dict(os.environ)
         env.pop("LD_PRELOAD", None)
@@ -221,6 +223,7 @@ class FakeLauncher(LauncherTestCase):
         self.assertEqual(proc.stdout.readline().strip(), "ready")
         return proc
 
+    @unittest.skipIf(signal_handlers_wait_for_waitpid(), SIGNALS_UNDER_TSAN)
     def test_sigusr1_is_forwarded(self):
         proc = self.start_waiting()
         proc.send_signal(signal.SIGUSR1)

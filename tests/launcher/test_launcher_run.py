@@ -7,7 +7,8 @@ import sys
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from launcher_testlib import CUDART, LIB, PROG, PYTHON, REPORT, ROOT, LauncherTestCase, is_elf  # noqa: E402
+from launcher_testlib import (CUDART, LIB, PROG, PYTHON, REPORT, ROOT, LauncherTestCase, is_elf,  # noqa: E402
+                              recorder_preload)
 
 sys.path.insert(0, os.path.join(ROOT, "tests", "python"))
 from python_testlib import python_with_pytest, tracefile  # noqa: E402
@@ -60,6 +61,19 @@ class RealLauncher(LauncherTestCase):
         self.assertEqual(p.returncode, 0, p.stderr)
         self.assertIn("ignoring GPUMEMTRACE_BACKEND=nvtx (expected interpose, cupti or auto)", p.stderr)
 
+    def test_launcher_variables_are_not_flagged_as_unknown(self):
+        # The launcher's own variables reach the program's environment; with -q it adds GPUMEMTRACE_QUIET
+        # and GPUMEMTRACE_OUTPUT: none of them is taken for a misspelt recorder setting.
+        env = {"GPUMEMTRACE_LIBRARY": LIB, "GPUMEMTRACE_REPORT": REPORT, "GPUMEMTRACE_PYTEST": "0",
+               "GPUMEMTRACE_TORCH": "0"}
+        p = self.launch(["run", "-q", "-o", "t", "--report", "r.txt", "--", *self.prog("clean")], env=env)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(p.stderr, "")
+        p = self.launch(["run", "-q", "-o", "u", "--report", "r.txt", "--", *self.prog("clean")],
+                        env=dict(env, GPUMEMTRACE_FLUSH_MSS="10"))
+        self.assertEqual(p.stderr, "gpumemtrace: ignoring GPUMEMTRACE_FLUSH_MSS=10 (not a gpumemtrace variable; "
+                                   "did you mean GPUMEMTRACE_FLUSH_MS?)\n")
+
     def test_ci_clean_program_exits_0(self):
         p = self.launch(["ci", "-o", "t", "--fail-on-leak", "--fail-on-growth", "--", *self.prog("clean")])
         self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
@@ -89,7 +103,8 @@ class RealLauncher(LauncherTestCase):
         self.assertEqual(sum(l["bytes"] for l in report["leaks"]), 3 * MiB)
 
     def test_user_preload_is_kept(self):
-        p = self.launch(["run", "-o", "t", "--", *self.prog("clean")], env={"LD_PRELOAD": CUDART})
+        # (A sanitized build's runtime stays ahead of the user's library: recorder_preload.)
+        p = self.launch(["run", "-o", "t", "--", *self.prog("clean")], env={"LD_PRELOAD": recorder_preload(CUDART)})
         self.assertEqual(p.returncode, 0, p.stderr)
         self.assertEqual(len(os.listdir(os.path.join(self.tmp, "t"))), 1)
 

@@ -9,6 +9,13 @@ import unittest
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BUILD = os.environ.get("GPUMEMTRACE_BUILD", os.path.join(ROOT, "build"))
 REPORT = os.path.join(BUILD, "gpumem-report")
+sys.path.insert(0, os.path.join(ROOT, "tests"))
+from testenv import sanitizer_runtime  # noqa: E402
+
+# For tests that bound a process's memory or time (run_measured): a sanitized build (make asan, make
+# tsan) has shadow memory, a quarantine of freed blocks and slower code of its own.
+skip_bounds_under_sanitizer = unittest.skipIf(sanitizer_runtime() is not None,
+                                              "memory and time bounds do not hold for a sanitized build")
 
 
 def run_report(*args, check_rc=None):

@@ -10,7 +10,7 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from reportlib import REPORT, ReportTestCase, run_measured  # noqa: E402
+from reportlib import REPORT, ReportTestCase, run_measured, skip_bounds_under_sanitizer  # noqa: E402
 from tracegen import Trace  # noqa: E402
 
 MiB = 1 << 20
@@ -42,6 +42,7 @@ def failures_trace(path, failures):
     t.close()
 
 
+@skip_bounds_under_sanitizer
 class AnalyzerMemory(ReportTestCase):
     def test_a_million_failed_allocations_in_bounded_memory(self):
         with tempfile.TemporaryDirectory(prefix="gpumem-memory-") as tmp:

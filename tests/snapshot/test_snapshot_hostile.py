@@ -13,7 +13,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "report"))
 import hostile_pickles as hostile  # noqa: E402
-from reportlib import run_measured  # noqa: E402
+from reportlib import run_measured, skip_bounds_under_sanitizer  # noqa: E402
 
 BUILD = os.environ.get("GPUMEMTRACE_BUILD", os.path.join(os.path.dirname(os.path.dirname(HERE)), "build"))
 REPORT = os.path.join(BUILD, "gpumem-report")
@@ -21,6 +21,7 @@ CONVERT = os.path.join(BUILD, "gpumem-snapshot2trace")
 MiB = 1 << 20
 
 
+@skip_bounds_under_sanitizer
 class HostileSnapshots(unittest.TestCase):
     def setUp(self):
         for tool in (REPORT, CONVERT):

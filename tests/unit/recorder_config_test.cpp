@@ -2,6 +2,7 @@
 // warning plus the default for every bad value.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 #include <string>
 #include <vector>
@@ -147,6 +148,63 @@ TEST(Config, OutputTemplate) {
   EXPECT_EQ(expand_output_path("/out/", 7, "app"), "/out/gpumemtrace.app.7.jsonl.zst");
   EXPECT_EQ(expand_output_path("run-%p-100%%.jsonl.zst", 9, "x"), "run-9-100%.jsonl.zst");
   EXPECT_EQ(expand_output_path("odd%q%", 1, "x"), "odd%q%");
+}
+
+TEST(Config, EveryVariableTheParserReadsIsKnown) {
+  static std::vector<std::string> asked;
+  asked.clear();
+  parse_config([](const char* name) -> const char* { return asked.push_back(name), nullptr; }, collect_warning);
+  parse_nvtx_mode(nullptr, collect_warning);
+  ASSERT_GE(asked.size(), 10u);
+  for (const std::string& name : asked)
+    EXPECT_NE(std::find(std::begin(kKnownVariables), std::end(kKnownVariables), name), std::end(kKnownVariables))
+        << name;
+}
+
+std::vector<std::string> unknown_warnings(std::vector<const char*> env) {
+  g_warnings.clear();
+  env.push_back(nullptr);
+  warn_unknown_variables(env.data(), collect_warning);
+  return g_warnings;
+}
+
+TEST(Config, KnownAndForeignVariablesGetNoWarning) {
+  std::vector<const char*> env = {"PATH=/usr/bin", "gpumemtrace_output=lower case is not ours", "GPUMEMTRACE=1",
+                                  "XGPUMEMTRACE_FOO=1"};
+  std::vector<std::string> entries;
+  for (const char* known : kKnownVariables) entries.push_back(std::string(known) + "=1");
+  for (const std::string& e : entries) env.push_back(e.c_str());
+  EXPECT_EQ(unknown_warnings(env), std::vector<std::string>{});
+  EXPECT_EQ(unknown_warnings({}), std::vector<std::string>{});
+}
+
+TEST(Config, UnknownVariableWarnsOnceInTheSameWordsWithTheClosestName) {
+  const auto w = unknown_warnings({"GPUMEMTRACE_STACK_DEPHT=8", "GPUMEMTRACE_OUTPUT=x/", "GPUMEMTRACE_STACK_DEPHT=9",
+                                   "GPUMEMTRACE_COLOUR=blue", "GPUMEMTRACE_QUITE=1", "GPUMEMTRACE_NO_VALUE"});
+  ASSERT_EQ(w.size(), 4u);
+  EXPECT_EQ(w[0], "ignoring GPUMEMTRACE_STACK_DEPHT=8 (not a gpumemtrace variable; did you mean "
+                  "GPUMEMTRACE_STACK_DEPTH?)");
+  EXPECT_EQ(w[1], "ignoring GPUMEMTRACE_COLOUR=blue (not a gpumemtrace variable)");
+  EXPECT_EQ(w[2], "ignoring GPUMEMTRACE_QUITE=1 (not a gpumemtrace variable; did you mean GPUMEMTRACE_QUIET?)");
+  EXPECT_EQ(w[3], "ignoring GPUMEMTRACE_NO_VALUE= (not a gpumemtrace variable)");
+}
+
+TEST(Config, ClosestKnownVariableIsAtMostTwoEditsAway) {
+  const std::vector<std::pair<const char*, const char*>> cases = {
+      {"GPUMEMTRACE_OUTPT", "GPUMEMTRACE_OUTPUT"},              // a deletion
+      {"GPUMEMTRACE_BACKENDS", "GPUMEMTRACE_BACKEND"},          // an insertion
+      {"GPUMEMTRACE_MAXBYTES", "GPUMEMTRACE_MAX_BYTES"},        // the underscore left out
+      {"GPUMEMTRACE_FLUSH_SM", "GPUMEMTRACE_FLUSH_MS"},         // neighbours swapped
+      {"GPUMEMTRACE_RING_EVENT", "GPUMEMTRACE_RING_EVENTS"},
+      {"GPUMEMTRACE_SIM_DEVICE", "GPUMEMTRACE_SIM_DEVICES"},    // nearer than SIM_NO_DEVICE
+  };
+  for (const auto& [typo, expected] : cases) {
+    const char* got = closest_known_variable(typo);
+    EXPECT_STREQ(got ? got : "(none)", expected) << typo;
+  }
+  EXPECT_EQ(closest_known_variable("GPUMEMTRACE_"), nullptr);
+  EXPECT_EQ(closest_known_variable("GPUMEMTRACE_TORCH_ENTRY"), nullptr);  // three edits from TORCH_ENTRIES
+  EXPECT_EQ(closest_known_variable("GPUMEMTRACE_SYMBOLS"), nullptr);
 }
 
 }  // namespace

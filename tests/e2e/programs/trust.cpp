@@ -1,9 +1,21 @@
 // tests/e2e/programs/trust.cpp — programs that do to the recorder what real programs do: close or
 // reuse its descriptors, end with _exit, die of a signal, catch one. For tests/e2e/test_recorder_trust.py.
+//   trust [shared-table] MODE ...  shared-table: first a seccomp filter that refuses unshare and
+//                              close_range, as a container's profile may: the recorder's writer thread
+//                              then shares the program's descriptor table (its fallback)
 //   trust closefrom FILE N     allocates 10000 bytes, closes every fd above 2, opens FILE, then makes N
 //                              allocations (10001+i) while writing its own lines to FILE; checks FILE
 //   trust dup2 FILE N          the same, but dup2()s FILE over the trace's descriptor instead of closing
 //   trust dup2_unlinked FILE N the same after unlinking the trace file (the recorder cannot reopen it)
+//   trust closefrom_race FILE  allocates 7000 (the recorder starts), then a thread closes every fd above
+//                              2 and opens FILE, over and over, while the main thread allocates 7001+i
+//                              (i < 39) and flushes; prints "lost=N": how often the thread's fresh
+//                              descriptor was closed or replaced under it, and "own=ok" when FILE kept
+//                              its own bytes
+//   trust where                allocates 1001, flushes; prints "fd=N" (the trace's descriptor in the
+//                              program's table, -1: none) and "writer_fd=N" (in another thread's table)
+//   trust close_stdout         allocates 1001, flushes, prints "closing", closes its stdout, then waits
+//                              for EOF on stdin
 //   trust exit_child MS [_Exit] allocates 1001; a fork child allocates 2002 and 2003, sleeps MS ms and
 //                              ends with _exit(0) (or _Exit(0)); the parent allocates 3003, prints child=PID
 //   trust vfork                allocates 1001; a vfork child calls _exit(0) at once; allocates 3003
@@ -17,16 +29,24 @@
 #include <dirent.h>
 #include <dlfcn.h>
 #include <fcntl.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <cerrno>
+#include <cstddef>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <thread>
 
 namespace {
 
@@ -37,13 +57,34 @@ void allocate(size_t bytes) {
 
 void sleep_ms(int ms) { usleep(ms * 1000); }
 
-// The descriptor whose target is a trace file (the recorder's), and its path; -1 when none.
-int find_trace_fd(std::string* path) {
-  DIR* d = opendir("/proc/self/fd");
+#ifndef SYS_close_range
+#define SYS_close_range 436
+#endif
+
+// The recorder's writer thread then cannot get a descriptor table of its own (docs/security.md).
+bool refuse_private_descriptor_tables() {
+  sock_filter filter[] = {
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_unshare, 0, 1),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_close_range, 0, 1),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ENOSYS),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+  };
+  sock_fprog prog{static_cast<unsigned short>(sizeof(filter) / sizeof(filter[0])), filter};
+  return prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0 && prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) == 0;
+}
+
+int (*gpumemtrace_flush_fn())() { return reinterpret_cast<int (*)()>(dlsym(RTLD_DEFAULT, "gpumemtrace_flush")); }
+
+// The descriptor in the fd directory `fd_dir` whose target is a trace file (the recorder's), and its
+// path; -1 when none.
+int find_trace_fd(std::string* path, const std::string& fd_dir = "/proc/thread-self/fd") {
+  DIR* d = opendir(fd_dir.c_str());
   int found = -1;
   while (dirent* e = d ? readdir(d) : nullptr) {
-    char link[64], target[4096];
-    snprintf(link, sizeof(link), "/proc/self/fd/%s", e->d_name);
+    char link[320], target[4096];
+    snprintf(link, sizeof(link), "%s/%s", fd_dir.c_str(), e->d_name);
     const ssize_t n = readlink(link, target, sizeof(target) - 1);
     if (n <= 0) continue;
     target[n] = '\0';
@@ -63,7 +104,22 @@ void close_all_above_stderr() {
   for (rlim_t fd = 3; fd < rl.rlim_cur; ++fd) close(static_cast<int>(fd));
 }
 
-int run_own_file(const std::string& how, const char* file, int n) {
+// The descriptor of the trace in another thread's table (the writer's own), or -1.
+int find_trace_fd_of_other_threads() {
+  DIR* tasks = opendir("/proc/self/task");
+  const long self = syscall(SYS_gettid);
+  int found = -1;
+  while (dirent* e = tasks ? readdir(tasks) : nullptr) {
+    if (e->d_name[0] == '.' || atol(e->d_name) == self) continue;
+    std::string path;
+    const int fd = find_trace_fd(&path, std::string("/proc/self/task/") + e->d_name + "/fd");
+    if (fd >= 0) found = fd;
+  }
+  if (tasks) closedir(tasks);
+  return found;
+}
+
+int run_own_file(const std::string& how, const char* file, int n, bool shared_table) {
   allocate(10000);  // the recorder starts: its trace file is open from here on
   std::string trace_path;
   const int trace_fd = find_trace_fd(&trace_path);
@@ -71,10 +127,12 @@ int run_own_file(const std::string& how, const char* file, int n) {
   fflush(stdout);
   int own = -1;
   if (how == "closefrom") {
-    // Let the writer finish starting up (it opens /proc and debug files on its first batch) before
-    // every descriptor goes: a descriptor the writer has open at that moment is closed under it and
-    // its later close would hit the program's new file (docs/security.md, "Limits").
-    if (auto flush = reinterpret_cast<int (*)()>(dlsym(RTLD_DEFAULT, "gpumemtrace_flush"))) flush();
+    // In a shared table, let the writer finish starting up (it opens /proc and debug files on its
+    // first batch) before every descriptor goes: a descriptor the writer has open at that moment is
+    // closed under it and its later close would hit the program's new file (docs/security.md). With
+    // a table of its own, there is nothing to wait for.
+    if (shared_table)
+      if (auto flush = gpumemtrace_flush_fn()) flush();
     close_all_above_stderr();
     own = open(file, O_WRONLY | O_CREAT | O_TRUNC, 0644);
   } else {
@@ -143,6 +201,70 @@ int run_loop() {
   }
 }
 
+// The main thread starts the recorder with its first allocation; the writer thread then goes on
+// starting up on its own (it reads /proc/self/maps, the ELF and debug files of the first stacks'
+// modules) while a second thread closes every descriptor above 2 and opens FILE again, over and over,
+// and the main thread keeps allocating. A writer sharing the program's table can close the thread's
+// fresh descriptor (moving one of its own high) or have one of its own closed; with a table of its
+// own, neither. (The closing starts after the first allocation: the recorder's start on the main
+// thread makes libunwind's pipe in the program's table, a race docs/security.md describes.)
+int run_closefrom_race(const char* file) {
+  allocate(7000);
+  std::atomic<bool> done{false};
+  std::atomic<int> lost{0}, rounds{0};
+  bool own_ok = true;
+  std::thread closer([&] {
+    for (int attempt = 0; attempt < 1000000 && (!done.load() || rounds.load() < 100); ++attempt) {
+      close_all_above_stderr();
+      const int fd = open(file, O_RDWR | O_CREAT | O_TRUNC, 0644);
+      if (fd < 0) continue;
+      struct stat opened, now;
+      fstat(fd, &opened);
+      for (int i = 0; i < 50; ++i) sched_yield();  // the moment the writer might act in
+      if (fstat(fd, &now) != 0 || now.st_ino != opened.st_ino || now.st_dev != opened.st_dev) {
+        lost.fetch_add(1);
+        continue;
+      }
+      const char line[] = "own line\n";
+      char back[sizeof(line)] = {};
+      if (pwrite(fd, line, sizeof(line) - 1, 0) != sizeof(line) - 1 || pread(fd, back, sizeof(line) - 1, 0) != sizeof(line) - 1 ||
+          strcmp(back, line) != 0)
+        own_ok = false;
+      rounds.fetch_add(1);
+    }
+  });
+  for (int i = 0; i < 39; ++i) {
+    allocate(7001 + i);
+    if (i % 10 == 0)
+      if (auto flush = gpumemtrace_flush_fn()) flush();
+  }
+  done.store(true);
+  closer.join();
+  printf("lost=%d\n%s\n", lost.load(), own_ok ? "own=ok" : "own=corrupted");
+  return 0;
+}
+
+int run_where() {
+  allocate(1001);
+  if (auto flush = gpumemtrace_flush_fn()) flush();
+  std::string path;
+  printf("fd=%d\nwriter_fd=%d\n", find_trace_fd(&path), find_trace_fd_of_other_threads());
+  return 0;
+}
+
+int run_close_stdout() {
+  allocate(1001);
+  if (auto flush = gpumemtrace_flush_fn()) flush();
+  printf("closing\n");
+  fflush(stdout);
+  close(STDOUT_FILENO);
+  char buf[64];
+  while (read(STDIN_FILENO, buf, sizeof buf) > 0) {
+  }
+  allocate(1002);
+  return 0;
+}
+
 volatile sig_atomic_t g_got_signal = 0;
 void on_term(int) {
   const char msg[] = "handled\n";
@@ -176,8 +298,7 @@ int run_rss() {
     cudaMalloc(&p, 1 << 20);
     cudaFree(p);
   }
-  auto flush = reinterpret_cast<int (*)()>(dlsym(RTLD_DEFAULT, "gpumemtrace_flush"));
-  if (flush) flush();
+  if (auto flush = gpumemtrace_flush_fn()) flush();
   FILE* f = fopen("/proc/self/status", "r");
   char line[256];
   long rss_kb = -1;
@@ -191,15 +312,24 @@ int run_rss() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  const bool shared_table = argc > 1 && !strcmp(argv[1], "shared-table");
+  if (shared_table) {
+    if (!refuse_private_descriptor_tables()) return perror("seccomp"), 5;
+    --argc;
+    ++argv;
+  }
   const std::string mode = argc > 1 ? argv[1] : "";
   if ((mode == "closefrom" || mode == "dup2" || mode == "dup2_unlinked") && argc == 4)
-    return run_own_file(mode, argv[2], atoi(argv[3]));
+    return run_own_file(mode, argv[2], atoi(argv[3]), shared_table);
+  if (mode == "closefrom_race" && argc == 3) return run_closefrom_race(argv[2]);
+  if (mode == "where") return run_where();
+  if (mode == "close_stdout") return run_close_stdout();
   if (mode == "exit_child" && argc >= 3) return run_exit_child(atoi(argv[2]), argc == 4 && !strcmp(argv[3], "_Exit"));
   if (mode == "vfork") return run_vfork();
   if (mode == "loop") return run_loop();
   if (mode == "handler" && argc == 3) return run_handler(argv[2]);
   if (mode == "rss") return run_rss();
-  fprintf(stderr, "usage: trust closefrom|dup2|dup2_unlinked FILE N | exit_child MS [_Exit] | vfork | loop | "
-                  "handler before|after | rss\n");
+  fprintf(stderr, "usage: trust [shared-table] closefrom|dup2|dup2_unlinked FILE N | closefrom_race FILE | where | "
+                  "close_stdout | exit_child MS [_Exit] | vfork | loop | handler before|after | rss\n");
   return 2;
 }
