@@ -34,3 +34,17 @@ bench-trace-size: $(BUILD)/libgpumemtrace.so $(BUILD)/gpumem-report $(BUILD)/ben
 	$(PYTHON) bench/trace_size_bench.py --build $(BUILD)
 .PHONY: bench-trace-size
 BENCH_TARGETS += bench-trace-size
+
+## bench-torch-step: ms per training step on a GPU (1 ms MLP, GPT-2 small): plain, PyTorch's own history, driver, full
+## (needs PyTorch with CUDA: PYTHON=/path/to/venv/bin/python; SKIP otherwise)
+bench-torch-step: $(BUILD)/libgpumemtrace.so
+	$(PYTHON) bench/torch_step_bench.py --build $(BUILD) $(BENCH_TORCH_STEP_ARGS)
+.PHONY: bench-torch-step
+BENCH_TARGETS += bench-torch-step
+
+## bench-process: whole-process wall time of a 2-line torch script: plain, PyTorch's own history, driver, full
+## (needs PyTorch with CUDA; SKIP otherwise)
+bench-process: $(BUILD)/libgpumemtrace.so
+	$(PYTHON) bench/process_bench.py --build $(BUILD) $(BENCH_PROCESS_ARGS)
+.PHONY: bench-process
+BENCH_TARGETS += bench-process

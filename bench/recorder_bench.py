@@ -33,6 +33,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tests"))
 import tracefile  # noqa: E402
+from benchlib import load_average  # noqa: E402
 
 
 def run(cmd, env=None):
@@ -50,11 +51,6 @@ def loop_times(output):
     """(wall ns, thread CPU ns) of the loop, as alloc_loop prints them."""
     m = re.search(r"loop_ns=(\d+) loop_cpu_ns=(\d+)", output)
     return int(m.group(1)), int(m.group(2))
-
-
-def load_average():
-    with open("/proc/loadavg") as f:
-        return " ".join(f.read().split()[:3])
 
 
 def parse_named(values, what):

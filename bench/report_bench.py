@@ -33,6 +33,8 @@ import sys
 import tempfile
 import time
 
+from benchlib import load_average
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 # Peak RSS may differ by allocator noise between sizes, never grow with them.
@@ -134,11 +136,6 @@ class Row:
     def markdown(self):
         return (f"| {self.tool} | {self.trace} | {self.events:,} | {self.mib:.0f} | {self.median:.2f} | "
                 f"{self.seconds[0]:.2f}-{self.seconds[-1]:.2f} | {self.rate / 1e6:.2f}M | {self.rss_mib:.1f} |")
-
-
-def load_average():
-    with open("/proc/loadavg") as f:
-        return " ".join(f.read().split()[:3])
 
 
 def footer_events(path):

@@ -22,6 +22,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tests"))
 import tracefile  # noqa: E402
+from benchlib import load_average  # noqa: E402
 
 
 def run(cmd, env=None, **kw):
@@ -32,11 +33,6 @@ def run(cmd, env=None, **kw):
     if p.returncode != 0:
         sys.exit(f"failed ({p.returncode}): {' '.join(cmd)}\n{p.stdout}\n{p.stderr}")
     return p
-
-
-def load_average():
-    with open("/proc/loadavg") as f:
-        return " ".join(f.read().split()[:3])
 
 
 def write_lines(path, lines):

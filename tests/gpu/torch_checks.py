@@ -12,28 +12,25 @@ PYTHONPATH=tools/python and inspects the trace:
   async       backend:cudaMallocAsync: one warning, driver-level events only, program unchanged
   agreement   reserved peak from events == torch.cuda.max_memory_reserved(); allocated peak vs
               max_memory_allocated() (printed; equal where rounding is reproducible)
-  overhead    ms per training step: plain, driver-level only (GPUMEMTRACE_TORCH=0
-              GPUMEMTRACE_PYTHON=0), full (targets: <= 3% and <= 15%)
   snapshot    the first torch.cuda.memory._snapshot() of a process recording with context="all",
-              stacks="python": its time and whether it imported torch._inductor, called plainly and
-              through the hook's history.take_snapshot (which must not import it; docs/pytorch.md,
-              "The cost of a drain")
-  exit        a 2-line torch script's whole process, plain vs full (LD_PRELOAD + the PyTorch hook),
-              EXIT_RUNS runs each, interleaved: median and min-max of each, the load average (target:
-              full adds less than 1 s; the exit drain once added about 6 s)
+              stacks="python", called plainly and through the hook's history.take_snapshot: the hook's
+              must not import torch._inductor (docs/pytorch.md, "The cost of a drain"); both times
+              are printed for information
+What tracing costs is measured by benchmarks, not checked here: make bench-torch-step (ms per step)
+and make bench-process (whole-process time), docs/performance.md.
 """
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
-import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "tests"))
+sys.path.insert(0, os.path.join(ROOT, "bench"))
 import tracefile  # noqa: E402
+from benchlib import traced_env  # noqa: E402
 
 CHILD = r'''
 import os, sys, time, torch
@@ -70,19 +67,8 @@ elif mode == "oom":
         big = torch.empty(int(total * 2), dtype=torch.uint8, device=dev)  # PLANTED_OOM
     except torch.cuda.OutOfMemoryError:
         print("caught")
-elif mode == "overhead":
-    for _ in range(20): step()
-    torch.cuda.synchronize()
-    t = time.perf_counter()
-    for _ in range(200): step()
-    torch.cuda.synchronize()
-    print("%.4f" % ((time.perf_counter() - t) / 200 * 1000))
 '''
 
-
-# The short program of the `exit` check: import torch, one tensor on the GPU.
-TWO_LINES = 'import torch\nx = torch.ones(1, device="cuda")\n'
-EXIT_RUNS = 5
 
 # The `snapshot` check's child: argv[1] "plain" or "hook" (history.take_snapshot, tools/python on
 # sys.path; no preload needed). Prints the first and second snapshot's seconds and whether
@@ -99,46 +85,6 @@ t = time.perf_counter(); s1 = snap(); first = time.perf_counter() - t
 t = time.perf_counter(); snap(); second = time.perf_counter() - t
 print("%.3f %.3f %d %d %d" % (first, second, before, "torch._inductor" in sys.modules, len(s1["device_traces"][0])))
 '''
-
-
-def traced_env(build, out):
-    """The environment of a traced child: the preload, its trace file, the PyTorch hook."""
-    env = dict(os.environ)
-    env.update(LD_PRELOAD=os.path.join(build, "libgpumemtrace.so"), GPUMEMTRACE_OUTPUT=out,
-               GPUMEMTRACE_QUIET="1",
-               PYTHONPATH=os.pathsep.join([os.path.join(ROOT, "tools", "python"), env.get("PYTHONPATH", "")]))
-    return env
-
-
-def load_average():
-    try:
-        with open("/proc/loadavg") as f:
-            return " ".join(f.read().split()[:3])
-    except OSError:
-        return "?"
-
-
-def time_exit_runs(build, runs):
-    """Seconds of a TWO_LINES process, plain and full, `runs` times each, interleaved."""
-    d = tempfile.mkdtemp()
-    script = os.path.join(d, "two_lines.py")
-    with open(script, "w") as f:
-        f.write(TWO_LINES)
-    times = {"plain": [], "full": []}
-    for i in range(runs):
-        for kind in ("plain", "full"):
-            env = traced_env(build, os.path.join(d, "trace-%d.jsonl" % i)) if kind == "full" else dict(os.environ)
-            t = time.perf_counter()
-            p = subprocess.run([sys.executable, script], capture_output=True, text=True, env=env, timeout=600)
-            elapsed = time.perf_counter() - t
-            if p.returncode != 0:
-                return None, "%s run failed: %s" % (kind, p.stderr[-300:])
-            times[kind].append(elapsed)
-    return times, ""
-
-
-def spread(xs):
-    return "median %.2f s (min %.2f, max %.2f)" % (statistics.median(xs), min(xs), max(xs))
 
 
 def have_gpu_torch():
@@ -237,13 +183,6 @@ def main():
           and not [e for e in ev if e["op"].startswith("block_")],
           "driver-level events %d, stderr %r" % (len(ev), p.stderr.strip()[-200:]))
 
-    base = float(run(args.build, "overhead", traced=False)[0].stdout or "nan")
-    drv = float(run(args.build, "overhead", {"GPUMEMTRACE_TORCH": "0", "GPUMEMTRACE_PYTHON": "0"})[0].stdout or "nan")
-    full = float(run(args.build, "overhead")[0].stdout or "nan")
-    check("overhead", drv <= base * 1.03 and full <= base * 1.15,
-          "step %.3f ms plain, %.3f ms driver-level (%+.1f%%), %.3f ms full (%+.1f%%)"
-          % (base, drv, (drv / base - 1) * 100, full, (full / base - 1) * 100))
-
     figures = {}
     for how in ("plain", "hook"):
         d = tempfile.mkdtemp()
@@ -265,16 +204,6 @@ def main():
              "%.3f s / %.3f s, imported torch._inductor: %s" % (plain[0], plain[1], plain[3]) if plain else "failed",
              "%.3f s / %.3f s, imported torch._inductor: %s" % (hook[0], hook[1], hook[3]) if hook else "failed"))
 
-    load = load_average()
-    times, err = time_exit_runs(args.build, EXIT_RUNS)
-    if times is None:
-        check("exit", False, err)
-    else:
-        added = statistics.median(times["full"]) - statistics.median(times["plain"])
-        check("exit", added < 1.0,
-              "2-line torch script, whole process, %d runs each: plain %s, full %s, full adds %.2f s "
-              "(load average %s before, %s after)"
-              % (EXIT_RUNS, spread(times["plain"]), spread(times["full"]), added, load, load_average()))
     return 1 if failures else 0
 
 

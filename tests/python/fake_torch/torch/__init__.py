@@ -1,13 +1,14 @@
 # tests/python/fake_torch/torch/__init__.py — a stand-in `torch` with the surface the gpumemtrace hook uses.
 """A stand-in `torch` for tests (no PyTorch on the test machine). It offers exactly the surface the
 gpumemtrace hook uses, shaped like PyTorch 2.4-2.11: torch.__version__, torch.version, lazy CUDA init
-with torch.cuda._lazy_call, torch.cuda.memory._record_memory_history/_snapshot (a bounded history ring
-whose _snapshot() appends a "snapshot" entry after copying, entries with time_us in realtime µs and
+with torch.cuda._lazy_call, torch.cuda.is_available,
+torch.cuda.memory._record_memory_history/_snapshot/_dump_snapshot (a bounded history ring whose
+_snapshot() appends a "snapshot" entry after copying, entries with time_us in realtime µs and
 Python frames innermost first), torch._C._cuda_attach_out_of_memory_observer, memory_stats counters,
 max_memory_reserved/allocated, torch.cuda.synchronize, torch._C._cuda_clearCublasWorkspaces,
 torch.autograd.backward (Tensor.backward calls it), the lazy import of torch._inductor through the
 module's __getattr__ that PyTorch's frame symbolizer triggers (torch/_inductor). A tiny caching
-allocator stands behind torch.empty(nbytes, device="cuda").
+allocator stands behind torch.empty(nbytes, device="cuda") and torch.ones(n, device="cuda").
 
 Knobs (environment): FAKE_TORCH_VERSION (default 2.11.0+cu130), FAKE_TORCH_BACKEND (native),
 FAKE_TORCH_LIMIT (bytes the device can reserve, default 1 GiB), FAKE_TORCH_CUDART (path of a CUDA
@@ -59,3 +60,8 @@ def __getattr__(name):
 def empty(nbytes, device="cuda"):
     cuda._lazy_init()
     return Tensor(cuda._allocator().malloc(int(nbytes)))
+
+
+def ones(n, device="cuda"):
+    """n float32 elements (their values are not kept)."""
+    return empty(4 * int(n), device)

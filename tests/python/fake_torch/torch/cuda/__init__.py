@@ -25,6 +25,10 @@ def device_count():
     return 1
 
 
+def is_available():
+    return True
+
+
 def get_allocator_backend():
     return os.environ.get("FAKE_TORCH_BACKEND", "native")
 

@@ -60,6 +60,12 @@ def _snapshot(device=None):
     return {"segments": segs, "device_traces": [trace]}
 
 
+def _dump_snapshot(filename="dump_snapshot.pickle"):
+    import pickle
+    with open(filename, "wb") as f:
+        pickle.dump(_snapshot(), f)
+
+
 def _symbolize(trace):
     """What PyTorch's symbolizer does besides naming frames (appendSymbolized in
     torch/csrc/profiler/python/combined_traceback.cpp): it asks hasattr(torch, "_inductor"), which
