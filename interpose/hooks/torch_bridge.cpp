@@ -149,6 +149,12 @@ __attribute__((visibility("default"))) const char* gpumemtrace_torch_live_action
   return nullptr;
 }
 
+// 1 when block_free events keep a stack (GPUMEMTRACE_FREE_STACKS=1), else 0 (the default): the hook
+// then turns PyTorch's history on with context="alloc", so PyTorch gathers no stack at a free.
+__attribute__((visibility("default"))) int gpumemtrace_torch_free_stacks(void) {
+  return gpumemtrace::releases_keep_stacks() ? 1 : 0;
+}
+
 // Records a `sync` event at time_ns (CLOCK_MONOTONIC, > 0): the caller promises that every event it
 // reports later through gpumemtrace_record_torch() has a time above time_ns (docs/trace-format.md:
 // readers merge the delayed events into the timeline by time up to each sync). Returns 1 when

@@ -347,6 +347,8 @@ void stop_recording() noexcept {
 
 bool recorder_disabled() noexcept { return g_state.load(std::memory_order_relaxed) == kDisabled; }
 
+bool releases_keep_stacks() noexcept { return ensure_active() && g_shared->config.free_stacks; }
+
 void log_line(const char* msg) noexcept {
   if (t_queues_lines) return queue_line(msg);
   write_stderr_line({"gpumemtrace: ", msg});

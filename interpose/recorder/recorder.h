@@ -316,6 +316,11 @@ bool flush_now(int timeout_ms) noexcept;
 // are then pure pass-throughs.
 bool recorder_disabled() noexcept;
 
+// True when release events (free, block_free, unmap, unreserve) carry stacks (GPUMEMTRACE_FREE_STACKS=1);
+// false by default, and when the recorder is not active. Starts the recorder on first use. For the
+// PyTorch hook, which then need not ask PyTorch to gather a stack at every free.
+bool releases_keep_stacks() noexcept;
+
 // Logs one line "gpumemtrace: <msg>" on stderr with write(2) (async-signal-safe, keeps errno). On the
 // writer thread, the line is written by the next program thread that records, flushes or finishes
 // the trace (the writer's own stderr is /dev/null: writer/private_fds.h).

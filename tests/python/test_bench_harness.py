@@ -1,13 +1,15 @@
 # tests/python/test_bench_harness.py — the GPU benchmarks' harness (bench/benchlib.py, process_bench.py,
 # torch_step_bench.py) run on the CPU with the stand-in torch: their variants engage what they claim to.
 """The GPU benchmarks cannot be timed here, but their harness can be checked: the medians and ratios of
-bench/benchlib.py, the interleaving of variants, and bench/process_bench.py end to end against the
-stand-in torch on the simulated runtime (every variant runs, the traced ones write whole traces, and
-a full-level run whose PyTorch hook did not record fails the bench instead of giving a figure).
+bench/benchlib.py, the interleaving of variants, and bench/process_bench.py and torch_step_bench.py
+(its allocation-only model) end to end against the stand-in torch on the simulated runtime: every
+variant runs, the traced ones write whole traces, drains are counted, and a full-level run whose
+PyTorch hook did not record fails the bench instead of giving a figure.
 The figures these runs print mean nothing (a stand-in torch); only their shape is asserted.
 """
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -50,7 +52,7 @@ class BenchlibTest(unittest.TestCase):
 
 @unittest.skipUnless(os.path.exists(LIB) and os.path.exists(SIM),
                      "needs build/libgpumemtrace.so and build/sim/libcudart.so.13")
-class ProcessBenchTest(unittest.TestCase):
+class GpuBenchOnStandInTest(unittest.TestCase):
     def run_bench(self, script, *args, env_extra=None, fake=True):
         env = dict(os.environ, FAKE_TORCH_CUDART=SIM, PYTHONPATH=FAKE if fake else "")
         env.pop("PYTHONSTARTUP", None)
@@ -79,6 +81,23 @@ class ProcessBenchTest(unittest.TestCase):
         self.assertEqual(p.returncode, 1, p.stdout + p.stderr)
         self.assertIn("FAIL: full run 0: the trace has no block_alloc event", p.stdout)
         self.assertNotIn("| variant", p.stdout)
+
+    def test_step_bench_times_every_variant_and_counts_drains(self):
+        # The allocation-only model is the one the stand-in can run; a small ring and a fast poll make
+        # the hook drain during the timed steps.
+        small_ring = {"GPUMEMTRACE_TORCH_ENTRIES": "1024", "GPUMEMTRACE_TORCH_POLL_MS": "10"}
+        p = self.run_bench("torch_step_bench.py", "--models", "alloc", "--rounds", "1", "--window-steps", "40",
+                           env_extra=small_ring)
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        rows = [line.split("|")[2].strip() for line in p.stdout.splitlines()
+                if line.startswith("| allocate")]
+        self.assertEqual(rows, ["plain", "torch", "driver", "full"])
+        drains = int(re.search(r"(\d+) drains in the last full run", p.stdout).group(1))
+        self.assertGreater(drains, 1, p.stdout)
+        p = self.run_bench("torch_step_bench.py", "--models", "alloc", "--rounds", "1", "--window-steps", "5",
+                           env_extra={"FAKE_TORCH_VERSION": "2.3.1+cu121"})
+        self.assertEqual(p.returncode, 1, p.stdout + p.stderr)
+        self.assertIn("FAIL: alloc full round 0: the trace has no block_alloc event", p.stdout)
 
     def test_without_torch_both_benches_skip(self):
         for script in ("process_bench.py", "torch_step_bench.py"):

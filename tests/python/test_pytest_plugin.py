@@ -171,7 +171,9 @@ class PytestPluginTest(unittest.TestCase):
         self.assertIn("2 passed, 1 skipped, 1 error", proc.stdout)
         self.assertEqual([e for e in events if e["op"].startswith("scope_")], [])
         self.assertTrue([e for e in events if e["op"] == "block_alloc"])
-        self.assertEqual([c for c in calls if c[0] not in ("gc", "snapshot")], [])
+        # The PyTorch hook still turns the history on; the plugin calls nothing (no synchronize, no clear).
+        self.assertEqual([c for c in calls if c[0] not in ("gc", "snapshot")
+                          and not c[0].startswith("record_memory_history/")], [])
 
 
 if __name__ == "__main__":

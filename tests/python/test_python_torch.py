@@ -89,6 +89,36 @@ class TorchHookTest(unittest.TestCase):
             self.assertEqual([f for f in st if f.get("lang") != "python"], [], e)
             self.assertFalse([f for f in st if "gpumemtrace_torch" in f.get("file", "")], e)
 
+    def test_free_stacks_only_when_asked_for(self):
+        def python_frames(stack_of, e):
+            return [f for f in stack_of(e) if f.get("lang") == "python"]
+        act_line = prog_line("LINE_ACT")
+        # Default: releases keep no stack, so PyTorch is not asked to gather one at every free
+        # (context="alloc"); allocations keep theirs.
+        proc, events, stack_of, calls = self.run_logged("train")
+        self.assertIn("record_memory_history/context=alloc", [name for name, _ in calls])
+        frees = [e for e in events if e["op"] == "block_free"]
+        self.assertEqual(len(frees), 20)
+        self.assertEqual([e for e in frees if e.get("stack", 0) != 0], [])
+        act = [e for e in events if e["op"] == "block_alloc" and e["size"] == 300000]
+        self.assertEqual(len(act), 20)
+        for e in act:
+            self.assertEqual(python_frames(stack_of, e)[0]["line"], act_line)
+        # GPUMEMTRACE_FREE_STACKS=1: context="all", and a block_free carries where the block was freed
+        # (not the allocation's stack, which PyTorch hands a free entry under context="alloc").
+        with tempfile.TemporaryDirectory() as d:
+            log = os.path.join(d, "calls.log")
+            proc, events, stack_of = self.run_prog("train", {"GPUMEMTRACE_FREE_STACKS": "1",
+                                                             "FAKE_TORCH_CALL_LOG": log})
+            with open(log) as f:
+                self.assertIn("record_memory_history/context=all", f.read())
+        frees = [e for e in events if e["op"] == "block_free"]
+        self.assertEqual(len(frees), 20)
+        for e in frees:
+            py = python_frames(stack_of, e)
+            self.assertTrue(py, e)
+            self.assertNotEqual(py[0]["line"], act_line)
+
     def test_torch_frames_kept_when_python_frames_are_off(self):
         # GPUMEMTRACE_PYTHON=0 stops reading the interpreter's frames (cudaMalloc's stack is native
         # only); the frames PyTorch recorded are its own record and stay (docs/pytorch.md).

@@ -132,7 +132,11 @@ class TorchHook:
                           "allocator; the trace has driver-level events only" % backend)
                 return
             entries = _env_int("GPUMEMTRACE_TORCH_ENTRIES", 65536, 1024, 1 << 26)
-            drain = HistoryDrain(self.bridge)
+            # The trace keeps no stack for a release unless GPUMEMTRACE_FREE_STACKS=1: then PyTorch
+            # need not gather one at every free either (context="alloc"; it gives a free entry the
+            # allocation's stack instead, which is not where the free happened and is not forwarded).
+            context = "all" if self.bridge.free_stacks else "alloc"
+            drain = HistoryDrain(self.bridge, free_stacks=self.bridge.free_stacks)
             # The history can only start at CUDA's initialisation, which runs this first: nothing
             # before these counters can be in the ring, so a drain that finds them unchanged has
             # nothing to forward.
@@ -140,7 +144,7 @@ class TorchHook:
             # Every history entry is newer than this: the first sync (readers start merging the
             # delayed events into the timeline by time from here).
             start_us = time.time_ns() // 1000
-            torch.cuda.memory._record_memory_history(enabled="all", context="all", stacks="python",
+            torch.cuda.memory._record_memory_history(enabled="all", context=context, stacks="python",
                                                      max_entries=entries)
             drain.sync_at(drain.boundary_ns([], start_us))
             try:

@@ -42,8 +42,10 @@ _MAX_CACHED_NAMES = 1 << 16
 
 
 class Bridge:
-    def __init__(self, record, live_action, mark, flush, sync):
+    def __init__(self, record, live_action, mark, flush, sync, free_stacks=True):
         self._record = record
+        # Whether block_free events keep a stack (GPUMEMTRACE_FREE_STACKS=1; the library decides).
+        self.free_stacks = free_stacks
         self._mark = mark
         self._flush = flush
         self._sync = sync
@@ -143,4 +145,10 @@ def load():
     sync = glob.gpumemtrace_record_sync
     sync.argtypes = [_u64]
     sync.restype = ctypes.c_int
-    return Bridge(record, live_action, mark, flush, sync)
+    # Newer than the rest: a library without it keeps the stacks it is given (context="all").
+    free_stacks = getattr(glob, "gpumemtrace_torch_free_stacks", None)
+    if free_stacks is not None:
+        free_stacks.argtypes = []
+        free_stacks.restype = ctypes.c_int
+    return Bridge(record, live_action, mark, flush, sync,
+                  free_stacks=free_stacks is None or free_stacks() != 0)

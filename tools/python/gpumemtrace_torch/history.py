@@ -100,9 +100,10 @@ def realtime_to_monotonic_offset_ns():
 
 
 class HistoryDrain:
-    def __init__(self, bridge, max_frames=32):
+    def __init__(self, bridge, max_frames=32, free_stacks=True):
         self.bridge = bridge
         self.max_frames = max_frames
+        self.free_stacks = free_stacks  # False: free entries carry their block's allocation stack
         self.anchors = {}          # device -> list of keys of the last forwarded entries
         self.segments = {}         # device -> sorted list of [addr, size]
         self.lost_drains = 0       # drains that found the ring had wrapped past the anchor
@@ -245,6 +246,8 @@ class HistoryDrain:
         t_us = e.get("time_us", 0) or 0
         time_ns = max(0, int(t_us) * 1000 + self.offset_ns) if t_us else 0
         frames = e.get("frames") or ()
+        if action == "free_requested" and not self.free_stacks:
+            frames = ()
         if len(frames) > self.max_frames:
             frames = frames[:self.max_frames]
         return (action, addr, size, dev, int(e.get("stream", 0) or 0), segment, time_ns, free_bytes, frames)

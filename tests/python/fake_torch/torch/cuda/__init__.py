@@ -91,7 +91,7 @@ def memory_allocated(device=0):
 
 
 class _Block:
-    __slots__ = ("addr", "size", "requested", "segment")
+    __slots__ = ("addr", "size", "requested", "segment", "frames")
 
 
 class _Allocator:
@@ -167,7 +167,7 @@ class _Allocator:
         self.allocated += size
         self.peak_allocated = max(self.peak_allocated, self.allocated)
         self.n_alloc += 1
-        memory._record("alloc", b.addr, requested)
+        b.frames = memory._record("alloc", b.addr, requested)
         return b
 
     def empty_cache(self):
@@ -183,8 +183,8 @@ class _Allocator:
             self.n_seg_free += 1
 
     def free(self, b):
-        memory._record("free_requested", b.addr, b.requested)
-        memory._record("free_completed", b.addr, b.requested)
+        memory._record("free_requested", b.addr, b.requested, b.frames)
+        memory._record("free_completed", b.addr, b.requested, b.frames)
         self.allocated -= b.size
         self.n_free += 1
         b.segment[2].append((b.addr - b.segment[0], b.size))

@@ -7,13 +7,16 @@ import traceback
 _lock = threading.Lock()
 _history = None  # deque(maxlen=max_entries) when enabled
 _stacks = "python"
+_context = "all"
 
 
 def _record_memory_history(enabled="all", context="all", stacks="all", max_entries=1 << 62, device=None,
                            clear_history=False, compile_context=False, global_record_annotations=False,
                            skip_actions=None):
-    global _history, _stacks
+    global _history, _stacks, _context
     from . import _lazy_init
+    from .. import _calls
+    _calls.note("record_memory_history/context=%s" % context)
     _lazy_init()  # like PyTorch: recording needs the allocator
     with _lock:
         if enabled is None:
@@ -23,6 +26,7 @@ def _record_memory_history(enabled="all", context="all", stacks="all", max_entri
             old = list(_history or [])
             _history = collections.deque([] if clear_history else old, maxlen=max_entries)
         _stacks = stacks
+        _context = context
 
 
 def _frames():
@@ -34,13 +38,18 @@ def _frames():
     return out
 
 
-def _record(action, addr, size):
+def _record(action, addr, size, alloc_frames=None):
+    """Appends one entry and returns its frames. As PyTorch's allocator: a free gathers a stack of its
+    own only with context="all"; otherwise its entry carries the block's allocation stack
+    (`alloc_frames`, the frames _record returned for the alloc)."""
+    frames = _frames() if alloc_frames is None or _context == "all" else alloc_frames
     with _lock:
         if _history is None:
-            return
+            return []
         _history.append({"action": action, "addr": addr, "size": size, "stream": 0,
-                         "time_us": time.time_ns() // 1000, "frames": _frames(),
+                         "time_us": time.time_ns() // 1000, "frames": frames,
                          **({"device_free": addr} if action == "oom" else {})})
+    return frames
 
 
 def _snapshot(device=None):
