@@ -48,3 +48,10 @@ bench-process: $(BUILD)/libgpumemtrace.so
 	$(PYTHON) bench/process_bench.py --build $(BUILD) $(BENCH_PROCESS_ARGS)
 .PHONY: bench-process
 BENCH_TARGETS += bench-process
+
+## bench-torch-drain: the PyTorch hook's side of a history drain per entry (CPU, synthetic snapshots), beside pickle
+## (BENCH_TORCH_DRAIN_ARGS: e.g. --tools old=/tmp/old/tools/python --tools new=tools/python)
+bench-torch-drain: $(BUILD)/libgpumemtrace.so
+	$(PYTHON) bench/torch_drain_bench.py --build $(BUILD) $(BENCH_TORCH_DRAIN_ARGS)
+.PHONY: bench-torch-drain
+BENCH_TARGETS += bench-torch-drain

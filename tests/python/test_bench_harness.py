@@ -1,8 +1,8 @@
 # tests/python/test_bench_harness.py — the GPU benchmarks' harness (bench/benchlib.py, process_bench.py,
 # torch_step_bench.py) run on the CPU with the stand-in torch: their variants engage what they claim to.
 """The GPU benchmarks cannot be timed here, but their harness can be checked: the medians and ratios of
-bench/benchlib.py, the interleaving of variants, and bench/process_bench.py and torch_step_bench.py
-(its allocation-only model) end to end against the stand-in torch on the simulated runtime: every
+bench/benchlib.py, the interleaving of variants, bench/torch_drain_bench.py (CPU-only, its trace
+checked), and bench/process_bench.py and torch_step_bench.py (its allocation-only model) end to end against the stand-in torch on the simulated runtime: every
 variant runs, the traced ones write whole traces, drains are counted, and a full-level run whose
 PyTorch hook did not record fails the bench instead of giving a figure.
 The figures these runs print mean nothing (a stand-in torch); only their shape is asserted.
@@ -98,6 +98,18 @@ class GpuBenchOnStandInTest(unittest.TestCase):
                            env_extra={"FAKE_TORCH_VERSION": "2.3.1+cu121"})
         self.assertEqual(p.returncode, 1, p.stdout + p.stderr)
         self.assertIn("FAIL: alloc full round 0: the trace has no block_alloc event", p.stdout)
+
+    def test_drain_bench_times_each_hook_version_and_checks_the_trace(self):
+        tools = os.path.join(ROOT, "tools", "python")
+        p = self.run_bench("torch_drain_bench.py", "--runs", "1", "--ring", "1024", "--drains", "2",
+                           "--tools", "a=" + tools, "--tools", "b=" + tools, fake=False)
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        rows = [line.split("|")[1].strip() for line in p.stdout.splitlines()
+                if line.startswith("| ") and not line.startswith("| hook")]
+        self.assertEqual(rows, ["a", "b"])
+        p = self.run_bench("torch_drain_bench.py", "--tools", "a=/nonexistent", fake=False)
+        self.assertEqual(p.returncode, 2, p.stdout + p.stderr)
+        self.assertIn("--tools takes NAME=DIR", p.stderr)
 
     def test_without_torch_both_benches_skip(self):
         for script in ("process_bench.py", "torch_step_bench.py"):

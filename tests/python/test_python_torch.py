@@ -349,6 +349,21 @@ class BridgeTest(unittest.TestCase):
                          [("python", "model.py", "forward", 12), ("python", "train.py", "main", 3)])
         self.assertEqual((events[1]["segment"], events[1]["stream"]), ("0x2000", "0x7"))
 
+    def test_entries_sharing_frame_dicts_share_one_range(self):
+        # As PyTorch hands them over: a list per entry, one dict per code line shared between lists.
+        # Entries whose lists hold the same dicts point at one range of the frame buffer; a list that
+        # differs in one frame (or in depth) gets its own, and each event keeps exactly its frames.
+        out, events, stack_of = self.run_child(
+            "inner, mid, main = frames(('m.py', 'f', 1), ('m.py', 'g', 2), ('t.py', 'main', 3))\n"
+            "other = frames(('m.py', 'h', 9))[0]\n"
+            "stacks = [[inner, mid, main], [inner, mid, main], [other, mid, main], [inner, main], [inner, mid, main]]\n"
+            "print(b.record([('alloc', 0x1000 * (i + 1), 64, 0, 0, 0, 0, 0, s) for i, s in enumerate(stacks)]))\n")
+        self.assertEqual(out, ["5"])
+        got = [[(f["function"], f["line"]) for f in stack_of(e)] for e in events]
+        full = [("f", 1), ("g", 2), ("main", 3)]
+        self.assertEqual(got, [full, full, [("h", 9), ("g", 2), ("main", 3)], [("f", 1), ("main", 3)], full])
+        self.assertEqual(len({e["stack"] for e in events}), 3)
+
     def test_bad_input_refused_or_skipped(self):
         out, events, stack_of = self.run_child(
             "rec = b._record\n"

@@ -77,26 +77,42 @@ class Bridge:
         if len(self._addresses) >= _MAX_CACHED_NAMES:
             self._addresses.clear()
         address = self._address
+        # Each distinct stack is laid out once in the flat frame buffer and every entry with that stack
+        # points at the same range (the C side only reads it). PyTorch gives each allocation a list of
+        # its own but shares one frame dict per code line, so a stack is known by its dicts' ids: they
+        # stay valid for this call, which holds the entries. Repeated stacks (a training loop's) then
+        # cost a tuple of ids each, not a copy of every frame.
         words = []                 # the frames, flat
-        seen = {}                  # id(frame dict) -> its words (PyTorch shares one dict per code line)
+        frame_words = {}           # id(frame dict) -> its words
+        stack_at = {}              # ids of a stack's frame dicts -> (first frame, frame count)
+        ranges = []                # per entry
         for e in entries:
-            for f in e[8]:
-                w = seen.get(id(f))
-                if w is None:
-                    w = seen[id(f)] = (address(f.get("filename", "?")), address(f.get("name", "?")),
-                                       int(f.get("line", 0) or 0))
-                words.extend(w)
+            frames = e[8]
+            if not frames:
+                ranges.append(None)
+                continue
+            key = tuple(map(id, frames))
+            where = stack_at.get(key)
+            if where is None:
+                where = stack_at[key] = (len(words) // _FRAME_WORDS, len(frames))
+                for f in frames:
+                    w = frame_words.get(id(f))
+                    if w is None:
+                        w = frame_words[id(f)] = (address(f.get("filename", "?")), address(f.get("name", "?")),
+                                                  int(f.get("line", 0) or 0))
+                    words.extend(w)
+            ranges.append(where)
         frame_buffer = array.array("q", words)
         base = frame_buffer.buffer_info()[0]
         entry_buffer = bytearray(_ENTRY_LAYOUT.size * len(entries))
-        offset = first = 0
-        for action, addr, size, device, stream, segment, time_ns, free_bytes, frames in entries:
-            n = len(frames)
-            _ENTRY_LAYOUT.pack_into(entry_buffer, offset, address(action), addr & _MASK, size & _MASK,
-                                    stream & _MASK, segment & _MASK, time_ns & _MASK, free_bytes & _MASK,
-                                    0, base + first * 8 * _FRAME_WORDS if n else 0, n, device)
-            offset += _ENTRY_LAYOUT.size
-            first += n
+        offset = 0
+        pack_into, size_of_entry, frame_bytes = _ENTRY_LAYOUT.pack_into, _ENTRY_LAYOUT.size, 8 * _FRAME_WORDS
+        action_address = {a: address(a) for a in self.live_actions}
+        for (action, addr, size, device, stream, segment, time_ns, free_bytes, _), where in zip(entries, ranges):
+            pack_into(entry_buffer, offset, action_address[action], addr & _MASK, size & _MASK, stream & _MASK,
+                      segment & _MASK, time_ns & _MASK, free_bytes & _MASK, 0,
+                      base + where[0] * frame_bytes if where else 0, where[1] if where else 0, device)
+            offset += size_of_entry
         array_of_entries = (Entry * len(entries)).from_buffer(entry_buffer)
         n = self._record(array_of_entries, len(entries), ctypes.sizeof(Entry), ctypes.sizeof(Frame))
         del array_of_entries       # releases the export of entry_buffer; frame_buffer lived until here

@@ -31,6 +31,10 @@ CLOCK_SLACK_US = 10000
 BATCH = 4096
 
 
+# The actions that change the segment table, whether or not the library records them.
+SEGMENT_ACTIONS = frozenset(("segment_alloc", "segment_map", "segment_free"))
+
+
 def _key(e):
     return (e.get("action"), e.get("addr"), e.get("size"), e.get("time_us"), e.get("stream"))
 
@@ -106,6 +110,7 @@ class HistoryDrain:
         self.free_stacks = free_stacks  # False: free entries carry their block's allocation stack
         self.anchors = {}          # device -> list of keys of the last forwarded entries
         self.segments = {}         # device -> sorted list of [addr, size]
+        self.last_segment = {}     # device -> the [addr, size] of segment_of's last hit (blocks cluster)
         self.lost_drains = 0       # drains that found the ring had wrapped past the anchor
         self.offset_ns = realtime_to_monotonic_offset_ns()
         self.last_sync_ns = 0      # syncs only go forward
@@ -138,14 +143,22 @@ class HistoryDrain:
         lst = self.segments.get(dev, [])
         i = bisect.bisect_left(lst, [addr, 0])
         if i < len(lst) and lst[i][0] == addr:
+            if self.last_segment.get(dev) is lst[i]:
+                del self.last_segment[dev]
             del lst[i]
 
     def segment_of(self, dev, addr):
+        # Segments never overlap, so the last hit is still right while it holds addr (a segment that
+        # grows is the same list; one that goes is forgotten in _seg_remove).
+        last = self.last_segment.get(dev)
+        if last is not None and last[0] <= addr < last[0] + last[1]:
+            return last[0]
         lst = self.segments.get(dev)
         if not lst:
             return 0
         i = bisect.bisect_right(lst, [addr, float("inf")]) - 1
         if i >= 0 and lst[i][0] <= addr < lst[i][0] + lst[i][1]:
+            self.last_segment[dev] = lst[i]
             return lst[i][0]
         return 0
 
@@ -184,15 +197,29 @@ class HistoryDrain:
         """Forwards the entries new since the last drain, then a sync (see boundary_ns). called_us:
         time.time_ns() // 1000 taken just before the _snapshot() call that produced `snapshot`."""
         traces = snapshot.get("device_traces", []) or []
-        batch = []
-        for dev, trace in enumerate(traces):
-            for e in self.new_entries(dev, trace or []):
-                batch.append((e.get("time_us", 0) or 0, dev, e))
-        batch.sort(key=lambda t: (t[0], t[1]))  # stable: keeps each device's ring order
+        new = [(dev, entries) for dev, entries in
+               ((dev, self.new_entries(dev, trace or [])) for dev, trace in enumerate(traces)) if entries]
+        if len(new) == 1:
+            dev, entries = new[0]
+            ordered = ((dev, e) for e in entries)  # one ring: already in time order
+        else:
+            batch = [(e.get("time_us", 0) or 0, dev, e) for dev, entries in new for e in entries]
+            batch.sort(key=lambda t: (t[0], t[1]))  # stable: keeps each device's ring order
+            ordered = ((dev, e) for _, dev, e in batch)
+        # Packed and handed over a batch at a time: a drain's worth of packed tuples held at once would
+        # make the interpreter's garbage collector walk the whole heap, more than once per drain.
         live = self.bridge.live_actions
-        packed = [p for p in (self.pack(dev, e, live) for _, dev, e in batch) if p is not None]
-        for i in range(0, len(packed), BATCH):
-            self.bridge.record(packed[i:i + BATCH])
+        pack = self.pack
+        chunk = []
+        for dev, e in ordered:
+            packed = pack(dev, e, live)
+            if packed is not None:
+                chunk.append(packed)
+                if len(chunk) == BATCH:
+                    self.bridge.record(chunk)
+                    chunk = []
+        if chunk:
+            self.bridge.record(chunk)
         if called_us is not None:
             self.sync_at(self.boundary_ns(traces, called_us))
 
@@ -226,6 +253,8 @@ class HistoryDrain:
         """The bridge's tuple for one entry (bridge.Bridge.record), or None when the library does not
         record its action. Keeps the segment table up to date either way."""
         action = e.get("action")
+        if action not in live and action not in SEGMENT_ACTIONS:
+            return None
         addr = int(e.get("addr", 0) or 0)
         size = int(e.get("size", 0) or 0)
         if action == "segment_alloc":
