@@ -206,8 +206,8 @@ class HistoryDrain:
             batch = [(e.get("time_us", 0) or 0, dev, e) for dev, entries in new for e in entries]
             batch.sort(key=lambda t: (t[0], t[1]))  # stable: keeps each device's ring order
             ordered = ((dev, e) for _, dev, e in batch)
-        # Packed and handed over a batch at a time: a drain's worth of packed tuples held at once would
-        # make the interpreter's garbage collector walk the whole heap, more than once per drain.
+        # Packed and handed over a batch at a time: the packed tuples of one batch live at once, not a
+        # drain's worth (up to a whole ring).
         live = self.bridge.live_actions
         pack = self.pack
         chunk = []
