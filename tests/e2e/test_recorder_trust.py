@@ -154,6 +154,34 @@ class FileDescriptorsInASharedTable(unittest.TestCase, DescriptorCases):
         self.assertEqual(trace_files(out), [])  # unlinked by the program; nothing recreated it
 
 
+class WriterWarnings(unittest.TestCase, TraceInvariants):
+    """The writer thread's warnings wait for a program thread to print them (its own stderr is
+    /dev/null); at most 16 wait, and the ones beyond are counted, never lost without a word."""
+
+    def run_writer_lines(self, n):
+        out = tempdir()
+        proc = run_traced([TRUST, "writer_lines", str(n)], out)
+        self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+        t = only_trace(self, out)
+        self.check_invariants(t)
+        self.assertEqual(sizes(t), [1001, 1002])
+        # Printed by the recording of 1002, before the program's own next line.
+        self.assertIn("allocated 1002", proc.stderr)
+        return warnings(proc.stderr.split("allocated 1002")[0]), warnings(proc.stderr)
+
+    def test_flood_is_counted_in_one_line(self):
+        before, lines = self.run_writer_lines(40)
+        self.assertEqual(before, lines, "nothing printed after the first event that followed the flood")
+        self.assertEqual(lines[:16], [f"gpumemtrace: writer line {i}" for i in range(16)])
+        self.assertEqual(lines[16:], ["gpumemtrace: 24 more warnings were dropped "
+                                      "(the writer thread's queue of lines for stderr was full)"])
+
+    def test_full_queue_drops_nothing(self):
+        before, lines = self.run_writer_lines(16)
+        self.assertEqual(before, [f"gpumemtrace: writer line {i}" for i in range(16)])
+        self.assertEqual(lines, before)
+
+
 class SafeCreation(unittest.TestCase, TraceInvariants):
     """Nothing planted at a generated trace name is followed or opened; the program never blocks."""
 

@@ -23,6 +23,10 @@
 //   trust handler before|after installs a SIGTERM handler before (or after) its first allocation (4141),
 //                              prints "ready", waits for the signal, allocates 4242, prints "after", exits 0
 //   trust rss                  16 allocate/free pairs, gpumemtrace_flush(), prints "rss_kb=N" (VmRSS)
+//   trust writer_lines N       allocates 1001; a thread whose warnings wait for a program thread, as the
+//                              recorder's writer thread's do, logs N lines "writer line I" through the
+//                              recorder (its internal log_line, found by dlsym); then allocates 1002,
+//                              whose recording prints them, writes "allocated 1002" to stderr, exits 0
 // The FILE modes exit 3 when FILE holds anything but the program's own bytes, and print "fd=N" (the
 // trace's descriptor number they saw) and "own=ok".
 #include <cuda_runtime_api.h>
@@ -309,6 +313,27 @@ int run_rss() {
   return rss_kb > 0 ? 0 : 1;
 }
 
+// The recorder's internal functions (interpose/recorder/recorder.h), found in the preloaded library.
+template <typename Fn>
+Fn recorder_function(const char* mangled_name) {
+  return reinterpret_cast<Fn>(dlsym(RTLD_DEFAULT, mangled_name));
+}
+
+int run_writer_lines(int n) {
+  allocate(1001);
+  auto route = recorder_function<void (*)()>("_ZN11gpumemtrace39route_log_lines_through_program_threadsEv");
+  auto log_line = recorder_function<void (*)(const char*)>("_ZN11gpumemtrace8log_lineEPKc");
+  if (!route || !log_line) return fprintf(stderr, "trust: the recorder's log_line is not loaded\n"), 4;
+  std::thread writer_like([&] {
+    route();
+    for (int i = 0; i < n; ++i) log_line(("writer line " + std::to_string(i)).c_str());
+  });
+  writer_like.join();
+  allocate(1002);
+  fprintf(stderr, "allocated 1002\n");
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -329,7 +354,8 @@ int main(int argc, char** argv) {
   if (mode == "loop") return run_loop();
   if (mode == "handler" && argc == 3) return run_handler(argv[2]);
   if (mode == "rss") return run_rss();
+  if (mode == "writer_lines" && argc == 3) return run_writer_lines(atoi(argv[2]));
   fprintf(stderr, "usage: trust [shared-table] closefrom|dup2|dup2_unlinked FILE N | closefrom_race FILE | where | "
-                  "close_stdout | exit_child MS [_Exit] | vfork | loop | handler before|after | rss\n");
+                  "close_stdout | exit_child MS [_Exit] | vfork | loop | handler before|after | rss | writer_lines N\n");
   return 2;
 }
