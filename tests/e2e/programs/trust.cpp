@@ -13,7 +13,8 @@
 //                              descriptor was closed or replaced under it, and "own=ok" when FILE kept
 //                              its own bytes
 //   trust where                allocates 1001, flushes; prints "fd=N" (the trace's descriptor in the
-//                              program's table, -1: none) and "writer_fd=N" (in another thread's table)
+//                              program's table, -1: none), "writer_fd=N" (in another thread's table)
+//                              and "writer_files=N,N,..." (every descriptor of that table but /dev/null)
 //   trust close_stdout         allocates 1001, flushes, prints "closing", closes its stdout, then waits
 //                              for EOF on stdin
 //   trust exit_child MS [_Exit] allocates 1001; a fork child allocates 2002 and 2003, sleeps MS ms and
@@ -108,16 +109,37 @@ void close_all_above_stderr() {
   for (rlim_t fd = 3; fd < rl.rlim_cur; ++fd) close(static_cast<int>(fd));
 }
 
-// The descriptor of the trace in another thread's table (the writer's own), or -1.
-int find_trace_fd_of_other_threads() {
+// Every descriptor in the fd directory `fd_dir` that is not /dev/null, as "N,N,...".
+std::string files_in(const std::string& fd_dir) {
+  std::string list;
+  DIR* d = opendir(fd_dir.c_str());
+  while (dirent* e = d ? readdir(d) : nullptr) {
+    char link[320], target[4096];
+    snprintf(link, sizeof(link), "%s/%s", fd_dir.c_str(), e->d_name);
+    const ssize_t n = readlink(link, target, sizeof(target) - 1);
+    if (n <= 0) continue;
+    target[n] = '\0';
+    if (strcmp(target, "/dev/null") != 0 && atoi(e->d_name) != dirfd(d))
+      list += (list.empty() ? "" : ",") + std::string(e->d_name);
+  }
+  if (d) closedir(d);
+  return list;
+}
+
+// The descriptor of the trace in another thread's table (the writer's own), or -1; `files`: every
+// descriptor of that table but /dev/null.
+int find_trace_fd_of_other_threads(std::string* files = nullptr) {
   DIR* tasks = opendir("/proc/self/task");
   const long self = syscall(SYS_gettid);
   int found = -1;
   while (dirent* e = tasks ? readdir(tasks) : nullptr) {
     if (e->d_name[0] == '.' || atol(e->d_name) == self) continue;
     std::string path;
-    const int fd = find_trace_fd(&path, std::string("/proc/self/task/") + e->d_name + "/fd");
-    if (fd >= 0) found = fd;
+    const std::string fd_dir = std::string("/proc/self/task/") + e->d_name + "/fd";
+    const int fd = find_trace_fd(&path, fd_dir);
+    if (fd < 0) continue;
+    found = fd;
+    if (files) *files = files_in(fd_dir);
   }
   if (tasks) closedir(tasks);
   return found;
@@ -251,8 +273,9 @@ int run_closefrom_race(const char* file) {
 int run_where() {
   allocate(1001);
   if (auto flush = gpumemtrace_flush_fn()) flush();
-  std::string path;
-  printf("fd=%d\nwriter_fd=%d\n", find_trace_fd(&path), find_trace_fd_of_other_threads());
+  std::string path, writer_files;
+  const int writer_fd = find_trace_fd_of_other_threads(&writer_files);
+  printf("fd=%d\nwriter_fd=%d\nwriter_files=%s\n", find_trace_fd(&path), writer_fd, writer_files.c_str());
   return 0;
 }
 
