@@ -19,9 +19,9 @@
 // Numbers. Two tables, but code that tracks descriptors by number for the whole process
 // (ThreadSanitizer; a preloaded library that wraps close) sees one: a number in use in both tables at
 // once looks like one file used by two threads. So the recorder keeps its descriptors in two ranges
-// that never meet (own_descriptor_ranges): in the program's table (libunwind's memory-validation pipe,
-// interpose/hooks/unwinder_pipe.cpp; everything of the writer's when it shares that table) from 1000
-// up, where programs seldom have files; in the writer's private table below that, from 500 up.
+// that do not meet (own_descriptor_ranges): in the program's table (libunwind's memory-validation
+// pipe, interpose/hooks/unwinder_pipe.cpp; everything of the writer's when it shares that table) from
+// 1000 up, where programs seldom have files; in the writer's private table below that, 500 to 999.
 //
 // Thread-safety: make_private_fd_table is called once, by the writer thread, before it opens anything.
 // move_fd_high may be called by any thread; it acts on the calling thread's table.
