@@ -52,6 +52,8 @@
 #include <cstring>
 #include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
 namespace {
 
@@ -82,23 +84,32 @@ bool refuse_private_descriptor_tables() {
 
 int (*gpumemtrace_flush_fn())() { return reinterpret_cast<int (*)()>(dlsym(RTLD_DEFAULT, "gpumemtrace_flush")); }
 
-// The descriptor in the fd directory `fd_dir` whose target is a trace file (the recorder's), and its
-// path; -1 when none.
-int find_trace_fd(std::string* path, const std::string& fd_dir = "/proc/thread-self/fd") {
+// Each descriptor in the fd directory `fd_dir` (the listing's own left out), with its target.
+std::vector<std::pair<int, std::string>> descriptors_in(const std::string& fd_dir) {
+  std::vector<std::pair<int, std::string>> found;
   DIR* d = opendir(fd_dir.c_str());
-  int found = -1;
   while (dirent* e = d ? readdir(d) : nullptr) {
     char link[320], target[4096];
     snprintf(link, sizeof(link), "%s/%s", fd_dir.c_str(), e->d_name);
     const ssize_t n = readlink(link, target, sizeof(target) - 1);
-    if (n <= 0) continue;
+    if (n <= 0 || atoi(e->d_name) == dirfd(d)) continue;
     target[n] = '\0';
-    if (strstr(target, "/gpumemtrace.") && strstr(target, ".jsonl")) {
-      found = atoi(e->d_name);
+    found.emplace_back(atoi(e->d_name), target);
+  }
+  if (d) closedir(d);
+  return found;
+}
+
+// The descriptor in the fd directory `fd_dir` whose target is a trace file (the recorder's), and its
+// path; -1 when none.
+int find_trace_fd(std::string* path, const std::string& fd_dir = "/proc/thread-self/fd") {
+  int found = -1;
+  for (const auto& [fd, target] : descriptors_in(fd_dir)) {
+    if (target.find("/gpumemtrace.") != std::string::npos && target.find(".jsonl") != std::string::npos) {
+      found = fd;
       *path = target;
     }
   }
-  if (d) closedir(d);
   return found;
 }
 
@@ -112,17 +123,8 @@ void close_all_above_stderr() {
 // Every descriptor in the fd directory `fd_dir` that is not /dev/null, as "N,N,...".
 std::string files_in(const std::string& fd_dir) {
   std::string list;
-  DIR* d = opendir(fd_dir.c_str());
-  while (dirent* e = d ? readdir(d) : nullptr) {
-    char link[320], target[4096];
-    snprintf(link, sizeof(link), "%s/%s", fd_dir.c_str(), e->d_name);
-    const ssize_t n = readlink(link, target, sizeof(target) - 1);
-    if (n <= 0) continue;
-    target[n] = '\0';
-    if (strcmp(target, "/dev/null") != 0 && atoi(e->d_name) != dirfd(d))
-      list += (list.empty() ? "" : ",") + std::string(e->d_name);
-  }
-  if (d) closedir(d);
+  for (const auto& [fd, target] : descriptors_in(fd_dir))
+    if (target != "/dev/null") list += (list.empty() ? "" : ",") + std::to_string(fd);
   return list;
 }
 
