@@ -10,11 +10,12 @@
 
 ASAN_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 TSAN_FLAGS := -fsanitize=thread
-# The tests/ folders whose suites run (empty: all of them, as make test; the GPU checks never). Not
-# tests/python under ThreadSanitizer: those programs are Python interpreters that load instrumented
-# libraries with ctypes, and the runtime cannot be loaded once a program runs (its TLS is static).
+# The tests/ folders whose suites run (empty: all of them, as make test; the GPU checks never). The
+# Python programs of tests/python load instrumented libraries with ctypes, and ThreadSanitizer's
+# runtime cannot be loaded once a program runs (its TLS is static): those suites preload it too
+# (tests/python/python_testlib.py, set_preload).
 ASAN_SUITES ?=
-TSAN_SUITES ?= e2e driver launcher report snapshot
+TSAN_SUITES ?=
 # The fuzzers are built by clang with sanitizers of their own: not rebuilt here.
 SANITIZED_BINS = $(LIBS) $(PROGRAMS) $(UNIT_TESTS) $(filter-out $(REPORT_FUZZ_BIN) $(SNAPSHOT_FUZZER),$(TEST_BINS))
 

@@ -6,14 +6,17 @@
 // closed every descriptor, closefrom-style), libunwind closes both numbers and opens a new pipe: by
 // then those numbers may be the program's own files, which it would close under the program's feet.
 // While this thread is inside libunwind for us (in_unwinder), the pipe's descriptors are moved to
-// high numbers (move_fd_high, as the trace file's), where the program does not open files. Every
-// other caller gets exactly what libc's pipe/pipe2 give: the same system call, the same errno.
+// high numbers, 1000 and up (move_fd_high, writer/private_fds.h), where the program does not open
+// files; the writer thread's private descriptors are kept below that range, so that no number is the
+// pipe's in the program's table and a file's in the writer's at once (ThreadSanitizer models one
+// table). Every other caller gets exactly what libc's pipe/pipe2 give: the same system call, the same
+// errno.
 #include <fcntl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include "interpose/recorder/unwind.h"
-#include "interpose/writer/trace_file.h"
+#include "interpose/writer/private_fds.h"
 
 extern "C" {
 

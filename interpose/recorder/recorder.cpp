@@ -31,6 +31,7 @@
 #include "cupti/backend.h"
 #include "interpose/python/python_stack.h"
 #include "interpose/recorder/label_table.h"
+#include "interpose/recorder/line_queue.h"
 #include "interpose/recorder/recorder_state.h"
 #include "interpose/recorder/unwind.h"
 #include "interpose/writer/trace_file.h"
@@ -61,17 +62,6 @@ uint32_t thread_id() {
   return t_tid;
 }
 
-constexpr size_t kLineBytes = 512;
-
-// The parts and a newline in `buf`, truncated to kLineBytes; returns the length.
-size_t format_line(char (&buf)[kLineBytes], std::initializer_list<const char*> parts) {
-  size_t n = 0;
-  for (const char* s : parts)
-    for (; *s && n < kLineBytes - 1; ++s) buf[n++] = *s;
-  buf[n++] = '\n';
-  return n;
-}
-
 void write_stderr(const char* text, size_t size) {
   const int saved = errno;
   ssize_t ignored = write(STDERR_FILENO, text, size);
@@ -88,39 +78,11 @@ void write_stderr_line(std::initializer_list<const char*> parts) {
 // ---- the writer thread's lines ----
 // The writer thread has a descriptor table of its own whose stderr is /dev/null (writer/private_fds.h):
 // its lines wait here until a program thread writes them to the program's stderr: the next one that
-// records an event, asks for a flush, or finishes the trace. One producer (the writer thread); one
-// consumer at a time (whoever holds g_lines_printing); fixed slots: no lock, no allocation, and
-// async-signal-safe on the consumer's side (finish_trace runs in signal handlers).
-constexpr uint32_t kQueuedLines = 16;  // more waiting lines than this are dropped
-char g_line_text[kQueuedLines][kLineBytes];
-size_t g_line_size[kQueuedLines];
-std::atomic<uint32_t> g_lines_queued{0};   // lines ever queued; stored by the producer
-std::atomic<uint32_t> g_lines_printed{0};  // lines ever printed (or dropped in a fork child)
-std::atomic<bool> g_lines_printing{false};
+// records an event, asks for a flush, or finishes the trace (line_queue.h).
+LineQueue g_writer_lines;
 __thread bool t_queues_lines __attribute__((tls_model("initial-exec"))) = false;
 
-void queue_line(const char* msg) {
-  const uint32_t queued = g_lines_queued.load(std::memory_order_relaxed);
-  if (queued - g_lines_printed.load(std::memory_order_acquire) >= kQueuedLines) return;
-  const uint32_t slot = queued % kQueuedLines;
-  g_line_size[slot] = format_line(g_line_text[slot], {"gpumemtrace: ", msg});
-  g_lines_queued.store(queued + 1, std::memory_order_release);
-}
-
-bool lines_waiting() {
-  return g_lines_queued.load(std::memory_order_relaxed) != g_lines_printed.load(std::memory_order_relaxed);
-}
-
-void print_queued_lines() {
-  if (!lines_waiting() || g_lines_printing.exchange(true, std::memory_order_acquire)) return;
-  for (uint32_t printed = g_lines_printed.load(std::memory_order_relaxed);
-       printed != g_lines_queued.load(std::memory_order_acquire); ++printed) {
-    const uint32_t slot = printed % kQueuedLines;
-    write_stderr(g_line_text[slot], g_line_size[slot]);
-    g_lines_printed.store(printed + 1, std::memory_order_release);
-  }
-  g_lines_printing.store(false, std::memory_order_release);
-}
+void print_queued_lines() { g_writer_lines.print(write_stderr); }
 
 std::string exe_base_name() {
   char path[4096];
@@ -148,8 +110,7 @@ void on_fork_child() {
   // and let the child's first event start a trace of its own.
   t_tid = 0;
   // The parent prints the lines its writer queued; a consumer of the parent's is not here to finish.
-  g_lines_printed.store(g_lines_queued.load(std::memory_order_relaxed), std::memory_order_relaxed);
-  g_lines_printing.store(false, std::memory_order_relaxed);
+  g_writer_lines.forget();
   const int st = g_state.load(std::memory_order_relaxed);
   if (st != kActive && st != kStarting && st != kStopped) return;
   if (g_writer) g_writer->abandon_in_fork_child();
@@ -350,7 +311,7 @@ bool recorder_disabled() noexcept { return g_state.load(std::memory_order_relaxe
 bool releases_keep_stacks() noexcept { return ensure_active() && g_shared->config.free_stacks; }
 
 void log_line(const char* msg) noexcept {
-  if (t_queues_lines) return queue_line(msg);
+  if (t_queues_lines) return g_writer_lines.push(msg);
   write_stderr_line({"gpumemtrace: ", msg});
 }
 
@@ -414,7 +375,7 @@ bool record(const EventFacts& facts) noexcept {
   if (!pushed) g_shared->dropped.fetch_add(1, std::memory_order_relaxed);
   // The noted driver call served this event only (not, say, the meminfo recorded after an OOM).
   t_driver_api = nullptr;
-  if (lines_waiting()) print_queued_lines();
+  if (g_writer_lines.waiting()) print_queued_lines();
   errno = saved_errno;
   return pushed;
 }

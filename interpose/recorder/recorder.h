@@ -323,7 +323,8 @@ bool releases_keep_stacks() noexcept;
 
 // Logs one line "gpumemtrace: <msg>" on stderr with write(2) (async-signal-safe, keeps errno). On the
 // writer thread, the line is written by the next program thread that records, flushes or finishes
-// the trace (the writer's own stderr is /dev/null: writer/private_fds.h).
+// the trace (the writer's own stderr is /dev/null: writer/private_fds.h); of more than 16 such lines
+// waiting at once, the rest are dropped and counted in one line (line_queue.h).
 void log_line(const char* msg) noexcept;
 
 }  // namespace gpumemtrace

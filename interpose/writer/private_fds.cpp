@@ -1,8 +1,9 @@
 // interpose/writer/private_fds.cpp — see private_fds.h.
 //
-// Raw system calls throughout: these descriptors belong to the writer's table only, and a libc
-// wrapper a sanitizer intercepts (ThreadSanitizer tracks descriptors by number, process-wide) would
-// take closing the copy of 1 for closing the program's stdout.
+// Raw system calls while the private table is made: those descriptors belong to the writer's table
+// only, and a libc wrapper a sanitizer intercepts (ThreadSanitizer tracks descriptors by number,
+// process-wide) would take closing the copy of 1 for closing the program's stdout. move_fd_high uses
+// libc, as the code that opened the descriptor did.
 #include "interpose/writer/private_fds.h"
 
 #include <fcntl.h>
@@ -11,6 +12,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstddef>
 #include <cstdint>
@@ -66,23 +68,21 @@ void close_every_descriptor() {
   }
 }
 
-// The first number the writer's own files get: 1000, or half the descriptor limit when that is lower
-// (the other half stays free for the writer: libdwfl keeps one open per module it symbolizes).
-int first_writer_descriptor() {
-  constexpr long kFirst = 1000;
+rlim_t descriptor_limit() {
   rlimit rl;
-  if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur / 2 >= kFirst) return kFirst;
-  return static_cast<int>(rl.rlim_cur / 2 > 3 ? rl.rlim_cur / 2 : 3);
+  return getrlimit(RLIMIT_NOFILE, &rl) == 0 ? rl.rlim_cur : RLIM_INFINITY;
 }
 
-// Every number below first_writer_descriptor() on /dev/null: the writer's files (opened on the lowest
-// free number, as always) land on numbers the program seldom uses, so code that follows descriptors
-// by number for the whole process (ThreadSanitizer, a preloaded shim that wraps close) does not take
-// the writer's opens and closes for the program's; and 0, 1, 2 are never one of the writer's files.
-void fill_low_descriptors() {
+// The first number of the writer's range in its private table, on this thread; 0: the calling thread
+// has no private table (a program thread, or a writer that shares the program's table). Set once, by
+// the writer thread, before it opens anything: the range its /dev/null fill was made for.
+__thread int t_private_table_first __attribute__((tls_model("initial-exec"))) = 0;
+
+// Every number below `first` on /dev/null: the writer's files (opened on the lowest free number, as
+// always) land from `first` up, in the range kept for them; and 0, 1, 2 are never one of its files.
+void fill_low_descriptors(int first) {
   const int null_fd = static_cast<int>(syscall(SYS_openat, AT_FDCWD, "/dev/null", O_RDWR | O_CLOEXEC));
   if (null_fd < 0) return;
-  const int first = first_writer_descriptor();
   for (int fd = 0; fd < first; ++fd)
     if (fd != null_fd && syscall(SYS_dup3, null_fd, fd, O_CLOEXEC) < 0) break;
   if (null_fd >= first) sys_close(null_fd);
@@ -103,9 +103,38 @@ FdTable make_private_fd_table() noexcept {
     }
     if (syscall(SYS_close_range, 0u, ~0u, 0u) != 0) close_every_descriptor();
   }
-  fill_low_descriptors();
+  const int first = own_descriptor_ranges(descriptor_limit()).writer_table;
+  fill_low_descriptors(first);
+  t_private_table_first = first;
   errno = saved_errno;
   return FdTable::Private;
+}
+
+OwnDescriptorRanges own_descriptor_ranges(rlim_t limit) noexcept {
+  constexpr long kProgramTableFirst = 1000;
+  constexpr long kTopHeadroom = 16;  // below the limit, when that is under kProgramTableFirst + this
+  long program_table = kProgramTableFirst;
+  if (limit != RLIM_INFINITY && limit < static_cast<rlim_t>(kProgramTableFirst + kTopHeadroom))
+    program_table = std::max(3L, static_cast<long>(limit) - kTopHeadroom);
+  return {static_cast<int>(program_table), static_cast<int>(std::max(3L, program_table / 2))};
+}
+
+int move_fd_high(int fd) noexcept {
+  if (fd < 0) return fd;
+  const int saved_errno = errno;
+  const int lowest = t_private_table_first ? t_private_table_first
+                                           : own_descriptor_ranges(descriptor_limit()).program_table;
+  int out = fd;
+  if (fd < lowest) {
+    const int high = fcntl(fd, F_DUPFD_CLOEXEC, lowest);
+    if (high >= 0) {
+      ::close(fd);
+      out = high;
+    }
+  }
+  fcntl(out, F_SETFD, FD_CLOEXEC);
+  errno = saved_errno;
+  return out;
 }
 
 }  // namespace gpumemtrace

@@ -4,7 +4,7 @@
 #include <elfutils/libdwfl.h>
 #include <unistd.h>
 
-#include "interpose/writer/trace_file.h"
+#include "interpose/writer/private_fds.h"
 
 namespace gpumemtrace {
 

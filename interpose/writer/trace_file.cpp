@@ -3,25 +3,22 @@
 
 #include <fcntl.h>
 #include <poll.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <utility>
 
 #include "interpose/recorder/recorder.h"
+#include "interpose/writer/private_fds.h"
 
 namespace gpumemtrace {
 namespace {
 
 constexpr int kMaxNames = 100;      // numbered names tried before giving up
 constexpr int kOpenWaitMs = 2000;   // how long a named FIFO may go without a reader at start-up
-constexpr long kLowestOwnFd = 1000;
-constexpr long kTopHeadroom = 16;   // below RLIMIT_NOFILE, when that is under kLowestOwnFd + this
 
 bool same_file(const struct stat& a, const struct stat& b) { return a.st_dev == b.st_dev && a.st_ino == b.st_ino; }
 
@@ -106,27 +103,6 @@ Named open_named_existing(const std::string& path, const ProgramStreams& streams
 }
 
 }  // namespace
-
-int move_fd_high(int fd) {
-  if (fd < 0) return fd;
-  const int saved_errno = errno;
-  long lowest = kLowestOwnFd;
-  rlimit rl;
-  if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
-      rl.rlim_cur < static_cast<rlim_t>(kLowestOwnFd + kTopHeadroom))
-    lowest = std::max(3L, static_cast<long>(rl.rlim_cur) - kTopHeadroom);
-  int out = fd;
-  if (fd < lowest) {
-    const int high = fcntl(fd, F_DUPFD_CLOEXEC, lowest);
-    if (high >= 0) {
-      ::close(fd);
-      out = high;
-    }
-  }
-  fcntl(out, F_SETFD, FD_CLOEXEC);
-  errno = saved_errno;
-  return out;
-}
 
 std::string numbered_path(const std::string& path, int n) {
   const size_t slash = path.rfind('/');

@@ -5,9 +5,9 @@
 // name that is taken (an older trace, a planted FIFO, a symlink) is never opened: a numbered name is
 // tried instead. Only a path the user named literally may be an existing FIFO or device (/dev/stdout);
 // it is opened O_NONBLOCK, waiting a bounded time for a FIFO's reader.
-// Descriptor: moved to a high number (move_fd_high), close-on-exec; its st_dev/st_ino are checked
-// before every write, so a program that closed it (closefrom) or reused the number (dup2, open) never
-// gets trace bytes in its own file.
+// Descriptor: moved to a high number (move_fd_high, private_fds.h), close-on-exec; its st_dev/st_ino
+// are checked before every write, so a program that closed it (closefrom) or reused the number (dup2,
+// open) never gets trace bytes in its own file.
 // Where: the writer thread opens the trace in a descriptor table of its own (private_fds.h), so the
 // program never sees the descriptor at all; the checks above are for the case where the kernel
 // refuses a private table and the writer shares the program's.
@@ -20,11 +20,6 @@
 #include <string>
 
 namespace gpumemtrace {
-
-// Moves `fd` to the lowest free descriptor >= 1000 (or near the top of RLIMIT_NOFILE when that is
-// lower), close-on-exec, and closes the original. Returns the new descriptor, or `fd` itself when
-// no high number is free. Programs hand out low numbers: ours stays out of their way.
-int move_fd_high(int fd);
 
 // The program's standard output and error (device and inode), as the program's descriptor table has
 // them: a path the user named that is the file one of them is redirected to is appended to

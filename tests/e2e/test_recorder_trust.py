@@ -94,6 +94,29 @@ class FileDescriptors(unittest.TestCase, DescriptorCases):
         self.assertGreaterEqual(int(proc.stdout.split("writer_fd=")[1].split()[0]), 0)  # in the writer's
         self.assertEqual(warnings(proc.stderr), [])
 
+    def check_writer_range(self, proc, first, end):
+        """Every file of the writer's table (the trace, the ELF files libdwfl keeps open) is in
+        [first, end): below the numbers the recorder takes in the program's table (1000 and up, or
+        the top 16 under a low limit, where libunwind's pipe goes), so that no number is in use in
+        both tables, which ThreadSanitizer would take for one file (interpose/writer/private_fds.h)."""
+        self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+        files = [int(f) for f in proc.stdout.split("writer_files=")[1].split()[0].split(",")]
+        self.assertIn(int(proc.stdout.split("writer_fd=")[1].split()[0]), files)
+        self.assertGreaterEqual(len(files), 2, "the trace and at least one ELF file being symbolized")
+        for fd in files:
+            self.assertTrue(first <= fd < end, f"descriptor {fd} of the writer's is outside [{first}, {end})")
+
+    def test_writer_files_stay_below_the_program_tables_high_numbers(self):
+        limit = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+        if limit != resource.RLIM_INFINITY and limit < 1016:
+            self.skipTest(f"RLIMIT_NOFILE is {limit}: the ranges are the low limit's (the next test)")
+        self.check_writer_range(self.run_trust("where")[1], 500, 1000)
+
+    def test_writer_files_stay_below_the_program_tables_high_numbers_under_a_low_limit(self):
+        def low_limit():
+            resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))
+        self.check_writer_range(self.run_trust("where", preexec_fn=low_limit)[1], 24, 64 - 16)
+
     def test_program_closing_every_descriptor_at_once(self):
         # No waiting for the writer's start-up first: nothing of the writer's is in the program's table.
         out, proc = self.run_own_file("closefrom")
@@ -152,6 +175,34 @@ class FileDescriptorsInASharedTable(unittest.TestCase, DescriptorCases):
         self.assertEqual(len(lines), 1, proc.stderr)
         self.assertIn("no longer the trace file; tracing stopped", lines[0])
         self.assertEqual(trace_files(out), [])  # unlinked by the program; nothing recreated it
+
+
+class WriterWarnings(unittest.TestCase, TraceInvariants):
+    """The writer thread's warnings wait for a program thread to print them (its own stderr is
+    /dev/null); at most 16 wait, and the ones beyond are counted, never lost without a word."""
+
+    def run_writer_lines(self, n):
+        out = tempdir()
+        proc = run_traced([TRUST, "writer_lines", str(n)], out)
+        self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+        t = only_trace(self, out)
+        self.check_invariants(t)
+        self.assertEqual(sizes(t), [1001, 1002])
+        # Printed by the recording of 1002, before the program's own next line.
+        self.assertIn("allocated 1002", proc.stderr)
+        return warnings(proc.stderr.split("allocated 1002")[0]), warnings(proc.stderr)
+
+    def test_flood_is_counted_in_one_line(self):
+        before, lines = self.run_writer_lines(40)
+        self.assertEqual(before, lines, "nothing printed after the first event that followed the flood")
+        self.assertEqual(lines[:16], [f"gpumemtrace: writer line {i}" for i in range(16)])
+        self.assertEqual(lines[16:], ["gpumemtrace: 24 more warnings were dropped "
+                                      "(the writer thread's queue of lines for stderr was full)"])
+
+    def test_full_queue_drops_nothing(self):
+        before, lines = self.run_writer_lines(16)
+        self.assertEqual(before, [f"gpumemtrace: writer line {i}" for i in range(16)])
+        self.assertEqual(lines, before)
 
 
 class SafeCreation(unittest.TestCase, TraceInvariants):

@@ -7,10 +7,25 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "tests"))
 import tracefile  # noqa: E402
+from testenv import recorder_preload, sanitizer_runtime  # noqa: E402
 BUILD = os.environ.get("GPUMEMTRACE_BUILD", os.path.join(ROOT, "build"))
 LIB = os.path.join(BUILD, "libgpumemtrace.so")
 SIM = os.path.join(BUILD, "sim", "libcudart.so.13")
 PROGS = os.path.join(ROOT, "tests", "python", "progs")
+# LD_PRELOAD of a traced program: the recorder, behind the sanitizer runtime under make asan / make tsan.
+PRELOAD = recorder_preload(LIB)
+
+
+def set_preload(env, recorder=True):
+    """Sets LD_PRELOAD in `env` (and returns it): PRELOAD; with recorder=False the sanitizer runtime
+    alone, since a Python program loads the instrumented libraries (the simulated CUDA runtime, the
+    probe) with ctypes, and ThreadSanitizer's runtime cannot be loaded once a program runs (its TLS is
+    static). Without a sanitizer and the recorder: no LD_PRELOAD."""
+    env.pop("LD_PRELOAD", None)
+    value = PRELOAD if recorder else sanitizer_runtime()
+    if value:
+        env["LD_PRELOAD"] = value
+    return env
 
 
 def prog_line(prog, marker):

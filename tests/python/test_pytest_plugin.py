@@ -11,7 +11,7 @@ import subprocess
 import tempfile
 import unittest
 
-from python_testlib import LIB, ROOT, SIM, python_with_pytest, read_trace
+from python_testlib import LIB, ROOT, SIM, python_with_pytest, read_trace, set_preload
 
 TOOLS = os.path.join(ROOT, "tools", "python")
 FAKE = os.path.join(ROOT, "tests", "python", "fake_torch")
@@ -88,10 +88,9 @@ class PytestPluginTest(unittest.TestCase):
         out, log = os.path.join(d, "trace.jsonl"), os.path.join(d, "calls.log")
         env = dict(os.environ, GPUMEMTRACE_OUTPUT=out, GPUMEMTRACE_QUIET="1", FAKE_TORCH_CUDART=SIM,
                    FAKE_TORCH_CALL_LOG=log, PYTHONPATH=os.pathsep.join([TOOLS, FAKE]))
-        for k in ("LD_PRELOAD", "PYTEST_PLUGINS", "PYTEST_ADDOPTS", "GPUMEMTRACE_PYTEST"):
+        for k in ("PYTEST_PLUGINS", "PYTEST_ADDOPTS", "GPUMEMTRACE_PYTEST"):
             env.pop(k, None)
-        if preload:
-            env["LD_PRELOAD"] = LIB
+        set_preload(env, recorder=preload)
         if plugin:
             env["PYTEST_PLUGINS"] = "gpumemtrace_pytest"
         env.update(env_extra or {})

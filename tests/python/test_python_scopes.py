@@ -25,9 +25,7 @@ def run_prog(mode, preload=True, env_extra=None):
         out = os.path.join(d, "trace.jsonl")
         env = dict(os.environ, GPUMEMTRACE_OUTPUT=out, GPUMEMTRACE_QUIET="1", FAKE_TORCH_CUDART=SIM,
                    PYTHONPATH=os.pathsep.join([TOOLS, FAKE]))
-        env.pop("LD_PRELOAD", None)
-        if preload:
-            env["LD_PRELOAD"] = LIB
+        python_testlib.set_preload(env, recorder=preload)
         env.update(env_extra or {})
         proc = subprocess.run([sys.executable, PROG, SIM, mode], capture_output=True, text=True, env=env,
                               timeout=120)

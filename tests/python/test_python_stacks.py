@@ -14,6 +14,8 @@ import subprocess
 import sys
 import unittest
 
+from python_testlib import set_preload
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BUILD = os.environ.get("GPUMEMTRACE_BUILD", os.path.join(ROOT, "build"))
 PROBE = os.path.join(BUILD, "tests", "python", "libpython_stack_probe.so")
@@ -66,7 +68,8 @@ class PythonStackTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         for label, exe in interpreters():
-            proc = subprocess.run([exe, PROG, PROBE], capture_output=True, text=True, timeout=120)
+            proc = subprocess.run([exe, PROG, PROBE], capture_output=True, text=True, timeout=120,
+                                  env=set_preload(dict(os.environ), recorder=False))
             cls.results[label] = (proc, exe)
 
     def each(self):
@@ -170,7 +173,8 @@ class UnsupportedPythonTest(unittest.TestCase):
             self.skipTest("no CPython older than 3.9 installed")
         code = ("import ctypes,sys\nlib=ctypes.CDLL(sys.argv[1])\nb=ctypes.create_string_buffer(65536)\n"
                 "n=[lib.gpumemtrace_probe_stack(b,65536) for _ in range(5)]\nprint(sum(n))\n")
-        proc = subprocess.run([exe, "-c", code, PROBE], capture_output=True, text=True, timeout=60)
+        proc = subprocess.run([exe, "-c", code, PROBE], capture_output=True, text=True, timeout=60,
+                              env=set_preload(dict(os.environ), recorder=False))
         self.assertEqual(proc.returncode, 0, proc.stderr)
         self.assertEqual(proc.stdout.strip(), "0")
         self.assertEqual(proc.stderr.count("gpumemtrace:"), 1, proc.stderr)

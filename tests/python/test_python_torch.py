@@ -33,7 +33,7 @@ class TorchHookTest(unittest.TestCase):
     def run_prog(self, mode, env_extra=None, pythonpath=None, expect_rc=7):
         d = tempfile.mkdtemp()
         out = os.path.join(d, "trace.jsonl")
-        env = dict(os.environ, LD_PRELOAD=LIB, GPUMEMTRACE_OUTPUT=out, GPUMEMTRACE_QUIET="1",
+        env = dict(os.environ, LD_PRELOAD=python_testlib.PRELOAD, GPUMEMTRACE_OUTPUT=out, GPUMEMTRACE_QUIET="1",
                    FAKE_TORCH_CUDART=SIM, FAKE_TORCH_LIMIT=str(512 << 20),
                    PYTHONPATH=os.pathsep.join(pythonpath or [TOOLS, FAKE]))
         env.pop("PYTHONSTARTUP", None)
@@ -313,7 +313,7 @@ class BridgeTest(unittest.TestCase):
                 "    return [{'filename': f, 'name': n, 'line': l} for f, n, l in t]\n" % TOOLS) + body
         with tempfile.TemporaryDirectory() as d:
             out = os.path.join(d, "trace.jsonl")
-            env = dict(os.environ, LD_PRELOAD=LIB, GPUMEMTRACE_OUTPUT=out, GPUMEMTRACE_QUIET="1")
+            env = dict(os.environ, LD_PRELOAD=python_testlib.PRELOAD, GPUMEMTRACE_OUTPUT=out, GPUMEMTRACE_QUIET="1")
             env.pop("PYTHONPATH", None)
             proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
                                   timeout=60)

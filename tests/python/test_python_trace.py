@@ -29,7 +29,7 @@ class PythonTraceTest(unittest.TestCase):
     def run_prog(self, exe, mode, extra_env=None):
         with tempfile.TemporaryDirectory() as d:
             out = os.path.join(d, "trace.jsonl")
-            env = dict(os.environ, LD_PRELOAD=LIB, GPUMEMTRACE_OUTPUT=out, GPUMEMTRACE_QUIET="1",
+            env = dict(os.environ, LD_PRELOAD=python_testlib.PRELOAD, GPUMEMTRACE_OUTPUT=out, GPUMEMTRACE_QUIET="1",
                        GPUMEMTRACE_FREE_STACKS="1")  # stacks of every event, frees included
             env.update(extra_env or {})
             proc = subprocess.run([exe, PROG, SIM, mode], capture_output=True, text=True, env=env,
@@ -80,7 +80,7 @@ class PythonTraceTest(unittest.TestCase):
                 "alloc_late()\n")
         with tempfile.TemporaryDirectory() as d:
             out = os.path.join(d, "trace.jsonl")
-            env = dict(os.environ, LD_PRELOAD=LIB, GPUMEMTRACE_OUTPUT=out, GPUMEMTRACE_QUIET="1",
+            env = dict(os.environ, LD_PRELOAD=python_testlib.PRELOAD, GPUMEMTRACE_OUTPUT=out, GPUMEMTRACE_QUIET="1",
                        PYTHONHOME=os.path.dirname(os.path.dirname(exe)))
             env.pop("PYTHONPATH", None)
             proc = subprocess.run([host, libpython, code], capture_output=True, text=True, env=env,

@@ -13,7 +13,8 @@
 //                              descriptor was closed or replaced under it, and "own=ok" when FILE kept
 //                              its own bytes
 //   trust where                allocates 1001, flushes; prints "fd=N" (the trace's descriptor in the
-//                              program's table, -1: none) and "writer_fd=N" (in another thread's table)
+//                              program's table, -1: none), "writer_fd=N" (in another thread's table)
+//                              and "writer_files=N,N,..." (every descriptor of that table but /dev/null)
 //   trust close_stdout         allocates 1001, flushes, prints "closing", closes its stdout, then waits
 //                              for EOF on stdin
 //   trust exit_child MS [_Exit] allocates 1001; a fork child allocates 2002 and 2003, sleeps MS ms and
@@ -23,6 +24,10 @@
 //   trust handler before|after installs a SIGTERM handler before (or after) its first allocation (4141),
 //                              prints "ready", waits for the signal, allocates 4242, prints "after", exits 0
 //   trust rss                  16 allocate/free pairs, gpumemtrace_flush(), prints "rss_kb=N" (VmRSS)
+//   trust writer_lines N       allocates 1001; a thread whose warnings wait for a program thread, as the
+//                              recorder's writer thread's do, logs N lines "writer line I" through the
+//                              recorder (its internal log_line, found by dlsym); then allocates 1002,
+//                              whose recording prints them, writes "allocated 1002" to stderr, exits 0
 // The FILE modes exit 3 when FILE holds anything but the program's own bytes, and print "fd=N" (the
 // trace's descriptor number they saw) and "own=ok".
 #include <cuda_runtime_api.h>
@@ -47,6 +52,8 @@
 #include <cstring>
 #include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
 namespace {
 
@@ -77,23 +84,32 @@ bool refuse_private_descriptor_tables() {
 
 int (*gpumemtrace_flush_fn())() { return reinterpret_cast<int (*)()>(dlsym(RTLD_DEFAULT, "gpumemtrace_flush")); }
 
-// The descriptor in the fd directory `fd_dir` whose target is a trace file (the recorder's), and its
-// path; -1 when none.
-int find_trace_fd(std::string* path, const std::string& fd_dir = "/proc/thread-self/fd") {
+// Each descriptor in the fd directory `fd_dir` (the listing's own left out), with its target.
+std::vector<std::pair<int, std::string>> descriptors_in(const std::string& fd_dir) {
+  std::vector<std::pair<int, std::string>> found;
   DIR* d = opendir(fd_dir.c_str());
-  int found = -1;
   while (dirent* e = d ? readdir(d) : nullptr) {
     char link[320], target[4096];
     snprintf(link, sizeof(link), "%s/%s", fd_dir.c_str(), e->d_name);
     const ssize_t n = readlink(link, target, sizeof(target) - 1);
-    if (n <= 0) continue;
+    if (n <= 0 || atoi(e->d_name) == dirfd(d)) continue;
     target[n] = '\0';
-    if (strstr(target, "/gpumemtrace.") && strstr(target, ".jsonl")) {
-      found = atoi(e->d_name);
+    found.emplace_back(atoi(e->d_name), target);
+  }
+  if (d) closedir(d);
+  return found;
+}
+
+// The descriptor in the fd directory `fd_dir` whose target is a trace file (the recorder's), and its
+// path; -1 when none.
+int find_trace_fd(std::string* path, const std::string& fd_dir = "/proc/thread-self/fd") {
+  int found = -1;
+  for (const auto& [fd, target] : descriptors_in(fd_dir)) {
+    if (target.find("/gpumemtrace.") != std::string::npos && target.find(".jsonl") != std::string::npos) {
+      found = fd;
       *path = target;
     }
   }
-  if (d) closedir(d);
   return found;
 }
 
@@ -104,16 +120,28 @@ void close_all_above_stderr() {
   for (rlim_t fd = 3; fd < rl.rlim_cur; ++fd) close(static_cast<int>(fd));
 }
 
-// The descriptor of the trace in another thread's table (the writer's own), or -1.
-int find_trace_fd_of_other_threads() {
+// Every descriptor in the fd directory `fd_dir` that is not /dev/null, as "N,N,...".
+std::string files_in(const std::string& fd_dir) {
+  std::string list;
+  for (const auto& [fd, target] : descriptors_in(fd_dir))
+    if (target != "/dev/null") list += (list.empty() ? "" : ",") + std::to_string(fd);
+  return list;
+}
+
+// The descriptor of the trace in another thread's table (the writer's own), or -1; `files`: every
+// descriptor of that table but /dev/null.
+int find_trace_fd_of_other_threads(std::string* files = nullptr) {
   DIR* tasks = opendir("/proc/self/task");
   const long self = syscall(SYS_gettid);
   int found = -1;
   while (dirent* e = tasks ? readdir(tasks) : nullptr) {
     if (e->d_name[0] == '.' || atol(e->d_name) == self) continue;
     std::string path;
-    const int fd = find_trace_fd(&path, std::string("/proc/self/task/") + e->d_name + "/fd");
-    if (fd >= 0) found = fd;
+    const std::string fd_dir = std::string("/proc/self/task/") + e->d_name + "/fd";
+    const int fd = find_trace_fd(&path, fd_dir);
+    if (fd < 0) continue;
+    found = fd;
+    if (files) *files = files_in(fd_dir);
   }
   if (tasks) closedir(tasks);
   return found;
@@ -247,8 +275,9 @@ int run_closefrom_race(const char* file) {
 int run_where() {
   allocate(1001);
   if (auto flush = gpumemtrace_flush_fn()) flush();
-  std::string path;
-  printf("fd=%d\nwriter_fd=%d\n", find_trace_fd(&path), find_trace_fd_of_other_threads());
+  std::string path, writer_files;
+  const int writer_fd = find_trace_fd_of_other_threads(&writer_files);
+  printf("fd=%d\nwriter_fd=%d\nwriter_files=%s\n", find_trace_fd(&path), writer_fd, writer_files.c_str());
   return 0;
 }
 
@@ -309,6 +338,27 @@ int run_rss() {
   return rss_kb > 0 ? 0 : 1;
 }
 
+// The recorder's internal functions (interpose/recorder/recorder.h), found in the preloaded library.
+template <typename Fn>
+Fn recorder_function(const char* mangled_name) {
+  return reinterpret_cast<Fn>(dlsym(RTLD_DEFAULT, mangled_name));
+}
+
+int run_writer_lines(int n) {
+  allocate(1001);
+  auto route = recorder_function<void (*)()>("_ZN11gpumemtrace39route_log_lines_through_program_threadsEv");
+  auto log_line = recorder_function<void (*)(const char*)>("_ZN11gpumemtrace8log_lineEPKc");
+  if (!route || !log_line) return fprintf(stderr, "trust: the recorder's log_line is not loaded\n"), 4;
+  std::thread writer_like([&] {
+    route();
+    for (int i = 0; i < n; ++i) log_line(("writer line " + std::to_string(i)).c_str());
+  });
+  writer_like.join();
+  allocate(1002);
+  fprintf(stderr, "allocated 1002\n");
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -329,7 +379,8 @@ int main(int argc, char** argv) {
   if (mode == "loop") return run_loop();
   if (mode == "handler" && argc == 3) return run_handler(argv[2]);
   if (mode == "rss") return run_rss();
+  if (mode == "writer_lines" && argc == 3) return run_writer_lines(atoi(argv[2]));
   fprintf(stderr, "usage: trust [shared-table] closefrom|dup2|dup2_unlinked FILE N | closefrom_race FILE | where | "
-                  "close_stdout | exit_child MS [_Exit] | vfork | loop | handler before|after | rss\n");
+                  "close_stdout | exit_child MS [_Exit] | vfork | loop | handler before|after | rss | writer_lines N\n");
   return 2;
 }
