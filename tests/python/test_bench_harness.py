@@ -15,7 +15,7 @@ import sys
 import tempfile
 import unittest
 
-from python_testlib import BUILD, LIB, ROOT, SIM
+from python_testlib import BUILD, LIB, ROOT, SIM, sanitizer_runtime
 
 BENCH = os.path.join(ROOT, "bench")
 FAKE = os.path.join(ROOT, "tests", "python", "fake_torch")
@@ -52,6 +52,8 @@ class BenchlibTest(unittest.TestCase):
 
 @unittest.skipUnless(os.path.exists(LIB) and os.path.exists(SIM),
                      "needs build/libgpumemtrace.so and build/sim/libcudart.so.13")
+@unittest.skipIf(sanitizer_runtime(), "the benchmarks set LD_PRELOAD to the recorder alone and are never "
+                 "run sanitized (make asan / make tsan)")
 class GpuBenchOnStandInTest(unittest.TestCase):
     def run_bench(self, script, *args, env_extra=None, fake=True):
         env = dict(os.environ, FAKE_TORCH_CUDART=SIM, PYTHONPATH=FAKE if fake else "")
