@@ -308,7 +308,17 @@ void stop_recording() noexcept {
 
 bool recorder_disabled() noexcept { return g_state.load(std::memory_order_relaxed) == kDisabled; }
 
-bool releases_keep_stacks() noexcept { return ensure_active() && g_shared->config.free_stacks; }
+bool releases_keep_stacks() noexcept {
+  // A question must not start the recorder (its writer thread) as a side effect: before start, the
+  // setting is read the way start() will read it, with nothing said (start() warns, once).
+  if (g_state.load(std::memory_order_acquire) == kActive) return g_shared->config.free_stacks;
+  try {
+    return parse_config([](const char* name) -> const char* { return getenv(name); }, [](const char*) {})
+        .free_stacks;
+  } catch (...) {
+    return false;
+  }
+}
 
 void log_line(const char* msg) noexcept {
   if (t_queues_lines) return g_writer_lines.push(msg);

@@ -317,8 +317,9 @@ bool flush_now(int timeout_ms) noexcept;
 bool recorder_disabled() noexcept;
 
 // True when release events (free, block_free, unmap, unreserve) carry stacks (GPUMEMTRACE_FREE_STACKS=1);
-// false by default, and when the recorder is not active. Starts the recorder on first use. For the
-// PyTorch hook, which then need not ask PyTorch to gather a stack at every free.
+// false by default. Does not start the recorder (before it starts, the setting is read from the
+// environment as start-up will read it). For the PyTorch hook, which then need not ask PyTorch to
+// gather a stack at every free.
 bool releases_keep_stacks() noexcept;
 
 // Logs one line "gpumemtrace: <msg>" on stderr with write(2) (async-signal-safe, keeps errno). On the
