@@ -2,8 +2,6 @@
 # tests/gpu/run.sh — build gpumemtrace and run the GPU checks on a machine with an NVIDIA GPU
 # (H100/H200), PyTorch, CuPy and nvcc. Without a GPU every check reports SKIP and the script exits 0.
 #   tests/gpu/run.sh            # all checks
-#   tests/gpu/run.sh --bench    # all checks, then make bench-torch-step and bench-process (the GPU
-#                               # benchmarks, docs/performance.md "On a GPU"; about 10 minutes)
 # Environment: BUILD (default build), CUDA_HOME (default /usr/local/cuda), PYTHON (default python3).
 set -u
 cd "$(dirname "$0")/../.."
@@ -19,10 +17,4 @@ for check in tests/gpu/driver_checks.py tests/gpu/torch_checks.py tests/gpu/verd
   echo "== $check"
   "$PYTHON" "$check" || status=1
 done
-if [ "${1:-}" = "--bench" ]; then
-  for bench in bench-torch-step bench-process; do
-    echo "== make $bench"
-    make --no-print-directory BUILD="$BUILD" PYTHON="$PYTHON" "$bench" || status=1
-  done
-fi
 exit $status
