@@ -40,9 +40,23 @@ def run_chromium(page, *extra, timeout=60, budget_ms=10000):
     return proc.stdout
 
 
-def rendered_dom(page, width=1280, height=1600, budget_ms=10000, timeout=60):
-    return run_chromium(page, "--dump-dom", f"--window-size={width},{height}", budget_ms=budget_ms,
-                        timeout=timeout)
+# Attempts at a DOM whose scripts finished: the report draws in requestAnimationFrame callbacks, and
+# headless Chromium may dump the DOM when its virtual-time budget runs out, before it produced a frame
+# (seen once in many runs, on a loaded machine). A page that never finishes fails every attempt.
+RENDER_ATTEMPTS = 3
+
+
+def rendered_dom(page, width=1280, height=1600, budget_ms=10000, timeout=60, finished='data-rendered="'):
+    """The DOM after the page's scripts ran: the first of RENDER_ATTEMPTS dumps that contains
+    `finished` (the report sets data-rendered="true", or "error"), else the last one; None when
+    Chromium cannot run here."""
+    dom = None
+    for _ in range(RENDER_ATTEMPTS):
+        dom = run_chromium(page, "--dump-dom", f"--window-size={width},{height}", budget_ms=budget_ms,
+                           timeout=timeout)
+        if dom is None or finished in dom:
+            break
+    return dom
 
 
 def screenshot(page, png, width=1280, height=1400):
