@@ -8,6 +8,7 @@ load then hits every variant, not one) and reports `Spread` (median, min, max) r
 """
 import os
 import statistics
+import subprocess
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -52,6 +53,15 @@ def interleaved_rounds(variants, rounds, measure):
                 return None
             samples[v].append(value)
     return samples
+
+
+def run_child(cmd, env, timeout=600):
+    """subprocess.run of a benchmark's child, its output captured as text; a child past `timeout`
+    seconds is killed and comes back as a failed run (returncode -9, the reason in stderr)."""
+    try:
+        return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return subprocess.CompletedProcess(cmd, -9, "", "killed after %d s" % timeout)
 
 
 def traced_env(build, output, extra=None, base=None):

@@ -24,7 +24,6 @@ Without PyTorch and a CUDA GPU it prints SKIP and exits 0. Exit 1 if a run faile
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -90,7 +89,7 @@ def main():
             out += ".jsonl.zst"
             env = benchlib.traced_env(args.build, out, TRACED[variant])
         start = time.perf_counter()
-        p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
+        p = benchlib.run_child(cmd, env)
         seconds = time.perf_counter() - start
         if p.returncode != 0:
             why = "exited %d: %s" % (p.returncode, p.stderr[-600:])

@@ -30,7 +30,6 @@ the load average.
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
 
@@ -99,10 +98,13 @@ print(json.dumps({"ours_us": ours, "peer_us": peer, "forwarded": forwarded}))
 
 def trace_counts(trace):
     """(block events, footer's dropped_total or None when there is no footer)."""
-    records, _ = tracefile.read_records(trace)
-    blocks = sum(1 for r in records if r.get("type") == "event" and r.get("op") in ("block_alloc", "block_free"))
-    footer = [r for r in records if r.get("type") == "footer"]
-    return blocks, (footer[-1].get("dropped_total", 0) if footer else None)
+    blocks, dropped = 0, None
+    for r in tracefile.iter_records(trace):
+        if r.get("type") == "event" and r.get("op") in ("block_alloc", "block_free"):
+            blocks += 1
+        elif r.get("type") == "footer":
+            dropped = r.get("dropped_total", 0)
+    return blocks, dropped
 
 
 def main():
@@ -134,9 +136,8 @@ def main():
         # Not tools/python's sitecustomize: it would import this checkout's hook before the child puts
         # the version under test first on sys.path.
         env["PYTHONPATH"] = ""
-        p = subprocess.run([sys.executable, script, str(args.ring), str(args.drains), str(args.depth),
-                            os.path.abspath(tools[variant])],
-                           capture_output=True, text=True, env=env, timeout=600)
+        p = benchlib.run_child([sys.executable, script, str(args.ring), str(args.drains), str(args.depth),
+                                os.path.abspath(tools[variant])], env)
         if p.returncode != 0:
             print("FAIL: %s run %d exited %d: %s" % (variant, rnd, p.returncode, p.stderr[-600:]))
             return None

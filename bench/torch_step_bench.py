@@ -26,8 +26,9 @@ Variants:
 A child warms up, then times WINDOWS windows of steps (synchronised at both ends) and reports its
 mean ms per step over all of them (not a median window: the hook's drains come every second or so, and
 a median would leave the windows that hold one out); the table gives the median and min-max of that
-over the rounds, and each variant's ratio to plain. The full variant's trace must hold tensor-level events (block_alloc), or the
-bench fails: a hook that silently did not start would make the figure a lie.
+over the rounds, and each variant's ratio to plain. The full variant's trace must hold tensor-level
+events (block_alloc), or the bench fails: a hook that silently did not start would make the figure a
+lie.
 Targets (docs/performance.md): full at most the torch variant's cost, and at most +2% on gpt2.
 Without PyTorch and a CUDA GPU it prints SKIP and exits 0. Exit 1 if a child failed.
 """
@@ -109,10 +110,12 @@ def have_gpu_torch(python):
 def drains_and_block_events(trace):
     """(drains, block_alloc events) of a full-level trace: the hook writes one sync event when the
     history starts and one after every drain (docs/pytorch.md)."""
-    records, _ = tracefile.read_records(trace)
-    events = [r for r in records if r.get("type") == "event"]
-    return (max(0, sum(1 for e in events if e.get("op") == "sync") - 1),
-            sum(1 for e in events if e.get("op") == "block_alloc"))
+    syncs = blocks = 0
+    for r in tracefile.iter_records(trace):  # millions of events for the alloc loop: never all at once
+        if r.get("type") == "event":
+            syncs += r.get("op") == "sync"
+            blocks += r.get("op") == "block_alloc"
+    return max(0, syncs - 1), blocks
 
 
 def variant_env(build, variant, trace):
@@ -153,10 +156,8 @@ def main():
 
         def measure(variant, rnd):
             trace = os.path.join(work, "%s-%s-%d.jsonl.zst" % (model, variant, rnd))
-            p = subprocess.run([args.python, script, model, variant, str(warmup), str(per_window),
-                                str(WINDOWS), str(HISTORY_ENTRIES)],
-                               capture_output=True, text=True, env=variant_env(args.build, variant, trace),
-                               timeout=600)
+            p = benchlib.run_child([args.python, script, model, variant, str(warmup), str(per_window),
+                                    str(WINDOWS), str(HISTORY_ENTRIES)], variant_env(args.build, variant, trace))
             if p.returncode != 0:
                 print("FAIL: %s %s round %d exited %d: %s" % (model, variant, rnd, p.returncode, p.stderr[-600:]))
                 return None

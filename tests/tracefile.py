@@ -4,6 +4,7 @@
 # such records (fixtures, bench/trace_size_bench.py).
 #
 #   records, truncated = read_records(path)   # dicts, v1 form; the "site" records left out
+#   for record in iter_records(path): ...     # the same, one at a time (bounded memory)
 #   lines = encode(records, version=2)        # text lines (no newline) as the recorder writes them
 import json
 import subprocess
@@ -115,6 +116,33 @@ def read_records(path):
     """(records in version 1 form, truncated) of the trace at path (.jsonl or .zst, v1 or v2)."""
     raw, truncated = parse_lines(read_text(path))
     return decode(raw), truncated
+
+
+def iter_records(path):
+    """The records of the trace at path in version 1 form, one at a time, in bounded memory (for
+    traces too big to hold as dicts: a benchmark's millions of events). A last line cut short ends
+    the iteration."""
+    with open(path, "rb") as f:
+        compressed = f.read(len(ZSTD_MAGIC)) == ZSTD_MAGIC
+    proc = subprocess.Popen(["zstd", "-dcq", path], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL) \
+        if compressed else None
+    stream = proc.stdout if proc else open(path, "rb")
+    try:
+        decoder = Decoder()
+        for line in stream:
+            if not line.endswith(b"\n"):
+                return
+            try:
+                record = decoder.decode(json.loads(line))
+            except ValueError:
+                return
+            if record is not None:
+                yield record
+    finally:
+        stream.close()
+        if proc:
+            proc.kill()
+            proc.wait()
 
 
 def _dumps(record):

@@ -85,6 +85,24 @@ class FormatVersion2(ReportTestCase):
         self.assertFalse(report["processes"][0]["complete"])
         self.assertEqual(report["processes"][0]["events"], 10)
 
+    def test_streaming_reader_gives_the_same_records(self):
+        # tests/tracefile.py's iter_records (the benchmarks' bounded-memory reader) against read_records,
+        # on a plain and a zstd copy, and on a trace cut in the middle of an event line.
+        _, v2, v2_zst = self.copies(os.path.join(GOLDEN, "mixed.jsonl"))
+        whole, _ = tracefile.read_records(v2)
+        self.assertGreater(len(whole), 20)
+        self.assertEqual(list(tracefile.iter_records(v2)), whole)
+        self.assertEqual(list(tracefile.iter_records(v2_zst)), whole)
+        with open(v2) as f:
+            text = f.read()
+        cut = os.path.join(self.dir, "cut.jsonl")
+        with open(cut, "w") as f:
+            f.write(text[:text.rindex('{"e":') + 9])
+        cut_records, truncated = tracefile.read_records(cut)
+        self.assertTrue(truncated)
+        self.assertEqual(list(tracefile.iter_records(cut)), cut_records)
+        self.assertLess(len(cut_records), len(whole))
+
     @unittest.skipUnless(shutil.which("jq"), "jq is not installed")
     def test_documented_jq_program_expands_events(self):
         with open(os.path.join(ROOT, "docs", "trace-format.md")) as f:
