@@ -1,10 +1,12 @@
-# tests/python/test_bench_harness.py — the GPU benchmarks' harness (bench/benchlib.py, process_bench.py,
-# torch_step_bench.py) run on the CPU with the stand-in torch: their variants engage what they claim to.
+# tests/python/test_bench_harness.py — the PyTorch benchmarks' harness (bench/benchlib.py,
+# process_bench.py, torch_step_bench.py, torch_drain_bench.py) run on the CPU: their variants engage
+# what they claim to.
 """The GPU benchmarks cannot be timed here, but their harness can be checked: the medians and ratios of
 bench/benchlib.py, the interleaving of variants, bench/torch_drain_bench.py (CPU-only, its trace
-checked), and bench/process_bench.py and torch_step_bench.py (its allocation-only model) end to end against the stand-in torch on the simulated runtime: every
-variant runs, the traced ones write whole traces, drains are counted, and a full-level run whose
-PyTorch hook did not record fails the bench instead of giving a figure.
+checked), and bench/process_bench.py and torch_step_bench.py (its allocation-only model) end to end
+against the stand-in torch on the simulated runtime: every variant runs, the traced ones write whole
+traces, drains are counted, and a full-level run whose PyTorch hook did not record fails the bench
+instead of giving a figure.
 The figures these runs print mean nothing (a stand-in torch); only their shape is asserted.
 """
 import json
