@@ -119,6 +119,19 @@ class TorchHookTest(unittest.TestCase):
             self.assertTrue(py, e)
             self.assertNotEqual(py[0]["line"], act_line)
 
+    def test_free_completed_not_recorded_where_pytorch_can_skip_it(self):
+        # PyTorch is asked to leave free_completed entries (never forwarded) out of its ring; a release
+        # without skip_actions gets the history without the argument. The trace is the same either way.
+        traces = {}
+        for older in (False, True):
+            proc, events, _, calls = self.run_logged_with("train", {"FAKE_TORCH_NO_SKIP_ACTIONS": "1"} if older else {})
+            names = [name for name, _ in calls]
+            self.assertEqual("record_memory_history/skip=free_completed" in names, not older, names)
+            self.assertNotIn("gpumemtrace:", proc.stderr)
+            traces[older] = [(e["op"], e["size"]) for e in events if e["op"].startswith("block_")]
+        self.assertEqual(len([1 for op, _ in traces[False] if op == "block_alloc"]), 40)
+        self.assertEqual(traces[False], traces[True])
+
     def test_torch_frames_kept_when_python_frames_are_off(self):
         # GPUMEMTRACE_PYTHON=0 stops reading the interpreter's frames (cudaMalloc's stack is native
         # only); the frames PyTorch recorded are its own record and stay (docs/pytorch.md).
@@ -234,9 +247,12 @@ class TorchHookTest(unittest.TestCase):
 
     def run_logged(self, mode):
         """run_prog with the stand-in's call log: (proc, events, stack_of, [(name, t)])."""
+        return self.run_logged_with(mode, {})
+
+    def run_logged_with(self, mode, env_extra):
         with tempfile.TemporaryDirectory() as d:
             log = os.path.join(d, "calls.log")
-            proc, events, stack_of = self.run_prog(mode, {"FAKE_TORCH_CALL_LOG": log})
+            proc, events, stack_of = self.run_prog(mode, dict(env_extra, FAKE_TORCH_CALL_LOG=log))
             calls = []
             if os.path.exists(log):
                 with open(log) as f:

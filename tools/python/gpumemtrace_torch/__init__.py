@@ -66,6 +66,8 @@ class TorchHook:
         self.drain = None           # HistoryDrain once the history is on
         self.warned = set()
         self.stop = None            # threading.Event that ends the poller
+        # History entries per allocated block: alloc, free_requested and, unless skipped, free_completed.
+        self.entries_per_block = 3
         # PyTorch's cumulative counters (history.allocator_counters) when the last drain began: equal
         # counters at the next one mean no entry the trace records was appended since.
         self.drained_counters = None
@@ -144,8 +146,16 @@ class TorchHook:
             # Every history entry is newer than this: the first sync (readers start merging the
             # delayed events into the timeline by time from here).
             start_us = time.time_ns() // 1000
-            torch.cuda.memory._record_memory_history(enabled="all", context=context, stacks="python",
-                                                     max_entries=entries)
+            record = torch.cuda.memory._record_memory_history
+            try:
+                # free_completed entries are never forwarded (the trace frees a block when PyTorch's
+                # allocated bytes drop, at free_requested): without them the ring holds two entries
+                # per block instead of three, so each drain's copy comes a third less often.
+                record(enabled="all", context=context, stacks="python", max_entries=entries,
+                       skip_actions=["free_completed"])
+                self.entries_per_block = 2
+            except TypeError:  # a PyTorch without skip_actions
+                record(enabled="all", context=context, stacks="python", max_entries=entries)
             drain.sync_at(drain.boundary_ns([], start_us))
             try:
                 drain.seed_segments(take_snapshot(torch))
@@ -215,9 +225,9 @@ class TorchHook:
         self.stop = stop
 
         def run():
-            last = _event_count(self.counters(torch))
+            last = _event_count(self.counters(torch), self.entries_per_block)
             while not stop.wait(poll_ms / 1000.0):
-                now = _event_count(self.counters(torch))
+                now = _event_count(self.counters(torch), self.entries_per_block)
                 if now is None:
                     return
                 if now - last >= entries // 2:
@@ -248,12 +258,13 @@ class TorchHook:
             os.kill(os.getpid(), signal.SIGTERM)
 
 
-def _event_count(counters):
-    """Estimate of the history entries appended so far from allocator_counters(), or None: alloc,
-    free_requested and free_completed per block, one entry per segment (or mapping) event, the OOMs."""
+def _event_count(counters, per_block):
+    """Estimate of the history entries appended so far from allocator_counters(), or None: `per_block`
+    entries per allocated block (alloc, free_requested, and free_completed unless skipped), one per
+    segment (or mapping) event, the OOMs."""
     if counters is None:
         return None
-    return sum(3 * dev["allocations"] + dev["segments"] + dev["segment_frees"] + dev["ooms"]
+    return sum(per_block * dev["allocations"] + dev["segments"] + dev["segment_frees"] + dev["ooms"]
                for dev in counters)
 
 

@@ -11,6 +11,7 @@ module's __getattr__ that PyTorch's frame symbolizer triggers (torch/_inductor).
 allocator stands behind torch.empty(nbytes, device="cuda") and torch.ones(n, device="cuda").
 
 Knobs (environment): FAKE_TORCH_VERSION (default 2.11.0+cu130), FAKE_TORCH_BACKEND (native),
+FAKE_TORCH_NO_SKIP_ACTIONS (set: _record_memory_history refuses skip_actions, as older releases),
 FAKE_TORCH_LIMIT (bytes the device can reserve, default 1 GiB), FAKE_TORCH_CUDART (path of a CUDA
 runtime, e.g. the simulated one: segments then come from its cudaMalloc, bound through the global
 scope so that libgpumemtrace.so sees them), FAKE_TORCH_CALL_LOG (a file that records synchronize and

@@ -1,5 +1,6 @@
 # tests/python/fake_torch/torch/cuda/memory.py — the stand-in's allocation history ring and _snapshot().
 import collections
+import os
 import threading
 import time
 import traceback
@@ -8,15 +9,20 @@ _lock = threading.Lock()
 _history = None  # deque(maxlen=max_entries) when enabled
 _stacks = "python"
 _context = "all"
+_skip = frozenset()
 
 
 def _record_memory_history(enabled="all", context="all", stacks="all", max_entries=1 << 62, device=None,
                            clear_history=False, compile_context=False, global_record_annotations=False,
                            skip_actions=None):
-    global _history, _stacks, _context
+    global _history, _stacks, _context, _skip
     from . import _lazy_init
     from .. import _calls
+    if skip_actions is not None and os.environ.get("FAKE_TORCH_NO_SKIP_ACTIONS"):
+        raise TypeError("_record_memory_history() got an unexpected keyword argument 'skip_actions'")
     _calls.note("record_memory_history/context=%s" % context)
+    if skip_actions:
+        _calls.note("record_memory_history/skip=%s" % ",".join(skip_actions))
     _lazy_init()  # like PyTorch: recording needs the allocator
     with _lock:
         if enabled is None:
@@ -27,6 +33,7 @@ def _record_memory_history(enabled="all", context="all", stacks="all", max_entri
             _history = collections.deque([] if clear_history else old, maxlen=max_entries)
         _stacks = stacks
         _context = context
+        _skip = frozenset(skip_actions or ())
 
 
 def _frames():
@@ -44,7 +51,7 @@ def _record(action, addr, size, alloc_frames=None):
     (`alloc_frames`, the frames _record returned for the alloc)."""
     frames = _frames() if alloc_frames is None or _context == "all" else alloc_frames
     with _lock:
-        if _history is None:
+        if _history is None or action in _skip:
             return []
         _history.append({"action": action, "addr": addr, "size": size, "stream": 0,
                          "time_us": time.time_ns() // 1000, "frames": frames,
