@@ -154,7 +154,9 @@ class TorchHook:
                 record(enabled="all", context=context, stacks="python", max_entries=entries,
                        skip_actions=["free_completed"])
                 self.entries_per_block = 2
-            except TypeError:  # a PyTorch without skip_actions
+            except (TypeError, ValueError, RuntimeError):
+                # A PyTorch without skip_actions (TypeError), or one that refuses the action's name:
+                # the history as before, free_completed entries included.
                 record(enabled="all", context=context, stacks="python", max_entries=entries)
             drain.sync_at(drain.boundary_ns([], start_us))
             try:
