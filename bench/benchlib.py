@@ -55,6 +55,17 @@ def interleaved_rounds(variants, rounds, measure):
     return samples
 
 
+# gpumemtrace at driver level: CUDA calls only, no PyTorch hook, no Python frames.
+DRIVER_LEVEL = {"GPUMEMTRACE_TORCH": "0", "GPUMEMTRACE_PYTHON": "0"}
+
+
+def have_gpu_torch(python):
+    """True when `python` imports torch and sees a CUDA GPU (asked in a child: the benchmark itself
+    never imports torch)."""
+    probe = "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 3)"
+    return subprocess.run([python, "-c", probe], capture_output=True).returncode == 0
+
+
 def run_child(cmd, env, timeout=600):
     """subprocess.run of a benchmark's child, its output captured as text; a child past `timeout`
     seconds is killed and comes back as a failed run (returncode -9, the reason in stderr)."""

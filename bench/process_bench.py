@@ -33,7 +33,6 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests"))
 import benchlib  # noqa: E402
 import tracefile  # noqa: E402
-from torch_step_bench import have_gpu_torch  # noqa: E402
 
 VARIANTS = ("plain", "torch", "driver", "full", "full-nosym")
 TWO_LINES = 'import torch\nx = torch.ones(1, device="cuda")\n'
@@ -43,7 +42,7 @@ torch.cuda.memory._record_memory_history(enabled="all", context="all", stacks="p
 atexit.register(torch.cuda.memory._dump_snapshot, sys.argv[2])
 runpy.run_path(sys.argv[1], run_name="__main__")
 '''
-TRACED = {"driver": {"GPUMEMTRACE_TORCH": "0", "GPUMEMTRACE_PYTHON": "0"}, "full": {},
+TRACED = {"driver": benchlib.DRIVER_LEVEL, "full": {},
           "full-nosym": {"GPUMEMTRACE_SYMBOLIZE": "0"}}
 
 
@@ -69,7 +68,7 @@ def main():
     args = ap.parse_args()
     if args.runs < 1:
         ap.error("--runs < 1")
-    if not have_gpu_torch(args.python):
+    if not benchlib.have_gpu_torch(args.python):
         print("SKIP: needs PyTorch with a CUDA GPU (%s)" % args.python)
         return 0
 

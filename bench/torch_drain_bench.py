@@ -79,10 +79,7 @@ def snapshot(end):
 bridge = bridge_module.load()
 if bridge is None:
     sys.exit("libgpumemtrace.so is not preloaded")
-try:
-    drain = HistoryDrain(bridge, free_stacks=False)
-except TypeError:  # a hook older than free_stacks: it forwards the frames of free entries too
-    drain = HistoryDrain(bridge)
+drain = HistoryDrain(bridge)  # a hook older than free_stacks forwards the frames of free entries too
 first = snapshot(ring)
 drain.seed_segments(first)
 drain.drain(first)

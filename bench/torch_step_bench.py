@@ -35,7 +35,6 @@ Without PyTorch and a CUDA GPU it prints SKIP and exits 0. Exit 1 if a child fai
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
 
@@ -102,11 +101,6 @@ print(json.dumps({"model": desc, "ms": ms, "mean_ms": sum(ms) / len(ms)}))
 '''
 
 
-def have_gpu_torch(python):
-    probe = "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 3)"
-    return subprocess.run([python, "-c", probe], capture_output=True).returncode == 0
-
-
 def drains_and_block_events(trace):
     """(drains, block_alloc events) of a full-level trace: the hook writes one sync event when the
     history starts and one after every drain (docs/pytorch.md)."""
@@ -121,8 +115,7 @@ def drains_and_block_events(trace):
 def variant_env(build, variant, trace):
     if variant in ("plain", "torch"):
         return dict(os.environ)
-    extra = {"GPUMEMTRACE_TORCH": "0", "GPUMEMTRACE_PYTHON": "0"} if variant == "driver" else None
-    return benchlib.traced_env(build, trace, extra)
+    return benchlib.traced_env(build, trace, benchlib.DRIVER_LEVEL if variant == "driver" else None)
 
 
 def main():
@@ -140,7 +133,7 @@ def main():
         ap.error("unknown model %s (known: %s)" % (unknown, ", ".join(STEPS)))
     if args.rounds < 1 or (args.window_steps is not None and args.window_steps < 1):
         ap.error("--rounds and --window-steps must be at least 1")
-    if not have_gpu_torch(args.python):
+    if not benchlib.have_gpu_torch(args.python):
         print("SKIP: needs PyTorch with a CUDA GPU (%s)" % args.python)
         return 0
 

@@ -84,6 +84,11 @@ __thread bool t_queues_lines __attribute__((tls_model("initial-exec"))) = false;
 
 void print_queued_lines() { g_writer_lines.print(write_stderr); }
 
+// The configuration as the process environment sets it; `warn` gets each complaint about a value.
+Config config_from_environment(void (*warn)(const char*)) {
+  return parse_config([](const char* name) -> const char* { return getenv(name); }, warn);
+}
+
 std::string exe_base_name() {
   char path[4096];
   ssize_t n = readlink("/proc/self/exe", path, sizeof(path) - 1);
@@ -138,7 +143,7 @@ void start() {
     // at any moment, and that handler uses g_shared's ring.
     auto* shared = new (std::nothrow) RecorderShared();
     if (!shared) return disable("out of memory at start; tracing disabled");
-    shared->config = parse_config([](const char* name) -> const char* { return getenv(name); }, log_line);
+    shared->config = config_from_environment(log_line);
     warn_unknown_variables(environ, log_line);  // a misspelt setting would otherwise go unnoticed
     shared->ring = new (std::nothrow) EventRing();
     if (!shared->ring || !shared->ring->init(shared->config.ring_events))
@@ -313,8 +318,7 @@ bool releases_keep_stacks() noexcept {
   // setting is read the way start() will read it, with nothing said (start() warns, once).
   if (g_state.load(std::memory_order_acquire) == kActive) return g_shared->config.free_stacks;
   try {
-    return parse_config([](const char* name) -> const char* { return getenv(name); }, [](const char*) {})
-        .free_stacks;
+    return config_from_environment([](const char*) {}).free_stacks;
   } catch (...) {
     return false;
   }

@@ -138,7 +138,7 @@ class TorchHook:
             # need not gather one at every free either (context="alloc"; it gives a free entry the
             # allocation's stack instead, which is not where the free happened and is not forwarded).
             context = "all" if self.bridge.free_stacks else "alloc"
-            drain = HistoryDrain(self.bridge, free_stacks=self.bridge.free_stacks)
+            drain = HistoryDrain(self.bridge)
             # The history can only start at CUDA's initialisation, which runs this first: nothing
             # before these counters can be in the ring, so a drain that finds them unchanged has
             # nothing to forward.

@@ -104,10 +104,12 @@ def realtime_to_monotonic_offset_ns():
 
 
 class HistoryDrain:
-    def __init__(self, bridge, max_frames=32, free_stacks=True):
+    def __init__(self, bridge, max_frames=32):
         self.bridge = bridge
         self.max_frames = max_frames
-        self.free_stacks = free_stacks  # False: free entries carry their block's allocation stack
+        # False (the library keeps no release stacks): PyTorch records with context="alloc", and a free
+        # entry carries its block's allocation stack, which is not forwarded.
+        self.free_stacks = getattr(bridge, "free_stacks", True)
         self.anchors = {}          # device -> list of keys of the last forwarded entries
         self.segments = {}         # device -> sorted list of [addr, size]
         self.last_segment = {}     # device -> the [addr, size] of segment_of's last hit (blocks cluster)
