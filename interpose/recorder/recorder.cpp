@@ -402,11 +402,13 @@ bool record(const EventFacts& facts) noexcept {
   return pushed;
 }
 
-void record_labelled(format::Op op, const char* label, const char* api, uint64_t range) noexcept {
+void record_labelled(format::Op op, const char* label, const char* api, uint64_t range, int32_t result) noexcept {
   HookScope scope;
   if (!scope.recording()) return;
   EventFacts facts = event::mark(op, api, label);
   facts.range = range;
+  facts.result = result;
+  facts.has_result = result != 0;
   record(facts);
 }
 

@@ -252,9 +252,11 @@ class HookScope {
 bool record(const EventFacts& facts) noexcept;
 
 // Records a mark or scope event (kind none, no memory) carrying `label` (a mark's text, a scope's name;
-// null: none), from `api` (static), with `range` (a cross-thread range's id; 0: none). Opens its own
-// HookScope: the entry point for the custom API and NVTX callbacks.
-void record_labelled(format::Op op, const char* label, const char* api, uint64_t range = 0) noexcept;
+// null: none), from `api` (static), with `range` (a cross-thread range's id; 0: none) and `result` (a
+// scope_end's: nonzero when the work inside the scope failed). Opens its own HookScope: the entry
+// point for the custom API and NVTX callbacks.
+void record_labelled(format::Op op, const char* label, const char* api, uint64_t range = 0,
+                     int32_t result = 0) noexcept;
 
 // How one capture layer asks CUDA about devices: the runtime hooks through the runtime, the driver
 // hooks and the CUPTI callbacks through the driver. Any member may be null (nothing known).

@@ -1,6 +1,6 @@
 # tests/e2e/test_process_end.py — the footer says how the process ended, and no ending loses it.
 """The trace's footer records how the process ended (docs/trace-format.md, "footer"): exit() with its
-status, _exit, a fatal SIGTERM/SIGINT/SIGHUP, exec. A signal that arrives while the process is already
+status, _exit, a fatal SIGTERM/SIGINT/SIGHUP (test_recorder_trust.py, Endings), exec. A signal that arrives while the process is already
 ending (multiprocessing's Pool.terminate() against workers in os._exit) waits for the footer before it
 kills the process, and a program's handler that re-raises its signal gets the footer too."""
 import os
@@ -51,23 +51,6 @@ class FooterSaysHowTheProcessEnded(unittest.TestCase, TraceInvariants):
         self.assertEqual(proc.returncode, 0, proc.stderr)
         ends = sorted(Trace(p).footer["end"] for p in trace_files(out))
         self.assertEqual(ends, ["exec", "exit"])
-
-    def test_fatal_signal(self):
-        for sig in SIGNALS:
-            with self.subTest(signal=sig.name):
-                out = tempdir()
-                p = subprocess.Popen([TRUST, "loop"], env=traced_env(out, GPUMEMTRACE_QUIET="1"), stdout=subprocess.PIPE, text=True,
-                                     preexec_fn=default_signals)
-                while int(p.stdout.readline()) < 20:
-                    pass
-                p.send_signal(sig)
-                p.stdout.read()
-                p.stdout.close()
-                self.assertEqual(p.wait(timeout=30), -sig)
-                t = only_trace(self, out)
-                self.check_invariants(t)
-                self.assertEqual((t.footer["end"], t.footer["signal"]), ("signal", sig))
-                self.assertNotIn("exit_status", t.footer)
 
     def test_program_handler_that_raises_the_signal_again(self):
         # Clean up, restore the default action, raise again: the process dies of the signal as soon as

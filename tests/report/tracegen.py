@@ -147,7 +147,9 @@ class Trace:
     def dropped(self, count):
         self._write({"type": "dropped", "count": count, "dropped_total": count})
 
-    def close(self, footer=True):
+    def close(self, footer=True, **end):
+        """`end`: how the process ended, the footer's fields (end="signal", signal=15; end="exit",
+        exit_status=0; ...); none: a footer that does not say."""
         if footer:
-            self._write({"type": "footer", "events": self.seq, "dropped_total": 0, "end_time": self.t + 1000})
+            self._write({"type": "footer", "events": self.seq, "dropped_total": 0, "end_time": self.t + 1000, **end})
         self.f.close()
