@@ -19,8 +19,12 @@ LIB_MEMSET_STRATEGY := $(shell $(CXX) -mmemset-strategy=vector_loop:256:noalign,
   -fsyntax-only /dev/null 2>/dev/null && echo -mmemset-strategy=vector_loop:256:noalign,libcall:-1:noalign)
 $(LIB_OBJS): ALL_CXXFLAGS += $(LIB_MEMSET_STRATEGY)
 
+# -z nodelete: the library is never unloaded, even by a dlclose of a program that dlopen'ed it: its
+# writer thread runs its code, and its on_exit handler (the exit status for the footer) stays
+# registered to the process's exit.
 $(BUILD)/libgpumemtrace.so: $(LIB_OBJS)
 	@mkdir -p $(@D)
-	$(CXX) -shared -o $@ $^ -Wl,-z,defs -Wl,--no-undefined -static-libstdc++ -static-libgcc $(LIB_LDLIBS)
+	$(CXX) -shared -o $@ $^ -Wl,-z,defs -Wl,--no-undefined -Wl,-z,nodelete -static-libstdc++ -static-libgcc \
+	  $(LIB_LDLIBS)
 
 LIBS += $(BUILD)/libgpumemtrace.so
