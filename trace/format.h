@@ -255,47 +255,32 @@ inline constexpr const char* kFieldEvents = "events";       // footer: events wr
 inline constexpr const char* kFieldEndTime = "end_time";    // footer: CLOCK_MONOTONIC ns
 inline constexpr const char* kFieldNotWritten = "not_written";  // footer of a capped trace: events
                                                                 // consumed after the cap, not written
-// How the process ended (footer): "end" one of the end names below; "exit_status" the status its
+// How the process ended (footer): "end" one of kEndNames below; "exit_status" the status its
 // parent sees (0-255) for exit and _exit, when known; "signal" the signal's number for signal.
 inline constexpr const char* kFieldEnd = "end";
 inline constexpr const char* kFieldExitStatus = "exit_status";
 inline constexpr const char* kFieldSignal = "signal";
 
-#define GPUMEMTRACE_ENDS(X)                                                                       \
-  X(Exit, "exit")        /* exit() from any thread, or a return from main                     */ \
-  X(QuickExit, "_exit")  /* _exit() or _Exit(): no exit handlers ran                          */ \
-  X(Signal, "signal")    /* SIGTERM, SIGINT or SIGHUP took its default action (terminate)     */ \
-  X(Exec, "exec")        /* exec replaced the program's image (the new image has its own trace) */
-
 // Unknown: a footer without "end" (written before the field existed) or an end this version does not
 // know: a clean end, nothing more is known.
 enum class End : uint8_t {
   Unknown,
-#define GPUMEMTRACE_END_ENUM(name, str) name,
-  GPUMEMTRACE_ENDS(GPUMEMTRACE_END_ENUM)
-#undef GPUMEMTRACE_END_ENUM
+  Exit,       // "exit": exit() from any thread, or a return from main
+  QuickExit,  // "_exit": _exit() or _Exit(), no exit handlers ran
+  Signal,     // "signal": SIGTERM, SIGINT or SIGHUP took its default action (terminate)
+  Exec,       // "exec": exec replaced the program's image (the new image has its own trace)
 };
+inline constexpr const char* kEndNames[] = {"", "exit", "_exit", "signal", "exec"};  // by End
 
-inline constexpr const char* end_name(End end) {
-  switch (end) {
-    case End::Unknown: return "";
-#define GPUMEMTRACE_END_CASE(name, str) \
-  case End::name:                       \
-    return str;
-    GPUMEMTRACE_ENDS(GPUMEMTRACE_END_CASE)
-#undef GPUMEMTRACE_END_CASE
-  }
-  return "";
-}
+inline constexpr const char* end_name(End end) { return kEndNames[static_cast<int>(end)]; }
 
 // The inverse of end_name; Unknown for a name this version does not know (a newer writer's).
 inline constexpr End parse_end(std::string_view name) {
-#define GPUMEMTRACE_END_PARSE(id, str) \
-  if (name == str) return End::id;
-  GPUMEMTRACE_ENDS(GPUMEMTRACE_END_PARSE)
-#undef GPUMEMTRACE_END_PARSE
+  for (int i = 1; i < static_cast<int>(sizeof(kEndNames) / sizeof(kEndNames[0])); ++i)
+    if (name == kEndNames[i]) return static_cast<End>(i);
   return End::Unknown;
 }
+
 // Capped: "seq" the first event not written, "t" its time, "size" the trace bytes written so far
 // (before compression), and the cap:
 inline constexpr const char* kFieldMaxBytes = "max_bytes";
