@@ -289,11 +289,13 @@ void write_scopes(std::ostream& out, const ProcessReport& r, const TextOptions& 
   if (r.scopes_total == 0) return;
   // A scope still open when the trace was cut or the process killed has no verdict (gates.cpp).
   auto verdict = [&](const ScopeReport& scope) { return scope.closed || !r.ended_early(); };
-  size_t leaking = 0, failed = 0;
-  for (const ScopeReport& scope : r.scopes) leaking += scope.leaked_bytes && verdict(scope) ? 1 : 0;
-  for (const ScopeReport& scope : r.scopes) failed += scope.failed ? 1 : 0;
-  out << "scopes: " << r.scopes_total - failed << " checked, " << leaking << " leaked";
-  if (failed) out << ", " << failed << " not checked";
+  size_t leaking = 0, unchecked = 0;
+  for (const ScopeReport& scope : r.scopes) {
+    if (scope.failed || !verdict(scope)) ++unchecked;
+    else if (scope.leaked_bytes) ++leaking;
+  }
+  out << "scopes: " << r.scopes_total - unchecked << " checked, " << leaking << " leaked";
+  if (unchecked) out << ", " << unchecked << " not checked";
   out << "\n";
   auto leaked = [](const ScopeReport& scope) { return scope.leaked_bytes != 0; };
   for_top(r.scopes, options.max_items, leaked, [&](const ScopeReport& scope) {

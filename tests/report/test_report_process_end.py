@@ -78,7 +78,7 @@ class ProcessEnd(ReportTestCase):
         # The test it was killed in has no verdict, and the text does not call it a leak.
         self.assertIn("LIVE test_b: 2.0 MiB", p.stdout)
         self.assertIn("killed inside it: no verdict", p.stdout)
-        self.assertIn("scopes: 1 checked, 0 leaked", p.stdout)
+        self.assertIn("scopes: 0 checked, 0 leaked, 1 not checked", p.stdout)
 
     def test_scope_closed_before_the_signal_is_still_checked(self):
         path = self.trace("killed.jsonl", scope_leak=True, end="signal", signal=2)
