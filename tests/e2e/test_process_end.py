@@ -74,7 +74,10 @@ class SignalDuringExit(unittest.TestCase, TraceInvariants):
         # The signal that comes meanwhile must wait for the footer too, then still kill the process.
         for sig in SIGNALS:
             with self.subTest(signal=sig.name):
-                env = traced_env(tempdir(), GPUMEMTRACE_OUTPUT="/dev/stdout", GPUMEMTRACE_QUIET="1")
+                # ThreadSanitizer's _exit sleeps 1 s before the program's own _exit while threads run
+                # (atexit_sleep_ms): the signal would come before the exit began.
+                env = traced_env(tempdir(), GPUMEMTRACE_OUTPUT="/dev/stdout", GPUMEMTRACE_QUIET="1",
+                                 TSAN_OPTIONS=os.environ.get("TSAN_OPTIONS", "") + ":atexit_sleep_ms=0")
                 p = subprocess.Popen([TRUST, "exit_blocked", "4000"], env=env, stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE, preexec_fn=default_signals)
                 self.assertEqual(p.stderr.readline(), b"exiting\n")
