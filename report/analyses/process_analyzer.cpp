@@ -18,6 +18,7 @@ ProcessAnalyzer::ProcessAnalyzer(const SymbolTable& symbols, const Suppressions&
       scopes_(model_, symbols, suppressions) {
   model_.add_listener(&roles_);
   model_.add_listener(&scopes_);
+  model_.add_listener(&incidents_);
 }
 
 // What the events showed live at the cap is stale (frees after it were not written): it ends here,
@@ -25,6 +26,7 @@ ProcessAnalyzer::ProcessAnalyzer(const SymbolTable& symbols, const Suppressions&
 void ProcessAnalyzer::end_live_set_at_cap() {
   if (live_set_replaced_) return;
   live_set_replaced_ = true;
+  incidents_.close_all();
   std::vector<int32_t> devices;
   for (const auto& [device, state] : model_.devices()) devices.push_back(device);
   for (int32_t device : devices) {
@@ -85,6 +87,7 @@ void ProcessAnalyzer::on_event(const Event& e) {
     if (phase != model_.phase()) model_.set_phase(phase);
   }
   roles_.set_time(e.t);
+  if (incidents_.tracking()) incidents_.before_event(e);
   model_.apply(e, events_, autograd_.site_for(e));
   sample(e);
   if (e.op == Op::BlockOom || (e.op == Op::Alloc && e.result != 0)) incidents_.on_failure(e, model_, roles_);

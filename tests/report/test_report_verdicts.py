@@ -161,6 +161,72 @@ class Verdicts(ReportTestCase):
         self.assertEqual(text.count("\nOOM ("), 2)
         self.assertIn("one request, 3 attempts: cudaMalloc 8.0 GiB", text)
 
+    def test_two_requests_on_one_thread_are_two_incidents(self):
+        # Issue 19: 100 MiB, then 300 MiB, on one thread, a moment apart: two requests, each with its
+        # own size, evidence and verdict (they were one incident with the first size and the last
+        # evidence).
+        t = self.trace()
+        s = t.stack("load_batch", 5)
+        t.alloc(0x100000000, 79 * GiB, t.stack("load_model", 4))
+        t.failed_alloc(100 * MiB, s)
+        t.meminfo(50 * MiB, 80 * GiB)
+        t.failed_alloc(300 * MiB, s)
+        t.meminfo(280 * MiB, 80 * GiB)
+        t.close()
+        r = report_json(t.f.name)
+        self.assertEqual([(o["requested"], o["attempts_total"], o["device_free"]) for o in r["ooms"]],
+                         [(100 * MiB, 1, 50 * MiB), (300 * MiB, 1, 280 * MiB)])
+        self.assertEqual([o["verdict"] for o in r["ooms"]], ["capacity", "capacity"])
+        self.assertIn("50.0 MiB free", r["ooms"][0]["explanation"])
+        self.assertIn("280.0 MiB free", r["ooms"][1]["explanation"])
+        self.assertEqual(r["summary"]["ooms"], 2)
+        text = run_report(t.f.name).stdout
+        self.assertEqual(text.count("\nOOM ("), 2)
+        self.assertNotIn("one request", text)
+
+    def test_same_size_again_is_one_request_unless_memory_was_kept_between(self):
+        t = self.trace()
+        s, other = t.stack("make_buffer", 5), t.stack("keep_result", 6)
+        t.alloc(0x100000000, 79 * GiB, t.stack("load_model", 4))
+        t.failed_alloc(512 * MiB, s)       # a request ...
+        t.alloc(0x200000000, MiB, other)   # ... a scratch buffer, freed again: nothing kept
+        t.free(0x200000000)
+        t.failed_alloc(512 * MiB, s)       # ... and its retry: one incident
+        t.alloc(0x300000000, 8 * MiB, other)  # kept
+        t.failed_alloc(512 * MiB, s)       # the same size, after memory was kept: another request
+        t.close()
+        r = report_json(t.f.name)
+        self.assertEqual([o["attempts_total"] for o in r["ooms"]], [2, 1])
+
+    def test_another_threads_allocation_does_not_split_a_request(self):
+        t = self.trace()
+        s = t.stack("CUDACachingAllocator::malloc", 3)
+        t.alloc(0x100000000, 79 * GiB, t.stack("load_model", 4))
+        t.failed_alloc(512 * MiB, s)
+        t.alloc(0x200000000, 8 * MiB, t.stack("loader_thread", 9), tid=777)  # another thread keeps it
+        t.failed_alloc(512 * MiB, s)
+        t.close()
+        (oom,) = report_json(t.f.name)["ooms"]
+        self.assertEqual(oom["attempts_total"], 2)
+
+    def test_allocator_record_joins_only_its_own_request(self):
+        t = self.trace()
+        seg, user = t.stack("CUDACachingAllocator::malloc", 3), t.stack("forward", 4)
+        t.alloc(0x100000000, 79 * GiB, t.stack("load_model", 5))
+        # A 3 MiB tensor: PyTorch asks cudaMalloc for a 20 MiB segment (get_allocation_size), retries
+        # after freeing its cache, and records the OOM with the request.
+        t.failed_alloc(20 * MiB, seg)
+        t.failed_alloc(20 * MiB, seg)
+        t.event("block_oom", "block", 0, 3 * MiB, user, api="torch.oom")
+        # A driver failure of 100 MiB, then an allocator record of 300 MiB: two requests.
+        t.failed_alloc(100 * MiB, seg)
+        t.event("block_oom", "block", 0, 300 * MiB, user, api="torch.oom")
+        t.close()
+        r = report_json(t.f.name)
+        self.assertEqual([[a["api"] for a in o["attempts"]] for o in r["ooms"]],
+                         [["cudaMalloc", "cudaMalloc", "torch.oom"], ["cudaMalloc"], ["torch.oom"]])
+        self.assertEqual([o["requested"] for o in r["ooms"]], [3 * MiB, 100 * MiB, 300 * MiB])
+
     def test_failures_that_are_not_out_of_memory(self):
         t = self.trace()
         s = t.stack("probe_fabric", 7)
