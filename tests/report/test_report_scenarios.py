@@ -202,6 +202,60 @@ class Scenarios(ReportTestCase):
         t.close()
         self.assertEqual(report_json(t.f.name)["growth"], [])
 
+    def cache_loop(self, name, fill_iterations, iterations=200):
+        """A training loop whose cache keeps 1 MiB per iteration for `fill_iterations`, then evicts
+        its oldest entry for each new one (bounded), beside a per-step buffer freed each step."""
+        t = Trace(self.path(name))
+        cache, step = t.stack("cache_insert", 20), t.stack("step_buffer", 21)
+        for i in range(iterations):
+            if i >= fill_iterations:
+                t.free(0x10000000 + (i - fill_iterations) * MiB)
+            t.alloc(0x10000000 + i * MiB, MiB, cache)
+            t.alloc(0x90000000, 4 * MiB, step)
+            t.free(0x90000000)
+        t.close()
+        return t.f.name
+
+    def test_bounded_cache_is_not_growth(self):
+        # Issue 19: a cache filled during the first half of the run, flat after, failed
+        # --fail-on-growth with "memory allocated here is kept every iteration".
+        path = self.cache_loop("bounded.jsonl", fill_iterations=100)
+        self.assertEqual(report_json(path)["growth"], [])
+        run_report("--fail-on-growth", path, check_rc=0)
+        # Filled over three quarters of the run: still not rising in its last part.
+        self.assertEqual(report_json(self.cache_loop("late.jsonl", fill_iterations=140))["growth"], [])
+
+    def test_cache_growing_to_the_end_is_growth(self):
+        path = self.cache_loop("unbounded.jsonl", fill_iterations=200)
+        (growth,) = report_json(path)["growth"]
+        self.assertIn("cache_insert", functions(growth["stack"]))
+        self.assertEqual(growth["rises"], 200)
+        run_report("--fail-on-growth", path, check_rc=1)
+
+    def test_buffer_a_little_larger_each_time_and_freed_is_not_growth(self):
+        # A new high every iteration, but nothing kept: it is not "kept every iteration".
+        t = Trace(self.path("larger.jsonl"))
+        s = t.stack("make_scratch", 22)
+        for i in range(200):
+            t.alloc(0x90000000, MiB + i, s)
+            t.free(0x90000000)
+        t.close()
+        self.assertEqual(report_json(t.f.name)["growth"], [])
+        run_report("--fail-on-growth", t.f.name, check_rc=0)
+
+    def test_buffer_regrown_while_kept_is_growth(self):
+        # torch.cat(cache, new): the larger copy is made before the old one is freed; the memory
+        # held grows every iteration.
+        t = Trace(self.path("regrown.jsonl"))
+        s = t.stack("grow_cache", 23)
+        for i in range(1, 101):
+            t.alloc(0x10000000 * (1 + i % 2), i * MiB, s)
+            if i > 1:
+                t.free(0x10000000 * (1 + (i - 1) % 2))
+        t.close()
+        (growth,) = report_json(t.f.name)["growth"]
+        self.assertIn("grow_cache", functions(growth["stack"]))
+
     def test_killed_truncated_dropped(self):
         path = self.training_loop("killed.jsonl", footer=False)
         with open(path, "a") as f:
