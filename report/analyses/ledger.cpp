@@ -65,6 +65,13 @@ void Ledger::add(SiteId stack, uint64_t bytes, uint64_t seq, uint64_t time_ns, u
   }
 }
 
+void Ledger::add_live(SiteId stack, uint64_t bytes) {
+  Site& site = *find_site(stack, true);
+  site.bytes += bytes;
+  site.count += 1;
+  live_ += bytes;
+}
+
 void Ledger::remove(SiteId stack, uint64_t bytes, const std::string& phase) {
   if (snapshot_pending_) take_snapshot(phase);
   if (Site* site = find_site(stack, false)) {

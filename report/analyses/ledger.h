@@ -67,6 +67,9 @@ class Ledger {
   };
 
   void add(SiteId site, uint64_t bytes, uint64_t seq, uint64_t time_ns, uint32_t window);
+  // Live bytes only, no history (highs, rises, peak): memory whose time is unknown (a capped
+  // trace's live set at the end).
+  void add_live(SiteId site, uint64_t bytes);
   // A pending peak snapshot is taken first (in `phase`): live bytes are about to go down.
   void remove(SiteId site, uint64_t bytes, const std::string& phase);
   // Drops every live byte (device reset), after taking a pending snapshot as remove() does.

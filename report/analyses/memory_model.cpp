@@ -49,6 +49,7 @@ void MemoryModel::apply(const Event& e, uint64_t position, SiteId site) {
   time_ = e.t;
   if (e.op == Op::Trim) return on_trim(e);
   DeviceState& state = device_state(e.device);
+  if (history_ended_) return apply_after_history(e, site, state);
   DeviceSummary& summary = state.summary;
   ++summary.events;
   if (summary.events == 1) summary.first_time_ns = e.t;
@@ -92,6 +93,33 @@ void MemoryModel::apply(const Event& e, uint64_t position, SiteId site) {
   }
 }
 
+// The live set at the end of a capped trace: what is live changes, nothing the recorded part
+// measured (counts, times, peaks, highs; acquire() keeps the ledgers' history as it was).
+void MemoryModel::apply_after_history(const Event& e, SiteId site, DeviceState& state) {
+  switch (e.op) {
+    case Op::Alloc:
+      if (e.result == 0) on_alloc(e, site, state);
+      break;
+    case Op::BlockAlloc:
+      on_block_alloc(e, site, state);
+      break;
+    case Op::Reset:
+      on_reset(e.device, state);
+      break;
+    default:
+      break;  // the reader hands over live records (alloc, block_alloc) only
+  }
+}
+
+void MemoryModel::end_history() {
+  settle_all();
+  for (auto& [device, state] : devices_) {
+    state.history_end = TimelineSample{state.summary.last_time_ns, state.reserved.live(), state.allocated.live(),
+                                       false, RoleSplit()};
+  }
+  history_ended_ = true;
+}
+
 // Takes pending peak snapshots while they still describe the peak. The block-level snapshot also
 // records fragmentation, which any change to segments or blocks would alter; so anything but a
 // further block_alloc settles it. The CUDA-level snapshot only needs settling before a decrease.
@@ -113,7 +141,9 @@ void MemoryModel::settle_all() {
 }
 
 void MemoryModel::acquire(DeviceState& state, Level level, uint64_t key, const Allocation& a, bool block) {
-  (block ? state.allocated : state.reserved).add(a.site, a.size, seq_, time_, window_);
+  Ledger& ledger = block ? state.allocated : state.reserved;
+  if (history_ended_) ledger.add_live(a.site, a.size);
+  else ledger.add(a.site, a.size, seq_, time_, window_);
   Holding h{level, a.device, key, a.size, a.site, a.position, a.torch};
   for (ModelListener* listener : listeners_) listener->on_acquire(h);
 }
@@ -155,7 +185,7 @@ bool MemoryModel::merges_with_live_segment(const Event& e) {
 void MemoryModel::on_alloc(const Event& e, SiteId site, DeviceState& state) {
   const bool plain = e.kind != Kind::Virtual && e.kind != Kind::Block && e.kind != Kind::Physical;
   if (plain && merges_with_live_segment(e)) return;
-  ++state.summary.allocations;
+  if (!history_ended_) ++state.summary.allocations;
   if (e.kind == Kind::Virtual) return;  // address space only: never counted as memory
   if (e.kind == Kind::Block) return on_block_alloc(e, site, state);
   const bool torch = is_torch_api(e.api);

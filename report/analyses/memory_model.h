@@ -118,6 +118,7 @@ class MemoryModel {
     Sampler timeline;
     bool has_fragmentation_at_peak = false;
     FragmentationPoint fragmentation_at_peak;  // at allocated.peak_snapshot()
+    TimelineSample history_end;                // live bytes when the history ended (end_history)
   };
 
   void add_listener(ModelListener* listener) { listeners_.push_back(listener); }
@@ -128,6 +129,11 @@ class MemoryModel {
   void set_phase(const std::string& phase);
   void apply(const Event& e, uint64_t position, SiteId site);
   void settle_all();  // takes pending peak snapshots (end of trace, phase change)
+  // A capped trace's events end here (GPUMEMTRACE_MAX_BYTES): what is applied from now on (the
+  // `live` records, the reset before them) changes what is live, for the leaks, and nothing the
+  // recorded part measured: per-device counts and times, peaks and their culprits, growth highs.
+  void end_history();
+  bool history_ended() const { return history_ended_; }
 
   DeviceState& device_state(int32_t device) {
     DeviceState& state = devices_.get(device);
@@ -168,6 +174,7 @@ class MemoryModel {
                bool torch);
 
   bool merges_with_live_segment(const Event& e);
+  void apply_after_history(const Event& e, SiteId site, DeviceState& state);
   void on_alloc(const Event& e, SiteId site, DeviceState& state);
   void on_free(const Event& e, DeviceState& state);
   void end_allocation(AllocationIt it);
@@ -196,6 +203,7 @@ class MemoryModel {
   uint32_t window_ = 0;
   std::string phase_;
   uint64_t replaced_live_ = 0;  // allocations at an address that was still live
+  bool history_ended_ = false;
   NodePool nodes_;                                    // before the containers it serves
   AllocationMap allocations_{&nodes_};                // CUDA-level ranges by start address
   PhysicalMap physical_{&nodes_};                     // cuMemCreate handles

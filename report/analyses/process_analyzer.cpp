@@ -26,6 +26,8 @@ ProcessAnalyzer::ProcessAnalyzer(const SymbolTable& symbols, const Suppressions&
 void ProcessAnalyzer::end_live_set_at_cap() {
   if (live_set_replaced_) return;
   live_set_replaced_ = true;
+  model_.end_history();
+  roles_.end_history();
   incidents_.close_all();
   std::vector<int32_t> devices;
   for (const auto& [device, state] : model_.devices()) devices.push_back(device);

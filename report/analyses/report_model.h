@@ -229,6 +229,11 @@ struct DeviceSummary {
   uint64_t alive_at_exit_bytes = 0; // caching-allocator blocks still referenced at the end
   uint64_t ooms = 0;                // out-of-memory incidents
   std::vector<TimelineSample> timeline;  // reserved/allocated over the run, bounded, evenly thinned
+  // A capped trace (GPUMEMTRACE_MAX_BYTES): every figure above covers the events up to the cap.
+  // What was live at the end (its `live` records) is known; when, and any peak after the cap, not.
+  bool after_cap = false;
+  uint64_t after_cap_live = 0;       // reserved bytes live at the end
+  uint64_t after_cap_allocated = 0;  // block bytes live at the end (0 without block data)
 };
 
 // An NVTX range (nvtx_phases.h): a slice of its thread's timeline in the Perfetto export.

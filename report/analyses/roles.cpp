@@ -125,7 +125,7 @@ void Roles::on_release(const Holding& h) {
 void Roles::maybe_peak(int32_t device_id, const Holding& h) {
   DeviceRoles& d = device(device_id);
   const uint64_t live = d.has_blocks ? d.block_live : d.raw_live;
-  if (live <= d.peak_live) return;
+  if (live <= d.peak_live || history_ended_) return;
   d.peak_live = live;
   d.peak = split(device_id);
   d.peak_time_ns = time_ns_;

@@ -75,6 +75,9 @@ json process_json(const ProcessReport& r) {
                        {"library_bytes", d.library_bytes},
                        {"alive_at_exit_bytes", d.alive_at_exit_bytes},
                        {"ooms", d.ooms},
+                       {"after_cap", d.after_cap ? json{{"live_bytes", d.after_cap_live},
+                                                        {"allocated_bytes", d.after_cap_allocated}}
+                                                  : json(nullptr)},
                        {"timeline", timeline_json(d.timeline)}});
   }
   json marks = json::array();

@@ -88,6 +88,7 @@ void write_summary(std::ostream& out, const ProcessReport& r) {
     if (d.block_ooms) out << ", " << d.block_ooms << " allocator OOM";
     out << "; peak " << format_bytes(d.peak_reserved);
     if (d.peak_allocated) out << " reserved, " << format_bytes(d.peak_allocated) << " allocated";
+    if (d.after_cap) out << " up to the cap; " << format_bytes(d.after_cap_live) << " live at the end (after the cap, time unknown)";
     if (d.unmatched_frees) out << "; " << d.unmatched_frees << " frees of unknown addresses";
     out << "\n";
   }
@@ -201,6 +202,18 @@ void write_fragmentation_point(std::ostream& out, const FragmentationPoint& p) {
       << format_bytes(p.largest_free_block) << ", fragmentation " << ratio;
 }
 
+// A capped trace: the peak above is the recorded part's; what was live at the end is all that is
+// known of the rest.
+void write_after_cap(std::ostream& out, const ProcessReport& r, int32_t device) {
+  for (const DeviceSummary& d : r.devices) {
+    if (d.device != device || !d.after_cap) continue;
+    out << "  up to the cap only; after the cap, time unknown: " << format_bytes(d.after_cap_live)
+        << " live at the end";
+    if (d.after_cap_allocated) out << " (" << format_bytes(d.after_cap_allocated) << " in blocks)";
+    out << "; a higher peak after the cap would not show\n";
+  }
+}
+
 void write_peaks(std::ostream& out, const ProcessReport& r, const TextOptions& options) {
   for (const PeakReport& peak : r.peaks) {
     const PeakLevel& main = peak.has_blocks ? peak.allocated : peak.reserved;
@@ -211,6 +224,7 @@ void write_peaks(std::ostream& out, const ProcessReport& r, const TextOptions& o
           << phase_note(peak.allocated.phase);
     }
     out << "\n";
+    write_after_cap(out, r, peak.device);
     write_holders(out, main.culprits, main.bytes, options);
     if (peak.has_fragmentation) {
       out << "  at the allocated peak: ";

@@ -144,10 +144,21 @@ class Trace:
         self._write({"type": "event", "seq": self.seq, "t": self.t if t is None else t, "tid": 4243,
                      "api": "torch.sync", "op": "sync", "kind": "none", "device": -1, "stack": 0})
 
+    def capped(self, max_bytes=65536, dt=1000):
+        """The trace reached its size cap: the next event (seq + 1, dt later) was not written."""
+        self._write({"type": "capped", "seq": self.seq + 1, "t": self.t + dt, "size": 4096, "max_bytes": max_bytes})
+
+    def live(self, addr, size, stack, seq, t, op="alloc", kind="device", api="cudaMalloc"):
+        """A live record of a capped trace: an allocation still live at the end, made at (seq, t)."""
+        self._write({"type": "live", "seq": seq, "t": t, "tid": 4243, "api": api, "op": op, "kind": kind,
+                     "addr": "0x%x" % addr, "size": size, "device": 0, "stack": stack})
+
     def dropped(self, count):
         self._write({"type": "dropped", "count": count, "dropped_total": count})
 
-    def close(self, footer=True):
+    def close(self, footer=True, end_time=None, **fields):
+        """Writes the footer (`end_time`: the default is 1 us after the last event; `fields`: more of it)."""
         if footer:
-            self._write({"type": "footer", "events": self.seq, "dropped_total": 0, "end_time": self.t + 1000})
+            self._write({"type": "footer", "events": self.seq, "dropped_total": 0,
+                         "end_time": self.t + 1000 if end_time is None else end_time, **fields})
         self.f.close()
