@@ -63,6 +63,7 @@ void collect_growth(const MemoryModel& model, uint32_t windows_used, const Symbo
     collect_level(state.reserved, Level::Allocation, device, windows_used, state.has_blocks, symbols, out);
     collect_level(state.allocated, Level::Block, device, windows_used, false, symbols, out);
   }
+  collect_level(model.host().ledger, Level::Host, -1, windows_used, false, symbols, out);
   std::stable_sort(out.begin(), out.end(), [](const GrowthReport& a, const GrowthReport& b) {
     return a.peak_bytes - a.first_bytes > b.peak_bytes - b.first_bytes;
   });

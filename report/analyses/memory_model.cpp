@@ -36,6 +36,7 @@ void MemoryModel::set_window(uint32_t window, bool widened) {
     state.reserved.fold_windows();
     state.allocated.fold_windows();
   }
+  host_.ledger.fold_windows();
 }
 
 void MemoryModel::set_phase(const std::string& phase) {
@@ -140,8 +141,12 @@ void MemoryModel::settle_all() {
   for (auto& [device, state] : devices_) settle_before(any, state);
 }
 
-void MemoryModel::acquire(DeviceState& state, Level level, uint64_t key, const Allocation& a, bool block) {
-  Ledger& ledger = block ? state.allocated : state.reserved;
+Ledger& MemoryModel::ledger_of(DeviceState& state, Level level) {
+  return level == Level::Block ? state.allocated : level == Level::Host ? host_.ledger : state.reserved;
+}
+
+void MemoryModel::acquire(DeviceState& state, Level level, uint64_t key, const Allocation& a) {
+  Ledger& ledger = ledger_of(state, level);
   if (history_ended_) ledger.add_live(a.site, a.size);
   else ledger.add(a.site, a.size, seq_, time_, window_);
   Holding h{level, a.device, key, a.size, a.site, a.position, a.torch};
@@ -150,8 +155,7 @@ void MemoryModel::acquire(DeviceState& state, Level level, uint64_t key, const A
 
 void MemoryModel::release(Level level, uint64_t key, uint64_t size, SiteId site, uint64_t position,
                           int32_t device, bool torch) {
-  DeviceState& state = device_state(device);
-  (level == Level::Block ? state.allocated : state.reserved).remove(site, size, phase_);
+  ledger_of(device_state(device), level).remove(site, size, phase_);
   Holding h{level, device, key, size, site, position, torch};
   for (ModelListener* listener : listeners_) listener->on_release(h);
 }
@@ -185,7 +189,7 @@ bool MemoryModel::merges_with_live_segment(const Event& e) {
 void MemoryModel::on_alloc(const Event& e, SiteId site, DeviceState& state) {
   const bool plain = e.kind != Kind::Virtual && e.kind != Kind::Block && e.kind != Kind::Physical;
   if (plain && merges_with_live_segment(e)) return;
-  if (!history_ended_) ++state.summary.allocations;
+  if (!history_ended_) ++(e.kind == Kind::Host ? host_.allocations : state.summary.allocations);
   if (e.kind == Kind::Virtual) return;  // address space only: never counted as memory
   if (e.kind == Kind::Block) return on_block_alloc(e, site, state);
   const bool torch = is_torch_api(e.api);
@@ -207,7 +211,7 @@ void MemoryModel::on_alloc(const Event& e, SiteId site, DeviceState& state) {
       release(Level::Physical, e.addr, old.size, old.site, old.position, old.device, old.torch);
     }
     physical_.emplace(e.addr, allocation);
-    acquire(state, Level::Physical, e.addr, allocation, false);
+    acquire(state, Level::Physical, e.addr, allocation);
     return;
   }
   if (e.kind == Kind::Async && !e.pool.empty()) {
@@ -221,7 +225,7 @@ void MemoryModel::on_alloc(const Event& e, SiteId site, DeviceState& state) {
     end_allocation(existing);
   }
   allocations_.emplace(e.addr, allocation);
-  acquire(state, Level::Allocation, e.addr, allocation, false);
+  acquire(state, level_of(allocation), e.addr, allocation);
 }
 
 void MemoryModel::end_allocation(AllocationIt it) {
@@ -231,7 +235,7 @@ void MemoryModel::end_allocation(AllocationIt it) {
   if (allocation.has_blocks && allocation.block_bytes) end_blocks_in(addr, allocation.size, allocation.device);
   if (allocation.pool >= 0) pools_[static_cast<size_t>(allocation.pool)].cached += allocation.size;
   allocations_.erase(addr);
-  release(Level::Allocation, addr, allocation.size, allocation.site, allocation.position, allocation.device,
+  release(level_of(allocation), addr, allocation.size, allocation.site, allocation.position, allocation.device,
           allocation.torch);
 }
 
@@ -241,7 +245,7 @@ void MemoryModel::on_free(const Event& e, DeviceState& state) {
   // torch.segment_free of a segment the runtime hooks recorded: its cudaFree ends it (which may
   // come just before or just after it).
   if (plain && is_torch_api(e.api) && (it == allocations_.end() || !it->second.torch_only)) return;
-  ++state.summary.frees;
+  ++(it != allocations_.end() && it->second.kind == Kind::Host ? host_.frees : state.summary.frees);
   if (e.kind == Kind::Virtual) return;
   if (it != allocations_.end()) return end_allocation(it);
   auto handle = physical_.find(e.addr);
@@ -296,7 +300,7 @@ void MemoryModel::on_block_alloc(const Event& e, SiteId site, DeviceState& state
   as_allocation.position = position_;
   as_allocation.device = e.device;
   as_allocation.torch = block.torch;
-  acquire(state, Level::Block, e.addr, as_allocation, true);
+  acquire(state, Level::Block, e.addr, as_allocation);
 }
 
 void MemoryModel::on_block_free(const Event& e, DeviceState& state) {
@@ -332,6 +336,11 @@ void MemoryModel::on_meminfo(const Event& e, DeviceState& state) {
 
 namespace {
 
+Level holding_level(const MemoryModel::Allocation& a, Level level) {
+  return a.kind == Kind::Host ? Level::Host : level;
+}
+Level holding_level(const MemoryModel::Block&, Level level) { return level; }
+
 // Erases every entry of `device` from `live` (allocations, physical handles or blocks), noting each
 // as a holding that ended.
 template <typename Map>
@@ -341,8 +350,8 @@ void take_device(Map& live, Level level, int32_t device, std::vector<Holding>& g
       ++it;
       continue;
     }
-    gone.push_back(Holding{level, device, it->first, it->second.size, it->second.site, it->second.position,
-                           it->second.torch});
+    gone.push_back(Holding{holding_level(it->second, level), device, it->first, it->second.size, it->second.site,
+                           it->second.position, it->second.torch});
     it = live.erase(it);
   }
 }
@@ -361,6 +370,7 @@ void MemoryModel::on_reset(int32_t device, DeviceState& state) {
   }
   retrack_all();
   for (const Holding& h : gone) {
+    if (h.level == Level::Host) host_.ledger.remove(h.site, h.size, phase_);  // the context's pinned memory too
     for (ModelListener* listener : listeners_) listener->on_release(h);
   }
 }

@@ -3,10 +3,11 @@
 // two levels (ledger.h). Every analysis reads this one model; none keeps its own copy of what is live.
 //
 // Accounting levels (docs/report.md):
-//  - "reserved" (CUDA level): alloc of kinds device, async, managed, host, array and physical
+//  - "reserved" (CUDA level): alloc of kinds device, async, managed, array and physical
 //    (cuMemCreate) until their free or a reset. virtual reservations never count.
 //  - "allocated" (block level): block_alloc until block_free, inside the segment (a live alloc
 //    range) that contains it.
+//  - pinned host memory (alloc of kind host): its own ledger (host()), in no device's levels.
 //
 // Analyses that need to see each piece of memory come and go register a ModelListener: it hears
 // every acquire and release, in timeline order (a reset releases each holding of its device).
@@ -121,6 +122,13 @@ class MemoryModel {
     TimelineSample history_end;                // live bytes when the history ended (end_history)
   };
 
+  // Pinned host memory: live bytes by site, and its peak (Level::Host holdings).
+  struct HostState {
+    Ledger ledger;
+    uint64_t allocations = 0;
+    uint64_t frees = 0;
+  };
+
   void add_listener(ModelListener* listener) { listeners_.push_back(listener); }
 
   // Per event, in timeline order: the stream position and growth window of the event, the phase
@@ -151,6 +159,7 @@ class MemoryModel {
   const PhysicalMap& physical() const { return physical_; }
   const BlockMap& blocks() const { return blocks_; }
   const std::vector<Pool>& pools() const { return pools_; }
+  const HostState& host() const { return host_; }
   const std::string& phase() const { return phase_; }
   uint64_t replaced_live() const { return replaced_live_; }
   uint64_t orphan_blocks() const { return orphan_blocks_; }
@@ -169,7 +178,9 @@ class MemoryModel {
   using BlockIt = BlockMap::iterator;
 
   void settle_before(const Event& event, DeviceState& state);
-  void acquire(DeviceState& state, Level level, uint64_t key, const Allocation& a, bool block);
+  static Level level_of(const Allocation& a) { return a.kind == Kind::Host ? Level::Host : Level::Allocation; }
+  Ledger& ledger_of(DeviceState& state, Level level);
+  void acquire(DeviceState& state, Level level, uint64_t key, const Allocation& a);
   void release(Level level, uint64_t key, uint64_t size, SiteId site, uint64_t position, int32_t device,
                bool torch);
 
@@ -214,6 +225,7 @@ class MemoryModel {
   uint64_t orphan_bytes_ = 0;
   DeviceTable<DeviceState> devices_;
   std::vector<Pool> pools_;
+  HostState host_;
 };
 
 }  // namespace gpumemtrace::report

@@ -171,7 +171,7 @@ void OomIncidents::close_all() {
 }
 
 void OomIncidents::count(const Holding& h, int sign) {
-  if (!tracking_) return;
+  if (!tracking_ || h.level == Level::Host) return;  // pinned host memory is not the device's
   auto it = open_.find(OpenKey{h.device, thread_});
   if (it == open_.end()) return;
   (h.level == Level::Block ? it->second.net_blocks : it->second.net_raw) += sign * static_cast<int64_t>(h.size);

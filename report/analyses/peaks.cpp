@@ -63,6 +63,12 @@ void collect_peaks(MemoryModel& model, const Roles& roles, const SymbolTable& sy
     }
     out.devices.push_back(std::move(summary));
   }
+  const MemoryModel::HostState& host = model.host();
+  out.pinned_host.allocations = host.allocations;
+  out.pinned_host.frees = host.frees;
+  out.pinned_host.peak_bytes = host.ledger.peak();
+  out.pinned_host.peak_time_ns = host.ledger.peak_snapshot().time_ns;
+  out.pinned_host.live_bytes = host.ledger.live();
 }
 
 }  // namespace gpumemtrace::report

@@ -131,8 +131,10 @@ struct FailedCall {
 };
 
 // Where memory is counted: a CUDA allocation, a physical handle (cuMemCreate), a caching
-// allocator's block. level_name() is the word the outputs use ("allocation", "physical", "block").
-enum class Level : uint8_t { Allocation, Physical, Block };
+// allocator's block, pinned host memory (cudaHostAlloc, cudaMallocHost, cuMemHostAlloc: host RAM,
+// never the device's). level_name() is the word the outputs use ("allocation", "physical", "block",
+// "host").
+enum class Level : uint8_t { Allocation, Physical, Block, Host };
 const char* level_name(Level level);
 
 struct GrowthReport {
@@ -146,6 +148,16 @@ struct GrowthReport {
   uint32_t windows_rising = 0;      // run windows in which it set a new high...
   uint32_t windows_total = 0;       // ...out of this many
   std::string advice;
+};
+
+// Pinned host memory of the process: its own line, never in a device's peak, timeline or OOM
+// figures (it is host RAM the device can reach, not device memory).
+struct PinnedHostSummary {
+  uint64_t allocations = 0;
+  uint64_t frees = 0;
+  uint64_t peak_bytes = 0;
+  uint64_t peak_time_ns = 0;
+  uint64_t live_bytes = 0;          // at the end
 };
 
 struct TimelineSample {
@@ -266,6 +278,7 @@ struct ProcessReport {
   uint64_t last_time_ns = 0;
   std::vector<std::string> warnings;
   std::vector<DeviceSummary> devices;
+  PinnedHostSummary pinned_host;
   std::vector<LeakGroup> leaks;     // largest first, suppressed ones included (flagged)
   std::vector<HeldAtExit> held_at_exit;  // largest first
   std::vector<FailedCall> failed_calls;  // not out-of-memory; largest count first

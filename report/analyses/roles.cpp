@@ -79,6 +79,7 @@ Roles::Raw Roles::raw_class(const Holding& h) {
 }
 
 void Roles::on_acquire(const Holding& h) {
+  if (h.level == Level::Host) return;  // pinned host memory: no device's
   DeviceRoles& d = device(h.device);
   if (h.level == Level::Block) {
     Role role = block_role(h.site);
@@ -103,6 +104,7 @@ void Roles::on_acquire(const Holding& h) {
 }
 
 void Roles::on_release(const Holding& h) {
+  if (h.level == Level::Host) return;
   DeviceRoles& d = device(h.device);
   if (h.level == Level::Block) {
     auto it = live_blocks_.find(h.key);

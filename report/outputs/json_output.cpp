@@ -80,6 +80,12 @@ json process_json(const ProcessReport& r) {
                                                   : json(nullptr)},
                        {"timeline", timeline_json(d.timeline)}});
   }
+  const PinnedHostSummary& host = r.pinned_host;
+  const json pinned_host = host.allocations || host.live_bytes
+                               ? json{{"allocations", host.allocations}, {"frees", host.frees},
+                                      {"peak_bytes", host.peak_bytes}, {"peak_time_ns", host.peak_time_ns},
+                                      {"live_bytes", host.live_bytes}}
+                               : json(nullptr);
   json marks = json::array();
   for (const Mark& m : r.marks) marks.push_back({{"seq", m.seq}, {"time_ns", m.time_ns}, {"label", m.label}});
   return {{"file", r.file},
@@ -100,6 +106,7 @@ json process_json(const ProcessReport& r) {
           {"leaked_bytes", r.leaked_bytes()},
           {"warnings", r.warnings},
           {"devices", devices},
+          {"pinned_host", pinned_host},
           {"marks", marks},
           {"marks_total", r.marks_total}};
 }

@@ -92,6 +92,12 @@ void write_summary(std::ostream& out, const ProcessReport& r) {
     if (d.unmatched_frees) out << "; " << d.unmatched_frees << " frees of unknown addresses";
     out << "\n";
   }
+  const PinnedHostSummary& host = r.pinned_host;
+  if (host.allocations || host.live_bytes) {
+    out << "  pinned host memory (host RAM, in no device's figures): " << plural(host.allocations, "allocation")
+        << ", " << plural(host.frees, "free") << "; peak " << format_bytes(host.peak_bytes) << " at "
+        << at(host.peak_time_ns, r) << "; " << format_bytes(host.live_bytes) << " live at the end\n";
+  }
 }
 
 void write_leaks(std::ostream& out, const ProcessReport& r, const TextOptions& options) {
@@ -110,8 +116,10 @@ void write_leaks(std::ostream& out, const ProcessReport& r, const TextOptions& o
   auto shown = [](const LeakGroup& leak) { return !leak.suppressed; };
   for_top(r.leaks, options.max_items, shown, [&](const LeakGroup& leak) {
     out << "  " << format_bytes(leak.bytes) << " in " << plural(leak.count, "allocation") << " ("
-        << device_name(leak.device) << ", "
-        << (leak.level == Level::Block ? std::string("allocator block") : leak.kind) << "), "
+        << (leak.level == Level::Host ? std::string("pinned host memory")
+                                      : device_name(leak.device) + ", " +
+                                            (leak.level == Level::Block ? std::string("allocator block") : leak.kind))
+        << "), "
         << (r.cut() ? "live when cut, " : "") << "allocated here:\n";
     write_stack(out, leak.stack, "      ", options.stacks);
   });
@@ -303,7 +311,10 @@ void write_scopes(std::ostream& out, const ProcessReport& r, const TextOptions& 
 
 void write_growth(std::ostream& out, const ProcessReport& r, const TextOptions& options) {
   for_top(r.growth, options.max_items, [&](const GrowthReport& g) {
-    out << "growth (" << device_name(g.device) << (g.level == Level::Block ? ", blocks" : "") << "): "
+    out << "growth ("
+        << (g.level == Level::Host ? std::string("pinned host memory")
+                                   : device_name(g.device) + (g.level == Level::Block ? ", blocks" : ""))
+        << "): "
         << format_bytes(g.first_bytes) << " -> " << format_bytes(g.peak_bytes) << " in " << g.rises
         << " rises, rising in " << g.windows_rising << " of " << g.windows_total
         << " windows of the run; " << format_bytes(g.final_bytes) << " live at the end\n";

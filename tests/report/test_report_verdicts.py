@@ -5,6 +5,7 @@ incident per request, failed calls that are not OOMs, allocator limits, growth p
 chunked allocations, roles and the attribution of frameless autograd blocks. The same patterns
 recorded on an H100 are checked in test_report_real_traces.py; a real recorder run with a fake
 cuBLAS is in RecorderLibraryWorkspace below."""
+import json
 import os
 import shutil
 import sys
@@ -226,6 +227,54 @@ class Verdicts(ReportTestCase):
         self.assertEqual([[a["api"] for a in o["attempts"]] for o in r["ooms"]],
                          [["cudaMalloc", "cudaMalloc", "torch.oom"], ["cudaMalloc"], ["torch.oom"]])
         self.assertEqual([o["requested"] for o in r["ooms"]], [3 * MiB, 100 * MiB, 300 * MiB])
+
+    def test_pinned_host_memory_is_its_own_line(self):
+        # Issue 19: cudaHostAlloc / cudaMallocHost counted in the device's reserved peak. It is host
+        # RAM: its own line, in no device's peak, timeline or OOM figures; never freed, it is a leak.
+        t = self.trace()
+        staging, model = t.stack("stage_batch", 5), t.stack("load_model", 9)
+        t.alloc(0x7f0000000000, 512 * MiB, staging, kind="host", api="cudaHostAlloc")
+        t.alloc(0x100000000, 79 * GiB, model)
+        t.alloc(0x7f1000000000, 256 * MiB, staging, kind="host", api="cudaMallocHost")
+        t.free(0x7f0000000000, kind="host", api="cudaFreeHost")
+        t.failed_alloc(2 * GiB, model)
+        t.meminfo(GiB - 64 * MiB, 80 * GiB)
+        t.free(0x100000000)
+        t.close()
+        r = report_json(t.f.name)
+        (peak,) = r["peaks"]
+        self.assertEqual(peak["bytes"], 79 * GiB)
+        self.assertNotIn("stage_batch", json.dumps(peak["culprits"]))
+        (device,) = r["processes"][0]["devices"]
+        self.assertEqual((device["allocations"], device["frees"], device["peak_bytes"]), (1, 1, 79 * GiB))
+        self.assertEqual(max(s["reserved"] for s in device["timeline"]), 79 * GiB)
+        self.assertEqual(device["leaked_bytes"], 0)
+        self.assertEqual(r["processes"][0]["pinned_host"],
+                         {"allocations": 2, "frees": 1, "peak_bytes": 768 * MiB,
+                          "peak_time_ns": peak["time_ns"] + 1000, "live_bytes": 256 * MiB})
+        (oom,) = r["ooms"]
+        self.assertEqual(oom["live_bytes"], 79 * GiB)
+        self.assertEqual([h["bytes"] for h in oom["top_holders"]], [79 * GiB])
+        self.assertEqual(oom["verdict"], "capacity")
+        (leak,) = r["leaks"]
+        self.assertEqual((leak["level"], leak["kind"], leak["bytes"]), ("host", "host", 256 * MiB))
+        self.assertEqual(r["summary"]["leaked_bytes"], 256 * MiB)
+        text = run_report(t.f.name).stdout
+        self.assertIn("pinned host memory (host RAM, in no device's figures): 2 allocations, 1 free; "
+                      "peak 768.0 MiB at 2.0 us; 256.0 MiB live at the end", text)
+        self.assertIn("256.0 MiB in 1 allocation (pinned host memory), allocated here:", text)
+        # Pinned buffers kept every iteration are growth of their own, not of a device.
+        t = self.trace("grow.jsonl")
+        pin, step = t.stack("pin_batch", 5), t.stack("step", 9)
+        for i in range(100):
+            t.alloc(0x7f0000000000 + i * MiB, MiB, pin, kind="host", api="cudaHostAlloc")
+            t.alloc(0x1000, 10 * MiB, step)
+            t.free(0x1000)
+        t.close()
+        r = report_json(t.f.name)
+        self.assertEqual([(g["device"], g["level"], g["peak_bytes"]) for g in r["growth"]], [(-1, "host", 100 * MiB)])
+        self.assertEqual(r["peaks"][0]["bytes"], 10 * MiB)
+        self.assertIn("growth (pinned host memory): 1.0 MiB -> 100.0 MiB", run_report(t.f.name).stdout)
 
     def test_failures_that_are_not_out_of_memory(self):
         t = self.trace()
