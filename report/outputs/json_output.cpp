@@ -91,6 +91,9 @@ json process_json(const ProcessReport& r) {
   return {{"file", r.file},
           {"pid", r.header.pid},
           {"ppid", r.header.ppid},
+          {"rank", r.header.rank >= 0 ? json(r.header.rank) : json(nullptr)},
+          {"local_rank", r.header.local_rank >= 0 ? json(r.header.local_rank) : json(nullptr)},
+          {"world_size", r.header.world_size >= 0 ? json(r.header.world_size) : json(nullptr)},
           {"exe", r.header.exe},
           {"cmdline", r.header.cmdline},
           {"host", r.header.host},
@@ -289,13 +292,29 @@ json diff_to_json(const DiffReport& diff) {
     }
     return out;
   };
+  auto process = [](const DiffProcess& p) {
+    return json{{"file", p.file}, {"pid", p.pid}, {"rank", p.rank >= 0 ? json(p.rank) : json(nullptr)}};
+  };
+  auto processes = [&](const std::vector<DiffProcess>& list) {
+    json out = json::array();
+    for (const DiffProcess& p : list) out.push_back(process(p));
+    return out;
+  };
+  json pairs = json::array();
+  for (const ProcessPair& pair : diff.pairs) {
+    pairs.push_back({{"base", process(pair.base)}, {"new", process(pair.next)},
+                     {"by", pair.by_rank ? "rank" : "start order"}});
+  }
   json peaks = json::array();
   for (const PeakDelta& p : diff.peaks) {
     peaks.push_back({{"process", p.process}, {"base_pid", p.base_pid}, {"new_pid", p.new_pid},
+                     {"rank", p.rank >= 0 ? json(p.rank) : json(nullptr)},
                      {"device", p.device}, {"base_bytes", p.base_bytes}, {"new_bytes", p.new_bytes},
                      {"delta_bytes", p.delta()}, {"culprits", deltas(p.culprits)}});
   }
-  return {{"base", diff.base_files}, {"new", diff.new_files}, {"peaks", peaks}, {"leaks", deltas(diff.leaks)},
+  return {{"base", diff.base_files}, {"new", diff.new_files}, {"pairs", pairs},
+          {"only_base", processes(diff.only_base)}, {"only_new", processes(diff.only_new)},
+          {"peaks", peaks}, {"leaks", deltas(diff.leaks)},
           {"summary", {{"base_leaked_bytes", diff.base_leaked}, {"new_leaked_bytes", diff.new_leaked},
                        {"delta_leaked_bytes", static_cast<int64_t>(diff.new_leaked) - static_cast<int64_t>(diff.base_leaked)}}},
           {"warnings", diff.warnings}};

@@ -63,6 +63,10 @@ void write_holders(std::ostream& out, const std::vector<StackBytes>& list, uint6
 
 void write_header(std::ostream& out, const ProcessReport& r) {
   out << "== " << r.file << ": pid " << r.header.pid;
+  if (r.header.rank >= 0) {
+    out << ", rank " << r.header.rank;
+    if (r.header.world_size > 0) out << " of " << r.header.world_size;
+  }
   if (!r.header.cmdline.empty()) {
     out << " (";
     for (size_t i = 0; i < r.header.cmdline.size(); ++i) out << (i ? " " : "") << r.header.cmdline[i];
@@ -325,6 +329,11 @@ void write_growth(std::ostream& out, const ProcessReport& r, const TextOptions& 
 
 }  // namespace
 
+std::string pair_name(const ProcessPair& pair) {
+  if (pair.by_rank) return process_name(pair.base);
+  return "pid " + std::to_string(pair.base.pid) + " -> " + std::to_string(pair.next.pid);
+}
+
 void write_stack(std::ostream& out, const Stack& stack, const std::string& indent, const StackViewOptions& options) {
   for (const std::string& line : stack_lines(stack, options, indent.size())) out << indent << line << "\n";
 }
@@ -362,8 +371,15 @@ void write_diff_text(std::ostream& out, const DiffReport& diff, const TextOption
   auto signed_bytes = [](int64_t delta) {
     return (delta < 0 ? "-" : "+") + format_bytes(static_cast<uint64_t>(delta < 0 ? -delta : delta));
   };
+  // Which process was compared with which, when there is a choice to show.
+  if (diff.pairs.size() > 1 || !diff.only_base.empty() || !diff.only_new.empty()) {
+    for (const ProcessPair& pair : diff.pairs) {
+      out << "pair " << pair_name(pair) << ": " << pair.base.file << " (pid " << pair.base.pid << ") -> "
+          << pair.next.file << " (pid " << pair.next.pid << ")\n";
+    }
+  }
   for (const PeakDelta& p : diff.peaks) {
-    out << "peak (process " << p.process << ", " << device_name(p.device) << "): " << format_bytes(p.base_bytes)
+    out << "peak (" << pair_name(diff.pairs[p.process]) << ", " << device_name(p.device) << "): " << format_bytes(p.base_bytes)
         << " -> " << format_bytes(p.new_bytes) << " (" << signed_bytes(p.delta()) << ")\n";
     for_top(p.culprits, options.max_items, [&](const StackDelta& d) {
       out << "    " << signed_bytes(d.delta()) << " (" << format_bytes(d.base_bytes) << " -> "
@@ -371,7 +387,8 @@ void write_diff_text(std::ostream& out, const DiffReport& diff, const TextOption
       write_stack(out, d.stack, "        ", options.stacks);
     });
   }
-  out << "leaks: " << format_bytes(diff.base_leaked) << " -> " << format_bytes(diff.new_leaked) << "\n";
+  out << "leaks" << (diff.only_base.empty() && diff.only_new.empty() ? "" : " (of the pairs)") << ": "
+      << format_bytes(diff.base_leaked) << " -> " << format_bytes(diff.new_leaked) << "\n";
   for_top(diff.leaks, options.max_items, [&](const StackDelta& d) {
     out << "    " << signed_bytes(d.delta()) << " (" << format_bytes(d.base_bytes) << " in " << d.base_count
         << " -> " << format_bytes(d.new_bytes) << " in " << d.new_count << "):\n";

@@ -334,6 +334,60 @@ class Scenarios(ReportTestCase):
         run_report("diff", "--fail-on-peak-increase=5M", base, t.f.name, check_rc=0)
         run_report("diff", "--fail-on-peak-increase=2M", base, t.f.name, check_rc=1)
 
+    def run_dir(self, name, processes):
+        """A directory of traces: (file, pid, start offset in s, header fields, peak MiB, leaked MiB) each."""
+        os.mkdir(self.path(name))
+        for file, pid, start, header, peak, leaked in processes:
+            t = Trace(self.path(f"{name}/{file}"), pid=pid, start_time_ns=1763791200000000000 + start * 10**9,
+                      **header)
+            t.alloc(0x1000, peak * MiB, t.stack("work", 3))
+            t.free(0x1000)
+            if leaked:
+                t.alloc(0x2000000, leaked * MiB, t.stack("leak_here", 4))
+            t.close()
+        return self.path(name)
+
+    def test_diff_pairs_processes_by_rank(self):
+        # Issue 19: processes were paired by file names sorted as strings, pid 10000 before 9999.
+        base = self.run_dir("base_ranks", [("app.10000.jsonl", 10000, 1, {"rank": 1}, 10, 0),
+                                           ("app.9999.jsonl", 9999, 0, {"rank": 0}, 100, 0)])
+        new = self.run_dir("new_ranks", [("app.20000.jsonl", 20000, 1, {"rank": 0}, 100, 0),
+                                         ("app.3.jsonl", 3, 0, {"rank": 1}, 10, 0)])
+        d = report_json("diff", base, new)
+        self.assertEqual([(p["by"], p["base"]["rank"], p["base"]["pid"], p["new"]["pid"]) for p in d["pairs"]],
+                         [("rank", 0, 9999, 20000), ("rank", 1, 10000, 3)])
+        self.assertEqual([(p["rank"], p["delta_bytes"]) for p in d["peaks"]], [(0, 0), (1, 0)])
+        run_report("diff", "--fail-on-peak-increase=0", base, new, check_rc=0)
+        text = run_report("diff", base, new).stdout
+        self.assertIn("peak (rank 0, device 0): 100.0 MiB -> 100.0 MiB (+0 B)", text)
+
+    def test_diff_pairs_processes_without_rank_by_start_order(self):
+        base = self.run_dir("base_start", [("app.10000.jsonl", 10000, 0, {}, 100, 0),
+                                           ("app.9999.jsonl", 9999, 1, {}, 10, 0)])
+        new = self.run_dir("new_start", [("app.10001.jsonl", 10001, 0, {}, 100, 0),
+                                         ("app.9998.jsonl", 9998, 1, {}, 10, 0)])
+        d = report_json("diff", base, new)
+        self.assertEqual([(p["by"], p["base"]["pid"], p["new"]["pid"]) for p in d["pairs"]],
+                         [("start order", 10000, 10001), ("start order", 9999, 9998)])
+        self.assertEqual([p["delta_bytes"] for p in d["peaks"]], [0, 0])
+        self.assertIn("peak (pid 10000 -> 10001, device 0)", run_report("diff", base, new).stdout)
+
+    def test_diff_with_unequal_process_counts_compares_the_pairs_only(self):
+        base = self.run_dir("base_two", [("app.1.jsonl", 1, 0, {"rank": 0}, 10, 5),
+                                         ("app.2.jsonl", 2, 0, {"rank": 1}, 10, 50)])
+        new = self.run_dir("new_one", [("app.7.jsonl", 7, 0, {"rank": 0}, 10, 5)])
+        d = report_json("diff", base, new)
+        self.assertEqual([(p["base"]["rank"], p["new"]["rank"]) for p in d["pairs"]], [(0, 0)])
+        self.assertEqual([(p["rank"], p["pid"]) for p in d["only_base"]], [(1, 2)])
+        self.assertEqual(d["only_new"], [])
+        self.assertEqual(len(d["peaks"]), 1)
+        # The leak line compares rank 0 with rank 0: rank 1's 50 MiB is in no figure.
+        self.assertEqual((d["summary"]["base_leaked_bytes"], d["summary"]["new_leaked_bytes"]), (5 * MiB, 5 * MiB))
+        self.assertEqual(d["leaks"], [])
+        self.assertTrue(any("only in BASE: " in w and "app.2.jsonl (rank 1)" in w for w in d["warnings"]), d["warnings"])
+        text = run_report("diff", base, new).stdout
+        self.assertIn("leaks (of the pairs): 5.0 MiB -> 5.0 MiB", text)
+
     def test_usage_errors_exit_2(self):
         run_report(check_rc=2)
         run_report("--bogus", "x", check_rc=2)

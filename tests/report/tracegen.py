@@ -19,7 +19,9 @@ KiB = 1 << 10
 
 class Trace:
     def __init__(self, path, pid=4242, devices=((0, "Simulated GPU", 80 << 30),), app_file="/src/app.cu",
-                 compact=True, exe="/usr/bin/app", cmdline=("app", "--train")):
+                 compact=True, exe="/usr/bin/app", cmdline=("app", "--train"), start_time_ns=1763791200000000000,
+                 **header):
+        """`header`: more header fields (rank=3, world_size=8, ...)."""
         self.f = open(path, "w")
         self.seq = 0
         self.t = 1_000_000_000
@@ -30,8 +32,8 @@ class Trace:
         self.sep = (",", ":") if compact else None
         self._write({"type": "header", "format": "gpumemtrace", "version": 1, "library": "0.1.0", "pid": pid,
                      "ppid": 1, "exe": exe, "cmdline": list(cmdline), "host": "node1",
-                     "start_time_ns": 1763791200000000000, "clock": "monotonic", "clock_start_ns": self.t,
-                     "backend": "interpose", "stack_depth": 64, "on_full": "wait"})
+                     "start_time_ns": start_time_ns, "clock": "monotonic", "clock_start_ns": self.t,
+                     "backend": "interpose", "stack_depth": 64, "on_full": "wait", **header})
         self._write({"type": "module", "id": 1, "path": exe, "base": "0x555500000000",
                      "size": 1 << 20, "build_id": "ab12"})
         self._write({"type": "module", "id": 2, "path": "/usr/local/cuda/lib64/libcudart.so.13",
