@@ -49,7 +49,6 @@ void ProcessAnalyzer::on_live(const Event& live) {
 }
 
 void ProcessAnalyzer::on_footer(const Footer& footer) {
-  end_time_ = footer.end_time;
   not_written_ = footer.not_written;
   if (capped_) end_live_set_at_cap();  // a clean end with nothing live: nothing leaked
 }
@@ -127,7 +126,9 @@ ProcessReport ProcessAnalyzer::finish(const std::string& file, const ReadResult&
   out.events = events_;
   out.dropped_events = dropped_;
   out.first_time_ns = first_time_;
-  out.last_time_ns = std::max(last_time_, end_time_);
+  // The process's time is that of its events: the footer's end_time also counts the recorder's own
+  // work at exit (flushing, symbolizing), which is no part of the program's run.
+  out.last_time_ns = last_time_;
   out.warnings = read.warnings;
   if (model_.replaced_live()) {
     out.warnings.push_back(std::to_string(model_.replaced_live()) +

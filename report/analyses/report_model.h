@@ -275,7 +275,7 @@ struct ProcessReport {
   uint64_t events = 0;
   uint64_t dropped_events = 0;      // > 0: the analysis is incomplete
   uint64_t first_time_ns = 0;
-  uint64_t last_time_ns = 0;
+  uint64_t last_time_ns = 0;       // of its last event: its duration is first to last event
   std::vector<std::string> warnings;
   std::vector<DeviceSummary> devices;
   PinnedHostSummary pinned_host;

@@ -388,6 +388,17 @@ class Scenarios(ReportTestCase):
         text = run_report("diff", base, new).stdout
         self.assertIn("leaks (of the pairs): 5.0 MiB -> 5.0 MiB", text)
 
+    def test_duration_is_first_to_last_event(self):
+        # Issue 19: "45.4 ms" for events spanning 760 us: the footer's end_time counts the recorder's
+        # own work at exit.
+        t = Trace(self.path("duration.jsonl"))
+        s = t.stack("work", 3)
+        t.alloc(0x1000, MiB, s)
+        t.free(0x1000, dt=760_000)
+        t.close(end_time=t.t + 45_400_000)
+        self.assertEqual(report_json(t.f.name)["processes"][0]["duration_ns"], 760_000)
+        self.assertIn("2 events over 760.0 us, clean exit", run_report(t.f.name).stdout)
+
     def test_usage_errors_exit_2(self):
         run_report(check_rc=2)
         run_report("--bogus", "x", check_rc=2)
