@@ -326,8 +326,28 @@ void MemoryModel::on_block_free(const Event& e, DeviceState& state) {
   release(Level::Block, e.addr, block.size, block.site, block.position, block.device, block.torch);
 }
 
+bool MemoryModel::usable_reading(const Event& e) {
+  if (!e.has_meminfo) return false;
+  DeviceState& state = device_state(e.device);
+  const uint64_t total = e.total ? e.total : state.summary.total;
+  if (!total || e.free <= total) return true;
+  note_inconsistent_reading(e.device, e.free, total);
+  return false;
+}
+
+// More free than the device holds: a stand-in's figures (a simulated or wrapped runtime) that
+// contradict each other. Which one is wrong is unknown: neither is used.
+void MemoryModel::note_inconsistent_reading(int32_t device, uint64_t free, uint64_t total) {
+  DeviceState& state = device_state(device);
+  if (state.inconsistent_readings++ == 0) {
+    state.inconsistent_free = free;
+    state.inconsistent_total = total;
+  }
+}
+
 void MemoryModel::on_meminfo(const Event& e, DeviceState& state) {
-  if (!e.has_meminfo) return;
+  reading_used_ = usable_reading(e);
+  if (!reading_used_) return;
   state.has_meminfo = true;
   state.meminfo_free = e.free;
   state.meminfo_total = e.total;

@@ -120,6 +120,11 @@ class MemoryModel {
     bool has_fragmentation_at_peak = false;
     FragmentationPoint fragmentation_at_peak;  // at allocated.peak_snapshot()
     TimelineSample history_end;                // live bytes when the history ended (end_history)
+    // Readings of the device's memory whose free bytes exceed its total (usable_reading): how many,
+    // and the first one's figures.
+    uint64_t inconsistent_readings = 0;
+    uint64_t inconsistent_free = 0;
+    uint64_t inconsistent_total = 0;
   };
 
   // Pinned host memory: live bytes by site, and its peak (Level::Host holdings).
@@ -172,6 +177,12 @@ class MemoryModel {
   // or PyTorch said so).
   bool is_segment(uint64_t addr) const;
   FragmentationPoint measure_fragmentation(int32_t device) const;
+  // Whether the last meminfo (or block_oom with free bytes) applied was a usable reading: one whose
+  // free bytes do not exceed the device's total (its own, else the device's known total). Others are
+  // counted in the device's inconsistent_readings and used by no analysis.
+  bool reading_used() const { return reading_used_; }
+  // A reading of the device's memory (a device record, say) whose free bytes exceed its total.
+  void note_inconsistent_reading(int32_t device, uint64_t free, uint64_t total);
 
  private:
   using AllocationIt = AllocationMap::iterator;
@@ -192,6 +203,7 @@ class MemoryModel {
   void on_block_alloc(const Event& e, SiteId site, DeviceState& state);
   void on_block_free(const Event& e, DeviceState& state);
   void on_meminfo(const Event& e, DeviceState& state);
+  bool usable_reading(const Event& e);  // see reading_used()
   void on_reset(int32_t device, DeviceState& state);
   void on_trim(const Event& e);
   int32_t pool_index(std::string_view name, int32_t device);
@@ -215,6 +227,7 @@ class MemoryModel {
   std::string phase_;
   uint64_t replaced_live_ = 0;  // allocations at an address that was still live
   bool history_ended_ = false;
+  bool reading_used_ = false;
   NodePool nodes_;                                    // before the containers it serves
   AllocationMap allocations_{&nodes_};                // CUDA-level ranges by start address
   PhysicalMap physical_{&nodes_};                     // cuMemCreate handles

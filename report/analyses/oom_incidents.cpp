@@ -59,6 +59,11 @@ Verdict oom_verdict(const OomFigures& f, std::string* explanation) {
   auto say = [&](const std::string& text) {
     if (explanation) *explanation = text;
   };
+  if (f.has_device_free && f.device_total && f.device_free > f.device_total) {
+    say("the trace's figures contradict each other: " + format_bytes(f.device_free) + " free of a " +
+        format_bytes(f.device_total) + " device");
+    return Verdict::NotEnoughInformation;
+  }
   if (f.device_total && f.requested > f.device_total) {
     say("the request is larger than the whole device (" + format_bytes(f.device_total) + ")");
     return Verdict::Capacity;

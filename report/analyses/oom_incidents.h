@@ -34,8 +34,9 @@
 //  - fragmentation: it fits in free + frag, but in no single free block and not in free;
 //  - allocator limit: only the allocator refused (no CUDA call failed) although the device had
 //    room for it: a cap such as set_per_process_memory_fraction;
-//  - not enough information: neither the device's free bytes nor block data are known, or the
-//    figures contradict each rule.
+//  - not enough information: neither the device's free bytes nor block data are known, the
+//    figures contradict each rule, or each other (more free than the device's total: such readings
+//    are not used in the first place, MemoryModel::reading_used).
 //
 // Memory: the first kMaxIncidents incidents in full, a count beyond; failed calls grouped by site.
 #pragma once
@@ -89,7 +90,8 @@ class OomIncidents : public ModelListener {
   void close_all();
   void on_acquire(const Holding& h) override { count(h, 1); }
   void on_release(const Holding& h) override { count(h, -1); }
-  // After the model applied a meminfo: fills the incidents waiting for the device's reading.
+  // After the model applied a meminfo it could use (MemoryModel::reading_used): fills the incidents
+  // waiting for the device's reading.
   void on_meminfo(const Event& e);
   void finish(ProcessReport& out, const SymbolTable& symbols);
 

@@ -56,6 +56,9 @@ void ProcessAnalyzer::on_footer(const Footer& footer) {
 void ProcessAnalyzer::on_device(const DeviceInfo& info) {
   MemoryModel::DeviceState& state = model_.device_state(info.device);
   state.summary.name = info.name;
+  if (info.has_free && info.total && info.free > info.total) {
+    return model_.note_inconsistent_reading(info.device, info.free, info.total);  // its total is not used
+  }
   if (info.total) state.summary.total = info.total;
 }
 
@@ -92,7 +95,7 @@ void ProcessAnalyzer::on_event(const Event& e) {
   model_.apply(e, events_, autograd_.site_for(e));
   sample(e);
   if (e.op == Op::BlockOom || (e.op == Op::Alloc && e.result != 0)) incidents_.on_failure(e, model_, roles_);
-  if (e.op == Op::MemInfo) incidents_.on_meminfo(e);
+  if (e.op == Op::MemInfo && model_.reading_used()) incidents_.on_meminfo(e);
 }
 
 // The device's timeline, with the role split of each kept sample.
@@ -146,6 +149,14 @@ ProcessReport ProcessAnalyzer::finish(const std::string& file, const ReadResult&
         ", GPUMEMTRACE_MAX_BYTES=" + std::to_string(capped_->max_bytes) + "): the analysis covers up to " + at +
         "; leaks are what was live at the end" +
         (not_written_ ? " (" + std::to_string(not_written_) + " events after it not written)" : ""));
+  }
+  for (const auto& [device, state] : model_.devices()) {
+    if (!state.inconsistent_readings) continue;
+    out.warnings.push_back("device " + std::to_string(device) + ": " + std::to_string(state.inconsistent_readings) +
+                           (state.inconsistent_readings == 1 ? " reading" : " readings") +
+                           " of its memory with more free bytes than its total (" +
+                           format_bytes(state.inconsistent_free) + " free of " +
+                           format_bytes(state.inconsistent_total) + "): figures that contradict each other, not used");
   }
   out.marks = marks_;
   out.marks_total = marks_total_;

@@ -276,6 +276,35 @@ class Verdicts(ReportTestCase):
         self.assertEqual(r["peaks"][0]["bytes"], 10 * MiB)
         self.assertIn("growth (pinned host memory): 1.0 MiB -> 100.0 MiB", run_report(t.f.name).stdout)
 
+    def test_device_figures_that_contradict_each_other_are_flagged_not_used(self):
+        # Issue 19: a stand-in's free bytes larger than the device's total were used without a check.
+        t = self.trace(devices=((0, "Stand-in GPU", 80 * GiB),))
+        s = t.stack("load_batch", 5)
+        t.alloc(0x100000000, 10 * GiB, t.stack("load_model", 4))
+        t.meminfo(70 * GiB, 80 * GiB)                 # consistent
+        t.failed_alloc(100 * GiB, s)
+        t.meminfo(120 * GiB, 80 * GiB)                # 120 GiB free of 80: not used
+        t.event("block_oom", "block", 0, 100 * GiB, s, api="torch.oom", free=90 * GiB)  # above the known total
+        t.close()
+        r = report_json(t.f.name)
+        (oom,) = r["ooms"]
+        self.assertEqual(oom["device_free"], 70 * GiB)  # the latest usable reading, not 120 or 90 GiB
+        self.assertNotIn("120.0 GiB", oom["explanation"])
+        warnings = r["processes"][0]["warnings"]
+        self.assertIn("device 0: 2 readings of its memory with more free bytes than its total "
+                      "(120.0 GiB free of 80.0 GiB): figures that contradict each other, not used", warnings)
+        # A device record that contradicts itself: its total is not used either.
+        t = self.trace("record.jsonl", devices=())
+        t._write({"type": "device", "device": 0, "name": "Stand-in GPU", "total": 80 * GiB, "free": 96 * GiB})
+        s = t.stack("load_batch", 5)
+        t.alloc(0x1000, MiB, s)
+        t.failed_alloc(100 * GiB, s)
+        t.close()
+        r = report_json(t.f.name)
+        self.assertEqual(r["processes"][0]["devices"][0]["total"], 0)
+        self.assertIsNone(r["ooms"][0]["device_total"])
+        self.assertIn("not used", " ".join(r["processes"][0]["warnings"]))
+
     def test_failures_that_are_not_out_of_memory(self):
         t = self.trace()
         s = t.stack("probe_fabric", 7)

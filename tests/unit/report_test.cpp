@@ -293,6 +293,14 @@ TEST(Verdict, AllocatorLimitWhenOnlyTheAllocatorRefusedWithRoomOnTheDevice) {
   EXPECT_NE(oom_verdict(f, nullptr), Verdict::AllocatorLimit);
 }
 
+TEST(Verdict, FiguresThatContradictEachOtherGiveNoVerdict) {
+  // A stand-in's reading: more free than the device holds. Neither figure can be trusted.
+  OomFigures f = figures(200 * MiB, true, 120 * MiB, 80 * MiB, 10 * MiB);
+  std::string why;
+  EXPECT_EQ(oom_verdict(f, &why), Verdict::NotEnoughInformation);
+  EXPECT_NE(why.find("contradict each other"), std::string::npos) << why;
+}
+
 TEST(Growth, RisingEveryWindowGrowsWarmupAndOneOffDoNot) {
   Ledger::Site steady;
   steady.rises = 50;
