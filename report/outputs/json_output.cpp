@@ -170,6 +170,8 @@ json reports_to_json(const std::vector<ProcessReport>& reports) {
     if (r.cut()) summary["cut"] = true;
     if (r.cut()) bump("live_when_cut_bytes", r.live_when_cut_bytes());
     if (r.dropped_events) summary["incomplete"] = true;
+    bump("allocations", r.pinned_host.allocations);  // every allocation call of the process
+    bump("frees", r.pinned_host.frees);
     for (const DeviceSummary& d : r.devices) {
       bump("allocations", d.allocations);
       bump("frees", d.frees);
