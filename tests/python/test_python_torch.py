@@ -323,6 +323,24 @@ class TorchHookCases:
         self.assertEqual([n for n, _ in calls].count("import_inductor"), 1)
         self.assertEqual(len([e for e in events if e["op"] == "block_alloc"]), 4)
 
+    def test_frames_named_with_their_class(self):
+        # PyTorch records co_name ("__init__"); the trace names PyTorch's frames as the recorder names
+        # live Python frames: co_qualname on CPython 3.11+ ("Model.__init__"), co_name before.
+        proc, events, stack_of = self.run_prog("model")
+        self.assertEqual(proc.stdout, "done\n")
+        qualified = sys.version_info >= (3, 11)
+        blocks = {e["size"]: e for e in events if e["op"] == "block_alloc"}
+        init = stack_of(blocks[3 << 20])[0]
+        inner = stack_of(blocks[2048])
+        self.assertEqual((init["function"], init["line"]),
+                         ("Model.__init__" if qualified else "__init__", prog_line("LINE_INIT")))
+        self.assertEqual([f["function"] for f in inner[:2]],
+                         ["Model.forward.<locals>.inner", "Model.forward"] if qualified else ["inner", "forward"])
+        # The same line in the live cudaMalloc's stack (the recorder's own Python frames) has the same name.
+        malloc = [e for e in events if e["api"] == "cudaMalloc" and e["size"] == 4 << 20]
+        live = [f for f in stack_of(malloc[0]) if f.get("lang") == "python" and f["line"] == prog_line("LINE_INIT")]
+        self.assertEqual([f["function"] for f in live], [init["function"]])
+
     def test_small_ring_counts_loss(self):
         proc, events, _ = self.run_prog("train", {"GPUMEMTRACE_TORCH_ENTRIES": "1024"})
         # 20 steps stay far below 1024 entries: nothing lost, no warning.

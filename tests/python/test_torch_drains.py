@@ -17,7 +17,8 @@ import sys
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "tools", "python"))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(ROOT, "tools", "python"))
 sys.path.insert(0, HERE)
 import torch_ring_sim as sim  # noqa: E402
 from torch_ring_sim import Recorder, Ring  # noqa: E402
@@ -375,6 +376,64 @@ class HistoryDeltaTest(unittest.TestCase):
                                                  ("train.py", "main", 3)])
         d.drain({"device_traces": [[e]]})
         self.assertEqual([f["name"] for f in rec.events[0][8]], ["forward", "main"])
+
+
+class QualnameTest(unittest.TestCase):
+    """qualname.qualify: PyTorch's (filename, line, co_name) -> co_qualname from the source."""
+
+    SOURCE = (
+        "import functools\n"                                   # 1
+        "class Model:\n"                                       # 2
+        "    def __init__(self):\n"                            # 3
+        "        self.w = 1\n"                                 # 4
+        "    @functools.lru_cache\n"                           # 5
+        "    def forward(self, x):\n"                          # 6
+        "        def inner():\n"                               # 7
+        "            return x\n"                               # 8
+        "        f = lambda: x\n"                              # 9
+        "        return sum(i for i in range(3))\n"            # 10
+        "    class Head:\n"                                    # 11
+        "        def forward(self):\n"                         # 12
+        "            return '\\d'\n"                           # 13 (an invalid escape: SyntaxWarning)
+        "def forward():\n"                                     # 14
+        "    return 0\n")                                      # 15
+
+    def test_qualified_names(self):
+        import tempfile
+        from gpumemtrace_torch import qualname
+        with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as f:
+            f.write(self.SOURCE)
+        self.addCleanup(os.unlink, f.name)
+        q = qualname.qualify
+        cases = [(4, "__init__", "Model.__init__"), (7, "forward", "Model.forward"),
+                 (8, "inner", "Model.forward.<locals>.inner"), (9, "<lambda>", "Model.forward.<locals>.<lambda>"),
+                 (10, "<genexpr>", "Model.forward.<locals>.<genexpr>"), (13, "forward", "Model.Head.forward"),
+                 (15, "forward", "forward"), (1, "<module>", "<module>"),
+                 (4, "not_there", "not_there")]          # a name the line's code does not have: left alone
+        for line, name, want in cases:
+            self.assertEqual(q(f.name, line, name), want if qualname.ENABLED else name, (line, name))
+        self.assertEqual(q("/no/such/file.py", 3, "__init__"), "__init__")
+        self.assertEqual(q("<eval_with_key>.3", 3, "forward"), "forward")
+
+    def test_left_alone_when_unreadable(self):
+        import tempfile
+        from gpumemtrace_torch import qualname
+        with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as f:
+            f.write("class A:\n    def f(self):\n        return (\n")  # does not compile
+        self.addCleanup(os.unlink, f.name)
+        self.assertEqual(qualname.qualify(f.name, 2, "f"), "f")
+
+    def test_no_warning_reaches_stderr(self):
+        import subprocess
+        import tempfile
+        with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as f:
+            f.write(self.SOURCE)
+        self.addCleanup(os.unlink, f.name)
+        code = ("import sys; sys.path.insert(0, %r)\nfrom gpumemtrace_torch import qualname\n"
+                "print(qualname.qualify(%r, 13, 'forward'))" % (os.path.join(ROOT, "tools", "python"), f.name))
+        p = subprocess.run([sys.executable, "-W", "always", "-c", code], capture_output=True, text=True)
+        self.assertEqual(p.stderr, "")
+        self.assertIn("forward", p.stdout)
 
 
 if __name__ == "__main__":
