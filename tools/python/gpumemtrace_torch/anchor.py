@@ -85,16 +85,12 @@ class Hints:
 NO_HINTS = Hints()
 
 
-def ring_end(trace, start, previous):
-    """The RingEnd of `trace`, whose new entries begin at `start` (previous: the RingEnd they follow,
-    or None). Reads only the new entries: older marks are carried over from `previous`."""
+def ring_end(trace, start, previous, new_marks):
+    """The RingEnd of `trace`, whose new entries begin at `start` and hold "snapshot" entries at
+    indices `new_marks` (newest first; locate() gives them), after `previous` (or None): its older
+    marks are carried over, so only the new entries were ever read."""
     n = len(trace)
-    marks = []
-    for i in range(n - 1, start - 1, -1):
-        if trace[i].get("action") == SNAPSHOT:
-            marks.append(n - 1 - i)
-            if len(marks) == MARKS:
-                break
+    marks = [n - 1 - i for i in new_marks[:MARKS]]
     if previous is not None and len(marks) < MARKS:
         d = n - start
         for m in previous.marks:
@@ -127,27 +123,27 @@ def _time(e):
 
 
 def locate(trace, prev, hints=NO_HINTS):
-    """(start, complete): the index in `trace` (one device's copy) of the first entry the previous
-    copy did not hold, and False when entries may have been lost between the two copies (the
-    previous copy's end is gone and the counters do not show that nothing else was appended)."""
+    """(start, complete, marks): the index in `trace` (one device's copy) of the first entry the
+    previous copy did not hold; False when entries may have been lost between the two copies (the
+    previous copy's end is gone and the counters do not show that nothing else was appended); and
+    the indices of the "snapshot" entries in trace[start:], newest first (at most MARKS)."""
     n = len(trace)
     appended = hints.appended
     # Entries appended that a copy without the previous one's end still holds: all of them unless
     # more were appended than it holds, leaving out the "snapshot" entries (a clear may have taken ours).
     all_here = appended is not None and appended - (hints.snapshots if hints.snapshots is not None else 1) <= n
     if prev is None or not prev.tail:
-        return 0, appended is None or all_here
+        return 0, appended is None or all_here, _marks_in(trace, 0)
     cap = hints.capacity
     if cap and prev.length < cap and prev.length <= n < cap and _matches(trace, prev.length, prev):
-        return prev.length, True  # never full: the copies are the whole history
+        return prev.length, True, _marks_in(trace, prev.length)  # never full: the copies are the whole history
     last = prev.tail[-1]
     last_action = last[0]
     t_last = prev.last_time
     wanted = hints.snapshots
     marks_recorded = hints.marks_recorded
     best = best_score = None
-    snaps = 0           # "snapshot" entries in trace[i:]
-    nearest = None      # index of the first of them
+    snaps = []          # indices of the "snapshot" entries in trace[i:], newest first
     i = n
     while i >= 1:
         entry = trace[i - 1]
@@ -157,22 +153,35 @@ def locate(trace, prev, hints=NO_HINTS):
             t = _time(entry)
             dt = abs(t - t_last) if t is not None and t_last is not None else 0
             count_err = abs(d - appended) if appended is not None else 0
-            score = (marks_recorded and (nearest is None or nearest - i > RACE),
+            score = (marks_recorded and (not snaps or snaps[-1] - i > RACE),
                      dt > TIME_SLACK_US,
                      max(0, count_err - COUNT_SLACK),
-                     abs(snaps - wanted) if wanted is not None else 0,
+                     abs(len(snaps) - wanted) if wanted is not None else 0,
                      count_err, dt, -i)
             if best_score is None or score < best_score:
                 best, best_score = i, score
+                checked = -1     # check the bound at once: a perfect candidate ends the walk here
         if action == SNAPSHOT:
-            snaps += 1
-            nearest = i - 1
+            snaps.append(i - 1)
         i -= 1
-        if best is not None and i >= 1 and _no_better_below(trace, i, n, snaps, best_score, hints, t_last):
-            break
+        # The bound is checked every 64 entries (each check reads a time): at most 64 entries more.
+        if best is not None and i >= 1 and (checked < 0 or checked - i >= 64):
+            checked = i
+            if _no_better_below(trace, i, n, len(snaps), best_score, hints, t_last):
+                break
     if best is None:
-        return 0, all_here
-    return best, True
+        return 0, all_here, [j for j in snaps if j >= 0][:MARKS]
+    return best, True, [j for j in snaps if j >= best][:MARKS]
+
+
+def _marks_in(trace, start):
+    out = []
+    for i in range(len(trace) - 1, start - 1, -1):
+        if trace[i].get("action") == SNAPSHOT:
+            out.append(i)
+            if len(out) == MARKS:
+                break
+    return out
 
 
 def _no_better_below(trace, i, n, snaps, best, hints, t_last):

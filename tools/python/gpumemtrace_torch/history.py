@@ -129,12 +129,12 @@ class HistoryDrain:
     def new_entries(self, dev, trace, hints=NO_HINTS):
         """The entries of `trace` (one device's copy of the ring) not forwarded yet (anchor.locate)."""
         prev = self.ends.get(dev)
-        start, complete = locate(trace, prev, hints)
+        start, complete, marks = locate(trace, prev, hints)
         if not complete:
             self.lost_drains += 1
             self.bridge.mark("gpumemtrace: PyTorch allocation history wrapped; events lost "
                              "(raise GPUMEMTRACE_TORCH_ENTRIES)")
-        self.ends[dev] = ring_end(trace, start, prev)
+        self.ends[dev] = ring_end(trace, start, prev, marks)
         return trace[start:]
 
     def drain(self, snapshot, called_us=None, hints=None):
