@@ -254,6 +254,13 @@ class TorchHookCases:
         self.assertFalse([e for e in events if e["op"].startswith("block_")])
         self.assertTrue([e for e in events if e["api"] == "cudaMalloc"])  # driver level still there
 
+    def test_out_of_range_settings_said_and_replaced(self):
+        proc, events, _ = self.run_prog("train", {"GPUMEMTRACE_TORCH_ENTRIES": "5", "GPUMEMTRACE_TORCH_POLL_MS": "x"})
+        self.assertEqual(proc.stderr.splitlines(), [
+            "gpumemtrace: GPUMEMTRACE_TORCH_ENTRIES=5 is not an integer from 1024 to 67108864; using 65536",
+            "gpumemtrace: GPUMEMTRACE_TORCH_POLL_MS=x is not an integer from 10 to 60000; using 200"])
+        self.assertEqual(len([e for e in events if e["op"] == "block_alloc"]), 40)
+
     def test_async_backend_falls_back(self):
         proc, events, _ = self.run_prog("train", {"FAKE_TORCH_BACKEND": "cudaMallocAsync"})
         self.assertEqual(proc.stderr.count("gpumemtrace:"), 1, proc.stderr)

@@ -378,6 +378,58 @@ class HistoryDeltaTest(unittest.TestCase):
         self.assertEqual([f["name"] for f in rec.events[0][8]], ["forward", "main"])
 
 
+class ProbesTest(unittest.TestCase):
+    """probes.check on made-up torch modules: each failure is one line naming its probe."""
+
+    def torch(self, version="2.15.0", hip=None, drop=(), impl=None):
+        import types
+        torch = types.ModuleType("torch")
+        torch.__version__ = version
+        torch.version = types.SimpleNamespace(hip=hip, cuda="13.0")
+        memory = types.SimpleNamespace()
+
+        def record(enabled="all", context="all", stacks="all", max_entries=1, device=None, skip_actions=None):
+            pass
+        memory._record_memory_history = impl or record
+        memory._snapshot = lambda: {}
+        torch.cuda = types.SimpleNamespace(memory=memory, _lazy_call=print, memory_stats=dict, device_count=len)
+        for owner, name in drop:
+            delattr(getattr(torch, owner) if owner == "cuda" else torch.cuda.memory, name)
+        return torch
+
+    def failure(self, torch):
+        from gpumemtrace_torch import probes
+        with self.assertRaises(probes.ProbeFailed) as cm:
+            probes.check(torch)
+        return str(cm.exception)
+
+    def test_probes(self):
+        from gpumemtrace_torch import probes
+        f = probes.check(self.torch("2.99.0"))       # newer than any known: fine
+        self.assertTrue(f.takes("skip_actions") and not f.takes("clear_history"))
+        self.assertIn("(probe: floor)", self.failure(self.torch("2.3.1")))
+        self.assertIn("(probe: cuda)", self.failure(self.torch(hip="6.2")))
+        self.assertIn("no torch.cuda.memory._snapshot (probe: api)", self.failure(self.torch(drop=[("memory", "_snapshot")])))
+
+        def other(enabled="all", size=1):
+            pass
+        self.assertIn("takes no 'context', 'stacks', 'max_entries' (probe: signature)",
+                      self.failure(self.torch(impl=other)))
+
+        def open_ended(enabled="all", *args, **kwargs):
+            pass
+        self.assertTrue(probes.check(self.torch(impl=open_ended)).takes("clear_history"))
+
+    def test_entry_shape(self):
+        from gpumemtrace_torch.probes import check_entries
+        good = {"action": "alloc", "addr": 1, "size": 2, "stream": 0, "time_us": 3}
+        oom = {"action": "oom", "device_free": 1, "size": 2, "stream": 0, "time_us": 3}
+        self.assertIsNone(check_entries({"segments": [], "device_traces": [[good, oom], []]}))
+        self.assertIn("no int 'time_us'", check_entries({"device_traces": [[dict(good, time_us=None)]]}))
+        self.assertIn("no str 'action'", check_entries({"device_traces": [[{"size": 1}]]}))
+        self.assertIn("(probe: entries)", check_entries({"traces": []}))
+
+
 class QualnameTest(unittest.TestCase):
     """qualname.qualify: PyTorch's (filename, line, co_name) -> co_qualname from the source."""
 
