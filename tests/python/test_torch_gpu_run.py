@@ -93,6 +93,27 @@ class GpuRunTest(unittest.TestCase):
         self.assertEqual(names, set(only.split(",")))
         self.assertEqual([r for r in rows if r["status"] != "PASS"], [])
 
+    def test_corpus_made_and_checked_with_the_stand_in(self):
+        # The corpus script and the corpus tests fit together: the stand-in torch makes pickles of the
+        # same layout (in a temporary folder: they are the stand-in's, never checked in as real ones),
+        # and tests/snapshot/test_snapshot_corpus.py runs on them instead of skipping.
+        out = tempfile.mkdtemp(prefix="gpumemtrace-gpu-out-")
+        self.addCleanup(shutil.rmtree, out)
+        env = no_gpu_env(OUT=out, PYTHONPATH=FAKE)
+        env.pop("GPUMEMTRACE_NO_GPU", None)
+        p = subprocess.run([sys.executable, os.path.join(ROOT, "tests", "gpu", "snapshot_corpus.py")],
+                           capture_output=True, text=True, env=env, timeout=120)
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        corpus = os.path.join(out, "corpus")
+        self.assertEqual(sorted(os.listdir(corpus)), ["expandable.pickle", "manifest.json", "native.pickle",
+                                                      "oom.pickle", "record_stream.pickle"])
+        p = subprocess.run([sys.executable, "-m", "unittest", "-v", "test_snapshot_corpus"], capture_output=True,
+                           text=True, cwd=os.path.join(ROOT, "tests", "snapshot"), timeout=120,
+                           env=no_gpu_env(GPUMEMTRACE_SNAPSHOT_CORPUS=corpus, GPUMEMTRACE_BUILD=BUILD))
+        self.assertEqual(p.returncode, 0, p.stderr[-3000:])
+        self.assertNotIn("skipped", p.stderr)
+        self.assertIn("Ran 4 tests", p.stderr)
+
     def test_packed_files_stay_under_the_limit(self):
         scratch = tempfile.mkdtemp(prefix="gpumemtrace-gpu-scratch-")
         out = tempfile.mkdtemp(prefix="gpumemtrace-gpu-out-")

@@ -44,6 +44,10 @@ class Tensor:
     def data_ptr(self):
         return self._block.addr
 
+    def __mul__(self, other):
+        """A new tensor of the same size (the values are not kept)."""
+        return empty(self._block.requested)
+
     def record_stream(self, stream):
         """The block is in use on `stream` too: its free completes only when that use has (a later
         free_completed; CUDACachingAllocator recordStream / insert_events)."""

@@ -42,8 +42,31 @@ _default_stream = Stream()
 _default_stream.cuda_stream = 0
 
 
+_current = [_default_stream]
+
+
 def current_stream(device=None):
-    return _default_stream
+    return _current[-1]
+
+
+class stream:
+    """torch.cuda.stream(s): allocations inside use stream s."""
+
+    def __init__(self, s):
+        self.s = s
+
+    def __enter__(self):
+        _current.append(self.s)
+
+    def __exit__(self, *exc):
+        _current.pop()
+
+
+def set_per_process_memory_fraction(fraction, device=None):
+    """The allocator refuses to reserve past fraction x the device's memory (FAKE_TORCH_LIMIT plays the
+    device's total here): an "oom" entry, then OutOfMemoryError."""
+    alloc = _allocator()
+    alloc.limit = int(fraction * alloc.total)
 
 
 def is_initialized():

@@ -70,7 +70,7 @@ class Allocator:
     def __init__(self, clock):
         self.lock = threading.RLock()
         self.clock = clock
-        self.limit = int(os.environ.get("FAKE_TORCH_LIMIT", str(1 << 30)))
+        self.total = self.limit = int(os.environ.get("FAKE_TORCH_LIMIT", str(1 << 30)))
         self.stats = {f: Stat() for f in _FAMILIES}
         self.num_ooms = self.num_device_alloc = self.num_device_free = 0
         self.segments = []
