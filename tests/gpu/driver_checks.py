@@ -125,7 +125,7 @@ cupy.get_default_memory_pool().free_all_blocks()
 
 
 def main():
-    if not have_gpu() or os.environ.get("GPUMEMTRACE_NO_GPU"):
+    if not have_gpu() or os.environ.get("GPU_CHECKS_NO_GPU"):
         say("skip", "driver GPU checks", "no NVIDIA GPU (nvidia-smi -L failed)")
         return 0
     if not os.path.exists(LIB):

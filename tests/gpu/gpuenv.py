@@ -2,15 +2,17 @@
 """Shared by the GPU checks (tests/gpu/*_checks.py, snapshot_corpus.py), run by tests/gpu/run.sh.
 
 Where things are (the contract with `make gpu-bundle`, nothing is built on the GPU machine):
-  GPUMEMTRACE_HOME  an unpacked release bundle: bin/gpumemtrace, bin/gpumem-report,
-                    lib/libgpumemtrace.so, python/ (tools/python). Unset: this checkout's build/ and
-                    tools/python (a developer's machine with a build tree).
+  GPU_BUNDLE        an unpacked release bundle: bin/gpumemtrace, bin/gpumem-report,
+                    lib/libgpumemtrace.so, python/ (tools/python); run.sh sets it from its
+                    GPUMEMTRACE_HOME, which it keeps out of the checks' environment (a GPUMEMTRACE_*
+                    name the recorder does not know would draw its warning in every traced child).
+                    Unset: this checkout's build/ and tools/python (a machine with a build tree).
   GPU_PROGRAMS      the prebuilt GPU programs (GPU_CHECK_PROGRAMS, tests/gpu/module.mk). Unset:
                     build/tests/gpu.
   OUT               everything a check writes goes under it (traces, reports, logs, its results).
   GPU_CHECKS_DEADLINE  time.time() after which a check still to run reports SKIP ("time budget"), so
                     that run.sh ends within the device call's limit.
-  GPUMEMTRACE_NO_GPU   set by run.sh where nvidia-smi finds no GPU: every check SKIPs, even with a
+  GPU_CHECKS_NO_GPU   set by run.sh where nvidia-smi finds no GPU: every check SKIPs, even with a
                     stand-in torch on the path.
   GPU_CHECKS_ONLY   a comma-separated list of check names: the others are not run (the CPU test runs
                     the checks the stand-in torch can take, tests/python/test_gpu_run.py).
@@ -29,7 +31,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 sys.path.insert(0, os.path.join(ROOT, "tests"))
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 
-_HOME = os.environ.get("GPUMEMTRACE_HOME")
+_HOME = os.environ.get("GPU_BUNDLE")
 if _HOME:
     LIB = os.path.join(_HOME, "lib", "libgpumemtrace.so")
     REPORT = os.path.join(_HOME, "bin", "gpumem-report")
@@ -65,7 +67,7 @@ def have_gpu():
 
 
 def have_gpu_torch():
-    if os.environ.get("GPUMEMTRACE_NO_GPU"):
+    if os.environ.get("GPU_CHECKS_NO_GPU"):
         return False
     try:
         import torch

@@ -25,7 +25,10 @@ mkdir -p "$RESULTS"
 RESULTS=$(realpath "$RESULTS")
 SCRATCH=$(mktemp -d -t gpumemtrace-gpu-work-XXXXXX)
 BUDGET=${GPU_CHECKS_SECONDS:-510}
-export GPUMEMTRACE_HOME GPU_PROGRAMS
+# The checks get the bundle as GPU_BUNDLE (tests/gpu/gpuenv.py): a GPUMEMTRACE_* name the recorder does
+# not know would draw its warning in every traced child.
+export GPU_BUNDLE=$GPUMEMTRACE_HOME GPU_PROGRAMS
+unset GPUMEMTRACE_HOME
 export OUT=$SCRATCH
 export GPU_CHECKS_DEADLINE=$((start + BUDGET))
 unset GPUMEMTRACE_BUILD LD_PRELOAD
@@ -58,7 +61,7 @@ notes=()
       if [ "$have_gpu" = 1 ]; then
         timeout --kill-after=10 "$left" "$PYTHON" "tests/gpu/$check.py"
       else
-        GPUMEMTRACE_NO_GPU=1 "$PYTHON" "tests/gpu/$check.py"
+        GPU_CHECKS_NO_GPU=1 "$PYTHON" "tests/gpu/$check.py"
       fi
       rc=$?
       if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then notes+=("$check: stopped by the time budget ($BUDGET s)"); fi

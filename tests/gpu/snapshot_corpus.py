@@ -88,12 +88,9 @@ for trace in snap["device_traces"]:
         scrub_frames(e.get("frames"))
 with open(os.path.join(out_dir, kind + ".pickle"), "wb") as f:
     pickle.dump(snap, f)
-shapes = {}
-for e in snap["device_traces"][0]:
-    s = shapes.setdefault(e["action"], {"keys": {}, "frames_seen": False})
-    for k, v in e.items():
-        s["keys"][k] = type(v).__name__
-    s["frames_seen"] |= "frames" in e
+sys.path.insert(0, os.path.join(repo, "tests", "snapshot"))
+from snapshot_shapes import entry_shapes
+shapes = entry_shapes(snap)
 pairs = [(a["time_us"], b["time_us"]) for a, b in zip(first["device_traces"][0], snap["device_traces"][0])
          if (a["action"], a.get("addr"), a["size"]) == (b["action"], b.get("addr"), b["size"])]
 actions = [e["action"] for e in snap["device_traces"][0]]

@@ -555,16 +555,17 @@ class SitecustomizeChainTest(unittest.TestCase):
         self.assertEqual(MIN_VERSION, (2, 4))
 
 
-def _release_classes():
-    """One TestCase per release shape: TorchHook_2_4, TorchHook_2_8, TorchHook_2_11, TorchHook_2_15."""
+def release_classes(cases, prefix, namespace):
+    """One TestCase per release shape from the mixin `cases` (e.g. TorchHook_2_4, TorchHook_2_8,
+    TorchHook_2_11, TorchHook_2_15), put into `namespace` (a test module's globals)."""
     skip = unittest.skipUnless(os.path.exists(LIB) and os.path.exists(SIM),
                                "needs build/libgpumemtrace.so and build/sim/libcudart.so.13")
     for version in FAKE_VERSIONS:
-        name = "TorchHook_" + "_".join(version.split("+")[0].split(".")[:2])
-        globals()[name] = skip(type(name, (TorchHookCases, unittest.TestCase), {"version": version}))
+        name = prefix + "_".join(version.split("+")[0].split(".")[:2])
+        namespace[name] = skip(type(name, (cases, unittest.TestCase), {"version": version}))
 
 
-_release_classes()
+release_classes(TorchHookCases, "TorchHook_", globals())
 
 
 if __name__ == "__main__":

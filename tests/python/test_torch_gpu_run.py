@@ -82,7 +82,7 @@ class GpuRunTest(unittest.TestCase):
                 "no_inductor")
         out = tempfile.mkdtemp(prefix="gpumemtrace-gpu-out-")
         self.addCleanup(shutil.rmtree, out)
-        env = no_gpu_env(OUT=out, GPUMEMTRACE_HOME=self.bundle(), GPU_CHECKS_ONLY=only, PYTHONPATH=FAKE,
+        env = no_gpu_env(OUT=out, GPU_BUNDLE=self.bundle(), GPU_CHECKS_ONLY=only, PYTHONPATH=FAKE,
                          FAKE_TORCH_CUDART=SIM, FAKE_TORCH_LIMIT=str(512 << 20))
         p = subprocess.run([sys.executable, os.path.join(ROOT, "tests", "gpu", "torch_history_checks.py")],
                            capture_output=True, text=True, env=env, timeout=300)
@@ -100,7 +100,6 @@ class GpuRunTest(unittest.TestCase):
         out = tempfile.mkdtemp(prefix="gpumemtrace-gpu-out-")
         self.addCleanup(shutil.rmtree, out)
         env = no_gpu_env(OUT=out, PYTHONPATH=FAKE)
-        env.pop("GPUMEMTRACE_NO_GPU", None)
         p = subprocess.run([sys.executable, os.path.join(ROOT, "tests", "gpu", "snapshot_corpus.py")],
                            capture_output=True, text=True, env=env, timeout=120)
         self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
@@ -109,7 +108,7 @@ class GpuRunTest(unittest.TestCase):
                                                       "oom.pickle", "record_stream.pickle"])
         p = subprocess.run([sys.executable, "-m", "unittest", "-v", "test_snapshot_corpus"], capture_output=True,
                            text=True, cwd=os.path.join(ROOT, "tests", "snapshot"), timeout=120,
-                           env=no_gpu_env(GPUMEMTRACE_SNAPSHOT_CORPUS=corpus, GPUMEMTRACE_BUILD=BUILD))
+                           env=no_gpu_env(SNAPSHOT_CORPUS=corpus, GPUMEMTRACE_BUILD=BUILD))
         self.assertEqual(p.returncode, 0, p.stderr[-3000:])
         self.assertNotIn("skipped", p.stderr)
         self.assertIn("Ran 4 tests", p.stderr)

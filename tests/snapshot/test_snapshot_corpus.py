@@ -29,9 +29,9 @@ import snapshot_samples as samples  # noqa: E402
 
 BUILD = os.environ.get("GPUMEMTRACE_BUILD", os.path.join(ROOT, "build"))
 CONVERT = os.path.join(BUILD, "gpumem-snapshot2trace")
-# GPUMEMTRACE_SNAPSHOT_CORPUS: another folder of the same layout (the self-test,
+# SNAPSHOT_CORPUS: another folder of the same layout (the self-test,
 # tests/python/test_torch_gpu_run.py, points it at pickles the stand-in made: never checked in).
-REAL = os.environ.get("GPUMEMTRACE_SNAPSHOT_CORPUS") or samples.REAL
+REAL = os.environ.get("SNAPSHOT_CORPUS") or samples.REAL
 MANIFEST = os.path.join(REAL, "manifest.json")
 FAKE = os.path.join(ROOT, "tests", "python", "fake_torch")
 NO_CORPUS = ("no real PyTorch pickles in tests/snapshot/corpus/real/ yet: they are made on a GPU by "
@@ -107,6 +107,8 @@ class HookOnRealPickles(RealCorpusCase):
 
 STAND_IN = r'''
 import inspect, json, sys, torch
+sys.path.insert(0, sys.argv[1])
+from snapshot_shapes import entry_shapes
 before = sorted(torch.cuda.memory_stats().keys())
 torch.cuda.memory._record_memory_history(enabled="all", context="all", stacks="python", max_entries=100000)
 xs = [torch.empty(n, device="cuda") for n in (1024, 300000, 2 << 20)]
@@ -116,13 +118,7 @@ try:
     torch.empty(1 << 40, device="cuda")
 except torch.cuda.OutOfMemoryError:
     pass
-snap = torch.cuda.memory._snapshot()
-shapes = {}
-for e in snap["device_traces"][0]:
-    s = shapes.setdefault(e["action"], {"keys": {}, "frames_seen": False})
-    for k, v in e.items():
-        s["keys"][k] = type(v).__name__
-    s["frames_seen"] |= "frames" in e
+shapes = entry_shapes(torch.cuda.memory._snapshot())
 print(json.dumps({"signature": str(inspect.signature(torch.cuda.memory._record_memory_history)),
                   "memory_stats_before_init": before, "memory_stats": sorted(torch.cuda.memory_stats().keys()),
                   "entry_shapes": shapes}))
@@ -133,7 +129,7 @@ class StandInAgainstManifest(RealCorpusCase):
     def stand_in(self, version):
         env = dict(os.environ, PYTHONPATH=FAKE, FAKE_TORCH_VERSION=version, FAKE_TORCH_LIMIT=str(1 << 30))
         env.pop("LD_PRELOAD", None)
-        p = subprocess.run([sys.executable, "-c", STAND_IN], capture_output=True, text=True, env=env, timeout=60)
+        p = subprocess.run([sys.executable, "-c", STAND_IN, HERE], capture_output=True, text=True, env=env, timeout=60)
         self.assertEqual(p.returncode, 0, p.stderr)
         return json.loads(p.stdout)
 

@@ -27,7 +27,7 @@ def step(i, keep):
     del x, y
 
 
-def loop(n, sleep_every=4):
+def loop(n, sleep_every=2):
     keep = []
     for i in range(n):
         step(i, keep)
