@@ -288,7 +288,7 @@ class TorchHookCases:
             calls = []
             if os.path.exists(log):
                 with open(log) as f:
-                    calls = [(name, int(t)) for name, t in (line.split() for line in f)]
+                    calls = [(name, int(t)) for name, t, *_ in (line.split() for line in f)]
         return proc, events, stack_of, calls
 
     def test_no_snapshot_at_exit_when_counters_did_not_move(self):
@@ -347,6 +347,20 @@ class TorchHookCases:
         malloc = [e for e in events if e["api"] == "cudaMalloc" and e["size"] == 4 << 20]
         live = [f for f in stack_of(malloc[0]) if f.get("lang") == "python" and f["line"] == prog_line("LINE_INIT")]
         self.assertEqual([f["function"] for f in live], [init["function"]])
+
+    def test_forked_child_does_not_drain(self):
+        # A child forked after CUDA started holds a copy of the parent's allocator, where CUDA cannot be
+        # used: the hook neither drains there (not even at its exit), nor breaks the parent's trace.
+        with tempfile.TemporaryDirectory() as d:
+            log = os.path.join(d, "calls.log")
+            proc, events, _ = self.run_prog("fork", {"FAKE_TORCH_CALL_LOG": log})
+            with open(log) as f:
+                calls = [line.split() for line in f]
+        self.assertEqual(proc.stdout, "child done\nparent done\n")
+        child = {pid for name, _, pid in calls if name == "child_end"}
+        self.assertEqual(len(child), 1)
+        self.assertEqual([c for c in calls if c[0] == "snapshot" and c[2] in child], [])
+        self.assertEqual(len([e for e in events if e["op"] == "block_alloc" and e["size"] == 300000]), 2)
 
     def test_small_ring_counts_loss(self):
         proc, events, _ = self.run_prog("train", {"GPUMEMTRACE_TORCH_ENTRIES": "1024"})

@@ -81,6 +81,8 @@ class TorchHook:
         self.drained_counters = None
         self.drained_snapshots = None  # sharing.snapshot_calls when the last drain began
         self.checked_entries = False
+        self.entries = DEFAULT_ENTRIES  # GPUMEMTRACE_TORCH_ENTRIES: the ring the hook asks for
+        self.pid = None                # the process that turned the history on (a forked child does not drain)
 
     def warn(self, msg):
         if msg in self.warned:
@@ -153,6 +155,7 @@ class TorchHook:
                 # allocated bytes drop, at free_requested): without them the ring holds two entries
                 # per block instead of three, so each drain's copy comes a third less often.
                 ours["skip_actions"] = ["free_completed"]
+            self.entries, self.pid = entries, os.getpid()
             drain = HistoryDrain(self.bridge)
             # The history can only start at CUDA's initialisation, which runs this first: nothing
             # before these counters can be in the ring but what the program recorded itself.
@@ -225,8 +228,8 @@ class TorchHook:
         call) when its counters did not move. Safe from any thread holding the GIL."""
         with self.lock:
             d = self.drain
-            if d is None:
-                return
+            if d is None or os.getpid() != self.pid:
+                return  # off, or a forked child: its copy of the allocator is the parent's, CUDA unusable
             try:
                 import torch
                 # Read before the snapshot: an entry appended after this read moves the counters
@@ -300,12 +303,13 @@ class TorchHook:
 
     def drain_due(self, counters):
         """Whether half a ring of entries may have piled up since the last drain (or an unknown number:
-        the counters were reset, reset_accumulated_memory_stats)."""
+        the counters were reset, reset_accumulated_memory_stats). Half of the hook's own ring size even
+        when the program asked for a larger one: drains stay as small, and events as timely."""
         if counters is None:
             return False  # unreadable now; the next poll tries again
         with self.lock:
             per_device = self.appended(counters)
-            capacity = self.sharing.capacity() or DEFAULT_ENTRIES
+            capacity = min(self.sharing.capacity() or self.entries, self.entries)
         if per_device is None:
             return True
         return any(n is None or n >= capacity // 2 for n, _ in per_device)
