@@ -37,14 +37,14 @@ have_gpu=0
 if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then have_gpu=1; fi
 notes=()
 {
-  echo "gpumemtrace GPU checks: GPUMEMTRACE_HOME=$GPUMEMTRACE_HOME GPU_PROGRAMS=$GPU_PROGRAMS OUT=$RESULTS"
+  echo "gpumemtrace GPU checks: GPUMEMTRACE_HOME=$GPU_BUNDLE GPU_PROGRAMS=$GPU_PROGRAMS OUT=$RESULTS"
   if [ "$have_gpu" = 1 ]; then nvidia-smi -L; else echo "no NVIDIA GPU (nvidia-smi -L failed): every check SKIPs"; fi
   for bin in lib/libgpumemtrace.so bin/gpumem-report bin/gpumemtrace; do
-    if [ ! -e "$GPUMEMTRACE_HOME/$bin" ]; then
+    if [ ! -e "$GPU_BUNDLE/$bin" ]; then
       if [ "$have_gpu" = 1 ]; then
-        notes+=("$GPUMEMTRACE_HOME/$bin is missing (make gpu-bundle, then carry dist/gpu)")
+        notes+=("$GPU_BUNDLE/$bin is missing (make gpu-bundle, then carry dist/gpu)")
       fi
-      echo "missing: $GPUMEMTRACE_HOME/$bin"
+      echo "missing: $GPU_BUNDLE/$bin"
     fi
   done
   if [ "$have_gpu" = 1 ] && [ ${#notes[@]} -gt 0 ]; then
