@@ -5,8 +5,10 @@
 #include <dwarf.h>
 #include <elfutils/libdw.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <vector>
 
 namespace gpumemtrace {
@@ -165,15 +167,55 @@ std::vector<Dwarf_Die> scopes_containing(Dwarf_Die* cudie, Dwarf_Addr pc) {
 
 }  // namespace
 
-Symbolized symbolize_in_module(Dwfl_Module* module, Dwarf_Addr addr) {
+Dwarf_Die* UnitIndex::find(Dwfl_Module* module, Dwarf_Addr addr, Dwarf_Die* storage, Dwarf_Addr* bias) {
+  Dwarf_Addr dwarf_bias = 0;
+  Dwarf* dwarf = dwfl_module_getdwarf(module, &dwarf_bias);
+  if (!dwarf) return nullptr;
+  auto [entry, added] = modules_.try_emplace(module);
+  std::vector<Range>& ranges = entry->second;
+  Dwarf_Aranges* aranges = nullptr;
+  size_t naranges = 0;
+  if (added && !(dwarf_getaranges(dwarf, &aranges, &naranges) == 0 && naranges > 0)) {
+    Dwarf_Addr unit_bias = 0;
+    for (Dwarf_Die* unit = nullptr; (unit = dwfl_module_nextcu(module, unit, &unit_bias)) != nullptr;) {
+      Dwarf_Addr base = 0, start = 0, end = 0;
+      for (ptrdiff_t at = 0; (at = dwarf_ranges(unit, at, &base, &start, &end)) > 0;)
+        if (start < end) ranges.push_back(Range{start, end, dwarf_dieoffset(unit)});
+    }
+    std::sort(ranges.begin(), ranges.end(), [](const Range& a, const Range& b) { return a.lo < b.lo; });
+  }
+  // Units' ranges do not overlap: the one to look at is the last that starts at or before pc.
+  const Dwarf_Addr pc = addr - dwarf_bias;
+  auto after = std::upper_bound(ranges.begin(), ranges.end(), pc,
+                                [](Dwarf_Addr value, const Range& r) { return value < r.lo; });
+  if (after == ranges.begin() || pc >= std::prev(after)->hi) return nullptr;
+  if (!dwarf_offdie(dwarf, std::prev(after)->unit, storage)) return nullptr;
+  *bias = dwarf_bias;
+  return storage;
+}
+
+Symbolized symbolize_in_module(Dwfl_Module* module, Dwarf_Addr addr, UnitIndex* units) {
   Symbolized out;
   const char* elf_symbol = dwfl_module_addrname(module, addr);
+  Dwarf_Addr bias = 0;
+  Dwarf_Die unit_storage;
+  Dwarf_Die* cudie = dwfl_module_addrdie(module, addr, &bias);
+  const bool found_by_index = !cudie && units && (cudie = units->find(module, addr, &unit_storage, &bias));
 
-  // The address's own line: inside the innermost inlined function, if any.
+  // The address's own line: inside the innermost inlined function, if any. libdwfl finds it through
+  // the aranges as it finds the unit; in a unit only the index found, the unit's line table is asked.
   SourceLocation cur;
-  if (Dwfl_Line* line = dwfl_module_getsrc(module, addr)) {
-    int lineno = 0;
-    if (const char* file = dwfl_lineinfo(line, nullptr, &lineno, nullptr, nullptr, nullptr)) {
+  int lineno = 0;
+  if (!found_by_index) {
+    if (Dwfl_Line* line = dwfl_module_getsrc(module, addr)) {
+      if (const char* file = dwfl_lineinfo(line, nullptr, &lineno, nullptr, nullptr, nullptr)) {
+        cur.file = file;
+        cur.line = lineno;
+      }
+    }
+  } else if (Dwarf_Line* line = dwarf_getsrc_die(cudie, addr - bias)) {
+    const char* file = dwarf_linesrc(line, nullptr, nullptr);
+    if (file && dwarf_lineno(line, &lineno) == 0) {
       cur.file = file;
       cur.line = lineno;
     }
@@ -181,8 +223,6 @@ Symbolized symbolize_in_module(Dwfl_Module* module, Dwarf_Addr addr) {
 
   // From the innermost scope outwards: each inlined subroutine is a level of its own at `cur`, and
   // its call site is where the level around it is; the subprogram ends the walk.
-  Dwarf_Addr bias = 0;
-  Dwarf_Die* cudie = dwfl_module_addrdie(module, addr, &bias);
   std::vector<Dwarf_Die> scopes;
   if (cudie) scopes = scopes_containing(cudie, addr - bias);
   Dwarf_Files* files = nullptr;

@@ -5,9 +5,11 @@
 // Stateless: thread-safety is that of the Dwfl the module belongs to.
 #pragma once
 
+#include <elfutils/libdw.h>
 #include <elfutils/libdwfl.h>
 
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 namespace gpumemtrace {
@@ -32,9 +34,33 @@ struct Symbolized {
 // A C++ symbol demangled; any other name as it is; "" for null.
 std::string demangle(const char* name);
 
+// The compile units of modules whose DWARF has no .debug_aranges, by address. clang writes none
+// unless given -gdwarf-aranges, and elfutils 0.188 then finds no unit for any address
+// (dwfl_module_addrdie fails: no line, no inlined level, only the ELF symbol; eu-addr2line says
+// `??:0`). For such a module the units' own ranges (DW_AT_low_pc/high_pc, DW_AT_ranges) are read
+// once, on the first address asked for; a module with aranges is noted and never read.
+// Memory: one entry per range of each unit of such a module. Not thread-safe: one per Dwfl user.
+class UnitIndex {
+ public:
+  // The unit whose ranges hold `addr`, a Dwfl address of `module`, copied into *storage; *bias as
+  // dwfl_module_addrdie sets it. nullptr when the module has aranges (libdwfl has answered) or no
+  // unit holds the address.
+  Dwarf_Die* find(Dwfl_Module* module, Dwarf_Addr addr, Dwarf_Die* storage, Dwarf_Addr* bias);
+  // Forgets every module (their Dwfl_Module pointers may be reused after a Dwfl is changed).
+  void clear() { modules_.clear(); }
+
+ private:
+  struct Range {
+    Dwarf_Addr lo, hi;  // [lo, hi), DWARF addresses
+    Dwarf_Off unit;     // the unit's DIE offset in .debug_info
+  };
+  std::unordered_map<Dwfl_Module*, std::vector<Range>> modules_;  // sorted by lo; empty: nothing to add
+};
+
 // `addr` is a Dwfl address inside `module`: the call instruction, i.e. a return address minus one
 // (every frame of a recorded stack is a return address; the byte before it is the call, so the line
-// and the inlined levels are those of the call, not of the instruction after it).
-Symbolized symbolize_in_module(Dwfl_Module* module, Dwarf_Addr addr);
+// and the inlined levels are those of the call, not of the instruction after it). `units`, when
+// given, finds the unit where libdwfl finds none (see UnitIndex).
+Symbolized symbolize_in_module(Dwfl_Module* module, Dwarf_Addr addr, UnitIndex* units = nullptr);
 
 }  // namespace gpumemtrace
