@@ -22,7 +22,7 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from benchlib import ROOT, Spread, interleaved_rounds, load_average  # noqa: E402
-from symbolize_bench import build_id, timed  # noqa: E402
+from symbolize_bench import frames_trace, timed  # noqa: E402
 
 
 def return_addresses(module, limit):
@@ -37,21 +37,6 @@ def return_addresses(module, limit):
                 after_call.append(int(address, 16))
     step = max(1, len(after_call) // max(limit, 1))
     return sorted(set(after_call[::step]))[:limit]
-
-
-def frames_trace(path, module, offsets, named):
-    """A version 1 trace with one frame and one leak per offset; named frames say "function" (so the
-    analyzer looks nothing up), the others only module and offset."""
-    lines = [{"type": "header", "format": "gpumemtrace", "version": 1, "pid": 1},
-             {"type": "module", "id": 1, "path": module, "base": "0x0", "size": 0, "build_id": build_id(module)}]
-    for fid, offset in enumerate(offsets, 1):
-        frame = {"type": "frame", "id": fid, "ip": hex(offset), "module": 1, "offset": hex(offset)}
-        lines.append(dict(frame, function=f"f{fid}") if named else frame)
-        lines.append({"type": "stack", "id": fid, "frames": [fid]})
-        lines.append({"type": "event", "seq": fid, "t": fid, "tid": 1, "api": "cudaMalloc", "op": "alloc",
-                      "kind": "device", "addr": hex(fid << 20), "size": 4096, "device": 0, "stack": fid})
-    with open(path, "w") as f:
-        f.writelines(json.dumps(line) + "\n" for line in lines)
 
 
 def inlined_levels(report, trace):
@@ -84,7 +69,7 @@ def main():
     tmp = tempfile.mkdtemp(prefix="gpumemtrace-dwarf-bench-")
     traces = {named: os.path.join(tmp, f"frames{int(named)}.jsonl") for named in (True, False)}
     for named, path in traces.items():
-        frames_trace(path, module, offsets, named)
+        frames_trace(path, [(module, offsets)], named)
     levels = {name: inlined_levels(report, traces[False]) for name, report in reports.items()}
     load_before = load_average()
     variants = [(name, named) for name in reports for named in (False, True)]
