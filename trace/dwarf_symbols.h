@@ -2,7 +2,8 @@
 // inlined there (elfutils libdw). Shared by the recorder's writer (modules of the live process) and
 // the analyzer's offline symbolizer (module files named by a trace), so that both name a frame the
 // same way, and the way `eu-addr2line -i -f -C` does (tests/e2e/test_inlined_frames.py compares them).
-// Stateless: thread-safety is that of the Dwfl the module belongs to.
+// symbolize_in_module keeps no state but the UnitIndex its caller passes; thread-safety is that of the
+// Dwfl the module belongs to (and of that index).
 #pragma once
 
 #include <elfutils/libdw.h>
@@ -38,7 +39,8 @@ std::string demangle(const char* name);
 // unless given -gdwarf-aranges, and elfutils 0.188 then finds no unit for any address
 // (dwfl_module_addrdie fails: no line, no inlined level, only the ELF symbol; eu-addr2line says
 // `??:0`). For such a module the units' own ranges (DW_AT_low_pc/high_pc, DW_AT_ranges) are read
-// once, on the first address asked for; a module with aranges is noted and never read.
+// once, on the first address asked for; a module with aranges is noted and never read (so in a
+// module linked from GCC's and clang's objects, the clang units stay without lines).
 // Memory: one entry per range of each unit of such a module. Not thread-safe: one per Dwfl user.
 class UnitIndex {
  public:

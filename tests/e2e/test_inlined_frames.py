@@ -35,7 +35,7 @@ from recorder_testlib import LIB, PROGRAMS, ROOT, Trace, run_traced, tempdir, tr
 from reportlib import REPORT, run_report  # noqa: E402
 
 MiB = 1 << 20
-INLINED = os.path.join(PROGRAMS, "inlined")
+INLINED = os.path.realpath(os.path.join(PROGRAMS, "inlined"))  # as the trace names modules
 SOURCES = os.path.join(ROOT, "tests", "e2e", "inlined")
 LIBRARY = os.path.join(INLINED, "libinlined_lib.so")
 
