@@ -41,7 +41,7 @@ FUZZ_TARGETS  := # phony targets run by `make fuzz`
 
 include trace/module.mk interpose/module.mk cupti/module.mk report/module.mk tools/module.mk tests/module.mk \
         bench/module.mk examples/module.mk
--include tests/driver/module.mk tests/python/module.mk
+-include tests/driver/module.mk tests/python/module.mk tests/gpu/module.mk
 # Last: its rules list what the fragments above build.
 include tests/sanitize.mk
 
