@@ -131,8 +131,10 @@ struct FailedCall {
 };
 
 // Where memory is counted: a CUDA allocation, a physical handle (cuMemCreate), a caching
-// allocator's block. level_name() is the word the outputs use ("allocation", "physical", "block").
-enum class Level : uint8_t { Allocation, Physical, Block };
+// allocator's block, pinned host memory (cudaHostAlloc, cudaMallocHost, cuMemHostAlloc: host RAM,
+// never the device's). level_name() is the word the outputs use ("allocation", "physical", "block",
+// "host").
+enum class Level : uint8_t { Allocation, Physical, Block, Host };
 const char* level_name(Level level);
 
 struct GrowthReport {
@@ -146,6 +148,16 @@ struct GrowthReport {
   uint32_t windows_rising = 0;      // run windows in which it set a new high...
   uint32_t windows_total = 0;       // ...out of this many
   std::string advice;
+};
+
+// Pinned host memory of the process: its own line, never in a device's peak, timeline or OOM
+// figures (it is host RAM the device can reach, not device memory).
+struct PinnedHostSummary {
+  uint64_t allocations = 0;
+  uint64_t frees = 0;
+  uint64_t peak_bytes = 0;
+  uint64_t peak_time_ns = 0;
+  uint64_t live_bytes = 0;          // at the end
 };
 
 struct TimelineSample {
@@ -232,6 +244,11 @@ struct DeviceSummary {
   uint64_t alive_at_exit_bytes = 0; // caching-allocator blocks still referenced at the end
   uint64_t ooms = 0;                // out-of-memory incidents
   std::vector<TimelineSample> timeline;  // reserved/allocated over the run, bounded, evenly thinned
+  // A capped trace (GPUMEMTRACE_MAX_BYTES): every figure above covers the events up to the cap.
+  // What was live at the end (its `live` records) is known; when, and any peak after the cap, not.
+  bool after_cap = false;
+  uint64_t after_cap_live = 0;       // reserved bytes live at the end
+  uint64_t after_cap_allocated = 0;  // block bytes live at the end (0 without block data)
 };
 
 // An NVTX range (nvtx_phases.h): a slice of its thread's timeline in the Perfetto export.
@@ -271,9 +288,10 @@ struct ProcessReport {
   uint64_t events = 0;
   uint64_t dropped_events = 0;      // > 0: the analysis is incomplete
   uint64_t first_time_ns = 0;
-  uint64_t last_time_ns = 0;
+  uint64_t last_time_ns = 0;       // of its last event: its duration is first to last event
   std::vector<std::string> warnings;
   std::vector<DeviceSummary> devices;
+  PinnedHostSummary pinned_host;
   std::vector<LeakGroup> leaks;     // largest first, suppressed ones included (flagged)
   std::vector<HeldAtExit> held_at_exit;  // largest first
   std::vector<FailedCall> failed_calls;  // not out-of-memory; largest count first

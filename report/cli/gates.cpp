@@ -99,7 +99,7 @@ std::vector<std::string> check_diff_gates(const DiffReport& diff, const std::vec
     std::ostringstream message;
     char pct[32];
     std::snprintf(pct, sizeof pct, p.base_bytes ? "+%.1f%%" : "new", percent);
-    message << "peak of device " << p.device << " (process " << p.process << ") grew by "
+    message << "peak of device " << p.device << " (" << pair_name(diff.pairs[p.process]) << ") grew by "
             << format_bytes(static_cast<uint64_t>(p.delta())) << " (" << pct << "): "
             << format_bytes(p.base_bytes) << " -> " << format_bytes(p.new_bytes);
     for (const StackDelta& d : p.culprits) {

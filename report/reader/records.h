@@ -39,6 +39,10 @@ class TraceError : public std::runtime_error {
 struct Header {
   int64_t pid = -1;
   int64_t ppid = -1;
+  int64_t rank = -1;          // in its job (RANK, SLURM_PROCID, ...); -1: not recorded
+  int64_t local_rank = -1;
+  int64_t world_size = -1;
+  std::string rank_from;      // the variable the rank came from
   std::string exe;
   std::string host;
   std::string library;

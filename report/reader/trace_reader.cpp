@@ -65,12 +65,13 @@ struct Fields {
   bool has(Bit bit) const { return (present & bit) != 0; }
 
   std::string_view type, format, op, kind, pool, label, api, function, file, path, exe, host,
-      library, backend, name, lang, build_id, end;
+      library, backend, name, lang, build_id, rank_from, end;
   uint64_t version = 0, id = 0, seq = 0, t = 0, tid = 0, size = 0, stack = 0, module = 0, line = 0,
            free = 0, total = 0, count = 0, dropped_total = 0, events = 0, end_time = 0,
            start_time = 0, clock_start = 0, addr = 0, segment = 0, handle = 0, ip = 0, offset = 0, range = 0,
            max_bytes = 0, not_written = 0;
-  int64_t device = -1, result = 0, pid = -1, ppid = -1, exit_status = -1, signal = 0;
+  int64_t device = -1, result = 0, pid = -1, ppid = -1, rank = -1, local_rank = -1, world_size = -1,
+          exit_status = -1, signal = 0;
   bool delayed = false;
   // "t" read as a signed number (version 2, where an event line's "t" is a delta): t holds its
   // two's complement.
@@ -280,6 +281,7 @@ void parse_field(std::string_view key, od::value& v, Fields& f, int version) {
           return;
         case 'n': if (is(fmt::kFieldName)) f.name = get_str(v, key); return;
         case 'h': if (is(fmt::kFieldHost)) f.host = get_str(v, key); return;
+        case 'r': if (is(fmt::kFieldRank)) f.rank = get_i64(v, key); return;
         default: return;
       }
     case 5:
@@ -330,6 +332,11 @@ void parse_field(std::string_view key, od::value& v, Fields& f, int version) {
       return;
     case 9:
       if (is(fmt::kFieldMaxBytes)) f.max_bytes = get_u64(v, key, UINT64_MAX);
+      else if (is(fmt::kFieldRankFrom)) f.rank_from = get_str(v, key);
+      return;
+    case 10:
+      if (is(fmt::kFieldLocalRank)) f.local_rank = get_i64(v, key);
+      else if (is(fmt::kFieldWorldSize)) f.world_size = get_i64(v, key);
       return;
     case 11:
       if (is(fmt::kFieldNotWritten)) f.not_written = get_u64(v, key, UINT64_MAX);
@@ -624,6 +631,11 @@ class Dispatcher {
     Header h;
     h.pid = f.pid;
     h.ppid = f.ppid;
+    // A rank is a place in a job: a negative one is no place (not set).
+    h.rank = std::max<int64_t>(f.rank, -1);
+    h.local_rank = std::max<int64_t>(f.local_rank, -1);
+    h.world_size = std::max<int64_t>(f.world_size, -1);
+    h.rank_from = std::string(f.rank_from);
     h.exe = std::string(f.exe);
     h.host = std::string(f.host);
     h.library = std::string(f.library);
