@@ -46,8 +46,12 @@ void Ledger::add(SiteId stack, uint64_t bytes, uint64_t seq, uint64_t time_ns, u
   site.bytes += bytes;
   site.count += 1;
   if (site.bytes > site.high) {
-    if (site.high == 0) site.first_high = site.bytes;
+    if (site.high == 0) {
+      site.first_high = site.bytes;
+      site.first_time_ns = time_ns;
+    }
     site.high = site.bytes;
+    site.last_rise_time_ns = time_ns;
     site.rises += 1;
     site.windows |= 1u << window;
   }

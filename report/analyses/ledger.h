@@ -50,6 +50,8 @@ class Ledger {
     uint64_t first_high = 0;  // live bytes when it first held memory
     uint64_t rises = 0;       // times `high` went up
     uint32_t windows = 0;     // bit i: `high` went up in growth window i
+    uint64_t first_time_ns = 0;      // when it first held memory
+    uint64_t last_rise_time_ns = 0;  // when `high` last went up
   };
   struct Snapshot {
     uint64_t bytes = 0;
