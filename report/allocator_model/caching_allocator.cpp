@@ -63,6 +63,7 @@ struct Block {
   bool allocated = false;
   bool mapped = true;         // false: an expandable segment's unmapped address range
   bool pending = false;       // freed, but other streams' events not yet complete ([A][B] event_count > 0)
+  bool dead = false;          // a recycled slot (delete_block)
   bool is_split() const { return prev != nullptr || next != nullptr; }
   // [A][B] Block::splice: [before, this, after].
   void splice(Block* before, Block* after) {
@@ -160,7 +161,35 @@ Block* CachingAllocatorModel::new_block(uint64_t stream, uint64_t size, Pool* po
   return b;
 }
 
-void CachingAllocatorModel::delete_block(Block* b) { free_slots_.push_back(b); }
+void CachingAllocatorModel::delete_block(Block* b) {
+  b->dead = true;
+  free_slots_.push_back(b);
+}
+
+std::string CachingAllocatorModel::check_invariants() const {
+  uint64_t reserved = 0, allocated = 0;
+  for (const Block& b : block_storage_) {
+    if (b.dead) continue;
+    const std::string at = " (block at " + std::to_string(b.ptr) + ", " + std::to_string(b.size) + " B)";
+    if (b.prev && (b.prev->next != &b || b.prev->ptr + b.prev->size != b.ptr || b.prev->segment != b.segment)) {
+      return "prev link broken" + at;
+    }
+    if (b.next && (b.next->prev != &b || b.ptr + b.size != b.next->ptr)) return "next link broken" + at;
+    const bool cached = !b.allocated && !b.pending;
+    if (cached && b.mapped && !b.pool->blocks.count(const_cast<Block*>(&b))) return "free block not in its pool" + at;
+    if (!b.mapped && !b.pool->unmapped.count(const_cast<Block*>(&b))) return "unmapped block not in the unmapped set" + at;
+    if (!cached && b.pool->blocks.count(const_cast<Block*>(&b))) return "allocated block in the pool" + at;
+    if (cached && b.next && !b.next->allocated && !b.next->pending && b.next->mapped == b.mapped) {
+      return "two free neighbours not merged" + at;
+    }
+    if (b.mapped) reserved += b.size;
+    if (b.allocated) allocated += b.size;
+  }
+  if (reserved != stats_.reserved) return "reserved " + std::to_string(stats_.reserved) + " but blocks add up to " + std::to_string(reserved);
+  if (allocated != stats_.allocated) return "allocated " + std::to_string(stats_.allocated) + " but blocks add up to " + std::to_string(allocated);
+  if (stats_.reserved > capacity_ && !settings_.expandable_segments) return "reserved above the capacity";
+  return "";
+}
 
 uint64_t CachingAllocatorModel::take_address(uint64_t size) {
   uint64_t addr = offered_;

@@ -17,6 +17,7 @@
 #include <map>
 #include <memory_resource>
 #include <set>
+#include <string>
 #include <vector>
 
 #include "report/allocator_model/settings.h"
@@ -104,6 +105,8 @@ class CachingAllocatorModel {
   void clear_ops() { ops_.clear(); }
 
   const ModelStats& stats() const { return stats_; }
+  // The model's invariants (for tests): "" when they hold, else the first one broken. O(blocks).
+  std::string check_invariants() const;
   const AllocatorSettings& settings() const { return settings_; }
   uint64_t largest_free_block() const;
 

@@ -122,7 +122,9 @@ class Parser {
       const uint64_t n = number("roundup_power2_divisions");
       if (n != 0 && !is_power_of_two(n)) fail("roundup_power2_divisions: must be a power of 2, got " + std::to_string(n));
       if (key == ">") {
-        for (size_t j = last_index; j < kRoundUpIntervals; ++j) s_.roundup_power2_divisions[j] = n;
+        // The newest AllocatorConfig.cpp read fills from last_index + 1; older ones from last_index,
+        // overwriting the last named interval (docs/what-if.md, "Releases").
+        for (size_t j = first_value ? 0 : last_index + 1; j < kRoundUpIntervals; ++j) s_.roundup_power2_divisions[j] = n;
       } else {
         char* end = nullptr;
         const unsigned long long mb = std::strtoull(key.c_str(), &end, 10);
