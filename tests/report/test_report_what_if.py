@@ -11,10 +11,12 @@
 """
 import json
 import os
+import subprocess
+import sys
 import tempfile
 import unittest
 
-from reportlib import ReportTestCase, report_json, run_report
+from reportlib import BUILD, ROOT, ReportTestCase, report_json, run_report, skip_bounds_under_sanitizer
 
 REAL = os.path.join(os.path.dirname(os.path.abspath(__file__)), "real")
 MiB = 1 << 20
@@ -211,6 +213,21 @@ class TimeToOom(ReportTestCase):
         run_report(real("clean"), "--fail-on-oom-within", "1d", check_rc=0)  # no growth: nothing to fill
         proc = run_report(real("eval"), "--fail-on-oom-within", "soon", check_rc=2)
         self.assertIn("--fail-on-oom-within", proc.stderr)
+
+
+@skip_bounds_under_sanitizer
+class BenchHarness(ReportTestCase):
+    """bench/what_if_bench.py runs and prints its tables (figures from a short run mean nothing)."""
+
+    def test_bench_runs(self):
+        if not os.path.exists(os.path.join(BUILD, "bench", "what_if_replay_bench")):
+            self.skipTest("build/bench/what_if_replay_bench not built")
+        proc = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "what_if_bench.py"), "--build", BUILD,
+                               "--events", "20000", "--runs", "1"], capture_output=True, text=True, timeout=300)
+        self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+        for text in ("load average before:", "| report |", "| what-if x5 |", "| recorded |",
+                     "| expandable_segments:True |", "slowest setting:", "peak RSS of what-if x5"):
+            self.assertIn(text, proc.stdout)
 
 
 if __name__ == "__main__":
