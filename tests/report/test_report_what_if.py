@@ -162,6 +162,21 @@ class Advice(ReportTestCase):
         self.assertIn("expandable_segments:True", text)
         self.assertIn("avoided", text)
 
+    def test_html_has_the_table_and_the_predicted_line(self):
+        import browser
+        page = os.path.join(self.dir.name, "frag.html")
+        run_report("--format", "html", "-o", page, self.path, check_rc=0)
+        dom = browser.rendered_dom(page, height=6000)
+        if dom is None:
+            self.skipTest("headless Chromium cannot run here")
+        at = dom.find("What if (GPU 0)")
+        self.assertGreater(at, 0)
+        block = dom[at:at + 6000]
+        self.assertIn("<td>expandable_segments:True</td><td>180 MiB</td>", block)
+        self.assertIn("avoided", block)
+        self.assertIn("u-wrap", block)  # the uPlot chart: recorded and predicted reserved bytes
+        self.assertIn("Time to OOM", dom)
+
     def test_what_if_rows_are_the_settings_given(self):
         w = report_json(self.path, "--what-if", "roundup_power2_divisions:[1:2,>:4]", "--what-if",
                         "expandable_segments:True,max_split_size_mb:64")["what_if"][0]
