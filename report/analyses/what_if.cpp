@@ -134,6 +134,8 @@ void WhatIfPass::finish(const WhatIfRequest& request, ProcessReport& report) {
     first.ooms_still_happen.assign(w.oom_seqs.size(), true);
     w.rows.push_back(std::move(first));
     for (size_t i = 1; i < replays.size(); ++i) {
+      // A candidate the recording already ran under (expandable segments, inferred) is no alternative.
+      if (automatic && replays[i].settings == recorded.settings) continue;
       WhatIfRow row = make_row(replays[i]);
       row.settings = settings_[i];
       row.automatic = automatic;
