@@ -479,12 +479,15 @@ Block* CachingAllocatorModel::alloc_found_block(Params& p, bool split) {
 }
 
 void CachingAllocatorModel::free(Block* block) {
+  if (block->pending) return complete_free(block);  // its bytes already dropped at request_free
+  if (!block->allocated) return;
   stats_.allocated -= block->size;  // [A][B] free(): allocated_bytes drops at FREE_REQUESTED
   block->allocated = false;
   free_block(block);
 }
 
 void CachingAllocatorModel::request_free(Block* block) {
+  if (!block->allocated) return;  // requested twice: once counts
   stats_.allocated -= block->size;
   block->allocated = false;
   block->pending = true;  // [A][B] insert_events: event_count > 0 until the other streams finish
