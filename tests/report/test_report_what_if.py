@@ -85,6 +85,26 @@ def fragmentation_oom_trace(path):
     w.close()
 
 
+def cached_peak_trace(path):
+    """No OOM: ten 30 MiB tensors, all freed, then ten 40 MiB ones. None of the cached 30 MiB segments
+    fits a 40 MiB request, so PyTorch gets ten new segments: 700 MiB reserved for 400 MiB allocated."""
+    w = TraceWriter(path, free=60 * GiB)
+    base = 0x7F0000000000
+    first = []
+    for k in range(10):
+        base -= 0x10000000
+        w.event("torch.segment_alloc", "alloc", "device", base, 30 * MiB)
+        w.event("torch.alloc", "block_alloc", "block", base, 30 * MiB, segment=base)
+        first.append(base)
+    for addr in first:
+        w.event("torch.free_requested", "block_free", "block", addr, 30 * MiB, segment=addr)
+    for k in range(10):
+        base -= 0x10000000
+        w.event("torch.segment_alloc", "alloc", "device", base, 40 * MiB)
+        w.event("torch.alloc", "block_alloc", "block", base, 40 * MiB, segment=base)
+    w.close()
+
+
 class Faithful(ReportTestCase):
     def replay(self, name, *args):
         r = report_json(real(name), "--what-if", "expandable_segments:True", *args)
@@ -176,6 +196,20 @@ class Advice(ReportTestCase):
         self.assertIn("avoided", block)
         self.assertIn("u-wrap", block)  # the uPlot chart: recorded and predicted reserved bytes
         self.assertIn("Time to OOM", dom)
+
+    def test_a_peak_with_much_reserved_unallocated_tries_the_candidates(self):
+        path = os.path.join(self.dir.name, "cached.jsonl")
+        cached_peak_trace(path)
+        r = report_json(path)
+        self.assertEqual(r["ooms"], [])
+        w = r["what_if"][0]
+        self.assertTrue(w["replay"]["faithful"], w["replay"])
+        self.assertEqual(w["rows"][0]["reserved_peak"], 700 * MiB)
+        rows = {row["settings"]: row for row in w["rows"][1:]}
+        self.assertEqual(rows["expandable_segments:True"]["reserved_peak"], 400 * MiB)  # the freed range reused
+        self.assertEqual(rows["max_split_size_mb:128"]["reserved_peak"], 700 * MiB)
+        self.assertIn("with `expandable_segments:True` this run peaks at 400.0 MiB reserved instead of 700.0 MiB",
+                      r["peaks"][0]["advice"])
 
     def test_what_if_rows_are_the_settings_given(self):
         w = report_json(self.path, "--what-if", "roundup_power2_divisions:[1:2,>:4]", "--what-if",
