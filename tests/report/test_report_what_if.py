@@ -54,7 +54,7 @@ class TraceWriter:
         if size is not None:
             e["size"] = size
         for key, value in extra.items():
-            e[key] = "0x%x" % value if key == "segment" else value
+            e[key] = "0x%x" % value if key in ("segment", "stream") else value
         self.line(e)
 
     def close(self):
@@ -229,6 +229,24 @@ class Advice(ReportTestCase):
 
     def test_no_replay_without_a_reason(self):
         self.assertEqual(report_json(real("clean"))["what_if"], [])  # no OOM, no fragmented peak
+
+    def test_streams_are_read_and_checked(self):
+        # Two streams: a block freed on stream 1 is not reused on stream 2 (one segment each), as PyTorch does.
+        path = os.path.join(self.dir.name, "streams.jsonl")
+        w = TraceWriter(path, free=80 * GiB)
+        for stream, base in ((0x11, 0x7F0000000000), (0x22, 0x7E0000000000)):
+            w.event("torch.segment_alloc", "alloc", "device", base, 30 * MiB, stream=stream)
+            w.event("torch.alloc", "block_alloc", "block", base, 30 * MiB, segment=base, stream=stream)
+            w.event("torch.free_requested", "block_free", "block", base, 30 * MiB, segment=base, stream=stream)
+        w.close()
+        replay = report_json(path, "--what-if", "expandable_segments:True")["what_if"][0]["replay"]
+        self.assertTrue(replay["faithful"], replay)
+        self.assertEqual(replay["segment_ops_compared"], 2)
+        bad = os.path.join(self.dir.name, "bad.jsonl")
+        with open(path) as f, open(bad, "w") as out:
+            out.write(f.read().replace('"stream": "0x22"', '"stream": "s2"'))
+        proc = run_report(bad, check_rc=2)
+        self.assertIn('field "stream": expected a "0x..." hex string', proc.stderr)
 
     def test_bad_settings_are_usage_errors(self):
         for args, message in [(("--what-if", "max_split_size_mb:10"), "must be > 20"),
