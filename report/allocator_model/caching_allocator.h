@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "report/allocator_model/settings.h"
+#include "report/analyses/node_pool.h"
 
 namespace gpumemtrace::report::allocator_model {
 
@@ -152,7 +153,7 @@ class CachingAllocatorModel {
   uint32_t next_segment_ = 1;
   bool peak_pending_ = false;
 
-  std::pmr::unsynchronized_pool_resource nodes_;
+  NodePool nodes_;  // the pools' set nodes: created and destroyed on nearly every request
   std::deque<Block> block_storage_;
   std::vector<Block*> free_slots_;
   std::deque<Expandable> expandables_;   // stable addresses; dead ones are marked, never erased

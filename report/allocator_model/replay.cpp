@@ -6,6 +6,8 @@
 #include <string_view>
 #include <unordered_map>
 
+#include "report/analyses/node_pool.h"
+
 namespace gpumemtrace::report::allocator_model {
 
 namespace {
@@ -57,7 +59,8 @@ struct AllocatorReplay::Device {
   int32_t id = -1;
   uint64_t total = 0;
   std::unique_ptr<CachingAllocatorModel> model;
-  std::unordered_map<uint64_t, Block*> live;  // recorded block address -> the model's block
+  NodePool nodes;                              // before the containers it serves
+  std::pmr::unordered_map<uint64_t, Block*> live{&nodes};  // recorded block address -> the model's block
   uint64_t recorded_reserved = 0;
   // The capacity: the device's free bytes at the last reading, plus what this process held then
   // (CUDA-level: its live runtime allocations, which the PyTorch events may reach only later in the
@@ -86,6 +89,7 @@ AllocatorReplay::AllocatorReplay(AllocatorReplay&&) noexcept = default;
 AllocatorReplay& AllocatorReplay::operator=(AllocatorReplay&&) noexcept = default;
 
 AllocatorReplay::Device& AllocatorReplay::device(int32_t id) {
+  if (last_ && last_->id == id) return *last_;  // an event's device is nearly always the previous one's
   std::unique_ptr<Device>& d = devices_[id];
   if (!d) {
     d = std::make_unique<Device>();
@@ -93,6 +97,7 @@ AllocatorReplay::Device& AllocatorReplay::device(int32_t id) {
     d->out.device = id;
     d->out.checked = check_;
   }
+  last_ = d.get();
   return *d;
 }
 

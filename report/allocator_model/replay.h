@@ -110,6 +110,7 @@ class AllocatorReplay {
   std::string recorded_conf_;
   bool check_;
   std::map<int32_t, std::unique_ptr<Device>> devices_;
+  Device* last_ = nullptr;  // the last device() looked up (elements of devices_ never move)
 };
 
 }  // namespace gpumemtrace::report::allocator_model
