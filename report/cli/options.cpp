@@ -274,6 +274,9 @@ Options finish(Parser& parser, bool traces_follow) {
     throw UsageError("diff writes text or json only");
   }
   if (options.diff && options.inputs.size() != 2) throw UsageError("diff takes BASE and NEW");
+  if (options.diff && (options.fail_on_oom_within || !options.what_if.empty())) {
+    throw UsageError(options.what_if.empty() ? "--fail-on-oom-within does not apply to diff" : "--what-if does not apply to diff");
+  }
   if (!options.diff && options.inputs.empty()) throw UsageError("no trace given");
   if (!options.diff && options.fail_on_peak_increase) {
     throw UsageError("--fail-on-peak-increase only applies to diff");

@@ -280,6 +280,8 @@ class TimeToOom(ReportTestCase):
         run_report(real("clean"), "--fail-on-oom-within", "1d", check_rc=0)  # no growth: nothing to fill
         proc = run_report(real("eval"), "--fail-on-oom-within", "soon", check_rc=2)
         self.assertIn("--fail-on-oom-within", proc.stderr)
+        proc = run_report("diff", "--fail-on-oom-within", "1h", real("eval"), real("eval"), check_rc=2)
+        self.assertIn("does not apply to diff", proc.stderr)
 
 
 @skip_bounds_under_sanitizer
