@@ -51,6 +51,8 @@ void collect_level(const Ledger& ledger, Level level, int32_t device, uint32_t w
     g.rises = site.rises;
     g.windows_rising = static_cast<uint32_t>(__builtin_popcount(site.windows));
     g.windows_total = windows_used;
+    g.first_time_ns = site.first_time_ns;  // the rate in time (time_to_oom.h)
+    g.last_rise_time_ns = site.last_rise_time_ns;
     out.push_back(std::move(g));
   }
 }

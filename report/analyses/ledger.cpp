@@ -47,12 +47,16 @@ void Ledger::add(SiteId stack, uint64_t bytes, uint64_t seq, uint64_t time_ns, u
   site.count += 1;
   if (site.bytes > site.high) {
     const bool first = site.high == 0;
-    if (first) site.first_high = site.bytes;
+    if (first) {
+      site.first_high = site.bytes;
+      site.first_time_ns = time_ns;
+    }
     if (first || site.floor > site.last_floor) {
       site.rises += 1;
       site.windows |= 1u << window;
     }
     site.high = site.bytes;
+    site.last_rise_time_ns = time_ns;
     site.last_floor = site.floor;
     site.floor = site.bytes;
   }

@@ -56,6 +56,8 @@ class Ledger {
     uint32_t windows = 0;     // bit i: it rose in growth window i
     uint64_t floor = 0;       // the least it held since its last high
     uint64_t last_floor = 0;  // `floor` as it was at that high
+    uint64_t first_time_ns = 0;      // when it first held memory
+    uint64_t last_rise_time_ns = 0;  // when `high` last went up
   };
   struct Snapshot {
     uint64_t bytes = 0;

@@ -351,6 +351,7 @@ void MemoryModel::on_meminfo(const Event& e, DeviceState& state) {
   state.has_meminfo = true;
   state.meminfo_free = e.free;
   state.meminfo_total = e.total;
+  state.meminfo_reserved = state.reserved.live();
   if (e.total) state.summary.total = e.total;
 }
 

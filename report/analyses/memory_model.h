@@ -116,6 +116,7 @@ class MemoryModel {
     bool has_meminfo = false;
     uint64_t meminfo_free = 0;
     uint64_t meminfo_total = 0;
+    uint64_t meminfo_reserved = 0;  // this process's reserved bytes when meminfo_free was read
     Sampler timeline;
     bool has_fragmentation_at_peak = false;
     FragmentationPoint fragmentation_at_peak;  // at allocated.peak_snapshot()

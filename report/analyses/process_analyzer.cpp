@@ -7,6 +7,7 @@
 #include "report/analyses/advice.h"
 #include "report/analyses/leaks.h"
 #include "report/analyses/peaks.h"
+#include "report/analyses/time_to_oom.h"
 #include "report/outputs/units.h"
 
 namespace gpumemtrace::report {
@@ -171,6 +172,7 @@ ProcessReport ProcessAnalyzer::finish(const std::string& file, const ReadResult&
     for (DeviceSummary& d : out.devices) d.leaked_bytes = 0;
   }
   collect_growth(model_, clock_.windows_used(), symbols_, out.growth);
+  collect_time_to_oom(model_, out);
   incidents_.finish(out, symbols_);
   for (DeviceSummary& d : out.devices) {
     for (const OomReport& oom : out.ooms) d.ooms += oom.device == d.device ? 1 : 0;

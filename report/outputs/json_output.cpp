@@ -1,5 +1,6 @@
 // report/outputs/json_output.cpp — the report as one JSON object (keys in docs/report.md).
 #include "report/outputs/json_output.h"
+#include "report/outputs/what_if_output.h"
 
 #include <algorithm>
 
@@ -161,11 +162,12 @@ json reports_to_json(const std::vector<ProcessReport>& reports) {
                   {"live_when_killed_bytes", 0}};
   json processes = json::array(), leaks = json::array(), peaks = json::array(), ooms = json::array(),
        growth = json::array(), fragmentation = json::array(), held = json::array(),
-       failed_calls = json::array(), scopes = json::array();
+       failed_calls = json::array(), scopes = json::array(), what_if = json::array(), time_to_oom = json::array();
   auto bump = [&summary](const char* key, uint64_t value) {
     summary[key] = summary[key].get<uint64_t>() + value;
   };
   for (const ProcessReport& r : reports) {
+    append_what_if_json(r, what_if, time_to_oom);
     const json who = {{"pid", r.header.pid}, {"file", r.file}};
     bump("events", r.events);
     bump("dropped_events", r.dropped_events);
@@ -287,7 +289,8 @@ json reports_to_json(const std::vector<ProcessReport>& reports) {
   }
   json out = {{"summary", summary}, {"processes", processes}, {"leaks", leaks}, {"held_at_exit", held},
               {"scopes", scopes}, {"peaks", peaks}, {"ooms", ooms}, {"failed_calls", failed_calls},
-              {"growth", growth}, {"fragmentation", fragmentation}};
+              {"growth", growth}, {"fragmentation", fragmentation}, {"what_if", what_if},
+              {"time_to_oom", time_to_oom}};
   if (reports.size() > 1) {
     out["spread"] = {{"peak_bytes", spread_of(reports, [](const ProcessReport& r) { return r.peak_bytes(); })},
                      {"leaked_bytes", spread_of(reports, [](const ProcessReport& r) { return r.leaked_bytes(); })}};

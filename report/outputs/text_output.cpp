@@ -1,5 +1,6 @@
 // report/outputs/text_output.cpp — the text report: one section per analysis, stacks trimmed.
 #include "report/outputs/text_output.h"
+#include "report/outputs/what_if_output.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -382,6 +383,8 @@ void write_text(std::ostream& out, const std::vector<ProcessReport>& reports, co
     write_failed_calls(out, r, options);
     write_growth(out, r, options);
     if (r.growth.empty()) out << "growth: none\n";
+    write_time_to_oom_text(out, r, options);
+    write_what_if_text(out, r, options);
     out << "\n";
   }
   if (reports.size() > 1) {

@@ -74,6 +74,7 @@ struct Event {
   int64_t result = 0;    // CUDA error code, 0 = success (also when absent)
   uint64_t segment = 0;  // valid when has_segment
   uint64_t handle = 0;   // valid when has_handle
+  uint64_t stream = 0;   // "stream": the stream of a stream-ordered operation; 0 when absent (the default stream)
   uint64_t free = 0;     // meminfo, valid when has_meminfo
   uint64_t total = 0;
   bool has_segment = false;

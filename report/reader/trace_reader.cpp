@@ -68,7 +68,7 @@ struct Fields {
       library, backend, name, lang, build_id, rank_from, end;
   uint64_t version = 0, id = 0, seq = 0, t = 0, tid = 0, size = 0, stack = 0, module = 0, line = 0,
            free = 0, total = 0, count = 0, dropped_total = 0, events = 0, end_time = 0,
-           start_time = 0, clock_start = 0, addr = 0, segment = 0, handle = 0, ip = 0, offset = 0, range = 0,
+           start_time = 0, clock_start = 0, addr = 0, segment = 0, handle = 0, stream = 0, ip = 0, offset = 0, range = 0,
            max_bytes = 0, not_written = 0;
   int64_t device = -1, result = 0, pid = -1, ppid = -1, rank = -1, local_rank = -1, world_size = -1,
           exit_status = -1, signal = 0;
@@ -101,7 +101,7 @@ struct Fields {
   // the dispatcher then reads (the presence bits, the short-keyed and the optional event fields).
   void clear_event_fields() {
     present = 0;
-    site = seq_jump = short_addr = short_size = t = segment = handle = free = total = range = 0;
+    site = seq_jump = short_addr = short_size = t = segment = handle = stream = free = total = range = 0;
     short_result = 0;
     t_negative = false;
     pool = label = std::string_view();
@@ -305,6 +305,7 @@ void parse_field(std::string_view key, od::value& v, Fields& f, int version) {
         case 'r': if (is(fmt::kFieldResult)) f.result = get_i64(v, key); return;
         case 's': if (is(fmt::kFieldSignal)) f.signal = get_u64(v, key, 1023); return;
         case 'h': if (is(fmt::kFieldHandle)) { f.handle = parse_hex(get_str(v, key), key); f.present |= B::kHandle; } return;
+        case 's': if (is(fmt::kFieldStream)) f.stream = parse_hex(get_str(v, key), key); return;
         case 'm': if (is(fmt::kFieldModule)) { f.module = get_u64(v, key, kMaxId); f.present |= B::kModule; } return;
         case 'f':
           if (is(fmt::kFieldFrames)) { parse_frames(v, key, f); f.present |= B::kFrames; }
@@ -428,7 +429,7 @@ class CompactEventScanner {
           break;
         case 6:
           if (key == fmt::kFieldHandle) ok = read_hex(&f.handle), f.present |= B::kHandle;
-          else if (key == fmt::kFieldStream) ok = read_string(&text);  // not read (parse_field skips it)
+          else if (key == fmt::kFieldStream) ok = read_hex(&f.stream);
           else return false;
           break;
         case 7:
@@ -786,6 +787,7 @@ class Dispatcher {
     e.has_segment = f.has(B::kSegment);
     e.handle = f.handle;
     e.has_handle = f.has(B::kHandle);
+    e.stream = f.stream;
     e.free = f.free;
     e.total = f.total;
     e.has_meminfo = f.has(B::kFree) || f.has(B::kTotal);
