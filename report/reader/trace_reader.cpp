@@ -303,9 +303,11 @@ void parse_field(std::string_view key, od::value& v, Fields& f, int version) {
           }
           return;
         case 'r': if (is(fmt::kFieldResult)) f.result = get_i64(v, key); return;
-        case 's': if (is(fmt::kFieldSignal)) f.signal = get_u64(v, key, 1023); return;
         case 'h': if (is(fmt::kFieldHandle)) { f.handle = parse_hex(get_str(v, key), key); f.present |= B::kHandle; } return;
-        case 's': if (is(fmt::kFieldStream)) f.stream = parse_hex(get_str(v, key), key); return;
+        case 's':
+          if (is(fmt::kFieldStream)) f.stream = parse_hex(get_str(v, key), key);
+          else if (is(fmt::kFieldSignal)) f.signal = get_u64(v, key, 1023);
+          return;
         case 'm': if (is(fmt::kFieldModule)) { f.module = get_u64(v, key, kMaxId); f.present |= B::kModule; } return;
         case 'f':
           if (is(fmt::kFieldFrames)) { parse_frames(v, key, f); f.present |= B::kFrames; }
