@@ -21,14 +21,11 @@ import subprocess
 import sys
 import tarfile
 
+from elfcheck import is_elf  # packaging/elfcheck.py, beside this file
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # Every file in the tarball gets this time (2024-01-01): the same inputs give the same bytes.
 FIXED_MTIME = 1704067200
-
-
-def is_elf(path):
-    with open(path, "rb") as f:
-        return f.read(4) == b"\x7fELF"
 
 
 def copy_file(src, dst, mode):

@@ -88,25 +88,22 @@ def write_wheel(bundle, out, version, readme):
     records = []
     tmp = out + ".partial"
     with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=9) as whl:
-        def add(name, data, mode):
+        def add(name, data, mode=0o644):
             member = zipfile.ZipInfo(name, date_time=FIXED_TIME)
             member.external_attr = (0o100000 | mode) << 16  # a regular file; pip keeps the x bits
             member.compress_type = zipfile.ZIP_DEFLATED
             whl.writestr(member, data)
-            records.append(record_line(name, data))
 
         for name, path in layout(bundle) + licenses:
             with open(path, "rb") as f:
                 data = f.read()
             add(name, data, 0o755 if os.stat(path).st_mode & 0o111 else 0o644)
+            records.append(record_line(name, data))
         for name, text in generated.items():
-            add(name, text.encode(), 0o644)
+            add(name, text.encode())
+            records.append(record_line(name, text.encode()))
         record = f"{info}/RECORD"
-        records.append(f"{record},,")
-        member = zipfile.ZipInfo(record, date_time=FIXED_TIME)
-        member.external_attr = (0o100644) << 16
-        member.compress_type = zipfile.ZIP_DEFLATED
-        whl.writestr(member, "\n".join(records) + "\n")
+        add(record, "\n".join(records + [f"{record},,"]) + "\n")  # RECORD lists itself without a hash
     os.replace(tmp, out)
     print(f"wheel.py: {out}: {os.path.getsize(out) / 1e6:.1f} MB, {len(records)} files")
 
