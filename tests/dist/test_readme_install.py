@@ -11,7 +11,7 @@ import sys
 import tempfile
 import unittest
 
-from dist_testlib import CUDART, ROOT, TARBALL, VERSION, WHEEL, clean_env, run
+from dist_testlib import BUILD, CUDART, ROOT, TARBALL, VERSION, WHEEL, clean_env, run
 from test_wheel import venv_python
 
 TRAIN_PY = """\
@@ -80,6 +80,15 @@ class ReadmeInstall(unittest.TestCase):
         p = self.bash(self.wheel_block, env)  # a wheel with no dependencies: pip asks no index
         self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
         self.check_run(self.bash(self.run_block, env))
+
+    def test_without_a_gpu_line(self):
+        # The source tree's own line, after make: run where build/ is (a link to it here, so that the
+        # traces land in the test's folder).
+        (block,) = [b for b in self.blocks if "build/sim" in b]
+        os.symlink(BUILD, os.path.join(self.tmp, "build"))
+        p = run(["bash", "-euo", "pipefail", "-c", block], cwd=self.tmp, env=clean_env(PATH="/usr/bin:/bin"))
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        self.assertIn("leaks: 74.0 MiB in 51 allocations", p.stdout)
 
 
 if __name__ == "__main__":
