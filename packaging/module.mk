@@ -30,7 +30,7 @@ DIST_LDFLAGS := -static-libstdc++ -static-libgcc -L$(THIRD_PARTY)/pic/lib \
 # -Bstatic: the archives, never a shared copy; $(THIRD_PARTY)/pic/lib comes first in the search.
 dist_static = -Wl,-Bstatic $(1) -Wl,-Bdynamic -ldl -lpthread
 
-## dist-deps: fetch Debian's sources once and build the bundle's static archives ($(THIRD_PARTY)/; network)
+## dist-deps: fetch Debian's sources once and build the bundle's static archives (build-deps/; needs the network)
 $(PIC_STAMP): packaging/third_party.sh
 	rm -f $@
 	CXX="$(CXX)" packaging/third_party.sh $(THIRD_PARTY)
