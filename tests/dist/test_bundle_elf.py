@@ -69,6 +69,11 @@ class BundleElf(BundleTestCase):
             self.assertEqual(info["rpath"], [], rel)
             self.assertFalse(any(v.startswith(("GLIBCXX_", "CXXABI_", "GCC_")) for v in info["versions"]), rel)
 
+    def test_preload_is_never_unloaded(self):
+        # -z nodelete (interpose/module.mk): a dlclose after an injection's dlopen leaves it in place.
+        dynamic = run(["readelf", "-d", self.path("lib", "libgpumemtrace.so")]).stdout
+        self.assertRegex(dynamic, r"FLAGS_1\)\s+Flags:.*NODELETE")
+
     def test_preload_exports_hooks_and_api_only(self):
         exports = set(elfcheck.inspect(self.path("lib", "libgpumemtrace.so"))["exports"])
         for needed in ("cudaMalloc", "cudaFree", "cuMemAlloc_v2", "cuGetProcAddress_v2", "dlsym",
