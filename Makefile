@@ -23,7 +23,7 @@ ALL_CFLAGS   = -std=c11 -fPIC $(WARN) $(CFLAGS)
 # Debian packages the build and the tests need; `make deps` installs the missing ones.
 DEB_PACKAGES := build-essential clang libunwind-dev nlohmann-json3-dev libgtest-dev libbenchmark-dev \
                 libdw-dev libelf-dev libzstd-dev libsimdjson-dev libcli11-dev zstd jq python3 python3-pytest heaptrack valgrind time \
-                nodejs chromium \
+                nodejs chromium elfutils \
                 m4 zlib1g-dev
 # m4: elfutils' build (packaging/third_party.sh, make dist); zlib1g-dev: libz.a, linked into the bundle.
 # npm packages (vendor/package.json, pinned by vendor/package-lock.json): the HTML report's chart

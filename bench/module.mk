@@ -22,6 +22,13 @@ bench-symbolize: $(BUILD)/libgpumemtrace.so $(BUILD)/gpumem-report $(BUILD)/benc
 .PHONY: bench-symbolize
 BENCH_TARGETS += bench-symbolize
 
+## bench-dwarf-lookup: the cost of naming one frame from DWARF with its inlined levels (the writer's and the offline
+## pass's lookup); BENCH_DWARF_ARGS: e.g. --report main=OTHER/gpumem-report --module FILE
+bench-dwarf-lookup: $(BUILD)/gpumem-report
+	$(PYTHON) bench/dwarf_lookup_bench.py --build $(BUILD) $(BENCH_DWARF_ARGS)
+.PHONY: bench-dwarf-lookup
+BENCH_TARGETS += bench-dwarf-lookup
+
 ## bench-report: gpumem-report events/s and peak RSS beside heaptrack_print on the same 2M-event loop
 BENCH_REPORT_EVENTS ?= 2000000
 bench-report: $(BUILD)/gpumem-report $(BUILD)/libgpumemtrace.so $(BUILD)/bench/alloc_loop

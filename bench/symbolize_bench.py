@@ -62,18 +62,17 @@ def exported_functions(path, limit):
     return offsets[:limit]
 
 
-def synthetic_trace(path, frames, named):
-    """A trace of `frames` frames spread over libc and libstdc++, one leak per frame; symbol-less
-    unless `named` (then each frame says "function", and the analyzer looks nothing up)."""
-    libs = [p for p in ("/lib/x86_64-linux-gnu/libc.so.6", "/lib/x86_64-linux-gnu/libstdc++.so.6")
-            if os.path.exists(p)]
+def frames_trace(path, modules, named):
+    """A version 1 trace of one frame and one leak per offset of each (module path, offsets) in
+    `modules`; symbol-less unless `named` (then each frame says "function", and the analyzer looks
+    nothing up). Returns the number of frames."""
     lines = [{"type": "header", "format": "gpumemtrace", "version": 1, "pid": 1}]
     fid = 0
-    for mid, lib in enumerate(libs, 1):
+    for mid, (lib, offsets) in enumerate(modules, 1):
         lines.append({"type": "module", "id": mid, "path": lib, "base": "0x0", "size": 0, "build_id": build_id(lib)})
-        for offset in exported_functions(lib, frames // len(libs)):
+        for offset in offsets:
             fid += 1
-            frame = {"type": "frame", "id": fid, "ip": hex(offset + 4), "module": mid, "offset": hex(offset + 4)}
+            frame = {"type": "frame", "id": fid, "ip": hex(offset), "module": mid, "offset": hex(offset)}
             lines.append(dict(frame, function=f"f{fid}") if named else frame)
             lines.append({"type": "stack", "id": fid, "frames": [fid]})
             lines.append({"type": "event", "seq": fid, "t": fid, "tid": 1, "api": "cudaMalloc", "op": "alloc",
@@ -81,6 +80,15 @@ def synthetic_trace(path, frames, named):
     with open(path, "w") as f:
         f.writelines(json.dumps(line) + "\n" for line in lines)
     return fid
+
+
+def synthetic_trace(path, frames, named):
+    """A trace of `frames` frames spread over libc and libstdc++ (a few bytes into each exported
+    function), one leak per frame; see frames_trace."""
+    libs = [p for p in ("/lib/x86_64-linux-gnu/libc.so.6", "/lib/x86_64-linux-gnu/libstdc++.so.6")
+            if os.path.exists(p)]
+    return frames_trace(path, [(lib, [o + 4 for o in exported_functions(lib, frames // len(libs))]) for lib in libs],
+                        named)
 
 
 def main():

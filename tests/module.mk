@@ -90,3 +90,33 @@ endif
 gpu-test: $(BUILD)/libgpumemtrace.so $(BUILD)/gpumem-report
 	tests/gpu/run.sh
 .PHONY: gpu-test
+
+# --- optimized test programs: inlined frames (tests/e2e/inlined/, tests/e2e/test_inlined_frames.py) ---
+# Built as users build them, with -g and the optimizer on (no -fno-inline): the chain in C at -O1,
+# -O2 and -O3 and by clang, C++ templates and lambdas with a shared library of our own at -O2, and
+# inlining across translation units with -flto.
+INLINED_DIR := $(BUILD)/tests/programs/inlined
+INLINED_LINK := -L$(SIM_DIR) -lcudart -Wl,-rpath,'$$ORIGIN/../../../sim'
+$(INLINED_DIR)/chain_O%: tests/e2e/inlined/chain.c $(SIM_RUNTIME)
+	@mkdir -p $(@D)
+	$(CC) -std=gnu11 -Wall -Wextra -O$* -g -isystem $(CUDA_HOME)/include $< -o $@ $(INLINED_LINK)
+$(INLINED_DIR)/libinlined_lib.so: tests/e2e/inlined/inlined_lib.cpp tests/e2e/inlined/inlined_lib.h $(SIM_RUNTIME)
+	@mkdir -p $(@D)
+	$(CXX) -std=c++17 -Wall -Wextra -O2 -g -fPIC -shared -I. -isystem $(CUDA_HOME)/include $< -o $@ $(INLINED_LINK)
+$(INLINED_DIR)/templates: tests/e2e/inlined/templates.cpp tests/e2e/inlined/inlined_lib.h \
+                          $(INLINED_DIR)/libinlined_lib.so $(SIM_RUNTIME)
+	@mkdir -p $(@D)
+	$(CXX) -std=c++17 -Wall -Wextra -O2 -g -I. -isystem $(CUDA_HOME)/include $< -o $@ \
+	  -L$(INLINED_DIR) -linlined_lib -Wl,-rpath,'$$ORIGIN' $(INLINED_LINK)
+$(INLINED_DIR)/lto: tests/e2e/inlined/lto_main.cpp tests/e2e/inlined/lto_part.cpp tests/e2e/inlined/lto_part.h \
+                    $(SIM_RUNTIME)
+	@mkdir -p $(@D)
+	$(CXX) -std=c++17 -Wall -Wextra -O2 -g -flto -I. -isystem $(CUDA_HOME)/include \
+	  tests/e2e/inlined/lto_main.cpp tests/e2e/inlined/lto_part.cpp -o $@ $(INLINED_LINK)
+# The chain built by clang, which writes no .debug_aranges (trace/dwarf_symbols.h, UnitIndex).
+CLANG ?= clang
+$(INLINED_DIR)/chain_clang: tests/e2e/inlined/chain.c $(SIM_RUNTIME)
+	@mkdir -p $(@D)
+	$(CLANG) -std=gnu11 -Wall -Wextra -O2 -g -isystem $(CUDA_HOME)/include $< -o $@ $(INLINED_LINK)
+TEST_BINS += $(INLINED_DIR)/chain_O1 $(INLINED_DIR)/chain_O2 $(INLINED_DIR)/chain_O3 $(INLINED_DIR)/templates \
+  $(INLINED_DIR)/lto $(INLINED_DIR)/chain_clang

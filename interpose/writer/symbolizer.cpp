@@ -42,7 +42,9 @@ const Dwfl_Callbacks kCallbacks = {
 
 struct Symbolizer::Impl {
   Dwfl* dwfl = nullptr;
+  UnitIndex units;  // for modules without .debug_aranges (clang's)
   void report() {
+    units.clear();  // a module may be gone, and its Dwfl_Module's address reused
     if (!dwfl) {
       dwfl = dwfl_begin(&kCallbacks);
       if (!dwfl) return;
@@ -67,7 +69,7 @@ Symbolized Symbolizer::symbolize(uintptr_t return_address) {
   const Dwarf_Addr addr = return_address - 1;
   Dwfl_Module* mod = dwfl_addrmodule(impl_->dwfl, addr);
   if (!mod) return Symbolized{};
-  return symbolize_in_module(mod, addr);
+  return symbolize_in_module(mod, addr, &impl_->units);
 }
 
 }  // namespace gpumemtrace

@@ -62,6 +62,7 @@ struct OfflineSymbolizer::Module {
   uint64_t unnamed_frames = 0;
   Dwfl* dwfl = nullptr;  // one session per module: modules of one trace may overlap at offset 0
   Dwfl_Module* elf = nullptr;
+  UnitIndex units;       // when the file has no .debug_aranges (clang's)
 
   ~Module() {
     if (dwfl) dwfl_end(dwfl);
@@ -145,7 +146,7 @@ OfflineSymbolizer::Module* OfflineSymbolizer::usable(ModuleId id) {
 bool OfflineSymbolizer::symbolize(SymbolTable::Frame& frame) {
   Module* module = usable(frame.module);
   if (!module) return false;
-  const Symbolized s = symbolize_in_module(module->elf, frame.offset - 1);
+  const Symbolized s = symbolize_in_module(module->elf, frame.offset - 1, &module->units);
   frame.function = s.outer.function;
   frame.file = s.outer.file;
   frame.line = s.outer.file.empty() ? 0 : static_cast<uint32_t>(s.outer.line);
