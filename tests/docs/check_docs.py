@@ -18,7 +18,8 @@ plants a false claim for each and sees it fail):
              reports is in that example or named in docs/report.md (what_if, time_to_oom: docs/what-if.md)
   make       every `make TARGET` the docs write is a target of the Makefile, and its VAR=... a variable
   links      every relative link resolves, to a heading where it names one
-  paths      every repository path the docs name exists (tests/..., report/..., build/...)
+  paths      every repository path the docs name exists (tests/..., report/..., build/...), and every
+             file named alone (`test_report_jobs.py`) is somewhere in the repository
 
 The marks, HTML comments on the line before a fenced block (GitHub does not show them):
   <!-- check: run [exit=N] -->        the block is one bash script (set -e); it must exit N (default 0)
@@ -39,6 +40,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from docs_sandbox import ROOT, Sandbox, build_dir, commands_can_run, shown_in  # noqa: E402
+from check_keys import check_json, check_trace_format  # noqa: E402
 
 
 class Docs:
@@ -333,76 +335,6 @@ def check_exits(docs, sandbox):
     return problems
 
 
-# ---------------------------------------------------------------- JSON keys
-
-def key_paths(value, prefix=""):
-    """Every key of a JSON value as a path: `processes[].devices[].peak_bytes`; '...' placeholders skipped."""
-    out = set()
-    if isinstance(value, dict):
-        for k, v in value.items():
-            if k == "...":
-                continue
-            p = f"{prefix}.{k}" if prefix else k
-            out.add(p)
-            out |= key_paths(v, p)
-    elif isinstance(value, list):
-        for v in value:
-            out |= key_paths(v, prefix + "[]")
-    return out
-
-
-def documented_json(docs):
-    text = docs.text["docs/report.md"]
-    m = re.search(r"## JSON output.*?```json\n(.*?)```", text, re.S)
-    return key_paths(json.loads(m.group(1))), m.start(1)
-
-
-REPORT_FIXTURES = (
-    "set -e; export GPUMEMTRACE_QUIET=1; mkdir k; "
-    # a process killed by SIGTERM while it holds memory
-    "LD_PRELOAD=build/libgpumemtrace.so GPUMEMTRACE_OUTPUT=k/ build/tests/programs/scenarios killed 3 > k.out & "
-    "until grep -q ready k.out; do sleep 0.05; done; kill -TERM $!; wait $! || true; "
-    # a trace that reached its size cap
-    "LD_PRELOAD=build/libgpumemtrace.so GPUMEMTRACE_OUTPUT=capped.jsonl GPUMEMTRACE_MAX_BYTES=64K "
-    "build/examples/train_loop 200 >/dev/null 2>&1; ")
-
-
-def real_reports(sandbox):
-    """Key paths of real reports: the demo's, a capped and a killed trace, the H100 traces (as one run,
-    so `spread` too), the golden traces (blocks, a cut trace); each with --what-if."""
-    script = REPORT_FIXTURES + (
-        "for t in 'trace.jsonl.zst capped.jsonl' tests/report/real tests/report/golden/*.jsonl k; do "
-        "  gpumem-report --format json --what-if expandable_segments:True $t || [ $? = 1 ]; echo; done")
-    status, out = sandbox.run(script)
-    paths = set()
-    for chunk in re.split(r"\n(?=\{)", out):
-        try:
-            paths |= key_paths(json.loads(chunk))
-        except json.JSONDecodeError:
-            continue
-    return paths
-
-
-def check_json(docs, sandbox):
-    documented, offset = documented_json(docs)
-    real = real_reports(sandbox)
-    if not real:
-        return ["no real report could be made for the JSON check"]
-    problems = []
-    line = docs.line_of("docs/report.md", offset)
-    for p in sorted(documented - real):
-        if not any(r.startswith(p + ".") or r == p for r in real):
-            problems.append(f"docs/report.md:{line}: the JSON example has `{p}`, which no real report has")
-    spans = re.findall(r"`([^`]+)`", docs.prose("docs/report.md") + docs.prose("docs/what-if.md"))
-    named = {w for span in spans for w in re.findall(r"[a-z_]+", span)}
-    named |= {w for p in documented for w in p.replace("[]", "").split(".")}
-    for p in sorted(real - documented):
-        leaf = p.replace("[]", "").split(".")[-1]
-        if leaf not in named:
-            problems.append(f"docs/report.md: the reports have `{p}`, which it does not name")
-    return problems
-
-
 # ---------------------------------------------------------------- make targets
 
 def make_targets():
@@ -470,10 +402,23 @@ def check_links(docs):
 EXAMPLE_PATHS = re.compile(r"tests/(test_model|test_m|test_x)\.py|tests/gpu$|tests/$|build/(demo|bench|fuzz)\b|build-")
 REPO_PATH = re.compile(r"(?<![\w./~-])((?:bench|cupti|docs|examples|include|interpose|packaging|report|tests|tools|trace|"
                        r"util|vendor|build)/[\w./*-]*[\w*/])")
+# A file named without its folder (`test_report_jobs.py`) must be somewhere in the repository, but
+# for other projects' files the docs cite.
+BARE_FILE = re.compile(r"`([A-Za-z0-9_-]+\.(?:py|cpp|h|cc|c|sh|mk|supp|js|css|cu|map))`")
+OTHER_PROJECTS_FILES = {"AllocatorConfig.cpp", "nvToolsExtMemCudaRt.h"}
+
+
+def repo_file_names():
+    names = set()
+    for folder, dirs, files in os.walk(ROOT):
+        dirs[:] = [d for d in dirs if not d.startswith((".", "build")) and d != "node_modules"]
+        names.update(files)
+    return names
 
 
 def check_paths(docs, build):
     problems = []
+    names = repo_file_names() | OTHER_PROJECTS_FILES
     for name, i, line in docs.lines():
         for p in REPO_PATH.findall(line):
             if EXAMPLE_PATHS.search(p) or "::" in line[line.find(p):line.find(p) + len(p) + 2]:
@@ -482,12 +427,15 @@ def check_paths(docs, build):
             rel = p[len("build/"):] if p.startswith("build/") else p
             if not any(glob.glob(os.path.join(base, rel) + ext) for ext in ("", ".cpp", ".c", ".py")):
                 problems.append(f"{name}:{i}: {p} does not exist")
+        problems += [f"{name}:{i}: {f}: no file of that name in the repository" for f in BARE_FILE.findall(line)
+                     if f not in names]
     return problems
 
 
 # ---------------------------------------------------------------- main
 
-CHECKS = ["commands", "variables", "options", "exits", "json", "make", "links", "paths"]
+SANDBOXED = ("commands", "exits", "json", "trace")
+CHECKS = ["commands", "variables", "options", "exits", "json", "trace", "make", "links", "paths"]
 
 
 def run_checks(names, docs=None, build=None, sandbox=None):
@@ -495,14 +443,15 @@ def run_checks(names, docs=None, build=None, sandbox=None):
     docs = docs or Docs()
     build = build or build_dir()
     why_not = commands_can_run(build)
-    own_sandbox = sandbox is None and why_not is None and any(n in ("commands", "exits", "json") for n in names)
+    own_sandbox = sandbox is None and why_not is None and any(n in SANDBOXED for n in names)
     sandbox = Sandbox(build) if own_sandbox else sandbox
     try:
         calls = {"commands": lambda: check_commands(docs, sandbox), "variables": lambda: check_variables(docs),
                  "options": lambda: check_options(docs, build), "exits": lambda: check_exits(docs, sandbox),
-                 "json": lambda: check_json(docs, sandbox), "make": lambda: check_make(docs),
+                 "json": lambda: check_json(docs, sandbox), "trace": lambda: check_trace_format(docs, sandbox),
+                 "make": lambda: check_make(docs),
                  "links": lambda: check_links(docs), "paths": lambda: check_paths(docs, build)}
-        return {n: (None if why_not and n in ("commands", "exits", "json", "options") else calls[n]()) for n in names}
+        return {n: (None if why_not and n in SANDBOXED + ("options",) else calls[n]()) for n in names}
     finally:
         if own_sandbox:
             sandbox.close()

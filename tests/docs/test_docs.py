@@ -53,6 +53,9 @@ class TheDocsAreTrue(unittest.TestCase):
     def test_json_keys(self):
         self.assert_no_problem("json")
 
+    def test_trace_format_fields(self):
+        self.assert_no_problem("trace")
+
     def test_make_targets(self):
         self.assert_no_problem("make")
 
@@ -133,6 +136,12 @@ class FalseClaimsAreCaught(unittest.TestCase):
         self.caught("json", "the JSON example has `processes\\[\\].parent`, which no real report has",
                     "the reports have `processes\\[\\].ppid`, which it does not name")
 
+    def test_trace_format_fields_both_ways(self):
+        self.plant("docs/trace-format.md", '"host":"node7",', '"host":"node7","hostname":"node7",')
+        self.plant("docs/trace-format.md", "not_written", "not_recorded", count=-1)
+        self.caught("trace", "a `header` record with `hostname`: no real trace has one",
+                    "real `footer` records have `not_written`, which it does not name")
+
     def test_make_targets_and_variables(self):
         self.plant("README.md", "make asan    #", "make asan-all    #")
         self.append("docs/performance.md", "`make bench-recorder BENCH_RECORDER_ARG=--reps`")
@@ -144,8 +153,9 @@ class FalseClaimsAreCaught(unittest.TestCase):
         self.assertFalse(any("time-to-oom" in p for p in check("links", Docs(self.root))))
 
     def test_repository_paths(self):
-        self.append("docs/report.md", "`tests/report/test_report_no_such_thing.py` and `build/no_such_program`")
-        self.caught("paths", "tests/report/test_report_no_such_thing.py does not exist", "build/no_such_program does not exist")
+        self.append("docs/report.md", "`tests/report/test_report_no_such_thing.py`, `build/no_such_program`, `no_such_bench.py`")
+        self.caught("paths", "tests/report/test_report_no_such_thing.py does not exist", "build/no_such_program does not exist",
+                    "no_such_bench.py: no file of that name")
 
 
 if __name__ == "__main__":
