@@ -79,6 +79,12 @@ def check_json(docs, sandbox):
         leaf = p.replace("[]", "").split(".")[-1]
         if leaf not in named:
             problems.append(f"docs/report.md: the reports have `{p}`, which it does not name")
+    # Paths the prose writes (`summary.incomplete`, `devices[].after_cap`): the end of a real path.
+    for name in ("docs/report.md", "docs/what-if.md"):
+        for m in re.finditer(r"`((?:[a-z_]+\[\](?:\.[a-z_]+(?:\[\])?)*)|summary\.[a-z_]+)`", docs.prose(name)):
+            p = m.group(1).removesuffix("[]")
+            if not any(r == p or r.endswith("." + p) for r in real):
+                problems.append(f"{name}:{docs.line_of(name, docs.text[name].find(m.group(0)))}: `{m.group(1)}` is in no real report")
     return problems
 
 

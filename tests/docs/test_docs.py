@@ -133,8 +133,10 @@ class FalseClaimsAreCaught(unittest.TestCase):
 
     def test_json_keys_both_ways(self):
         self.plant("docs/report.md", '"ppid": 4200, ', '"parent": 4200, ')
+        self.append("docs/report.md", "The total is `summary.no_such_total`, per device `devices[].no_such_key`.")
         self.caught("json", "the JSON example has `processes\\[\\].parent`, which no real report has",
-                    "the reports have `processes\\[\\].ppid`, which it does not name")
+                    "the reports have `processes\\[\\].ppid`, which it does not name",
+                    "`summary.no_such_total` is in no real report", "`devices\\[\\].no_such_key` is in no real report")
 
     def test_trace_format_fields_both_ways(self):
         self.plant("docs/trace-format.md", '"host":"node7",', '"host":"node7","hostname":"node7",')
