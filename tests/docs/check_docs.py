@@ -14,6 +14,8 @@ plants a false claim for each and sees it fail):
              `gpumemtrace --help` in docs/launcher.md's, each row names a real option, and every
              `--option` the docs write belongs to one of them or to another tool (FOREIGN_OPTIONS)
   exits      each exit status the docs and the --help texts state is the one the tool returns (EXITS)
+  facts      each figure of FACTS (the recorder's exported symbols, the demo's events, ...) is what its
+             command counts
   json       every key of docs/report.md's JSON example is in a real report, and every key of real
              reports is in that example or named in docs/report.md (what_if, time_to_oom: docs/what-if.md)
   make       every `make TARGET` the docs write is a target of the Makefile, and its VAR=... a variable
@@ -335,6 +337,36 @@ def check_exits(docs, sandbox):
     return problems
 
 
+# ---------------------------------------------------------------- facts
+
+# Figures the prose states that a command can count: (file, regular expression whose group is the
+# figure, command run in the sandbox that prints it).
+FACTS = [
+    ("docs/install.md", r"`-Wl,--exclude-libs,ALL`\): (\d+) symbols",
+     "nm -D --defined-only build/libgpumemtrace.so | wc -l"),
+    ("docs/performance.md", r"examples/train_loop 50, (\d+) events",
+     "zstd -dcq trace.jsonl.zst | tail -n 1 | python -c 'import json,sys; print(json.load(sys.stdin)[\"events\"])'"),
+    ("docs/configuration.md", r"`GPUMEMTRACE_SIM_CAPACITY` \| `(\d+)G`",
+     "zstd -dcq trace.jsonl.zst | grep -m1 '\"type\":\"device\"' | python -c 'import json,sys; print(json.load(sys.stdin)[\"total\"] >> 30)'"),
+    ("README.md", r"`GPUMEMTRACE_SIM_CAPACITY` sets the simulated device's size \(default `(\d+)G`",
+     "zstd -dcq trace.jsonl.zst | grep -m1 '\"type\":\"device\"' | python -c 'import json,sys; print(json.load(sys.stdin)[\"total\"] >> 30)'"),
+]
+
+
+def check_facts(docs, sandbox):
+    problems = []
+    folder = sandbox.fresh()
+    for name, pattern, cmd in FACTS:
+        m = re.search(pattern, docs.text[name])
+        if not m:
+            problems.append(f"{name}: no longer says /{pattern}/: update check_docs.py FACTS")
+            continue
+        status, out = sandbox.run(cmd, sandbox=folder)
+        if status != 0 or out.strip() != m.group(1):
+            problems.append(f"{name}:{docs.line_of(name, m.start(1))}: says {m.group(1)}; `{cmd}` says {out.strip()}")
+    return problems
+
+
 # ---------------------------------------------------------------- make targets
 
 def make_targets():
@@ -434,8 +466,8 @@ def check_paths(docs, build):
 
 # ---------------------------------------------------------------- main
 
-SANDBOXED = ("commands", "exits", "json", "trace")
-CHECKS = ["commands", "variables", "options", "exits", "json", "trace", "make", "links", "paths"]
+SANDBOXED = ("commands", "exits", "facts", "json", "trace")
+CHECKS = ["commands", "variables", "options", "exits", "facts", "json", "trace", "make", "links", "paths"]
 
 
 def run_checks(names, docs=None, build=None, sandbox=None):
@@ -448,6 +480,7 @@ def run_checks(names, docs=None, build=None, sandbox=None):
     try:
         calls = {"commands": lambda: check_commands(docs, sandbox), "variables": lambda: check_variables(docs),
                  "options": lambda: check_options(docs, build), "exits": lambda: check_exits(docs, sandbox),
+                 "facts": lambda: check_facts(docs, sandbox),
                  "json": lambda: check_json(docs, sandbox), "trace": lambda: check_trace_format(docs, sandbox),
                  "make": lambda: check_make(docs),
                  "links": lambda: check_links(docs), "paths": lambda: check_paths(docs, build)}

@@ -50,6 +50,9 @@ class TheDocsAreTrue(unittest.TestCase):
     def test_exit_statuses(self):
         self.assert_no_problem("exits")
 
+    def test_facts(self):
+        self.assert_no_problem("facts")
+
     def test_json_keys(self):
         self.assert_no_problem("json")
 
@@ -130,6 +133,10 @@ class FalseClaimsAreCaught(unittest.TestCase):
         self.plant("docs/report.md", "**3** a gate (`--fail-on-leak`", "**2** a gate (`--fail-on-leak`")
         self.caught("exits", r"docs/launcher.md:\d+: says .*126.* for the launcher: a command not found; it is 127",
                     r"docs/report.md:\d+: says .* for a gate on a cut trace; it is 3")
+
+    def test_a_wrong_count(self):
+        self.plant("docs/install.md", "`-Wl,--exclude-libs,ALL`): 81 symbols", "`-Wl,--exclude-libs,ALL`): 79 symbols")
+        self.caught("facts", r"docs/install.md:\d+: says 79; `nm -D .*` says 81")
 
     def test_json_keys_both_ways(self):
         self.plant("docs/report.md", '"ppid": 4200, ', '"parent": 4200, ')
