@@ -120,8 +120,3 @@ $(INLINED_DIR)/chain_clang: tests/e2e/inlined/chain.c $(SIM_RUNTIME)
 	$(CLANG) -std=gnu11 -Wall -Wextra -O2 -g -isystem $(CUDA_HOME)/include $< -o $@ $(INLINED_LINK)
 TEST_BINS += $(INLINED_DIR)/chain_O1 $(INLINED_DIR)/chain_O2 $(INLINED_DIR)/chain_O3 $(INLINED_DIR)/templates \
   $(INLINED_DIR)/lto $(INLINED_DIR)/chain_clang
-
-## check-docs: run the commands README.md and docs/*.md show, check their names, figures and links (tests/docs/check_docs.py)
-check-docs: all $(TEST_BINS)
-	@$(PYTHON) tests/docs/check_docs.py --build $(BUILD)
-.PHONY: check-docs
