@@ -3,6 +3,7 @@
 // folded stacks) -> cli/ gates.
 // Exit status: 0 fine, 1 a gate failed, 2 bad input or usage, 3 a gate met a cut trace (no verdict).
 #include <sys/ioctl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -87,7 +88,11 @@ int run(const Options& options) {
   }
   std::ofstream file;
   if (!options.output.empty()) {
-    refuse_output_among_inputs(options.output, input_paths);
+    std::vector<FileId> sources = input_set.stream_sources();
+    struct stat st;
+    if (!options.suppressions.empty() && ::stat(options.suppressions.c_str(), &st) == 0)
+      sources.push_back({st.st_dev, st.st_ino, "the suppressions file (--suppressions)"});
+    refuse_output_among_inputs(options.output, input_paths, sources);
     file.open(options.output);
     if (!file) throw std::runtime_error(options.output + ": cannot write");
   }

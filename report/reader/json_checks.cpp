@@ -1,0 +1,95 @@
+// report/reader/json_checks.cpp — see json_checks.h.
+#include "report/reader/json_checks.h"
+
+#include "trace/format.h"
+
+namespace gpumemtrace::report {
+
+namespace od = simdjson::ondemand;
+
+namespace {
+
+[[noreturn]] void invalid(const char* what) { throw JsonLineError{std::string("not valid JSON (") + what + ")"}; }
+
+// A UTF-8 character boundary at or before `at` in `text`: never inside a multi-byte sequence.
+size_t boundary(std::string_view text, size_t at) {
+  while (at > 0 && (static_cast<unsigned char>(text[at]) & 0xC0) == 0x80) --at;
+  return at;
+}
+
+}  // namespace
+
+void validate_value(od::value& value) {
+  od::json_type type;
+  if (value.type().get(type)) invalid("a value");
+  switch (type) {
+    case od::json_type::object: {
+      od::object object;
+      if (value.get_object().get(object)) invalid("an object");
+      for (auto field_result : object) {
+        od::field field;
+        if (std::move(field_result).get(field)) invalid("an object");
+        std::string_view key;
+        if (field.unescaped_key().get(key)) invalid("a key");
+        od::value inner = field.value();
+        validate_value(inner);
+      }
+      return;
+    }
+    case od::json_type::array: {
+      od::array array;
+      if (value.get_array().get(array)) invalid("a list");
+      for (auto element_result : array) {
+        od::value element;
+        if (std::move(element_result).get(element)) invalid("a list");
+        validate_value(element);
+      }
+      return;
+    }
+    case od::json_type::string: {
+      std::string_view text;
+      if (value.get_string().get(text)) invalid("a string");
+      return;
+    }
+    case od::json_type::number: {
+      // An integer beyond 64 bits is still a JSON number: read as a double then.
+      od::number number;
+      double approximate;
+      if (value.get_number().get(number) && value.get_double().get(approximate)) invalid("a number");
+      return;
+    }
+    case od::json_type::boolean: {
+      bool flag;
+      if (value.get_bool().get(flag)) invalid("true or false");
+      return;
+    }
+    case od::json_type::null: {
+      bool is_null = false;
+      if (value.is_null().get(is_null) || !is_null) invalid("null");
+      return;
+    }
+  }
+  invalid("a value");
+}
+
+std::string_view StringLimit::cut(std::string_view text, std::string_view field) {
+  if (text.size() <= format::kMaxStringBytes) return text;
+  const std::string_view mark = format::kCutMark;
+  const size_t keep = boundary(text, format::kMaxStringBytes - mark.size());
+  std::string& copy = copies_.emplace_back(text.substr(0, keep));
+  copy += mark;
+  if (count_++ == 0) {
+    first_line_ = line_;
+    first_field_ = std::string(field.substr(0, 64));
+  }
+  return copy;
+}
+
+std::string StringLimit::warning() const {
+  if (!count_) return "";
+  return std::to_string(count_) + (count_ == 1 ? " string" : " strings") + " longer than " +
+         std::to_string(format::kMaxStringBytes) + " bytes cut (they end with \"" + format::kCutMark +
+         "\"; the first: field \"" + first_field_ + "\" on line " + std::to_string(first_line_) + ")";
+}
+
+}  // namespace gpumemtrace::report
