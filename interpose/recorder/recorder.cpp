@@ -144,6 +144,7 @@ void start() {
     auto* shared = new (std::nothrow) RecorderShared();
     if (!shared) return disable("out of memory at start; tracing disabled");
     shared->config = config_from_environment(log_line);
+    (void)parse_nvtx_mode(getenv(var::kNvtx), log_line);  // read at load time (hooks/nvtx.cpp), said here
     warn_unknown_variables(environ, log_line);  // a misspelt setting would otherwise go unnoticed
     shared->ring = new (std::nothrow) EventRing();
     if (!shared->ring || !shared->ring->init(shared->config.ring_events))
@@ -255,6 +256,7 @@ void fill_record(EventRecord& r, uint64_t seq, const EventFacts& f, uint64_t t, 
   optional(f.has_meminfo, kHasMemInfo, &r.total_bytes, f.total_bytes);
   optional(f.range != 0, kHasRange, &r.range, f.range);
   if (f.has_result) flags |= kHasResult;
+  if (f.size_overflow) flags |= kSizeOverflow;
   if (interned) {
     flags |= kHasLabel | kLabelInterned;
     r.interned_label = interned;
