@@ -33,6 +33,7 @@
 #include "interpose/recorder/label_table.h"
 #include "interpose/recorder/line_queue.h"
 #include "interpose/recorder/recorder_state.h"
+#include "interpose/recorder/thread_check.h"
 #include "interpose/recorder/unwind.h"
 #include "interpose/writer/trace_file.h"
 #include "interpose/writer/writer.h"
@@ -156,6 +157,13 @@ void start() {
   }
   const Config& cfg = g_shared->config;
   if (cfg.disabled) return disable(nullptr);
+
+  // A seccomp filter may refuse what a new thread needs (thread_check.h): then never start one.
+  const std::string refusal = thread_start_refusal();
+  if (!refusal.empty()) {
+    errno = saved_errno;
+    return disable((refusal + "; running untraced").c_str());
+  }
 
   // The writer thread opens the trace, in a descriptor table of its own. Never overwrite a trace (the
   // same name comes back after exec, or with pid reuse), never follow or open what someone planted at
