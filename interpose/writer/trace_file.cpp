@@ -106,8 +106,12 @@ Named open_named_existing(const std::string& path, const ProgramStreams& streams
 
 std::string numbered_path(const std::string& path, int n) {
   const size_t slash = path.rfind('/');
-  const size_t dot = path.find(".jsonl", slash == std::string::npos ? 0 : slash + 1);
-  const size_t at = dot == std::string::npos ? path.size() : dot;
+  const size_t base = slash == std::string::npos ? 0 : slash + 1;
+  size_t at = path.find(".jsonl", base);
+  // A name with ".zst" but no ".jsonl" (out/x.%p.zst) keeps ".zst" last: still compressed, still read.
+  if (at == std::string::npos && path.size() > base + 4 && path.compare(path.size() - 4, 4, ".zst") == 0)
+    at = path.size() - 4;
+  if (at == std::string::npos) at = path.size();
   return path.substr(0, at) + "-" + std::to_string(n) + path.substr(at);
 }
 

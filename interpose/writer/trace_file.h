@@ -79,8 +79,9 @@ class TraceFile {
 bool open_trace_file(const std::string& path, bool named, TraceFile* file, std::string* note,
                      std::string* error, const ProgramStreams* streams = nullptr);
 
-// "dir/name.jsonl.zst", 2 -> "dir/name-2.jsonl.zst": the number goes before the trace suffix, so
-// readers still recognise the file by its extension.
+// "dir/name.jsonl.zst", 2 -> "dir/name-2.jsonl.zst", "dir/x.42.zst" -> "dir/x.42-2.zst": the number goes
+// before the trace suffix (".jsonl...", else a final ".zst"), so the file is still compressed and
+// readers still recognise it by its extension.
 std::string numbered_path(const std::string& path, int n);
 
 }  // namespace gpumemtrace

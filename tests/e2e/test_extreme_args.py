@@ -91,6 +91,22 @@ class RuntimeAndApi(ExtremeArguments, unittest.TestCase):
         self.assertIn("gpumemtrace_block_oom", ooms)
         self.assertIn("torch.oom", ooms)
 
+    def test_a_c_function_named_like_a_type_keeps_its_name(self):
+        path, _ = self.trace_of([program("extreme_args"), "runtime"])
+        trace = Trace(path)
+        (event,) = [e for e in trace.allocs(api="cudaMalloc") if e["size"] == 12345]
+        self.assertEqual(trace.functions(event)[0], "v")  # not "void"
+        report, _ = self.report_of(path)
+        leaks = [leak for leak in report["leaks"] if leak["bytes"] == 12345]
+        self.assertEqual(leaks[0]["stack"][0]["function"], "v")
+        suppressions = os.path.join(os.path.dirname(path), "v.supp")
+        with open(suppressions, "w") as f:
+            f.write("leak:v\n")  # matches the function by its name
+        proc = subprocess.run([REPORT, "--format", "json", "--suppressions", suppressions, path], capture_output=True,
+                              text=True, timeout=120)
+        leaks = [leak for leak in json.loads(proc.stdout)["leaks"] if leak["bytes"] == 12345]
+        self.assertTrue(leaks[0]["suppressed"])
+
     def test_strings_that_run_into_an_unmapped_page(self):
         path, proc = self.trace_of([program("extreme_args"), "strings"])
         self.assertIn("done", proc.stdout)

@@ -1,6 +1,7 @@
 # tests/e2e/test_recorder_e2e.py — the recorder end to end: traces of simulated-runtime programs.
 """End-to-end tests of the recorder: programs on the simulated CUDA runtime, run under LD_PRELOAD,
 their traces checked event by event (count, sizes, order, stacks naming the functions)."""
+import json
 import os
 import signal
 import subprocess
@@ -8,7 +9,7 @@ import time
 import collections
 import unittest
 
-from recorder_testlib import (FORK_UNDER_SANITIZER, LIB, SIM, Trace, fork_deadlocks_under_sanitizer, program,
+from recorder_testlib import (BUILD, FORK_UNDER_SANITIZER, LIB, SIM, Trace, fork_deadlocks_under_sanitizer, program,
                               read_zst, recorder_preload, run_traced, tempdir, trace_files)
 
 
@@ -283,6 +284,22 @@ class Processes(unittest.TestCase, TraceInvariants):
                 for t in traces:
                     self.check_invariants(t)
                 self.assertEqual(len({t.header["pid"] for t in traces}), 1)  # same pid, two files
+
+    def test_exec_with_a_template_without_jsonl_keeps_the_zst_suffix(self):
+        out = tempdir()
+        proc = run_traced([program("scenarios"), "exec", program("scenarios"), "depth"], out,
+                          env={"GPUMEMTRACE_OUTPUT": os.path.join(out, "x.%p.zst")})
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        names = sorted(os.listdir(out))
+        self.assertEqual(len(names), 2, names)
+        self.assertTrue(all(n.endswith(".zst") for n in names), names)  # was x.PID.zst-1, uncompressed
+        for name in names:
+            with open(os.path.join(out, name), "rb") as f:
+                self.assertEqual(f.read(4), b"\x28\xb5\x2f\xfd")  # zstd
+        report = subprocess.run([os.path.join(BUILD, "gpumem-report"), "--format", "json", out], capture_output=True,
+                                text=True, timeout=120)
+        self.assertEqual(report.returncode, 0, report.stderr)
+        self.assertEqual(len(json.loads(report.stdout)["processes"]), 2)
 
     def test_library_loaded_later_gets_a_module_line_and_symbols(self):
         out = tempdir()

@@ -152,6 +152,12 @@ NOINLINE int unterminated_strings() {
 
 }  // namespace
 
+// A C function whose name is also a type's encoding ("v" is void): named as it is.
+extern "C" NOINLINE void v() {
+  void* p = nullptr;
+  cudaMalloc(&p, 12345);
+}
+
 int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "";
   if (mode == "runtime") {
@@ -159,6 +165,7 @@ int main(int argc, char** argv) {
     report_odd_blocks();
     torch_bridge_extremes();
     cudaDeviceReset();
+    v();  // kept: a leak at exit, allocated in `v`
     std::printf("done\n");
     return 0;
   }
