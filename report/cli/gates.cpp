@@ -6,12 +6,28 @@
 
 #include "report/outputs/text_output.h"
 #include "report/outputs/units.h"
+#include "util/terminal_text.h"
 
 namespace gpumemtrace::report {
+
+using util::printable;
+
+namespace {
+
+// A trace the recorder dropped events from (GPUMEMTRACE_ON_FULL=drop) is incomplete: a dropped free is
+// a false leak, a dropped allocation a missed one. Its gates give no verdict (check_incomplete) unless
+// --allow-incomplete, and then every failure says so.
+std::string incomplete_note(const ProcessReport& r) {
+  return r.dropped_events ? " (incomplete: the recorder dropped " + std::to_string(r.dropped_events) + " events)" : "";
+}
+
+}  // namespace
 
 std::vector<std::string> check_gates(const std::vector<ProcessReport>& reports, const Options& options) {
   std::vector<std::string> failures;
   for (const ProcessReport& r : reports) {
+    if (r.dropped_events && !options.allow_incomplete) continue;  // no verdict: check_incomplete says why
+    const std::string file = printable(r.file) + incomplete_note(r);
     // Leaked memory, and on request the PyTorch blocks still referenced at exit.
     const uint64_t alive = options.count_alive_at_exit ? r.alive_at_exit_bytes() : 0;
     if (options.fail_on_leak && r.leaked_bytes() + alive > *options.fail_on_leak) {
@@ -24,7 +40,7 @@ std::vector<std::string> check_gates(const std::vector<ProcessReport>& reports, 
         if (!largest_stack) largest_stack = &leak.stack, largest_bytes = leak.bytes, largest_count = leak.count;
         ++groups;
       }
-      message << r.file << ": leaked " << format_bytes(r.leaked_bytes()) << " in " << r.leaked_count()
+      message << file << ": leaked " << format_bytes(r.leaked_bytes()) << " in " << r.leaked_count()
               << (r.leaked_count() == 1 ? " allocation" : " allocations");
       if (alive) message << ", plus " << format_bytes(alive) << " of PyTorch blocks alive at exit";
       if (*options.fail_on_leak) message << " (limit " << format_bytes(*options.fail_on_leak) << ")";
@@ -46,7 +62,7 @@ std::vector<std::string> check_gates(const std::vector<ProcessReport>& reports, 
       if (!options.fail_on_leak || scope.leaked_bytes <= *options.fail_on_leak) continue;
       if (r.cut() && !scope.closed) continue;  // the trace was cut inside it: no verdict
       std::ostringstream message;
-      message << r.file << ": " << scope.name << " leaked " << format_bytes(scope.leaked_bytes) << " in "
+      message << file << ": " << printable(scope.name) << " leaked " << format_bytes(scope.leaked_bytes) << " in "
               << scope.leaked_count << (scope.leaked_count == 1 ? " allocation" : " allocations")
               << " (still live when the scope ended";
       if (*options.fail_on_leak) message << "; limit " << format_bytes(*options.fail_on_leak);
@@ -62,7 +78,7 @@ std::vector<std::string> check_gates(const std::vector<ProcessReport>& reports, 
     if (options.fail_on_growth) {
       for (const GrowthReport& g : r.growth) {
         std::ostringstream message;
-        message << r.file << ": memory keeps growing: " << format_bytes(g.first_bytes) << " -> "
+        message << file << ": memory keeps growing: " << format_bytes(g.first_bytes) << " -> "
                 << format_bytes(g.peak_bytes) << " over " << g.rises << " rises, allocated here:\n";
         write_stack(message, g.stack, "    ", options.stacks);
         failures.push_back(message.str());
@@ -76,9 +92,15 @@ std::vector<std::string> check_incomplete(const std::vector<ProcessReport>& repo
   std::vector<std::string> incomplete;
   if (options.allow_incomplete || (!options.fail_on_leak && !options.fail_on_growth)) return incomplete;
   for (const ProcessReport& r : reports) {
+    if (r.dropped_events && !r.cut()) {
+      incomplete.push_back(printable(r.file) + ": the recorder dropped " + std::to_string(r.dropped_events) +
+                           " events (GPUMEMTRACE_ON_FULL=drop): no verdict on an incomplete trace "
+                           "(--allow-incomplete gates it on what it recorded)");
+      continue;
+    }
     if (!r.cut()) continue;
     const std::string at = format_seconds(r.last_time_ns - r.first_time_ns);
-    incomplete.push_back(r.file + ": cut at " + at + " (" + (r.truncated ? "cut-short last line" : "no footer") +
+    incomplete.push_back(printable(r.file) + ": cut at " + at + " (" + (r.truncated ? "cut-short last line" : "no footer") +
                          "): no verdict on a cut trace (--allow-incomplete gates it on what it recorded)");
   }
   return incomplete;

@@ -151,3 +151,76 @@ class HostileInput(ReportTestCase):
         proc = run_report(trace)
         self.assertEqual(proc.returncode, 2)
         self.assertIn("a line longer than 4194304 bytes", proc.stderr)
+
+
+class TerminalSafety(ReportTestCase):
+    """Names from the trace reach a terminal or a CI log with their control characters escaped."""
+
+    def setUp(self):
+        super().setUp()
+        self.dir = tempfile.mkdtemp(prefix="gpumem-hostile-")
+        self.addCleanup(shutil.rmtree, self.dir, True)
+
+    def test_control_characters_in_names_are_escaped(self):
+        evil = "\\u001b[2J\\rFAILED: fake\\nline\\u009b31m"  # JSON escapes: ESC, CR, a newline, C1 CSI
+        trace = os.path.join(self.dir, "t.jsonl")
+        with open(trace, "w") as f:
+            f.write("\n".join([
+                '{"type":"header","format":"gpumemtrace","version":2,"pid":7,"cmdline":["app","%s"]}' % evil,
+                '{"type":"frame","id":1,"function":"leak_%s","file":"a%s.cu","line":3}' % (evil, evil),
+                '{"type":"stack","id":1,"frames":[1]}',
+                '{"type":"site","id":1,"tid":1,"api":"cudaMalloc","op":"alloc","kind":"device","device":0,"stack":1}',
+                '{"type":"site","id":2,"tid":1,"api":"pytest","op":"scope_begin","kind":"none","device":-1,"stack":0}',
+                '{"type":"site","id":3,"tid":1,"api":"pytest","op":"scope_end","kind":"none","device":-1,"stack":0}',
+                '{"e":2,"t":1,"label":"test_%s"}' % evil,
+                '{"e":1,"t":5,"a":"0x7000","s":1048576}',
+                '{"e":3,"t":1,"label":"test_%s"}' % evil,
+                FOOTER.replace('"events":1', '"events":3')]) + "\n")
+        for args in ([trace], ["--fail-on-leak", trace], ["--format", "folded", "--folded", "leaks", trace]):
+            with self.subTest(args=args):
+                proc = subprocess.run([REPORT, *args], capture_output=True, timeout=60)
+                for stream in (proc.stdout, proc.stderr):
+                    for bad in (b"\x1b", b"\r", b"\xc2\x9b"):
+                        self.assertNotIn(bad, stream)
+                    self.assertNotIn(b"\nFAILED: fake", stream)  # no line of its own
+                    self.assertNotIn(b"\nline", stream)
+        proc = subprocess.run([REPORT, "--fail-on-leak", trace], capture_output=True, text=True, timeout=60)
+        self.assertEqual(proc.returncode, 1)
+        self.assertIn("(a\\x1b[2J\\rFAILED: fake\\nline\\u009b31m.cu:3)", proc.stdout)  # shown, escaped
+        self.assertIn("test_\\x1b[2J\\rFAILED: fake\\nline\\u009b31m leaked 1.0 MiB", proc.stderr)
+        report = report_json(trace)  # JSON keeps the names exact
+        self.assertEqual(report["leaks"][0]["stack"][0]["function"], "leak_\x1b[2J\rFAILED: fake\nline\u009b31m")
+
+
+class DroppedEvents(ReportTestCase):
+    """GPUMEMTRACE_ON_FULL=drop with events lost: the leak a dropped free makes is not a verdict."""
+
+    def setUp(self):
+        super().setUp()
+        self.dir = tempfile.mkdtemp(prefix="gpumem-hostile-")
+        self.addCleanup(shutil.rmtree, self.dir, True)
+
+    def dropped_trace(self):
+        from tracegen import Trace
+        t = Trace(os.path.join(self.dir, "dropped.jsonl"))
+        stack = t.stack("train_step", 12)
+        for i in range(10):
+            t.alloc(0x10000000 + i * MiB, MiB, stack)
+        t.free(0x10000000)
+        t.dropped(990)  # the other frees, lost
+        t.close(True)
+        return t.f.name
+
+    def test_gate_on_a_trace_with_drops_has_no_verdict(self):
+        proc = run_report("--fail-on-leak", self.dropped_trace())
+        self.assertEqual(proc.returncode, 3, proc.stderr)  # was 1: a confident false leak
+        self.assertIn("INCOMPLETE: ", proc.stderr)
+        self.assertIn("the recorder dropped 990 events", proc.stderr)
+        self.assertNotIn("FAILED", proc.stderr)
+
+    def test_allow_incomplete_gates_it_and_says_incomplete(self):
+        proc = run_report("--fail-on-leak", "--allow-incomplete", self.dropped_trace())
+        self.assertEqual(proc.returncode, 1, proc.stderr)
+        failed = [line for line in proc.stderr.splitlines() if line.startswith("gpumem-report: FAILED")]
+        self.assertEqual(len(failed), 1)
+        self.assertIn("(incomplete: the recorder dropped 990 events)", failed[0])
