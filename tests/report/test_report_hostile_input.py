@@ -224,3 +224,48 @@ class DroppedEvents(ReportTestCase):
         failed = [line for line in proc.stderr.splitlines() if line.startswith("gpumem-report: FAILED")]
         self.assertEqual(len(failed), 1)
         self.assertIn("(incomplete: the recorder dropped 990 events)", failed[0])
+
+
+class SuppressionsFiles(ReportTestCase):
+    """--suppressions names a file of leak: lines; anything else fails with one short line, exit 2."""
+
+    def setUp(self):
+        super().setUp()
+        self.dir = tempfile.mkdtemp(prefix="gpumem-hostile-")
+        self.addCleanup(shutil.rmtree, self.dir, True)
+        self.trace = os.path.join(self.dir, "t.jsonl")
+        with open(self.trace, "w") as f:
+            f.write("\n".join([HEADER, SITE, '{"e":1,"t":5,"a":"0x7000","s":4096}', FOOTER]) + "\n")
+
+    def check_refused(self, supp, why, limit_s=30):
+        rc, stderr, seconds, rss = run_measured([REPORT, "--suppressions", supp, self.trace], limit_s=limit_s)
+        self.assertEqual(rc, 2, stderr)
+        self.assertIn(why, stderr)
+        self.assertEqual(len(stderr.splitlines()), 1)
+        self.assertLess(len(stderr), 300)
+        return seconds, rss
+
+    def test_a_device_that_never_ends_is_refused(self):
+        _, rss = self.check_refused("/dev/zero", "not a regular file or a pipe")
+        self.assertLess(rss, 100 * MiB)  # was: read until bad_alloc
+
+    def test_a_fifo_nobody_writes_to_is_refused_in_bounded_time(self):
+        fifo = os.path.join(self.dir, "supp.fifo")
+        os.mkfifo(fifo)
+        seconds, _ = self.check_refused(fifo, "nothing written to the pipe in 10 s")
+        self.assertLess(seconds, 25)  # was: waited forever in open()
+
+    def test_a_huge_file_and_a_huge_bad_line_are_refused_briefly(self):
+        big = os.path.join(self.dir, "big.supp")
+        with open(big, "w") as f:
+            f.write("x" * (50 * MiB) + "\n")
+        self.check_refused(big, "larger than 1 MiB")
+        bad = os.path.join(self.dir, "bad.supp")
+        with open(bad, "w") as f:
+            f.write("leak:ok\n" + "y" * 100000 + "\n")
+        self.check_refused(bad, "bad.supp:2: expected `leak:PATTERN` or `held:LIBRARY:PATTERN`, got `yyyy")
+
+    def test_a_pipe_still_works(self):
+        proc = subprocess.run(["bash", "-c", f"{REPORT} --format json --suppressions <(echo leak:never) {self.trace}"],
+                              capture_output=True, text=True, timeout=60)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
