@@ -502,6 +502,14 @@ bool flush_now(int timeout_ms) noexcept {
   return flushed;
 }
 
+void drain_before_unload() noexcept {
+  if (t_internal || getpid() != g_trace_pid) return;
+  Writer* w = g_state.load(std::memory_order_acquire) == kActive ? g_writer : nullptr;
+  if (!w) return;
+  KeepErrno keep;
+  (void)w->flush(kUnloadDrainMs);
+}
+
 // Flush everything at exit. An ELF destructor of a preloaded library runs after the program's atexit
 // handlers and static destructors (which may still free CUDA memory, e.g. a caching allocator emptied
 // at exit), so those frees are in the trace. Bounded by GPUMEMTRACE_EXIT_TIMEOUT_MS: never hang exit.

@@ -331,6 +331,12 @@ void recorder_exec_failed() noexcept;
 // at most `timeout_ms`. True when done in time. For a process about to die (SIGTERM handlers).
 bool flush_now(int timeout_ms) noexcept;
 
+// Before a library is unloaded (dlclose): the writer serializes every event recorded so far, naming
+// their frames while the library is still mapped (at most kUnloadDrainMs). Nothing when the recorder
+// is not active, on the writer's own thread, or in a vfork child.
+inline constexpr int kUnloadDrainMs = 1000;
+void drain_before_unload() noexcept;
+
 // True once the recorder has been disabled (configuration, unwritable output, internal failure): hooks
 // are then pure pass-throughs.
 bool recorder_disabled() noexcept;
