@@ -269,3 +269,18 @@ class SuppressionsFiles(ReportTestCase):
         proc = subprocess.run(["bash", "-c", f"{REPORT} --format json --suppressions <(echo leak:never) {self.trace}"],
                               capture_output=True, text=True, timeout=60)
         self.assertEqual(proc.returncode, 0, proc.stderr)
+
+
+class ZstdWindow(ReportTestCase):
+    def test_a_frame_asking_for_a_2_gib_window_is_refused(self):
+        # A zstd frame header whose window descriptor asks for 2^31 bytes (and no content size): the
+        # decoder would allocate it; the reader's limit is 2^27 (byte_source.h kMaxZstdWindowLog).
+        work = tempfile.mkdtemp(prefix="gpumem-hostile-")
+        self.addCleanup(shutil.rmtree, work, True)
+        path = os.path.join(work, "window.jsonl.zst")
+        with open(path, "wb") as f:
+            f.write(b"\x28\xb5\x2f\xfd" + b"\x00" + bytes([21 << 3]) + b"\x01\x00\x00" + b"\n")
+        rc, stderr, _, rss = run_measured([REPORT, path], limit_s=60)
+        self.assertEqual(rc, 2, stderr)
+        self.assertIn("Frame requires too much memory for decoding", stderr)
+        self.assertLess(rss, 200 * MiB)
