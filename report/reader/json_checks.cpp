@@ -72,17 +72,42 @@ void validate_value(od::value& value) {
   invalid("a value");
 }
 
-std::string_view StringLimit::cut(std::string_view text, std::string_view field) {
+std::string_view StringLimit::cut(std::string_view text) {
   if (text.size() <= format::kMaxStringBytes) return text;
   const std::string_view mark = format::kCutMark;
   const size_t keep = boundary(text, format::kMaxStringBytes - mark.size());
   std::string& copy = copies_.emplace_back(text.substr(0, keep));
   copy += mark;
-  if (count_++ == 0) {
-    first_line_ = line_;
-    first_field_ = std::string(field.substr(0, 64));
-  }
+  if (current_ < fields_.size()) ++fields_[current_].cuts;
   return copy;
+}
+
+void StringLimit::begin_field(std::string_view key) {
+  for (current_ = 0; current_ < fields_.size(); ++current_) {
+    if (fields_[current_].key == key) {
+      fields_[current_].cuts = 0;
+      return;
+    }
+  }
+  fields_.push_back(FieldCuts{key, 0});
+}
+
+void StringLimit::end_line() {
+  // The first field named is the smallest key with a cut: the same whatever the order of the keys.
+  const FieldCuts* first = nullptr;
+  uint64_t cuts = 0;
+  for (const FieldCuts& field : fields_) {
+    if (!field.cuts) continue;
+    cuts += field.cuts;
+    if (!first || field.key < first->key) first = &field;
+  }
+  if (cuts && count_ == 0) {
+    first_line_ = line_;
+    first_field_ = std::string(first->key.substr(0, 64));
+  }
+  count_ += cuts;
+  fields_.clear();
+  current_ = SIZE_MAX;
 }
 
 std::string StringLimit::warning() const {

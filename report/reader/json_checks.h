@@ -14,6 +14,7 @@
 #include <deque>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace gpumemtrace::report {
 
@@ -26,20 +27,35 @@ struct JsonLineError {
 // deeply nested.
 void validate_value(simdjson::ondemand::value& value);
 
+// Counts what it cuts as a strict JSON reader would see it: only the strings a line keeps (of a key
+// given twice, the last value's), and only once the line has parsed.
 class StringLimit {
  public:
   // `text` as the reader may keep it: itself, or a marked copy cut to kMaxStringBytes (valid until
-  // the next line). `field` names it in the warning.
-  std::string_view cut(std::string_view text, std::string_view field);
-  void next_line() { copies_.clear(); }
+  // the next line). Counted for the top-level field begun last.
+  std::string_view cut(std::string_view text);
+  void next_line() {
+    copies_.clear();
+    fields_.clear();
+  }
   void set_line(uint64_t line) { line_ = line; }
+  // A top-level field `key` of the line begins: what a repeated key cut before no longer counts.
+  void begin_field(std::string_view key);
+  // The line parsed: its cuts count.
+  void end_line();
 
   uint64_t count() const { return count_; }
   // One line for the trace's warnings, "" when nothing was cut.
   std::string warning() const;
 
  private:
+  struct FieldCuts {
+    std::string_view key;  // valid for the line
+    uint64_t cuts;
+  };
   std::deque<std::string> copies_;  // this line's cut strings (a deque: the views stay valid)
+  std::vector<FieldCuts> fields_;   // this line's fields with their cuts
+  size_t current_ = SIZE_MAX;       // index in fields_ of the field being parsed
   uint64_t count_ = 0;
   uint64_t line_ = 0;
   uint64_t first_line_ = 0;

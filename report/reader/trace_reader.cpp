@@ -127,8 +127,8 @@ struct LineContext {
 thread_local LineContext t_line;
 
 // `text` within the string limit (json_checks.h).
-std::string_view limited(std::string_view text, std::string_view key) {
-  return t_line.strings ? t_line.strings->cut(text, key) : text;
+std::string_view limited(std::string_view text) {
+  return t_line.strings ? t_line.strings->cut(text) : text;
 }
 
 // The key, unescaped: the recorder writes keys without escapes, read in place; a key with one
@@ -183,7 +183,7 @@ std::string_view get_str(od::value& value, std::string_view key) {
   ++t_line.values_read;
   std::string_view out;
   check(value.get_string().get(out), key, "a string");
-  return limited(out, key);
+  return limited(out);
 }
 
 // A string without escapes, read in place (no copy into simdjson's string buffer); one with
@@ -198,7 +198,7 @@ std::string_view get_plain_str(od::value& value, std::string_view key) {
   raw = raw.substr(1, raw.size() - 2);
   if (raw.find('\\') != std::string_view::npos) return get_str(value, key);
   ++t_line.values_read;
-  return limited(raw, key);
+  return limited(raw);
 }
 
 void parse_inlined(od::value& value, Fields& f) {
@@ -245,7 +245,7 @@ void parse_cmdline(od::value& v, std::string_view key, Fields& f) {
   for (auto element : args) {
     std::string_view arg;
     check(element.get_string().get(arg), key, "a list of strings");
-    f.cmdline.emplace_back(limited(arg, key));
+    f.cmdline.emplace_back(limited(arg));
   }
 }
 
@@ -444,11 +444,13 @@ void parse_line(od::parser& parser, const Line& line, Fields& f, int version) {
     std::string_view key = key_of(field);
     od::value value = field.value();
     const uint64_t read_before = t_line.values_read;
+    f.strings.begin_field(key);
     parse_field(key, value, f, version);
     if (t_line.values_read == read_before) validate_value(value);  // a field not read: valid JSON still
   }
   // After the object, only the end of the line may remain.
   if (!doc.current_location().error()) fail("not valid JSON (characters after the object)");
+  f.strings.end_line();
 }
 
 // Version 2 event lines without simdjson. Nearly every line of a version 2 trace is an event line in
