@@ -301,29 +301,27 @@ class Processes(unittest.TestCase, TraceInvariants):
         self.assertEqual(report.returncode, 0, report.stderr)
         self.assertEqual(len(json.loads(report.stdout)["processes"]), 2)
 
+    def plugin_frame(self, mode):
+        """The trace of `scenarios MODE libplugin_alloc.so`, and the innermost frame of its 8008-byte
+        allocation (made in the plugin)."""
+        out = tempdir()
+        proc = run_traced([program("scenarios"), mode, program("libplugin_alloc.so")], out)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        t = only_trace(self, out)
+        self.check_invariants(t)
+        event = [e for e in t.allocs() if e["size"] == 8008][0]
+        return t, t.frames[t.stacks[event["stack"]]["frames"][0]]
+
     def test_frames_of_a_library_closed_at_once_keep_their_module_and_names(self):
         # dlclose right after the allocation: the writer names the frames before the library goes
         # (issue 20: they became [unknown code], though their module and offset were known).
-        out = tempdir()
-        plugin = program("libplugin_alloc.so")
-        proc = run_traced([program("scenarios"), "dlclose", plugin], out)
-        self.assertEqual(proc.returncode, 0, proc.stderr)
-        t = only_trace(self, out)
-        self.check_invariants(t)
-        event = [e for e in t.allocs() if e["size"] == 8008][0]
-        frame = t.frames[t.stacks[event["stack"]]["frames"][0]]
+        t, frame = self.plugin_frame("dlclose")
         self.assertEqual(frame["function"], "plugin_allocate")
-        self.assertEqual(t.modules[frame["module"]]["path"], plugin)
+        self.assertEqual(t.modules[frame["module"]]["path"], program("libplugin_alloc.so"))
 
     def test_library_loaded_later_gets_a_module_line_and_symbols(self):
-        out = tempdir()
+        t, frame = self.plugin_frame("dlopen")
         plugin = program("libplugin_alloc.so")
-        proc = run_traced([program("scenarios"), "dlopen", plugin], out)
-        self.assertEqual(proc.returncode, 0, proc.stderr)
-        t = only_trace(self, out)
-        self.check_invariants(t)
-        event = [e for e in t.allocs() if e["size"] == 8008][0]
-        frame = t.frames[t.stacks[event["stack"]]["frames"][0]]
         self.assertEqual(frame["function"], "plugin_allocate")
         self.assertTrue(frame["file"].endswith("plugin_alloc.cpp"))
         module = t.modules[frame["module"]]
