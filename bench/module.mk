@@ -62,3 +62,14 @@ bench-torch-drain: $(BUILD)/libgpumemtrace.so
 	$(PYTHON) bench/torch_drain_bench.py --build $(BUILD) $(BENCH_TORCH_DRAIN_ARGS)
 .PHONY: bench-torch-drain
 BENCH_TARGETS += bench-torch-drain
+
+## bench-what-if: gpumem-report's allocator replays (--what-if): tensor events/s per setting, beside the plain report
+BENCH_WHAT_IF_EVENTS ?= 2000000
+$(BUILD)/bench/what_if_replay_bench: $(BUILD)/bench/what_if_replay_bench.o $(REPORT_LIB)
+	@mkdir -p $(@D)
+	$(CXX) -o $@ $^ $(REPORT_LDLIBS)
+TEST_BINS += $(BUILD)/bench/what_if_replay_bench  # tests/report/test_report_what_if.py runs the bench briefly
+bench-what-if: $(BUILD)/gpumem-report $(BUILD)/bench/what_if_replay_bench
+	$(PYTHON) bench/what_if_bench.py --build $(BUILD) --events $(BENCH_WHAT_IF_EVENTS)
+.PHONY: bench-what-if
+BENCH_TARGETS += bench-what-if

@@ -47,8 +47,9 @@ std::vector<ProcessReport> analyze_all(const std::vector<TraceInput>& inputs, co
   AnalyzedInputs analyzed;
   {
     ProgressLine progress(STDERR_FILENO);
+    WhatIfRequest what_if{options.what_if, options.recorded_settings, !options.diff};
     analyzed = analyze_inputs(inputs, suppressions, options.progress ? &progress : nullptr,
-                              options.jobs ? options.jobs : default_jobs());
+                              options.jobs ? options.jobs : default_jobs(), what_if);
   }  // the line is cleared here, before any warning or report is written
   // Empty traces among several: a warning each, not an error.
   for (const std::string& warning : analyzed.skipped) std::cerr << "gpumem-report: warning: " << printable(warning) << "\n";

@@ -76,17 +76,18 @@ const char kHelp[] =
     "The `--` before CMD is required: it separates the options from the command.\n"
     "\n"
     "Environment set for CMD:\n"
-    "  LD_PRELOAD           libgpumemtrace.so (next to this program) prepended to your LD_PRELOAD\n"
+    "  LD_PRELOAD           libgpumemtrace.so (next to this program, or in ../lib) prepended to your LD_PRELOAD\n"
     "  GPUMEMTRACE_OUTPUT   DIR/ (one file per process)\n"
-    "  PYTHONPATH           the Python startup directory prepended (python/ next to this program, or\n"
-    "                       tools/python in a source tree), which turns on PyTorch tensor-level events\n"
+    "  PYTHONPATH           the Python startup directory prepended (../python beside bin/, or\n"
+    "                       ../share/gpumemtrace/python, or tools/python in a source tree), which turns\n"
+    "                       on PyTorch tensor-level events\n"
   "  PYTEST_PLUGINS       gpumemtrace_pytest appended (every pytest test becomes a scope of the trace);\n"
   "                       not with GPUMEMTRACE_PYTEST=0\n"
     "  NVTX_INJECTION64_PATH  not set here: the recorder sets it in each traced process where it is unset,\n"
     "                       so that NVTX ranges become phases (docs/capture.md, GPUMEMTRACE_NVTX)\n"
     "  Any other GPUMEMTRACE_* variable you set is passed on to the recorder (docs/configuration.md).\n"
     "Environment read by the launcher:\n"
-    "  GPUMEMTRACE_LIBRARY  the recorder library to preload instead of <dir of gpumemtrace>/libgpumemtrace.so\n"
+    "  GPUMEMTRACE_LIBRARY  the recorder library to preload instead of the one beside this program\n"
     "  GPUMEMTRACE_REPORT   the analyzer to run instead of <dir of gpumemtrace>/gpumem-report\n"
     "                       (GPUMEMTRACE_LIBRARY and GPUMEMTRACE_REPORT: relative to the current directory)\n"
     "\n"
@@ -138,14 +139,28 @@ bool is_elf(const std::string& path) {
   return n == 4 && memcmp(magic, "\x7f" "ELF", 4) == 0;
 }
 
+// The directory of this program's file, symbolic links resolved (the kernel's /proc/self/exe): the
+// release bundle, an installed tree and the wheel all work wherever they are unpacked or linked
+// from. "" when /proc is not mounted.
 std::string self_dir() {
   char buf[PATH_MAX];
   ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
-  if (n <= 0) return ".";
+  if (n <= 0) return "";
   buf[n] = '\0';
   std::string path(buf);
   size_t slash = path.rfind('/');
-  return slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
+  return slash == std::string::npos ? "" : (slash == 0 ? "/" : path.substr(0, slash));
+}
+
+// Where the recorder and the Python helpers sit beside this program, in each layout it ships in
+// (docs/install.md): the build tree (build/gpumemtrace, build/libgpumemtrace.so, tools/python), the
+// release bundle and the wheel (bin/, lib/, python/), `make install` (bin/, lib/, share/gpumemtrace/python).
+// The first candidate that exists wins; the first one is named in the error when none does.
+std::vector<std::string> library_candidates(const std::string& bindir) {
+  return {bindir + "/libgpumemtrace.so", bindir + "/../lib/libgpumemtrace.so"};
+}
+std::vector<std::string> python_candidates(const std::string& bindir) {
+  return {bindir + "/../python", bindir + "/../share/gpumemtrace/python", bindir + "/../tools/python"};
 }
 
 std::string absolute(const std::string& path) {
@@ -408,8 +423,20 @@ int main(int argc, char** argv) {
   }
 
   const std::string bindir = self_dir();
+  if (bindir.empty()) {
+    fprintf(stderr, "gpumemtrace: cannot find this program's own directory (/proc/self/exe: is /proc mounted?)\n");
+    return 2;
+  }
   const char* lib_env = getenv(var::kLibrary);
-  const std::string library = absolute(lib_env && *lib_env ? lib_env : bindir + "/libgpumemtrace.so");
+  std::string library_path = library_candidates(bindir).front();
+  for (const std::string& candidate : library_candidates(bindir)) {
+    char resolved[PATH_MAX];
+    if (exists(candidate, S_IFREG)) {
+      library_path = realpath(candidate.c_str(), resolved) ? resolved : candidate;  // no "bin/.." in LD_PRELOAD
+      break;
+    }
+  }
+  const std::string library = absolute(lib_env && *lib_env ? lib_env : library_path);
   // A relative GPUMEMTRACE_REPORT is resolved against the current directory, as GPUMEMTRACE_LIBRARY
   // is (a bare name would otherwise be checked here and then looked up on PATH by exec).
   const char* report_env = getenv(var::kReport);
@@ -427,7 +454,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   std::string python_dir;
-  for (const std::string& candidate : {bindir + "/python", bindir + "/../tools/python"}) {
+  for (const std::string& candidate : python_candidates(bindir)) {
     if (exists(candidate + "/sitecustomize.py", S_IFREG)) {
       char resolved[PATH_MAX];
       python_dir = realpath(candidate.c_str(), resolved) ? resolved : candidate;

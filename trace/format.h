@@ -176,6 +176,13 @@ inline constexpr const char* kFieldBackend = "backend";           // "interpose"
 inline constexpr const char* kFieldStackDepth = "stack_depth";
 inline constexpr const char* kFieldOnFull = "on_full";            // "wait" | "drop"
 inline constexpr const char* kFieldLibrary = "library";           // gpumemtrace version string
+// The process's place in a distributed job, from its launcher's variables (optional, each only when
+// set): rank among all processes, rank on its node, number of processes, and the variable the
+// rank came from ("RANK", "SLURM_PROCID", ...).
+inline constexpr const char* kFieldRank = "rank";
+inline constexpr const char* kFieldLocalRank = "local_rank";
+inline constexpr const char* kFieldWorldSize = "world_size";
+inline constexpr const char* kFieldRankFrom = "rank_from";
 
 // Module
 inline constexpr const char* kFieldId = "id";

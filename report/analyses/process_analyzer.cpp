@@ -7,6 +7,7 @@
 #include "report/analyses/advice.h"
 #include "report/analyses/leaks.h"
 #include "report/analyses/peaks.h"
+#include "report/analyses/time_to_oom.h"
 #include "report/outputs/units.h"
 
 namespace gpumemtrace::report {
@@ -18,6 +19,7 @@ ProcessAnalyzer::ProcessAnalyzer(const SymbolTable& symbols, const Suppressions&
       scopes_(model_, symbols, suppressions) {
   model_.add_listener(&roles_);
   model_.add_listener(&scopes_);
+  model_.add_listener(&incidents_);
 }
 
 // What the events showed live at the cap is stale (frees after it were not written): it ends here,
@@ -25,6 +27,9 @@ ProcessAnalyzer::ProcessAnalyzer(const SymbolTable& symbols, const Suppressions&
 void ProcessAnalyzer::end_live_set_at_cap() {
   if (live_set_replaced_) return;
   live_set_replaced_ = true;
+  model_.end_history();
+  roles_.end_history();
+  incidents_.close_all();
   std::vector<int32_t> devices;
   for (const auto& [device, state] : model_.devices()) devices.push_back(device);
   for (int32_t device : devices) {
@@ -45,7 +50,6 @@ void ProcessAnalyzer::on_live(const Event& live) {
 }
 
 void ProcessAnalyzer::on_footer(const Footer& footer) {
-  end_time_ = footer.end_time;
   not_written_ = footer.not_written;
   if (capped_) end_live_set_at_cap();  // a clean end with nothing live: nothing leaked
 }
@@ -53,6 +57,9 @@ void ProcessAnalyzer::on_footer(const Footer& footer) {
 void ProcessAnalyzer::on_device(const DeviceInfo& info) {
   MemoryModel::DeviceState& state = model_.device_state(info.device);
   state.summary.name = info.name;
+  if (info.has_free && info.total && info.free > info.total) {
+    return model_.note_inconsistent_reading(info.device, info.free, info.total);  // its total is not used
+  }
   if (info.total) state.summary.total = info.total;
 }
 
@@ -85,10 +92,11 @@ void ProcessAnalyzer::on_event(const Event& e) {
     if (phase != model_.phase()) model_.set_phase(phase);
   }
   roles_.set_time(e.t);
+  if (incidents_.tracking()) incidents_.before_event(e);
   model_.apply(e, events_, autograd_.site_for(e));
   sample(e);
   if (e.op == Op::BlockOom || (e.op == Op::Alloc && e.result != 0)) incidents_.on_failure(e, model_, roles_);
-  if (e.op == Op::MemInfo) incidents_.on_meminfo(e);
+  if (e.op == Op::MemInfo && model_.reading_used()) incidents_.on_meminfo(e);
 }
 
 // The device's timeline, with the role split of each kept sample.
@@ -122,7 +130,9 @@ ProcessReport ProcessAnalyzer::finish(const std::string& file, const ReadResult&
   out.events = events_;
   out.dropped_events = dropped_;
   out.first_time_ns = first_time_;
-  out.last_time_ns = std::max(last_time_, end_time_);
+  // The process's time is that of its events: the footer's end_time also counts the recorder's own
+  // work at exit (flushing, symbolizing), which is no part of the program's run.
+  out.last_time_ns = last_time_;
   out.warnings = read.warnings;
   if (model_.replaced_live()) {
     out.warnings.push_back(std::to_string(model_.replaced_live()) +
@@ -141,6 +151,14 @@ ProcessReport ProcessAnalyzer::finish(const std::string& file, const ReadResult&
         "; leaks are what was live at the end" +
         (not_written_ ? " (" + std::to_string(not_written_) + " events after it not written)" : ""));
   }
+  for (const auto& [device, state] : model_.devices()) {
+    if (!state.inconsistent_readings) continue;
+    out.warnings.push_back("device " + std::to_string(device) + ": " + std::to_string(state.inconsistent_readings) +
+                           (state.inconsistent_readings == 1 ? " reading" : " readings") +
+                           " of its memory with more free bytes than its total (" +
+                           format_bytes(state.inconsistent_free) + " free of " +
+                           format_bytes(state.inconsistent_total) + "): figures that contradict each other, not used");
+  }
   out.marks = marks_;
   out.marks_total = marks_total_;
 
@@ -150,6 +168,7 @@ ProcessReport ProcessAnalyzer::finish(const std::string& file, const ReadResult&
     for (DeviceSummary& d : out.devices) d.leaked_bytes = 0;
   }
   collect_growth(model_, clock_.windows_used(), symbols_, out.growth);
+  collect_time_to_oom(model_, out);
   incidents_.finish(out, symbols_);
   for (DeviceSummary& d : out.devices) {
     for (const OomReport& oom : out.ooms) d.ooms += oom.device == d.device ? 1 : 0;

@@ -42,6 +42,7 @@ const char* level_name(Level level) {
     case Level::Allocation: return "allocation";
     case Level::Physical: return "physical";
     case Level::Block: return "block";
+    case Level::Host: return "host";
   }
   return "allocation";
 }

@@ -131,8 +131,10 @@ struct FailedCall {
 };
 
 // Where memory is counted: a CUDA allocation, a physical handle (cuMemCreate), a caching
-// allocator's block. level_name() is the word the outputs use ("allocation", "physical", "block").
-enum class Level : uint8_t { Allocation, Physical, Block };
+// allocator's block, pinned host memory (cudaHostAlloc, cudaMallocHost, cuMemHostAlloc: host RAM,
+// never the device's). level_name() is the word the outputs use ("allocation", "physical", "block",
+// "host").
+enum class Level : uint8_t { Allocation, Physical, Block, Host };
 const char* level_name(Level level);
 
 struct GrowthReport {
@@ -145,7 +147,19 @@ struct GrowthReport {
   uint64_t rises = 0;               // how many times it set a new high
   uint32_t windows_rising = 0;      // run windows in which it set a new high...
   uint32_t windows_total = 0;       // ...out of this many
+  uint64_t first_time_ns = 0;       // when the site first held memory
+  uint64_t last_rise_time_ns = 0;   // when it last set a new high
   std::string advice;
+};
+
+// Pinned host memory of the process: its own line, never in a device's peak, timeline or OOM
+// figures (it is host RAM the device can reach, not device memory).
+struct PinnedHostSummary {
+  uint64_t allocations = 0;
+  uint64_t frees = 0;
+  uint64_t peak_bytes = 0;
+  uint64_t peak_time_ns = 0;
+  uint64_t live_bytes = 0;          // at the end
 };
 
 struct TimelineSample {
@@ -229,6 +243,11 @@ struct DeviceSummary {
   uint64_t alive_at_exit_bytes = 0; // caching-allocator blocks still referenced at the end
   uint64_t ooms = 0;                // out-of-memory incidents
   std::vector<TimelineSample> timeline;  // reserved/allocated over the run, bounded, evenly thinned
+  // A capped trace (GPUMEMTRACE_MAX_BYTES): every figure above covers the events up to the cap.
+  // What was live at the end (its `live` records) is known; when, and any peak after the cap, not.
+  bool after_cap = false;
+  uint64_t after_cap_live = 0;       // reserved bytes live at the end
+  uint64_t after_cap_allocated = 0;  // block bytes live at the end (0 without block data)
 };
 
 // An NVTX range (nvtx_phases.h): a slice of its thread's timeline in the Perfetto export.
@@ -239,6 +258,61 @@ struct NvtxRange {
   uint64_t begin_time_ns = 0;
   uint64_t end_time_ns = 0;
   bool closed = true;               // false: the trace ended inside it
+};
+
+// One setting's replay of a device's PyTorch requests (what_if.h). The recorded run is the first row.
+struct WhatIfRow {
+  std::string settings;             // PYTORCH_CUDA_ALLOC_CONF text over the recorded settings
+  bool recorded = false;            // the recorded run: reserved peak from the trace, the rest replayed
+  bool automatic = false;           // a candidate the report tried by itself (no --what-if)
+  uint64_t reserved_peak = 0;
+  uint64_t allocated_peak = 0;      // rounded block sizes, as PyTorch counts allocated bytes
+  FragmentationPoint at_peak;       // at the reserved peak
+  uint64_t cache_flushes = 0;       // whole-cache releases inside a failing malloc
+  uint64_t retries = 0;             // allocations retried after one
+  uint64_t new_ooms = 0;            // requests the recording served and this setting refused
+  uint64_t first_new_oom_time_ns = 0;
+  std::vector<bool> ooms_still_happen;  // per recorded OOM (WhatIfReport::oom_seqs)
+  std::vector<TimelineSample> timeline; // predicted reserved bytes (allocated unused), bounded
+};
+
+struct WhatIfReport {
+  int32_t device = -1;
+  std::string recorded_settings;    // what the recording is replayed under
+  uint64_t capacity = 0;            // bytes the allocator could reserve (device free + its own), 0 = unknown
+  std::vector<uint64_t> oom_seqs;   // the recorded OOMs (torch.oom events)
+  std::vector<uint64_t> oom_requested;
+  std::vector<WhatIfRow> rows;
+  // The recorded settings' replay against the recording (replay.h).
+  bool faithful = false;
+  uint64_t segment_ops_compared = 0;
+  uint64_t blocks_compared = 0;
+  bool has_divergence = false;
+  uint64_t divergence_seq = 0;
+  uint64_t divergence_time_ns = 0;
+  std::string divergence;
+  // Headroom at the allocated peak (an estimate: what_if.h says what it assumes).
+  bool has_headroom = false;
+  uint64_t activation_bytes = 0;    // activations + backward temporaries at the allocated peak
+  double headroom_recorded = 0;     // the factor those could grow by and still fit, recorded settings
+  double headroom_best = 0;         // ... under the best row
+  std::string best_settings;
+  std::string advice;               // names a setting only when its replay shows it helps
+};
+
+// Growth turned into time: when the device fills at the growth's rate (time_to_oom.h).
+struct TimeToOomReport {
+  int32_t device = -1;
+  Level level = Level::Allocation;
+  Stack stack;                      // the growing site
+  uint64_t bytes_per_step = 0;      // per new high of the site (one per iteration in a loop)
+  uint64_t steps = 0;               // new highs measured
+  double bytes_per_second = 0;
+  double seconds_per_step = 0;      // the run's pace
+  uint64_t free_bytes = 0;          // device memory left at the end of the trace
+  bool free_known = false;          // false: the device's total, less what the process held
+  double steps_left = 0;
+  double seconds_left = 0;          // < 0: unknown
 };
 
 struct Mark {
@@ -258,9 +332,10 @@ struct ProcessReport {
   uint64_t events = 0;
   uint64_t dropped_events = 0;      // > 0: the analysis is incomplete
   uint64_t first_time_ns = 0;
-  uint64_t last_time_ns = 0;
+  uint64_t last_time_ns = 0;       // of its last event: its duration is first to last event
   std::vector<std::string> warnings;
   std::vector<DeviceSummary> devices;
+  PinnedHostSummary pinned_host;
   std::vector<LeakGroup> leaks;     // largest first, suppressed ones included (flagged)
   std::vector<HeldAtExit> held_at_exit;  // largest first
   std::vector<FailedCall> failed_calls;  // not out-of-memory; largest count first
@@ -274,6 +349,8 @@ struct ProcessReport {
   uint64_t marks_total = 0;
   std::vector<NvtxRange> nvtx_ranges;  // in the order they closed; the first kMaxNvtxRanges
   uint64_t nvtx_ranges_total = 0;
+  std::vector<WhatIfReport> what_if;   // per device with PyTorch events, when a replay ran
+  std::vector<TimeToOomReport> time_to_oom;
 
   uint64_t leaked_bytes() const;    // unsuppressed; 0 for a cut trace
   uint64_t leaked_count() const;

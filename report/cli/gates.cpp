@@ -1,4 +1,5 @@
-// report/cli/gates.cpp — the CI gates (--fail-on-leak, --fail-on-growth, --fail-on-peak-increase).
+// report/cli/gates.cpp — the CI gates (--fail-on-leak, --fail-on-growth, --fail-on-oom-within,
+// --fail-on-peak-increase).
 #include "report/cli/gates.h"
 
 #include <cstdio>
@@ -6,6 +7,7 @@
 
 #include "report/outputs/text_output.h"
 #include "report/outputs/units.h"
+#include "report/outputs/what_if_output.h"
 #include "util/terminal_text.h"
 
 namespace gpumemtrace::report {
@@ -84,13 +86,27 @@ std::vector<std::string> check_gates(const std::vector<ProcessReport>& reports, 
         failures.push_back(message.str());
       }
     }
+    if (options.fail_on_oom_within) {  // time_to_oom.h: growth that fills its device too soon
+      for (const TimeToOomReport& t : r.time_to_oom) {
+        if (t.seconds_left < 0 || t.seconds_left >= *options.fail_on_oom_within) continue;
+        std::ostringstream message;
+        message << file << ": device " << t.device << " would be full in " << format_duration(t.seconds_left)
+                << " at the rate memory grows here (" << format_bytes(t.bytes_per_step) << " per step, "
+                << format_bytes(t.free_bytes) << " left; limit " << format_duration(*options.fail_on_oom_within)
+                << "), allocated here:\n";
+        write_stack(message, t.stack, "    ", options.stacks);
+        failures.push_back(message.str());
+      }
+    }
   }
   return failures;
 }
 
 std::vector<std::string> check_incomplete(const std::vector<ProcessReport>& reports, const Options& options) {
   std::vector<std::string> incomplete;
-  if (options.allow_incomplete || (!options.fail_on_leak && !options.fail_on_growth)) return incomplete;
+  if (options.allow_incomplete || (!options.fail_on_leak && !options.fail_on_growth && !options.fail_on_oom_within)) {
+    return incomplete;
+  }
   for (const ProcessReport& r : reports) {
     if (r.dropped_events && !r.cut()) {
       incomplete.push_back(printable(r.file) + ": the recorder dropped " + std::to_string(r.dropped_events) +
@@ -119,7 +135,7 @@ std::vector<std::string> check_diff_gates(const DiffReport& diff, const std::vec
     std::ostringstream message;
     char pct[32];
     std::snprintf(pct, sizeof pct, p.base_bytes ? "+%.1f%%" : "new", percent);
-    message << "peak of device " << p.device << " (process " << p.process << ") grew by "
+    message << "peak of device " << p.device << " (" << pair_name(diff.pairs[p.process]) << ") grew by "
             << format_bytes(static_cast<uint64_t>(p.delta())) << " (" << pct << "): "
             << format_bytes(p.base_bytes) << " -> " << format_bytes(p.new_bytes);
     for (const StackDelta& d : p.culprits) {

@@ -58,6 +58,7 @@ void refuse_output_among_inputs(const std::string& output, const std::vector<std
                                 const std::vector<FileId>& sources = {});
 
 // analyze_file on `input`, with errors and the report naming `input.name`.
-ProcessReport analyze_input(const TraceInput& input, const Suppressions& suppressions, ReadObserver* observer);
+ProcessReport analyze_input(const TraceInput& input, const Suppressions& suppressions, ReadObserver* observer,
+                            const WhatIfRequest& what_if = WhatIfRequest{});
 
 }  // namespace gpumemtrace::report

@@ -1,5 +1,6 @@
 // report/outputs/json_output.cpp — the report as one JSON object (keys in docs/report.md).
 #include "report/outputs/json_output.h"
+#include "report/outputs/what_if_output.h"
 
 #include <algorithm>
 
@@ -75,13 +76,25 @@ json process_json(const ProcessReport& r) {
                        {"library_bytes", d.library_bytes},
                        {"alive_at_exit_bytes", d.alive_at_exit_bytes},
                        {"ooms", d.ooms},
+                       {"after_cap", d.after_cap ? json{{"live_bytes", d.after_cap_live},
+                                                        {"allocated_bytes", d.after_cap_allocated}}
+                                                  : json(nullptr)},
                        {"timeline", timeline_json(d.timeline)}});
   }
+  const PinnedHostSummary& host = r.pinned_host;
+  const json pinned_host = host.allocations || host.live_bytes
+                               ? json{{"allocations", host.allocations}, {"frees", host.frees},
+                                      {"peak_bytes", host.peak_bytes}, {"peak_time_ns", host.peak_time_ns},
+                                      {"live_bytes", host.live_bytes}}
+                               : json(nullptr);
   json marks = json::array();
   for (const Mark& m : r.marks) marks.push_back({{"seq", m.seq}, {"time_ns", m.time_ns}, {"label", m.label}});
   return {{"file", r.file},
           {"pid", r.header.pid},
           {"ppid", r.header.ppid},
+          {"rank", r.header.rank >= 0 ? json(r.header.rank) : json(nullptr)},
+          {"local_rank", r.header.local_rank >= 0 ? json(r.header.local_rank) : json(nullptr)},
+          {"world_size", r.header.world_size >= 0 ? json(r.header.world_size) : json(nullptr)},
           {"exe", r.header.exe},
           {"cmdline", r.header.cmdline},
           {"host", r.header.host},
@@ -97,6 +110,7 @@ json process_json(const ProcessReport& r) {
           {"leaked_bytes", r.leaked_bytes()},
           {"warnings", r.warnings},
           {"devices", devices},
+          {"pinned_host", pinned_host},
           {"marks", marks},
           {"marks_total", r.marks_total}};
 }
@@ -142,11 +156,12 @@ json reports_to_json(const std::vector<ProcessReport>& reports) {
                   {"cut", false}, {"live_when_cut_bytes", 0}};
   json processes = json::array(), leaks = json::array(), peaks = json::array(), ooms = json::array(),
        growth = json::array(), fragmentation = json::array(), held = json::array(),
-       failed_calls = json::array(), scopes = json::array();
+       failed_calls = json::array(), scopes = json::array(), what_if = json::array(), time_to_oom = json::array();
   auto bump = [&summary](const char* key, uint64_t value) {
     summary[key] = summary[key].get<uint64_t>() + value;
   };
   for (const ProcessReport& r : reports) {
+    append_what_if_json(r, what_if, time_to_oom);
     const json who = {{"pid", r.header.pid}, {"file", r.file}};
     bump("events", r.events);
     bump("dropped_events", r.dropped_events);
@@ -157,6 +172,8 @@ json reports_to_json(const std::vector<ProcessReport>& reports) {
     if (r.cut()) summary["cut"] = true;
     if (r.cut()) bump("live_when_cut_bytes", r.live_when_cut_bytes());
     if (r.dropped_events) summary["incomplete"] = true;
+    bump("allocations", r.pinned_host.allocations);  // every allocation call of the process
+    bump("frees", r.pinned_host.frees);
     for (const DeviceSummary& d : r.devices) {
       bump("allocations", d.allocations);
       bump("frees", d.frees);
@@ -262,7 +279,8 @@ json reports_to_json(const std::vector<ProcessReport>& reports) {
   }
   json out = {{"summary", summary}, {"processes", processes}, {"leaks", leaks}, {"held_at_exit", held},
               {"scopes", scopes}, {"peaks", peaks}, {"ooms", ooms}, {"failed_calls", failed_calls},
-              {"growth", growth}, {"fragmentation", fragmentation}};
+              {"growth", growth}, {"fragmentation", fragmentation}, {"what_if", what_if},
+              {"time_to_oom", time_to_oom}};
   if (reports.size() > 1) {
     out["spread"] = {{"peak_bytes", spread_of(reports, [](const ProcessReport& r) { return r.peak_bytes(); })},
                      {"leaked_bytes", spread_of(reports, [](const ProcessReport& r) { return r.leaked_bytes(); })}};
@@ -279,13 +297,29 @@ json diff_to_json(const DiffReport& diff) {
     }
     return out;
   };
+  auto process = [](const DiffProcess& p) {
+    return json{{"file", p.file}, {"pid", p.pid}, {"rank", p.rank >= 0 ? json(p.rank) : json(nullptr)}};
+  };
+  auto processes = [&](const std::vector<DiffProcess>& list) {
+    json out = json::array();
+    for (const DiffProcess& p : list) out.push_back(process(p));
+    return out;
+  };
+  json pairs = json::array();
+  for (const ProcessPair& pair : diff.pairs) {
+    pairs.push_back({{"base", process(pair.base)}, {"new", process(pair.next)},
+                     {"by", pair.by_rank ? "rank" : "start order"}});
+  }
   json peaks = json::array();
   for (const PeakDelta& p : diff.peaks) {
     peaks.push_back({{"process", p.process}, {"base_pid", p.base_pid}, {"new_pid", p.new_pid},
+                     {"rank", p.rank >= 0 ? json(p.rank) : json(nullptr)},
                      {"device", p.device}, {"base_bytes", p.base_bytes}, {"new_bytes", p.new_bytes},
                      {"delta_bytes", p.delta()}, {"culprits", deltas(p.culprits)}});
   }
-  return {{"base", diff.base_files}, {"new", diff.new_files}, {"peaks", peaks}, {"leaks", deltas(diff.leaks)},
+  return {{"base", diff.base_files}, {"new", diff.new_files}, {"pairs", pairs},
+          {"only_base", processes(diff.only_base)}, {"only_new", processes(diff.only_new)},
+          {"peaks", peaks}, {"leaks", deltas(diff.leaks)},
           {"summary", {{"base_leaked_bytes", diff.base_leaked}, {"new_leaked_bytes", diff.new_leaked},
                        {"delta_leaked_bytes", static_cast<int64_t>(diff.new_leaked) - static_cast<int64_t>(diff.base_leaked)}}},
           {"warnings", diff.warnings}};

@@ -1,5 +1,6 @@
 // report/outputs/text_output.cpp — the text report: one section per analysis, stacks trimmed.
 #include "report/outputs/text_output.h"
+#include "report/outputs/what_if_output.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -68,6 +69,10 @@ void write_holders(std::ostream& out, const std::vector<StackBytes>& list, uint6
 
 void write_header(std::ostream& out, const ProcessReport& r) {
   out << "== " << printable(r.file) << ": pid " << r.header.pid;
+  if (r.header.rank >= 0) {
+    out << ", rank " << r.header.rank;
+    if (r.header.world_size > 0) out << " of " << r.header.world_size;
+  }
   if (!r.header.cmdline.empty()) {
     out << " (";
     for (size_t i = 0; i < r.header.cmdline.size(); ++i) out << (i ? " " : "") << printable(r.header.cmdline[i]);
@@ -93,8 +98,15 @@ void write_summary(std::ostream& out, const ProcessReport& r) {
     if (d.block_ooms) out << ", " << d.block_ooms << " allocator OOM";
     out << "; peak " << format_bytes(d.peak_reserved);
     if (d.peak_allocated) out << " reserved, " << format_bytes(d.peak_allocated) << " allocated";
+    if (d.after_cap) out << " up to the cap; " << format_bytes(d.after_cap_live) << " live at the end (after the cap, time unknown)";
     if (d.unmatched_frees) out << "; " << d.unmatched_frees << " frees of unknown addresses";
     out << "\n";
+  }
+  const PinnedHostSummary& host = r.pinned_host;
+  if (host.allocations || host.live_bytes) {
+    out << "  pinned host memory (host RAM, in no device's figures): " << plural(host.allocations, "allocation")
+        << ", " << plural(host.frees, "free") << "; peak " << format_bytes(host.peak_bytes) << " at "
+        << at(host.peak_time_ns, r) << "; " << format_bytes(host.live_bytes) << " live at the end\n";
   }
 }
 
@@ -114,8 +126,10 @@ void write_leaks(std::ostream& out, const ProcessReport& r, const TextOptions& o
   auto shown = [](const LeakGroup& leak) { return !leak.suppressed; };
   for_top(r.leaks, options.max_items, shown, [&](const LeakGroup& leak) {
     out << "  " << format_bytes(leak.bytes) << " in " << plural(leak.count, "allocation") << " ("
-        << device_name(leak.device) << ", "
-        << (leak.level == Level::Block ? std::string("allocator block") : leak.kind) << "), "
+        << (leak.level == Level::Host ? std::string("pinned host memory")
+                                      : device_name(leak.device) + ", " +
+                                            (leak.level == Level::Block ? std::string("allocator block") : leak.kind))
+        << "), "
         << (r.cut() ? "live when cut, " : "") << "allocated here:\n";
     write_stack(out, leak.stack, "      ", options.stacks);
   });
@@ -206,6 +220,18 @@ void write_fragmentation_point(std::ostream& out, const FragmentationPoint& p) {
       << format_bytes(p.largest_free_block) << ", fragmentation " << ratio;
 }
 
+// A capped trace: the peak above is the recorded part's; what was live at the end is all that is
+// known of the rest.
+void write_after_cap(std::ostream& out, const ProcessReport& r, int32_t device) {
+  for (const DeviceSummary& d : r.devices) {
+    if (d.device != device || !d.after_cap) continue;
+    out << "  up to the cap only; after the cap, time unknown: " << format_bytes(d.after_cap_live)
+        << " live at the end";
+    if (d.after_cap_allocated) out << " (" << format_bytes(d.after_cap_allocated) << " in blocks)";
+    out << "; a higher peak after the cap would not show\n";
+  }
+}
+
 void write_peaks(std::ostream& out, const ProcessReport& r, const TextOptions& options) {
   for (const PeakReport& peak : r.peaks) {
     const PeakLevel& main = peak.has_blocks ? peak.allocated : peak.reserved;
@@ -216,6 +242,7 @@ void write_peaks(std::ostream& out, const ProcessReport& r, const TextOptions& o
           << phase_note(peak.allocated.phase);
     }
     out << "\n";
+    write_after_cap(out, r, peak.device);
     write_holders(out, main.culprits, main.bytes, options);
     if (peak.has_fragmentation) {
       out << "  at the allocated peak: ";
@@ -294,7 +321,10 @@ void write_scopes(std::ostream& out, const ProcessReport& r, const TextOptions& 
 
 void write_growth(std::ostream& out, const ProcessReport& r, const TextOptions& options) {
   for_top(r.growth, options.max_items, [&](const GrowthReport& g) {
-    out << "growth (" << device_name(g.device) << (g.level == Level::Block ? ", blocks" : "") << "): "
+    out << "growth ("
+        << (g.level == Level::Host ? std::string("pinned host memory")
+                                   : device_name(g.device) + (g.level == Level::Block ? ", blocks" : ""))
+        << "): "
         << format_bytes(g.first_bytes) << " -> " << format_bytes(g.peak_bytes) << " in " << g.rises
         << " rises, rising in " << g.windows_rising << " of " << g.windows_total
         << " windows of the run; " << format_bytes(g.final_bytes) << " live at the end\n";
@@ -304,6 +334,11 @@ void write_growth(std::ostream& out, const ProcessReport& r, const TextOptions& 
 }
 
 }  // namespace
+
+std::string pair_name(const ProcessPair& pair) {
+  if (pair.by_rank) return process_name(pair.base);
+  return "pid " + std::to_string(pair.base.pid) + " -> " + std::to_string(pair.next.pid);
+}
 
 void write_stack(std::ostream& out, const Stack& stack, const std::string& indent, const StackViewOptions& options) {
   for (const std::string& line : stack_lines(stack, options, indent.size())) out << indent << printable(line) << "\n";
@@ -321,6 +356,8 @@ void write_text(std::ostream& out, const std::vector<ProcessReport>& reports, co
     write_failed_calls(out, r, options);
     write_growth(out, r, options);
     if (r.growth.empty()) out << "growth: none\n";
+    write_time_to_oom_text(out, r, options);
+    write_what_if_text(out, r, options);
     out << "\n";
   }
   if (reports.size() > 1) {
@@ -342,8 +379,15 @@ void write_diff_text(std::ostream& out, const DiffReport& diff, const TextOption
   auto signed_bytes = [](int64_t delta) {
     return (delta < 0 ? "-" : "+") + format_bytes(static_cast<uint64_t>(delta < 0 ? -delta : delta));
   };
+  // Which process was compared with which, when there is a choice to show.
+  if (diff.pairs.size() > 1 || !diff.only_base.empty() || !diff.only_new.empty()) {
+    for (const ProcessPair& pair : diff.pairs) {
+      out << "pair " << pair_name(pair) << ": " << printable(pair.base.file) << " (pid " << pair.base.pid << ") -> "
+          << printable(pair.next.file) << " (pid " << pair.next.pid << ")\n";
+    }
+  }
   for (const PeakDelta& p : diff.peaks) {
-    out << "peak (process " << p.process << ", " << device_name(p.device) << "): " << format_bytes(p.base_bytes)
+    out << "peak (" << pair_name(diff.pairs[p.process]) << ", " << device_name(p.device) << "): " << format_bytes(p.base_bytes)
         << " -> " << format_bytes(p.new_bytes) << " (" << signed_bytes(p.delta()) << ")\n";
     for_top(p.culprits, options.max_items, [&](const StackDelta& d) {
       out << "    " << signed_bytes(d.delta()) << " (" << format_bytes(d.base_bytes) << " -> "
@@ -351,7 +395,8 @@ void write_diff_text(std::ostream& out, const DiffReport& diff, const TextOption
       write_stack(out, d.stack, "        ", options.stacks);
     });
   }
-  out << "leaks: " << format_bytes(diff.base_leaked) << " -> " << format_bytes(diff.new_leaked) << "\n";
+  out << "leaks" << (diff.only_base.empty() && diff.only_new.empty() ? "" : " (of the pairs)") << ": "
+      << format_bytes(diff.base_leaked) << " -> " << format_bytes(diff.new_leaked) << "\n";
   for_top(diff.leaks, options.max_items, [&](const StackDelta& d) {
     out << "    " << signed_bytes(d.delta()) << " (" << format_bytes(d.base_bytes) << " in " << d.base_count
         << " -> " << format_bytes(d.new_bytes) << " in " << d.new_count << "):\n";

@@ -39,6 +39,10 @@ class TraceError : public std::runtime_error {
 struct Header {
   int64_t pid = -1;
   int64_t ppid = -1;
+  int64_t rank = -1;          // in its job (RANK, SLURM_PROCID, ...); -1: not recorded
+  int64_t local_rank = -1;
+  int64_t world_size = -1;
+  std::string rank_from;      // the variable the rank came from
   std::string exe;
   std::string host;
   std::string library;
@@ -70,6 +74,7 @@ struct Event {
   int64_t result = 0;    // CUDA error code, 0 = success (also when absent)
   uint64_t segment = 0;  // valid when has_segment
   uint64_t handle = 0;   // valid when has_handle
+  uint64_t stream = 0;   // "stream": the stream of a stream-ordered operation; 0 when absent (the default stream)
   uint64_t free = 0;     // meminfo, valid when has_meminfo
   uint64_t total = 0;
   bool has_segment = false;

@@ -65,12 +65,12 @@ struct Fields {
   bool has(Bit bit) const { return (present & bit) != 0; }
 
   std::string_view type, format, op, kind, pool, label, api, function, file, path, exe, host,
-      library, backend, name, lang, build_id;
+      library, backend, name, lang, build_id, rank_from;
   uint64_t version = 0, id = 0, seq = 0, t = 0, tid = 0, size = 0, stack = 0, module = 0, line = 0,
            free = 0, total = 0, count = 0, dropped_total = 0, events = 0, end_time = 0,
-           start_time = 0, clock_start = 0, addr = 0, segment = 0, handle = 0, ip = 0, offset = 0, range = 0,
+           start_time = 0, clock_start = 0, addr = 0, segment = 0, handle = 0, stream = 0, ip = 0, offset = 0, range = 0,
            max_bytes = 0, not_written = 0;
-  int64_t device = -1, result = 0, pid = -1, ppid = -1;
+  int64_t device = -1, result = 0, pid = -1, ppid = -1, rank = -1, local_rank = -1, world_size = -1;
   bool delayed = false;
   // "t" read as a signed number (version 2, where an event line's "t" is a delta): t holds its
   // two's complement.
@@ -109,7 +109,7 @@ struct Fields {
   // the dispatcher then reads (the presence bits, the short-keyed and the optional event fields).
   void clear_event_fields() {
     present = 0;
-    site = seq_jump = short_addr = short_size = t = segment = handle = free = total = range = 0;
+    site = seq_jump = short_addr = short_size = t = segment = handle = stream = free = total = range = 0;
     short_result = 0;
     t_negative = false;
     pool = label = std::string_view();
@@ -349,6 +349,7 @@ void parse_field(std::string_view key, od::value& v, Fields& f, int version) {
           return;
         case 'n': if (is(fmt::kFieldName)) f.name = get_str(v, key); return;
         case 'h': if (is(fmt::kFieldHost)) f.host = get_str(v, key); return;
+        case 'r': if (is(fmt::kFieldRank)) f.rank = get_i64(v, key); return;
         default: return;
       }
     case 5:
@@ -371,6 +372,7 @@ void parse_field(std::string_view key, od::value& v, Fields& f, int version) {
           return;
         case 'r': if (is(fmt::kFieldResult)) f.result = get_i64(v, key); return;
         case 'h': if (is(fmt::kFieldHandle)) { f.handle = parse_hex(get_str(v, key), key); f.present |= B::kHandle; } return;
+        case 's': if (is(fmt::kFieldStream)) f.stream = parse_hex(get_str(v, key), key); return;
         case 'm': if (is(fmt::kFieldModule)) { f.module = get_u64(v, key, kMaxId); f.present |= B::kModule; } return;
         case 'f':
           if (is(fmt::kFieldFrames)) { parse_frames(v, key, f); f.present |= B::kFrames; }
@@ -398,9 +400,14 @@ void parse_field(std::string_view key, od::value& v, Fields& f, int version) {
       return;
     case 9:
       if (is(fmt::kFieldMaxBytes)) f.max_bytes = get_u64(v, key, UINT64_MAX);
+      else if (is(fmt::kFieldRankFrom)) f.rank_from = get_str(v, key);
       return;
     case 10:
-      if (is(fmt::kFieldSizeExact)) {
+      if (is(fmt::kFieldLocalRank)) {
+        f.local_rank = get_i64(v, key);
+      } else if (is(fmt::kFieldWorldSize)) {
+        f.world_size = get_i64(v, key);
+      } else if (is(fmt::kFieldSizeExact)) {
         f.size_exact = parse_exact(get_str(v, key), key, &f.size_out_of_range);
         f.present |= B::kSizeExact;
       } else if (is(fmt::kFieldFreeExact)) {
@@ -506,7 +513,7 @@ class CompactEventScanner {
           break;
         case 6:
           if (key == fmt::kFieldHandle) ok = read_hex(&f.handle), f.present |= B::kHandle;
-          else if (key == fmt::kFieldStream) ok = read_string(&text);  // not read (parse_field skips it)
+          else if (key == fmt::kFieldStream) ok = read_hex(&f.stream);
           else return false;
           break;
         case 7:
@@ -723,6 +730,11 @@ class Dispatcher {
     Header h;
     h.pid = f.pid;
     h.ppid = f.ppid;
+    // A rank is a place in a job: a negative one is no place (not set).
+    h.rank = std::max<int64_t>(f.rank, -1);
+    h.local_rank = std::max<int64_t>(f.local_rank, -1);
+    h.world_size = std::max<int64_t>(f.world_size, -1);
+    h.rank_from = std::string(f.rank_from);
     h.exe = std::string(f.exe);
     h.host = std::string(f.host);
     h.library = std::string(f.library);
@@ -894,6 +906,7 @@ class Dispatcher {
     e.has_segment = f.has(B::kSegment);
     e.handle = f.handle;
     e.has_handle = f.has(B::kHandle);
+    e.stream = f.stream;
     e.free = f.free;
     e.total = f.total;
     e.has_meminfo = f.has(B::kFree) || f.has(B::kTotal);

@@ -249,6 +249,22 @@ class Threads(unittest.TestCase, TraceInvariants):
 
 
 class Processes(unittest.TestCase, TraceInvariants):
+    def test_header_records_the_launchers_rank(self):
+        # torchrun's variables under srun: the worker's rank (RANK), not the srun task's.
+        out = tempdir()
+        proc = run_traced([program("runtime_apis")], out,
+                          env={"RANK": "3", "LOCAL_RANK": "1", "WORLD_SIZE": "8", "SLURM_PROCID": "0"})
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        header = only_trace(self, out).header
+        self.assertEqual((header["rank"], header["local_rank"], header["world_size"], header["rank_from"]),
+                         (3, 1, 8, "RANK"))
+        out = tempdir()
+        env = {name: "" for name in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "SLURM_PROCID", "SLURM_LOCALID",
+                                     "SLURM_NTASKS", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK")}
+        proc = run_traced([program("runtime_apis")], out, env=env)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        self.assertNotIn("rank", only_trace(self, out).header)  # empty: not set
+
     @unittest.skipIf(fork_deadlocks_under_sanitizer(), FORK_UNDER_SANITIZER)
     def test_fork_child_writes_its_own_file(self):
         out = tempdir()

@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
 # tests/gpu/driver_checks.py — driver-level capture checked on a real NVIDIA GPU (tests/gpu/run.sh).
-"""GPU checks of driver-level capture. Run by tests/gpu/run.sh on a machine with an NVIDIA GPU.
+"""GPU checks of driver-level capture. Run by tests/gpu/run.sh on a machine with an NVIDIA GPU, with
+the recorder and the prebuilt programs where tests/gpu/gpuenv.py says (nothing is built here).
 
 Workloads, each under both backends (GPUMEMTRACE_BACKEND=interpose and =cupti):
-  static    nvcc program with the static runtime (tests/gpu/driver_static_cudart.cu): runtime calls seen
+  static    the prebuilt nvcc program with the static runtime (tests/gpu/driver_static_cudart.cu,
+            GPU_CHECK_PROGRAMS in tests/gpu/module.mk): runtime calls seen
             only at the driver layer, and VMM through cudaGetDriverEntryPointByVersion
   torch     PyTorch native caching allocator (cudaMalloc per segment)
   torch_exp PyTorch expandable_segments:True (cuMemAddressReserve/cuMemCreate/cuMemMap)
@@ -11,36 +13,27 @@ Workloads, each under both backends (GPUMEMTRACE_BACKEND=interpose and =cupti):
   cupy      CuPy (static runtime copy; its memory pool calls cudaMalloc)
 Checks: the program's output is unchanged by the preload; the expected APIs and sizes are in the
 trace; both backends agree on the number and bytes of successful allocations (physical ones for VMM).
-Prints one line per check and a summary; exits 0 when everything passed or was skipped, 1 otherwise.
-Skips cleanly (exit 0) without a GPU, nvcc, torch or cupy.
+Prints one line per check (gpuenv.Results); exits 0 when everything passed or was skipped, 1
+otherwise. Skips cleanly (exit 0) without a GPU, the prebuilt program, torch or cupy.
 """
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-BUILD = os.environ.get("GPUMEMTRACE_BUILD", os.path.join(ROOT, "build"))
-LIB = os.path.join(BUILD, "libgpumemtrace.so")
-sys.path.insert(0, os.path.join(ROOT, "tests"))
-import tracefile  # noqa: E402
-RESULTS = {"pass": 0, "fail": 0, "skip": 0}
+import gpuenv
+from gpuenv import LIB, have_gpu
+import tracefile  # noqa: E402  (tests/, on the path through gpuenv)
+
+RESULTS = gpuenv.Results("driver")
 
 
 def say(status, name, detail=""):
-    RESULTS[status] += 1
-    print(f"[{status.upper()}] {name}{': ' + detail if detail else ''}", flush=True)
-
-
-def have_gpu():
-    if not shutil.which("nvidia-smi"):
-        return False
-    return subprocess.run(["nvidia-smi", "-L"], capture_output=True).returncode == 0
+    RESULTS.say(name, {"pass": True, "fail": False, "skip": None}[status], detail)
 
 
 def trace_of(cmd, backend, env=None, preload=True):
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory(dir=gpuenv.out_dir("driver")) as tmp:
         out = os.path.join(tmp, "t.jsonl")
         e = dict(os.environ, GPUMEMTRACE_OUTPUT=out, GPUMEMTRACE_BACKEND=backend, **(env or {}))
         if preload:
@@ -132,34 +125,27 @@ cupy.get_default_memory_pool().free_all_blocks()
 
 
 def main():
-    if not os.path.exists(LIB):
-        print(f"build {LIB} first (make)")
-        return 1
-    if not have_gpu():
+    if not have_gpu() or os.environ.get("GPU_CHECKS_NO_GPU"):
         say("skip", "driver GPU checks", "no NVIDIA GPU (nvidia-smi -L failed)")
         return 0
+    if not os.path.exists(LIB):
+        say("fail", "driver GPU checks", f"{LIB} missing (GPUMEMTRACE_HOME, tests/gpu/gpuenv.py)")
+        return 1
     subprocess.run(["nvidia-smi", "--query-gpu=name,memory.total,driver_version", "--format=csv"])
-    nvcc = shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
-    if os.path.exists(nvcc):
-        exe = os.path.join(BUILD, "tests", "gpu", "driver_static_cudart")
-        os.makedirs(os.path.dirname(exe), exist_ok=True)
-        b = subprocess.run([nvcc, "-g", "-o", exe, os.path.join(ROOT, "tests/gpu/driver_static_cudart.cu"), "-lcuda"],
-                           capture_output=True, text=True)
-        if b.returncode:
-            say("fail", "static/build", b.stderr[-400:])
-        else:
-            # CUPTI sees the static runtime's calls too (runtime callbacks): runtime names are only
-            # unexpected under interposition, which cannot hook a statically linked runtime.
-            run_workload("static", [exe], lambda ev, backend: first_error(
-                need(ev, "cuMemAlloc_v2", kind="device", size=3145735),
-                need(ev, "cuMemAllocAsync", kind="async", size=1048579),
-                need(ev, "cuMemHostAlloc", kind="host", size=65547),
-                need(ev, "cuMemCreate", kind="physical", size=2 << 20),
-                need(ev, "cuMemMap", op="map"), need(ev, "cuMemAddressReserve", op="reserve", kind="virtual"),
-                None if backend == "cupti" or not any(e["api"].startswith("cuda") for e in ev)
-                else "runtime names in a static build under interposition?"))
+    exe = os.path.join(gpuenv.PROGRAMS, "driver_static_cudart")
+    if os.access(exe, os.X_OK):
+        # CUPTI sees the static runtime's calls too (runtime callbacks): runtime names are only
+        # unexpected under interposition, which cannot hook a statically linked runtime.
+        run_workload("static", [exe], lambda ev, backend: first_error(
+            need(ev, "cuMemAlloc_v2", kind="device", size=3145735),
+            need(ev, "cuMemAllocAsync", kind="async", size=1048579),
+            need(ev, "cuMemHostAlloc", kind="host", size=65547),
+            need(ev, "cuMemCreate", kind="physical", size=2 << 20),
+            need(ev, "cuMemMap", op="map"), need(ev, "cuMemAddressReserve", op="reserve", kind="virtual"),
+            None if backend == "cupti" or not any(e["api"].startswith("cuda") for e in ev)
+            else "runtime names in a static build under interposition?"))
     else:
-        say("skip", "static", "nvcc not found")
+        say("skip", "static", f"{exe} not there (make gpu-programs; GPU_PROGRAMS)")
     py = sys.executable
     run_workload("torch", [py, "-c", TORCH], lambda ev, _: need(ev, "cudaMalloc", kind="device"))
     run_workload("torch_exp", [py, "-c", TORCH], lambda ev, _: first_error(
@@ -169,8 +155,7 @@ def main():
     run_workload("torch_async", [py, "-c", TORCH], lambda ev, _: need(ev, "cudaMallocAsync", kind="async", at_least=4),
                  env={"PYTORCH_CUDA_ALLOC_CONF": "backend:cudaMallocAsync"})
     run_workload("cupy", [py, "-c", CUPY], lambda ev, _: need(ev, "cuMemAlloc_v2", kind="device"))
-    print(f"driver GPU checks: {RESULTS['pass']} passed, {RESULTS['fail']} failed, {RESULTS['skip']} skipped")
-    return 1 if RESULTS["fail"] else 0
+    return RESULTS.exit_code()
 
 
 if __name__ == "__main__":

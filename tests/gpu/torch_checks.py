@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 # tests/gpu/torch_checks.py — PyTorch support checked on a real NVIDIA GPU (not part of make test).
-"""GPU checks of PyTorch support (2.4-2.11 on an NVIDIA GPU). Not part of `make test` (no GPU there):
-run `python3 tests/gpu/torch_checks.py [--build build]` on a GPU machine. Prints SKIP and exits 0
-where torch or a GPU is missing. Each check runs a child under LD_PRELOAD=libgpumemtrace.so with
-PYTHONPATH=tools/python and inspects the trace:
+"""GPU checks of PyTorch support on an NVIDIA GPU. Not part of `make test` (no GPU there): run by
+tests/gpu/run.sh, with the recorder where tests/gpu/gpuenv.py says; traces kept under OUT/torch.
+Prints SKIP and exits 0 where torch or a GPU is missing. Each check runs a child under
+LD_PRELOAD=libgpumemtrace.so with the hook on PYTHONPATH and inspects the trace:
   growth      planted validation accumulation outside torch.no_grad() (`val_total = val_total +
               model(x).mean()` keeps every iteration's activations alive): gpumem-report flags a
               block-level growth named by that line
@@ -16,21 +16,16 @@ PYTHONPATH=tools/python and inspects the trace:
               stacks="python", called plainly and through the hook's history.take_snapshot: the hook's
               must not import torch._inductor (docs/pytorch.md, "The cost of a drain"); both times
               are printed for information
-What tracing costs is measured by benchmarks, not checked here: make bench-torch-step (ms per step)
-and make bench-process (whole-process time), docs/performance.md.
+The history checks of issue 17 (exact drains, the program's own history calls, ...) are in
+torch_history_checks.py; what tracing costs, in cost_checks.py (the benchmarks, side by side).
 """
-import argparse
 import json
 import os
 import subprocess
 import sys
-import tempfile
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, os.path.join(ROOT, "tests"))
-sys.path.insert(0, os.path.join(ROOT, "bench"))
-import tracefile  # noqa: E402
-from benchlib import traced_env  # noqa: E402
+import gpuenv
+from gpuenv import ROOT, have_gpu_torch, read_trace
 
 CHILD = r'''
 import os, sys, time, torch
@@ -87,14 +82,6 @@ print("%.3f %.3f %d %d %d" % (first, second, before, "torch._inductor" in sys.mo
 '''
 
 
-def have_gpu_torch():
-    try:
-        import torch  # noqa: F401
-        return torch.cuda.is_available()
-    except Exception:
-        return False
-
-
 def line_of(frame):
     try:
         return open(frame["file"]).read().splitlines()[frame["line"] - 1]
@@ -102,31 +89,27 @@ def line_of(frame):
         return ""
 
 
-def run(build, mode, env_extra=None, traced=True, with_report=False):
-    d = tempfile.mkdtemp()
+def run(mode, env_extra=None, traced=True, with_report=False):
+    d = gpuenv.out_dir("torch", mode)
     out = os.path.join(d, "trace.jsonl")
-    env = traced_env(build, out) if traced else dict(os.environ)
+    env = gpuenv.traced_env(out) if traced else dict(os.environ)
     env.update(env_extra or {})
     # The child runs from a file, so that its Python frames name a line gpumem-report can show.
     script = os.path.join(d, "child.py")
     with open(script, "w") as f:
         f.write("import json\n" + CHILD)
     p = subprocess.run([sys.executable, script, mode], capture_output=True, text=True, env=env,
-                       timeout=600)
-    events, frames, stacks = [], {}, {}
-    if traced and os.path.exists(out):
-        for r in tracefile.read_records(out)[0]:
-            if r["type"] == "event":
-                events.append(r)
-            elif r["type"] == "frame":
-                frames[r["id"]] = r
-            elif r["type"] == "stack":
-                stacks[r["id"]] = r["frames"]
-    stack_of = lambda e: [frames[i] for i in stacks.get(e.get("stack", 0), [])]
+                       timeout=max(30, min(600, gpuenv.time_left())))
+    events, stack_of = read_trace(out) if traced else ([], None)
     if not with_report:
         return p, events, stack_of
-    rep = subprocess.run([os.path.join(build, "gpumem-report"), "--format", "json", out], capture_output=True, text=True)
-    return p, events, stack_of, (json.loads(rep.stdout) if rep.returncode in (0, 1) and rep.stdout else None)
+    rep = subprocess.run([gpuenv.REPORT, "--format", "json", "-o", os.path.join(d, "report.json"), out],
+                         capture_output=True, text=True)
+    report = None
+    if rep.returncode in (0, 1) and os.path.exists(os.path.join(d, "report.json")):
+        with open(os.path.join(d, "report.json")) as f:
+            report = json.load(f)
+    return p, events, stack_of, report
 
 
 def reserved_peak(events):
@@ -141,34 +124,29 @@ def reserved_peak(events):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--build", default=os.path.join(ROOT, "build"))
-    args = ap.parse_args()
+    results = gpuenv.Results("torch")
     if not have_gpu_torch():
-        print("SKIP: needs PyTorch with a CUDA GPU")
+        results.say("torch checks", None, "needs PyTorch with a CUDA GPU")
         return 0
-    failures = 0
 
     def check(name, ok, detail):
-        nonlocal failures
-        failures += 0 if ok else 1
-        print("%s %s: %s" % ("PASS" if ok else "FAIL", name, detail), flush=True)
+        results.say(name, bool(ok), detail)
 
-    p, ev, stack_of, report = run(args.build, "growth", with_report=True)
+    p, ev, stack_of, report = run("growth", with_report=True)
     planted = [g for g in (report or {}).get("growth", [])
                if g["level"] == "block"
                and any(f.get("lang") == "python" and "PLANTED_GROWTH" in line_of(f) for f in g["stack"])]
     check("growth", p.returncode == 0 and len(planted) >= 1,
           "%d growth entries, %d at the planted line" % (len((report or {}).get("growth", [])), len(planted)))
 
-    p, ev, stack_of = run(args.build, "oom")
+    p, ev, stack_of = run("oom")
     ooms = [e for e in ev if e["op"] == "block_oom"]
     check("oom", p.stdout.strip() == "caught" and ooms and "free" in ooms[0]
           and any(f.get("lang") == "python" for f in stack_of(ooms[0])),
           "%d block_oom events; stdout %r" % (len(ooms), p.stdout.strip()))
 
     for name, conf in (("agreement", None), ("expandable", "expandable_segments:True")):
-        p, ev, _ = run(args.build, name, {"PYTORCH_CUDA_ALLOC_CONF": conf} if conf else None)
+        p, ev, _ = run(name, {"PYTORCH_CUDA_ALLOC_CONF": conf} if conf else None)
         try:
             reserved, allocated = map(int, p.stdout.split())
         except ValueError:
@@ -178,19 +156,19 @@ def main():
         check(name, got == reserved, "reserved peak from events %d vs max_memory_reserved %d "
               "(max_memory_allocated %d)" % (got, reserved, allocated))
 
-    p, ev, _ = run(args.build, "async", {"PYTORCH_CUDA_ALLOC_CONF": "backend:cudaMallocAsync"})
+    p, ev, _ = run("async", {"PYTORCH_CUDA_ALLOC_CONF": "backend:cudaMallocAsync"})
     check("async", p.returncode == 0 and p.stderr.count("gpumemtrace:") == 1
           and not [e for e in ev if e["op"].startswith("block_")],
           "driver-level events %d, stderr %r" % (len(ev), p.stderr.strip()[-200:]))
 
     figures = {}
     for how in ("plain", "hook"):
-        d = tempfile.mkdtemp()
+        d = gpuenv.out_dir("torch", "snapshot")
         script = os.path.join(d, "snapshot_child.py")
         with open(script, "w") as f:
             f.write(SNAPSHOT_CHILD)
-        p = subprocess.run([sys.executable, script, how, os.path.join(ROOT, "tools", "python")],
-                           capture_output=True, text=True, timeout=600)
+        p = subprocess.run([sys.executable, script, how, gpuenv.PYTHON_DIR], capture_output=True, text=True,
+                           timeout=600)
         try:
             first, second, before, after, entries = p.stdout.split()
             figures[how] = (float(first), float(second), before == "1", after == "1", int(entries))
@@ -203,8 +181,7 @@ def main():
           % (plain[4] if plain else "?",
              "%.3f s / %.3f s, imported torch._inductor: %s" % (plain[0], plain[1], plain[3]) if plain else "failed",
              "%.3f s / %.3f s, imported torch._inductor: %s" % (hook[0], hook[1], hook[3]) if hook else "failed"))
-
-    return 1 if failures else 0
+    return results.exit_code()
 
 
 if __name__ == "__main__":

@@ -17,51 +17,41 @@ Runs each program of tests/gpu/scenarios/ under `gpumemtrace ci` and checks what
   text         the text report of a real run leads with the user's Python line and fits 160 columns
   html         --format html and --format perfetto of a real run are written and well formed
   nvtx         torch.cuda.nvtx ranges name the phase of the peak
-Prints PASS/FAIL/SKIP per check and a closing 'N passed, N failed' line; exits 0 without a GPU.
-  python3 tests/gpu/verdict_checks.py [--build build] [--out DIR]   # DIR keeps traces and reports
+Prints PASS/FAIL/SKIP per check (gpuenv.Results); exits 0 without a GPU. Run by tests/gpu/run.sh with
+the launcher and analyzer where tests/gpu/gpuenv.py says; traces and reports kept under OUT/verdicts.
 """
-import argparse
 import json
 import os
 import subprocess
 import sys
-import tempfile
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import gpuenv
+from gpuenv import ROOT, have_gpu_torch
+
 SCEN = os.path.join(ROOT, "tests", "gpu", "scenarios")
-RESULTS = {"passed": 0, "failed": 0, "skipped": 0}
+RESULTS = gpuenv.Results("verdict")
 
 
 def say(ok, name, detail):
-    key = {True: "passed", False: "failed", None: "skipped"}[ok]
-    RESULTS[key] += 1
-    print("%s %s: %s" % ({True: "PASS", False: "FAIL", None: "SKIP"}[ok], name, detail), flush=True)
-
-
-def have_gpu_torch():
-    try:
-        import torch
-        return torch.cuda.is_available()
-    except Exception:
-        return False
+    RESULTS.say(name, ok, detail)
 
 
 class Runner:
-    def __init__(self, build, out):
-        self.build, self.out = build, out
+    def __init__(self, out):
+        self.out = out
 
     def ci(self, name, argv, gates=("--fail-on-leak=1MiB", "--fail-on-growth"), env=None):
         d = os.path.join(self.out, name)
         os.makedirs(d, exist_ok=True)
         e = dict(os.environ, **(env or {}))
-        p = subprocess.run([os.path.join(self.build, "gpumemtrace"), "ci", *gates, "-o", os.path.join(d, "traces"),
+        p = subprocess.run([gpuenv.LAUNCHER, "ci", *gates, "-o", os.path.join(d, "traces"),
                             "--", *argv], capture_output=True, text=True, env=e, timeout=600, cwd=ROOT)
         with open(os.path.join(d, "run.log"), "w") as f:
             f.write(p.stdout + "\n--- stderr\n" + p.stderr + "\nexit %d\n" % p.returncode)
         return p, os.path.join(d, "traces")
 
     def report(self, traces, *args):
-        p = subprocess.run([os.path.join(self.build, "gpumem-report"), *args, traces], capture_output=True,
+        p = subprocess.run([gpuenv.REPORT, *args, traces], capture_output=True,
                            text=True, timeout=600)
         return p
 
@@ -79,15 +69,10 @@ def first_user_line(stack, script):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--build", default=os.path.join(ROOT, "build"))
-    ap.add_argument("--out", default=None)
-    args = ap.parse_args()
     if not have_gpu_torch():
         say(None, "verdict checks", "needs PyTorch with a CUDA GPU")
-        print("%d passed, %d failed, %d skipped" % (RESULTS["passed"], RESULTS["failed"], RESULTS["skipped"]))
         return 0
-    r = Runner(args.build, args.out or tempfile.mkdtemp(prefix="gpumemtrace-verdicts-"))
+    r = Runner(gpuenv.out_dir("verdicts"))
     py = sys.executable
 
     p, t = r.ci("clean", [py, os.path.join(SCEN, "clean_train.py")])
@@ -178,8 +163,7 @@ def main():
     phase = ((rep.get("peaks") or [{}])[0].get("allocated") or {}).get("phase", "")
     say("forward" in phase, "nvtx", "phase of the allocated peak: %r" % phase)
 
-    print("%d passed, %d failed, %d skipped" % (RESULTS["passed"], RESULTS["failed"], RESULTS["skipped"]))
-    return 1 if RESULTS["failed"] else 0
+    return RESULTS.exit_code()
 
 
 if __name__ == "__main__":

@@ -6,7 +6,8 @@ import tests and the fuzz corpus. No torch needed.
 
 Each builder returns a dict; `dump(snapshot, path, protocol)` pickles it the way `_dump_snapshot` does.
 `python3 snapshot_samples.py --corpus DIR` writes every sample under every protocol 2..5 into DIR, with
-the checked-in fuzzing seeds of tests/snapshot/corpus/ (hostile pickles: billion laughs, wide dicts).
+the checked-in fuzzing seeds of tests/snapshot/corpus/ (hostile pickles: billion laughs, wide dicts;
+and real PyTorch pickles in corpus/real/ once checked in).
 """
 import argparse
 import os
@@ -14,6 +15,16 @@ import pickle
 import shutil
 
 CORPUS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus")
+# Real torch.cuda.memory._dump_snapshot() pickles made on a GPU (tests/gpu/snapshot_corpus.py).
+REAL = os.path.join(CORPUS, "real")
+
+
+def corpus_files():
+    """The checked-in seeds: the hostile pickles in corpus/ and the real ones in corpus/real/."""
+    out = [os.path.join(CORPUS, n) for n in sorted(os.listdir(CORPUS)) if os.path.isfile(os.path.join(CORPUS, n))]
+    if os.path.isdir(REAL):
+        out += [os.path.join(REAL, n) for n in sorted(os.listdir(REAL)) if n.endswith(".pickle")]
+    return out
 KiB = 1 << 10
 MiB = 1 << 20
 USER = "/home/user/project/train.py"
@@ -185,8 +196,8 @@ def main():
     for name, build in SAMPLES.items():
         for proto in range(2, 6):
             dump(build(), os.path.join(args.corpus, f"{name}.p{proto}.pickle"), proto)
-    for name in os.listdir(CORPUS):
-        shutil.copy(os.path.join(CORPUS, name), args.corpus)
+    for path in corpus_files():
+        shutil.copy(path, args.corpus)
 
 
 if __name__ == "__main__":

@@ -35,8 +35,8 @@ class SnapshotFuzzBrief(unittest.TestCase):
                             f.write(blob)
             with open(os.path.join(corpus, "reduce"), "wb") as f:
                 f.write(b"\x80\x02N)R.")
-            for name in os.listdir(samples.CORPUS):
-                shutil.copy(os.path.join(samples.CORPUS, name), corpus)
+            for path in samples.corpus_files():
+                shutil.copy(path, corpus)
             proc = subprocess.run([FUZZER, f"-max_total_time={SECONDS}", "-max_len=16384", "-timeout=10",
                                    "-rss_limit_mb=2048", f"-artifact_prefix={tmp}/", corpus],
                                   capture_output=True, text=True, timeout=SECONDS + 120)

@@ -10,7 +10,7 @@
 
   const doc = JSON.parse(document.getElementById("gpumem-data").textContent);
   const root = document.getElementById("report");
-  const KNOWN_TOP = ["summary", "processes", "leaks", "peaks", "ooms", "growth", "fragmentation", "spread"];
+  const KNOWN_TOP = ["summary", "processes", "leaks", "peaks", "ooms", "growth", "fragmentation", "spread", "what_if", "time_to_oom"];
   const KNOWN_PROCESS = ["file", "pid", "ppid", "exe", "cmdline", "host", "complete", "killed", "truncated",
     "incomplete", "cut", "cut_at_ns", "events", "dropped_events", "duration_ns", "leaked_bytes", "warnings", "devices", "marks",
     "marks_total"];
@@ -339,6 +339,47 @@
     return block;
   }
 
+  // The what-if table (docs/what-if.md) and the predicted reserved bytes of each setting over the
+  // recorded run's (its replay, which matches the recording when "replay.faithful").
+  function whatIfBlock(w, t0) {
+    const block = h("div", {});
+    const r = w.replay;
+    block.appendChild(h("p", { class: r.faithful ? "hint" : "warning" }, r.faithful
+      ? `Replayed under ${w.recorded_settings || "the default settings"}, the model matches the recording: ${r.segment_ops_compared} segment operations, ${r.blocks_compared} blocks at the same offsets.`
+      : `The replay differs from the recording at event ${r.divergence.seq}: ${r.divergence.what}. The figures are the model's.`));
+    block.appendChild(table(["Settings", "Reserved peak", "Allocated peak", "Fragmentation at the peak", "Cache flushes", "Retries"]
+      .concat(w.ooms.map((o, i) => `OOM ${i + 1} (${bytes(o.requested)})`)),
+      w.rows.map((row) => [row.recorded ? "recorded run" : row.settings, bytes(row.reserved_peak), bytes(row.allocated_peak),
+        `${(100 * row.at_peak.ratio).toFixed(0)}%`, String(row.cache_flushes), String(row.retries)]
+        .concat(row.ooms_still_happen.map((x) => (x ? "happens" : "avoided")))
+        .concat(row.new_ooms ? [`${row.new_ooms} new OOMs`] : []))));
+    if (w.advice) block.appendChild(h("p", { class: "advice" }, w.advice));
+    if (w.headroom) {
+      block.appendChild(h("p", { class: "hint" }, `Headroom (an estimate): about ${w.headroom.factor_recorded.toFixed(1)}x the activations at the peak (${bytes(w.headroom.activation_bytes)}) would fit` +
+        (w.headroom.best_settings ? `, ${w.headroom.factor_best.toFixed(1)}x with ${w.headroom.best_settings}` : "") +
+        ", if activations scale with the batch and the rest stays as it was."));
+    }
+    const times = [...new Set(w.rows.flatMap((row) => row.timeline.map((s) => s.time_ns)))].sort((a, b) => a - b);
+    if (times.length > 1) {
+      const at = (timeline, t) => {
+        let v = 0;
+        for (const s of timeline) { if (s.time_ns > t) break; v = s.reserved; }
+        return v;
+      };
+      const step = Math.max(1, Math.ceil(times.length / 2000));
+      const samples = times.filter((_, i) => i % step === 0).map((t) => {
+        const s = { time_ns: t };
+        w.rows.forEach((row) => { s[row.recorded ? "recorded" : row.settings] = at(row.timeline, t); });
+        return s;
+      });
+      const chartEl = h("div", { class: "timeline" });
+      block.appendChild(chartEl);
+      block.appendChild(h("p", { class: "hint" }, "PyTorch's reserved bytes over time: the recorded run and each setting's replay."));
+      requestAnimationFrame(() => timelineChart(chartEl, samples, t0, []));
+    }
+    return block;
+  }
+
   function processSection(p) {
     const leaks = ofProcess(doc.leaks, p), peaks = ofProcess(doc.peaks, p), ooms = ofProcess(doc.ooms, p);
     const growth = ofProcess(doc.growth, p), frag = ofProcess(doc.fragmentation, p);
@@ -409,6 +450,15 @@
           .concat(f.at_ooms.map((a) => [String(f.device), `OOM at ${seconds(a.time_ns - t0)}`, a])))
           .map(([dev, when, pt]) => [dev, when, bytes(pt.reserved), bytes(pt.allocated), bytes(pt.free_in_reserved),
             bytes(pt.largest_free_block), `${(100 * pt.ratio).toFixed(0)}%`]))));
+    }
+    for (const w of ofProcess(doc.what_if, p)) el.appendChild(section(`What if (GPU ${w.device}): PyTorch's allocator replayed`, whatIfBlock(w, t0)));
+    const ttoom = ofProcess(doc.time_to_oom, p);
+    if (ttoom.length) {
+      el.appendChild(section("Time to OOM (an estimate, at the rate measured)", table(
+        ["Site", "GPU", "Per step", "Steps", "Step every", "Free at the end", "Full after"],
+        ttoom.map((t) => [stackCell(t.stack), String(t.device), bytes(t.bytes_per_step), String(t.steps),
+          t.seconds_per_step ? seconds(t.seconds_per_step * 1e9) : "–", bytes(t.free_bytes) + (t.free_known ? "" : " (if nothing else uses the device)"),
+          `${Math.round(t.steps_left).toLocaleString("en")} steps` + (t.seconds_left === null ? "" : ` (${seconds(t.seconds_left * 1e9)})`)]))));
     }
     if (p.marks.length) {
       el.appendChild(section(`Marks (${p.marks_total})`, h("details", {}, h("summary", {}, "Show the marks"),

@@ -1,7 +1,7 @@
 # tests/python/progs/torch_prog.py — child of test_python_torch.py: the stand-in torch under the recorder.
 """Child program for test_python_torch.py, run with PYTHONPATH=tools/python:fake_torch under
 LD_PRELOAD=libgpumemtrace.so. argv[1]: "train" | "oom" | "sigterm" | "emptycache" | "noimport" |
-"nocuda" | "drained" | "drained_then_alloc" | "inductor" | "cudaonly".
+"nocuda" | "drained" | "drained_then_alloc" | "inductor" | "cudaonly" | "model" | "fork".
 Prints a fixed line and exits with code 7 so the test can check both are unchanged."""
 import os
 import signal
@@ -88,4 +88,34 @@ if mode == "cudaonly":
     torch.cuda.init()  # CUDA initialised, the caching allocator never used
     torch._calls.note("end")
     print("done")
+    sys.exit(7)
+
+if mode == "model":
+    # Methods and a nested function: PyTorch records co_name (__init__), live frames co_qualname.
+    class Model:
+        def __init__(self):
+            self.weight = torch.empty(3 << 20, device="cuda")  # LINE_INIT: a segment of its own
+
+        def forward(self):
+            def inner():
+                return torch.empty(2048, device="cuda")  # LINE_INNER
+            return inner()
+
+    m = Model()
+    out = m.forward()
+    print("done")
+    sys.exit(7)
+
+if mode == "fork":
+    kept = train(2)
+    pid = os.fork()
+    if pid == 0:
+        x = torch.empty(4096, device="cuda")
+        sys.modules["gpumemtrace_torch"].drain_now()
+        torch._calls.note("child_end")
+        print("child done")
+        sys.stdout.flush()
+        sys.exit(0)   # atexit runs: the hook's exit drain too
+    os.waitpid(pid, 0)
+    print("parent done")
     sys.exit(7)

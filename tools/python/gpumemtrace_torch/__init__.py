@@ -6,21 +6,24 @@ program imports torch itself (an import hook: we never import torch), and nothin
 program initialises CUDA itself (torch.cuda._lazy_call: we never initialise CUDA — that would break
 programs that fork DataLoader workers first). Then it turns on PyTorch's allocation history and
 forwards it into the trace through libgpumemtrace.so:
-  - from a daemon thread, whenever PyTorch's own counters say enough events have piled up (so the
+  - from a daemon thread, whenever PyTorch's own counters say enough entries have piled up (so the
     ring does not wrap between two drains), at most every GPUMEMTRACE_TORCH_POLL_MS;
   - from PyTorch's out-of-memory observer, before OutOfMemoryError is raised;
   - at exit (atexit) and on SIGTERM (then the default action runs as before: the process still dies
     of SIGTERM).
-A drain is skipped when PyTorch's cumulative counters show no allocator event since the last one, and
-a drain's _snapshot() never makes PyTorch import torch._inductor (history.take_snapshot; the import
-costs seconds, and the exit drain of every short process would pay it, docs/pytorch.md).
+Each drain forwards exactly the entries new since the last one (anchor.py), however PyTorch
+re-converts their times. A drain is skipped when PyTorch's cumulative counters show no allocator
+event since the last one, and a drain's _snapshot() never makes PyTorch import torch._inductor
+(history.take_snapshot; the import costs seconds, and the exit drain of every short process would
+pay it, docs/pytorch.md). A program that records the history itself keeps working (sharing.py).
 It also brackets every torch.autograd.backward() call with a scope (backward_scope.py), so that
 blocks the autograd threads allocate, which PyTorch records without frames, can be attributed to the
 backward() call that ran them.
 Each drain ends with a `sync` event (and one is written when recording starts): the events reach the
 trace late, marked "delayed", and readers merge them into the timeline by time up to each sync.
-Supported: PyTorch 2.4 to 2.11 with the native caching allocator; anything else gets one warning and
-the trace keeps the driver-level events only. Nothing here may raise into the program.
+Supported: PyTorch 2.4 and newer with the native caching allocator, as long as the probes pass
+(probes.py); otherwise one line says which probe failed and the trace keeps the driver-level events.
+Nothing here may raise into the program.
 """
 import os
 import sys
@@ -29,48 +32,57 @@ import time
 
 from . import backward_scope
 from . import bridge as _bridge_mod
-from .history import HistoryDrain, allocator_counters, take_snapshot
+from . import counters as _counters
+from . import probes
+from .anchor import Hints
+from .history import HistoryDrain, take_snapshot
+from .probes import MIN_VERSION, parse_version  # noqa: F401  (the floor, for tests and callers)
+from .sharing import HistorySharing
 
-MIN_VERSION = (2, 4)
-MAX_VERSION = (2, 11)
+DEFAULT_ENTRIES = 65536
+DEFAULT_POLL_MS = 200
 
 
-def _env_int(name, default, lo, hi):
-    try:
-        v = int(os.environ.get(name, default))
-        return v if lo <= v <= hi else default
-    except ValueError:
+def _env_int(name, default, lo, hi, warn):
+    """The variable's value, or `default` (with one line saying why) when it is not an integer in
+    [lo, hi]."""
+    text = os.environ.get(name)
+    if text is None or text == "":
         return default
-
-
-def parse_version(text):
-    """'2.11.0a0+git1234' -> (2, 11); None when unreadable."""
     try:
-        parts = str(text).split("+")[0].split(".")
-        return int(parts[0]), int("".join(c for c in parts[1] if c.isdigit()) or "x")
-    except (ValueError, IndexError):
-        return None
+        v = int(text)
+        if lo <= v <= hi:
+            return v
+    except ValueError:
+        pass
+    warn("%s=%s is not an integer from %d to %d; using %d" % (name, text, lo, hi, default))
+    return default
 
 
 class TorchHook:
     """The hook's state: one per process (HOOK below), from install() to exit.
 
     Thread-safety: drains run on the poller thread, the OOM observer's thread (the allocating one), the
-    atexit/SIGTERM thread and pytest's (drain_now); `lock` serializes them and guards every attribute.
-    It is an RLock because the SIGTERM handler may run the final drain on the main thread while that
-    thread is inside a drain (the process then dies of SIGTERM without returning to it)."""
+    atexit/SIGTERM thread, pytest's (drain_now) and a program thread calling _record_memory_history
+    (sharing.py); `lock` serializes them and guards every attribute. It is an RLock because the SIGTERM
+    handler may run the final drain on the main thread while that thread is inside a drain (the
+    process then dies of SIGTERM without returning to it), and because sharing.py drains while
+    holding it."""
 
     def __init__(self):
         self.lock = threading.RLock()
         self.bridge = None          # bridge.Bridge once libgpumemtrace.so was found
         self.drain = None           # HistoryDrain once the history is on
+        self.sharing = None         # sharing.HistorySharing once torch is imported
         self.warned = set()
         self.stop = None            # threading.Event that ends the poller
-        # History entries per allocated block: alloc, free_requested and, unless skipped, free_completed.
-        self.entries_per_block = 3
-        # PyTorch's cumulative counters (history.allocator_counters) when the last drain began: equal
-        # counters at the next one mean no entry the trace records was appended since.
+        # PyTorch's counters (counters.read) when the last drain began: equal counters at the next one
+        # mean no entry was appended since; their difference, how many were.
         self.drained_counters = None
+        self.drained_snapshots = None  # sharing.snapshot_calls when the last drain began
+        self.checked_entries = False
+        self.entries = DEFAULT_ENTRIES  # GPUMEMTRACE_TORCH_ENTRIES: the ring the hook asks for
+        self.pid = None                # the process that turned the history on (a forked child does not drain)
 
     def warn(self, msg):
         if msg in self.warned:
@@ -96,18 +108,16 @@ class TorchHook:
 
     def on_torch_imported(self, torch):
         try:
-            version = parse_version(getattr(torch, "__version__", ""))
-            if version is None or not (MIN_VERSION <= version <= MAX_VERSION):
-                self.warn("PyTorch %s is not supported for tensor-level events (2.4 to 2.11); "
-                          "the trace has driver-level events only" % getattr(torch, "__version__", "?"))
+            try:
+                features = probes.check(torch)
+            except probes.ProbeFailed as e:
+                self.warn(str(e))
                 return
-            if getattr(torch.version, "hip", None):
-                self.warn("ROCm PyTorch: tensor-level events not supported; driver-level events only")
-                return
-            cuda = torch.cuda
+            # Before the program can call it: its own history calls go through sharing.py.
+            self.sharing = HistorySharing(torch, features, self)
             if threading.current_thread() is threading.main_thread():
                 self.install_sigterm()
-            cuda._lazy_call(self.enable_guarded)
+            torch.cuda._lazy_call(self.enable_guarded)
         except Exception as e:
             self.warn("PyTorch hook disabled: %r" % (e,))
 
@@ -122,7 +132,7 @@ class TorchHook:
     def enable(self):
         import torch
         with self.lock:
-            if self.drain is not None:
+            if self.drain is not None or self.sharing is None:
                 return
             backend = "native"
             try:
@@ -131,47 +141,52 @@ class TorchHook:
                 pass
             if backend != "native":
                 self.warn("PyTorch allocator backend %r: tensor-level events need the native caching "
-                          "allocator; the trace has driver-level events only" % backend)
+                          "allocator (probe: backend); the trace has driver-level events only" % backend)
                 return
-            entries = _env_int("GPUMEMTRACE_TORCH_ENTRIES", 65536, 1024, 1 << 26)
+            entries = _env_int("GPUMEMTRACE_TORCH_ENTRIES", DEFAULT_ENTRIES, 1024, 1 << 26, self.warn)
+            poll_ms = _env_int("GPUMEMTRACE_TORCH_POLL_MS", DEFAULT_POLL_MS, 10, 60000, self.warn)
             # The trace keeps no stack for a release unless GPUMEMTRACE_FREE_STACKS=1: then PyTorch
             # need not gather one at every free either (context="alloc"; it gives a free entry the
             # allocation's stack instead, which is not where the free happened and is not forwarded).
-            context = "all" if self.bridge.free_stacks else "alloc"
-            drain = HistoryDrain(self.bridge)
-            # The history can only start at CUDA's initialisation, which runs this first: nothing
-            # before these counters can be in the ring, so a drain that finds them unchanged has
-            # nothing to forward.
-            counters = self.counters(torch)
-            # Every history entry is newer than this: the first sync (readers start merging the
-            # delayed events into the timeline by time from here).
-            start_us = time.time_ns() // 1000
-            record = torch.cuda.memory._record_memory_history
-            try:
+            ours = {"enabled": "all", "context": "all" if self.bridge.free_stacks else "alloc",
+                    "stacks": "python", "max_entries": entries}
+            if self.sharing.features.takes("skip_actions"):
                 # free_completed entries are never forwarded (the trace frees a block when PyTorch's
                 # allocated bytes drop, at free_requested): without them the ring holds two entries
                 # per block instead of three, so each drain's copy comes a third less often.
-                record(enabled="all", context=context, stacks="python", max_entries=entries,
-                       skip_actions=["free_completed"])
-                self.entries_per_block = 2
-            except (TypeError, ValueError, RuntimeError):
-                # A PyTorch without skip_actions (TypeError), or one that refuses the action's name:
-                # the history as before, free_completed entries included.
-                record(enabled="all", context=context, stacks="python", max_entries=entries)
-            drain.sync_at(drain.boundary_ns([], start_us))
-            try:
-                drain.seed_segments(take_snapshot(torch))
-            except Exception:
-                pass
+                ours["skip_actions"] = ["free_completed"]
+            self.entries, self.pid = entries, os.getpid()
+            drain = HistoryDrain(self.bridge)
+            # The history can only start at CUDA's initialisation, which runs this first: nothing
+            # before these counters can be in the ring but what the program recorded itself.
+            counters = self.counters(torch)
+            start_us = time.time_ns() // 1000
+            self.sharing.start(ours)
+            snapshots = self.sharing.snapshot_calls
+            snap = take_snapshot(torch)
+            drain.seed_segments(snap)
+            # Every entry is newer than the first sync: the moment recording started for the hook, or
+            # the oldest entry the program's own earlier history left in the ring.
+            oldest = min([start_us] + [int(t[0].get("time_us") or start_us)
+                                       for t in snap.get("device_traces") or [] if t])
+            drain.sync_at(drain.boundary_ns([], oldest))
+            problem = probes.check_entries(snap)
+            if problem is not None:
+                self.warn("PyTorch %s: %s; the trace has driver-level events only"
+                          % (getattr(torch, "__version__", "?"), problem))
+                return
+            drain.python_only_frames = self.sharing.stacks() == "all"
+            drain.drain(snap, start_us)
             self.drain = drain
             self.drained_counters = counters
+            self.drained_snapshots = snapshots
             try:
                 torch._C._cuda_attach_out_of_memory_observer(self.on_oom)
             except Exception:
                 pass
             import atexit
             atexit.register(self.final_drain)
-            self.start_poller(torch, entries)
+            self.start_poller(torch, poll_ms)
             try:
                 backward_scope.install(torch)
             except Exception as e:
@@ -180,17 +195,41 @@ class TorchHook:
     @staticmethod
     def counters(torch):
         try:
-            return allocator_counters(torch)
+            return _counters.read(torch)
         except Exception:
             return None  # unknown: never equal, so the drain runs
+
+    def appended(self, counters):
+        """Per device: entries appended since the last drain began (None: unknown), from PyTorch's
+        counters and the _snapshot() calls seen."""
+        prev = self.drained_counters
+        if counters is None or prev is None or len(prev) != len(counters):
+            return None
+        free_completed = not self.sharing.skips("free_completed")
+        return [_counters.appended(p, c, free_completed) for p, c in zip(prev, counters)]
+
+    def hints(self, counters):
+        """{device: anchor.Hints} for a drain that read `counters` just before its _snapshot()."""
+        calls = self.sharing.snapshot_calls
+        snapshots = None
+        if calls is not None and self.drained_snapshots is not None:
+            snapshots = calls - self.drained_snapshots
+        per_device = self.appended(counters) or []
+        capacity = self.sharing.capacity()
+        out = {}
+        for dev, (n, exact) in enumerate(per_device):
+            appended = n + (snapshots if snapshots is not None else 1) if n is not None and exact else None
+            out[dev] = Hints(appended=appended, snapshots=snapshots, marks_recorded=not self.sharing.skips("snapshot"),
+                             capacity=capacity)
+        return out
 
     def drain_now(self):
         """Forwards everything PyTorch recorded since the last drain; nothing (not even a _snapshot()
         call) when its counters did not move. Safe from any thread holding the GIL."""
         with self.lock:
             d = self.drain
-            if d is None:
-                return
+            if d is None or os.getpid() != self.pid:
+                return  # off, or a forked child: its copy of the allocator is the parent's, CUDA unusable
             try:
                 import torch
                 # Read before the snapshot: an entry appended after this read moves the counters
@@ -198,14 +237,39 @@ class TorchHook:
                 counters = self.counters(torch)
                 if counters is not None and counters == self.drained_counters:
                     return
+                hints = self.hints(counters)
+                snapshots = self.sharing.snapshot_calls
                 called_us = time.time_ns() // 1000
-                d.drain(take_snapshot(torch), called_us)
+                snap = take_snapshot(torch)
+                if not self.checked_entries:
+                    problem = probes.check_entries(snap)
+                    if problem is not None:
+                        self.disable("PyTorch %s: %s; tensor-level events stop here"
+                                     % (getattr(torch, "__version__", "?"), problem))
+                        return
+                    self.checked_entries = any(snap.get("device_traces") or ())
+                d.python_only_frames = self.sharing.stacks() == "all"
+                d.drain(snap, called_us, hints)
                 self.drained_counters = counters
+                self.drained_snapshots = snapshots
                 if self.bridge.layout_mismatch:
                     self.warn("libgpumemtrace.so and tools/python are from different builds: "
                               "tensor-level events not recorded")
             except Exception as e:
                 self.warn("PyTorch history drain failed: %r" % (e,))
+
+    def disable(self, msg):
+        self.warn(msg)
+        self.drain = None
+        if self.stop is not None:
+            self.stop.set()
+
+    def on_history_cleared(self):
+        """sharing.py cleared PyTorch's ring (the program asked, or the shared size changed) right
+        after a drain: the next copy is a new sequence."""
+        with self.lock:
+            if self.drain is not None:
+                self.drain.forget()
 
     def on_oom(self, device, alloc, device_allocated, device_free):
         self.drain_now()
@@ -221,23 +285,34 @@ class TorchHook:
                       "are missing (raise GPUMEMTRACE_TORCH_ENTRIES, lower GPUMEMTRACE_TORCH_POLL_MS)"
                       % d.lost_drains)
 
-    def start_poller(self, torch, entries):
-        poll_ms = _env_int("GPUMEMTRACE_TORCH_POLL_MS", 200, 10, 60000)
+    def start_poller(self, torch, poll_ms):
         stop = threading.Event()
         self.stop = stop
 
         def run():
-            last = _event_count(self.counters(torch), self.entries_per_block)
             while not stop.wait(poll_ms / 1000.0):
-                now = _event_count(self.counters(torch), self.entries_per_block)
-                if now is None:
-                    return
-                if now - last >= entries // 2:
+                try:
+                    due = self.drain_due(self.counters(torch))
+                except Exception:
+                    due = False
+                if due:
                     self.drain_now()
-                    last = now
 
         t = threading.Thread(target=run, name="gpumemtrace-torch", daemon=True)
         t.start()
+
+    def drain_due(self, counters):
+        """Whether half a ring of entries may have piled up since the last drain (or an unknown number:
+        the counters were reset, reset_accumulated_memory_stats). Half of the hook's own ring size even
+        when the program asked for a larger one: drains stay as small, and events as timely."""
+        if counters is None:
+            return False  # unreadable now; the next poll tries again
+        with self.lock:
+            per_device = self.appended(counters)
+            capacity = min(self.sharing.capacity() or self.entries, self.entries)
+        if per_device is None:
+            return True
+        return any(n is None or n >= capacity // 2 for n, _ in per_device)
 
     def install_sigterm(self):
         import signal
@@ -258,16 +333,6 @@ class TorchHook:
             # Same end as without us: the default action (the process dies of SIGTERM).
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
             os.kill(os.getpid(), signal.SIGTERM)
-
-
-def _event_count(counters, per_block):
-    """Estimate of the history entries appended so far from allocator_counters(), or None: `per_block`
-    entries per allocated block (alloc, free_requested, and free_completed unless skipped), one per
-    segment (or mapping) event, the OOMs."""
-    if counters is None:
-        return None
-    return sum(per_block * dev["allocations"] + dev["segments"] + dev["segment_frees"] + dev["ooms"]
-               for dev in counters)
 
 
 class _TorchImportHook:

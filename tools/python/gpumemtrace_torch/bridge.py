@@ -4,13 +4,16 @@
 The library is found in the global scope (it is LD_PRELOADed), never loaded by us: without the preload
 there is nothing to report to and the hook stays off. A drain's entries go over in one call, as an
 array of Entry structures whose frames lie in one array of Frame structures: the C side reads fields,
-it parses no text. Which PyTorch actions become which events is the library's table
+it parses no text. A frame's name is qualified with its class (qualname.py) as live Python frames
+are. Which PyTorch actions become which events is the library's table
 (trace/torch_actions.h); this side only asks which action names the library records, to skip packing
 the others.
 """
 import array
 import ctypes
 import struct
+
+from .qualname import qualify
 
 _u64 = ctypes.c_uint64
 
@@ -98,8 +101,9 @@ class Bridge:
                 for f in frames:
                     w = frame_words.get(id(f))
                     if w is None:
-                        w = frame_words[id(f)] = (address(f.get("filename", "?")), address(f.get("name", "?")),
-                                                  int(f.get("line", 0) or 0))
+                        file, line = f.get("filename", "?"), int(f.get("line", 0) or 0)
+                        w = frame_words[id(f)] = (address(file), address(qualify(file, line, f.get("name", "?"))),
+                                                  line)
                     words.extend(w)
             ranges.append(where)
         frame_buffer = array.array("q", words)

@@ -1,20 +1,72 @@
-# tests/python/fake_torch/torch/cuda/__init__.py — the stand-in torch.cuda: lazy init, an allocator.
-import ctypes
+# tests/python/fake_torch/torch/cuda/__init__.py — the stand-in torch.cuda: lazy init (Python and C++), streams, the allocator's public calls.
+"""torch.cuda as the hook meets it. Two initialisations, as in PyTorch:
+- C++ (at::globalContext().lazyInitCUDA()): creates the allocator; _record_memory_history runs
+  only this (torch/csrc/cuda/memory_snapshot.cpp), so it neither sets is_initialized() nor runs the
+  calls queued with _lazy_call;
+- Python (_lazy_init, which torch.empty(..., device="cuda") runs through device_lazy_init): C++
+  init if not done, then is_initialized() is True and the queued calls run.
+memory_stats() and the other statistics return {} / 0 until Python init (torch/cuda/memory.py,
+memory_stats_as_nested_dict: `if not is_initialized(): return {}`)."""
 import os
+import sys
 import threading
-import time
 import traceback
 
-from . import memory  # noqa: F401
+from . import _clock
+from ._allocator import Allocator
 
 _initialized = False
 _queued_calls = []
 _initialization_lock = threading.Lock()
 _alloc = None
+_converter = None
 
 
 class OutOfMemoryError(RuntimeError):
     pass
+
+
+class Stream:
+    """torch.cuda.Stream: a handle; only its identity matters to the allocator."""
+    _next = 0x1000
+
+    def __init__(self, device=None, priority=0):
+        Stream._next += 0x10
+        self.cuda_stream = Stream._next
+
+    def synchronize(self):
+        pass
+
+
+_default_stream = Stream()
+_default_stream.cuda_stream = 0
+
+
+_current = [_default_stream]
+
+
+def current_stream(device=None):
+    return _current[-1]
+
+
+class stream:
+    """torch.cuda.stream(s): allocations inside use stream s."""
+
+    def __init__(self, s):
+        self.s = s
+
+    def __enter__(self):
+        _current.append(self.s)
+
+    def __exit__(self, *exc):
+        _current.pop()
+
+
+def set_per_process_memory_fraction(fraction, device=None):
+    """The allocator refuses to reserve past fraction x the device's memory (FAKE_TORCH_LIMIT plays the
+    device's total here): an "oom" entry, then OutOfMemoryError."""
+    alloc = _allocator()
+    alloc.limit = int(fraction * alloc.total)
 
 
 def is_initialized():
@@ -41,14 +93,23 @@ def _lazy_call(callable, **kwargs):
             _queued_calls.append((callable, traceback.format_stack()))
 
 
+def _cpp_init():
+    """at::globalContext().lazyInitCUDA(): the allocator (and its clock converter) exist from here."""
+    global _alloc, _converter
+    if _alloc is None:
+        _converter = _clock.Converter()
+        _alloc = Allocator(_clock.approximate_time)
+    return _alloc
+
+
 def _lazy_init():
-    global _initialized, _alloc
+    global _initialized
     if _initialized:
         return
     with _initialization_lock:
         if _initialized:
             return
-        _alloc = _Allocator()
+        _cpp_init()
         _initialized = True
         for fn, _ in _queued_calls:
             fn()  # real PyTorch wraps failures in DeferredCudaCallError
@@ -70,131 +131,14 @@ def _allocator():
     return _alloc
 
 
-def memory_stats(device=0):
-    return _allocator().stats()
-
-
-def max_memory_reserved(device=0):
-    return _allocator().peak_reserved
-
-
-def max_memory_allocated(device=0):
-    return _allocator().peak_allocated
-
-
-def memory_reserved(device=0):
-    return _allocator().reserved
-
-
-def memory_allocated(device=0):
-    return _allocator().allocated
-
-
-class _Block:
-    __slots__ = ("addr", "size", "requested", "segment", "frames")
-
-
-class _Allocator:
-    """Segments of 2 MiB (requests up to 1 MiB) or the request rounded up to 2 MiB; blocks rounded to
-    512 bytes, first fit inside segments; freed blocks return to their segment (no coalescing needed for
-    the tests). Segment memory comes from FAKE_TORCH_CUDART's cudaMalloc when set."""
-
-    def __init__(self):
-        self.limit = int(os.environ.get("FAKE_TORCH_LIMIT", str(1 << 30)))
-        self.segments = []  # [addr, size, free list [(off, size)]]
-        self.reserved = self.allocated = self.peak_reserved = self.peak_allocated = 0
-        # PyTorch's cumulative counters (memory_stats): they only ever grow
-        self.n_alloc = self.n_free = self.n_seg = self.n_seg_free = self.n_oom = 0
-        self.reserved_in = self.reserved_out = 0
-        self.next_addr = 0x7f0000000000
-        self.rt = None
-        path = os.environ.get("FAKE_TORCH_CUDART")
-        if path:
-            ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
-            self.rt = ctypes.CDLL(None)
-
-    def stats(self):
-        return {"allocation.all.allocated": self.n_alloc, "allocation.all.freed": self.n_free,
-                "segment.all.allocated": self.n_seg, "segment.all.freed": self.n_seg_free,
-                "num_ooms": self.n_oom, "reserved_bytes.all.current": self.reserved,
-                "reserved_bytes.all.allocated": self.reserved_in, "reserved_bytes.all.freed": self.reserved_out,
-                "reserved_bytes.all.peak": self.peak_reserved,
-                "allocated_bytes.all.current": self.allocated, "allocated_bytes.all.peak": self.peak_allocated}
-
-    def _segment(self, size):
-        if self.reserved + size > self.limit:
-            return None
-        if self.rt is not None:
-            p = ctypes.c_void_p()
-            if self.rt.cudaMalloc(ctypes.byref(p), ctypes.c_size_t(size)) != 0:
-                return None
-            addr = p.value
-        else:
-            addr = self.next_addr
-            self.next_addr += size
-        seg = [addr, size, [(0, size)]]
-        self.segments.append(seg)
-        self.reserved += size
-        self.reserved_in += size
-        self.peak_reserved = max(self.peak_reserved, self.reserved)
-        self.n_seg += 1
-        memory._record("segment_alloc", addr, size)
-        return seg
-
-    def malloc(self, requested):
-        size = max(512, (requested + 511) // 512 * 512)
-        for seg in self.segments:
-            for i, (off, n) in enumerate(seg[2]):
-                if n >= size:
-                    seg[2][i] = (off + size, n - size)
-                    return self._hand_out(seg, off, size, requested)
-        seg_size = 2 << 20 if size <= (1 << 20) else (size + (2 << 20) - 1) // (2 << 20) * (2 << 20)
-        seg = self._segment(seg_size)
-        if seg is None:
-            self.n_oom += 1
-            free = self.limit - self.reserved
-            memory._record("oom", free, seg_size)
-            from .. import _C
-            for fn in list(_C._oom_observers):
-                fn(0, seg_size, self.reserved, free)
-            raise OutOfMemoryError("CUDA out of memory. Tried to allocate %d bytes" % requested)
-        seg[2][0] = (size, seg_size - size)
-        return self._hand_out(seg, 0, size, requested)
-
-    def _hand_out(self, seg, off, size, requested):
-        b = _Block()
-        b.addr, b.size, b.requested, b.segment = seg[0] + off, size, requested, seg
-        self.allocated += size
-        self.peak_allocated = max(self.peak_allocated, self.allocated)
-        self.n_alloc += 1
-        b.frames = memory._record("alloc", b.addr, requested)
-        return b
-
-    def empty_cache(self):
-        for seg in list(self.segments):
-            if sum(n for _, n in seg[2]) != seg[1]:
-                continue  # a live block inside
-            memory._record("segment_free", seg[0], seg[1])
-            if self.rt is not None:
-                self.rt.cudaFree(ctypes.c_void_p(seg[0]))
-            self.segments.remove(seg)
-            self.reserved -= seg[1]
-            self.reserved_out += seg[1]
-            self.n_seg_free += 1
-
-    def free(self, b):
-        memory._record("free_requested", b.addr, b.requested, b.frames)
-        memory._record("free_completed", b.addr, b.requested, b.frames)
-        self.allocated -= b.size
-        self.n_free += 1
-        b.segment[2].append((b.addr - b.segment[0], b.size))
-
-
 def empty_cache():
-    """Releases the segments with no live block (segment_free in the history, then cudaFree)."""
+    """Releases the segments (and, with expandable segments, the pages) with no live block."""
     if _initialized:
-        _alloc.empty_cache()
+        from .memory import _context
+        _alloc.empty_cache(_context())
 
 
-def _now_us():
-    return time.time_ns() // 1000
+from . import memory  # noqa: E402
+memory._cuda = sys.modules[__name__]
+from .memory import (memory_stats, memory_allocated, memory_reserved, max_memory_allocated,  # noqa: E402,F401
+                     max_memory_reserved, reset_accumulated_memory_stats, memory_snapshot)

@@ -1,97 +1,149 @@
-# tests/python/fake_torch/torch/cuda/memory.py — the stand-in's allocation history ring and _snapshot().
-import collections
-import os
-import threading
-import time
+# tests/python/fake_torch/torch/cuda/memory.py — the stand-in's torch.cuda.memory: history recording, _snapshot(), statistics, per release.
+"""torch.cuda.memory as the releases of _release.py have it (torch/cuda/memory.py):
+_record_memory_history(enabled="all", *args, **kwargs) dispatches to the legacy form for a bool and to
+_record_memory_history_impl otherwise, whose signature it carries (`__signature__`); the impl takes the
+release's arguments and calls torch._C._cuda_record_memory_history. _snapshot() is
+torch._C._cuda_memorySnapshot(None) (looked up at call time, as PyTorch's `_C.` is), _dump_snapshot()
+pickles it. memory_stats() is {} before Python's CUDA init."""
+import inspect
+import pickle
+import sys
 import traceback
 
-_lock = threading.Lock()
-_history = None  # deque(maxlen=max_entries) when enabled
-_stacks = "python"
-_context = "all"
-_skip = frozenset()
-
-
-def _record_memory_history(enabled="all", context="all", stacks="all", max_entries=1 << 62, device=None,
-                           clear_history=False, compile_context=False, global_record_annotations=False,
-                           skip_actions=None):
-    global _history, _stacks, _context, _skip
-    from . import _lazy_init
-    from .. import _calls
-    if skip_actions is not None and os.environ.get("FAKE_TORCH_NO_SKIP_ACTIONS"):
-        raise TypeError("_record_memory_history() got an unexpected keyword argument 'skip_actions'")
-    _calls.note("record_memory_history/context=%s" % context)
-    if skip_actions:
-        _calls.note("record_memory_history/skip=%s" % ",".join(skip_actions))
-    _lazy_init()  # like PyTorch: recording needs the allocator
-    with _lock:
-        if enabled is None:
-            _history = None
-            return
-        if _history is None or clear_history or _history.maxlen != max_entries:
-            old = list(_history or [])
-            _history = collections.deque([] if clear_history else old, maxlen=max_entries)
-        _stacks = stacks
-        _context = context
-        _skip = frozenset(skip_actions or ())
+from .. import _release
 
 
 def _frames():
     out = []
-    for fs in reversed(traceback.extract_stack()[:-3]):  # innermost first, without the allocator
+    for fs in reversed(traceback.extract_stack()[:-1]):  # innermost first
         if "/fake_torch/torch/" in fs.filename:
             continue
-        out.append({"filename": fs.filename, "line": fs.lineno, "name": fs.name})
+        out.append(_frame_dict(fs.filename, fs.lineno, fs.name))
     return out
 
 
-def _record(action, addr, size, alloc_frames=None):
-    """Appends one entry and returns its frames. As PyTorch's allocator: a free gathers a stack of its
-    own only with context="all"; otherwise its entry carries the block's allocation stack
-    (`alloc_frames`, the frames _record returned for the alloc)."""
-    frames = _frames() if alloc_frames is None or _context == "all" else alloc_frames
-    with _lock:
-        if _history is None or action in _skip:
-            return []
-        _history.append({"action": action, "addr": addr, "size": size, "stream": 0,
-                         "time_us": time.time_ns() // 1000, "frames": frames,
-                         **({"device_free": addr} if action == "oom" else {})})
+# PyTorch's symbolizer makes one dict per frame and shares it between the tracebacks that pass there
+# (torch/csrc/profiler/python/combined_traceback.cpp, py_symbolize): the same here.
+_frame_dicts = {}
+
+
+def _frame_dict(filename, line, name):
+    key = (filename, line, name)
+    d = _frame_dicts.get(key)
+    if d is None:
+        d = _frame_dicts[key] = {"filename": filename, "line": line, "name": name}
+    return d
+
+
+_CPP_FRAMES = [{"filename": "/pytorch/c10/cuda/CUDACachingAllocator.cpp", "line": 1200,
+                "name": "c10::cuda::CUDACachingAllocator::Native::DeviceCachingAllocator::malloc"}]
+
+
+def _context(level=3):
+    """maybeGatherContext(level): a stack when recording asks for one at this level (STATE=1 at
+    malloc, ALL=3 at free), else None. Python frames only unless stacks="all"."""
+    alloc = _cuda._alloc
+    if alloc is None or alloc.record_context < level:
+        return None
+    frames = _frames()
+    if _stacks == "all":
+        frames = _CPP_FRAMES + frames
     return frames
 
 
+_stacks = "python"
+_cuda = None   # the torch.cuda module (set by it): no import at interpreter exit, when tensors die
+
+
+def _record_memory_history_legacy(enabled, record_context=True, trace_alloc_max_entries=1,
+                                  trace_alloc_record_context=False, device=None, record_context_cpp=False,
+                                  clear_history=False):
+    from .. import _C
+    _C._cuda_record_memory_history_legacy(enabled, record_context, trace_alloc_max_entries,
+                                          trace_alloc_record_context, record_context_cpp, clear_history)
+
+
+def _record_memory_history(enabled="all", *args, **kwargs):
+    if isinstance(enabled, bool):
+        return _record_memory_history_legacy(enabled, *args, **kwargs)
+    return _record_memory_history_impl(enabled, *args, **kwargs)
+
+
+if _release.HOST_AND_CUDA_PARAMS:
+    def _record_memory_history_impl(enabled="all", context="all", stacks="all", max_entries=sys.maxsize,
+                                    device=None, clear_history=False, compile_context=False,
+                                    global_record_annotations=False, skip_actions=None,
+                                    record_pinned_host_memory=False, record_cuda=True):
+        from .. import _C
+        _C._cuda_record_memory_history(enabled, context, stacks, max_entries, clear_history, compile_context,
+                                       global_record_annotations, skip_actions if skip_actions is not None else [],
+                                       record_pinned_host_memory, record_cuda)
+elif _release.SKIP_ACTIONS_PARAM:
+    def _record_memory_history_impl(enabled="all", context="all", stacks="all", max_entries=sys.maxsize,
+                                    device=None, clear_history=False, compile_context=False,
+                                    global_record_annotations=False, skip_actions=None):
+        from .. import _C
+        _C._cuda_record_memory_history(enabled, context, stacks, max_entries, clear_history, compile_context,
+                                       global_record_annotations, skip_actions if skip_actions is not None else [])
+elif _release.CLEAR_HISTORY:
+    def _record_memory_history_impl(enabled="all", context="all", stacks="all", max_entries=sys.maxsize,
+                                    device=None, clear_history=False, compile_context=False,
+                                    global_record_annotations=False):
+        from .. import _C
+        _C._cuda_record_memory_history(enabled, context, stacks, max_entries, clear_history, compile_context,
+                                       global_record_annotations)
+else:
+    def _record_memory_history_impl(enabled="all", context="all", stacks="all", max_entries=sys.maxsize,
+                                    device=None):
+        from .. import _C
+        _C._cuda_record_memory_history(enabled, context, stacks, max_entries)
+
+_record_memory_history.__signature__ = inspect.signature(_record_memory_history_impl)
+
+
 def _snapshot(device=None):
-    from . import _allocator
-    from .. import _calls
-    _calls.note("snapshot")
-    a = _allocator()
-    with _lock:
-        trace = [dict(e) for e in (_history or [])]
-        if _history is not None:
-            _history.append({"action": "snapshot", "addr": 0, "size": 0, "stream": 0,
-                             "time_us": time.time_ns() // 1000, "frames": []})
-    segs = [{"device": 0, "address": s[0], "total_size": s[1], "stream": 0, "segment_type": "large",
-             "allocated_size": 0, "active_size": 0, "blocks": []} for s in a.segments]
-    if any(e["frames"] for e in trace):
-        _symbolize(trace)
-    return {"segments": segs, "device_traces": [trace]}
+    from .. import _C
+    return _C._cuda_memorySnapshot(None)
 
 
 def _dump_snapshot(filename="dump_snapshot.pickle"):
-    import pickle
+    s = _snapshot()
     with open(filename, "wb") as f:
-        pickle.dump(_snapshot(), f)
+        pickle.dump(s, f)
 
 
-def _symbolize(trace):
-    """What PyTorch's symbolizer does besides naming frames (appendSymbolized in
-    torch/csrc/profiler/python/combined_traceback.cpp): it asks hasattr(torch, "_inductor"), which
-    imports torch._inductor through torch's module __getattr__ when nothing imported it before, and
-    maps frames of inductor-generated code through PyCodeCache.stack_frames_for_code."""
-    import sys
-    torch = sys.modules["torch"]
-    if not hasattr(torch, "_inductor"):
-        return
-    lookup = torch._inductor.codecache.PyCodeCache.stack_frames_for_code
-    for e in trace:
-        for f in e["frames"]:
-            lookup(f["filename"], f["line"])
+def memory_snapshot():
+    """torch.cuda.memory_snapshot(): the segments of a _snapshot() (its "snapshot" entry included)."""
+    from .. import _C
+    return _C._cuda_memorySnapshot(None)["segments"]
+
+
+def memory_stats(device=None):
+    if not _cuda.is_initialized():
+        return {}
+    return _cuda._alloc.stat_dict()
+
+
+def reset_accumulated_memory_stats(device=None):
+    from .. import _C
+    _C._cuda_resetAccumulatedMemoryStats(0)
+
+
+def _stat(key):
+    return memory_stats().get(key, 0)
+
+
+def memory_allocated(device=None):
+    return _stat("allocated_bytes.all.current")
+
+
+def max_memory_allocated(device=None):
+    return _stat("allocated_bytes.all.peak")
+
+
+def memory_reserved(device=None):
+    return _stat("reserved_bytes.all.current")
+
+
+def max_memory_reserved(device=None):
+    return _stat("reserved_bytes.all.peak")
