@@ -91,6 +91,17 @@ class RuntimeAndApi(ExtremeArguments, unittest.TestCase):
         self.assertIn("gpumemtrace_block_oom", ooms)
         self.assertIn("torch.oom", ooms)
 
+    def test_what_if_replays_keep_a_16_eib_request_out_of_memory(self):
+        # The allocator model once rounded 2^64 - 1 bytes up to a wrapped 512 and "found room".
+        path, _ = self.trace_of([program("extreme_args"), "runtime"])
+        proc = subprocess.run([REPORT, "--what-if", "max_split_size_mb:64,roundup_power2_divisions:4", path],
+                              capture_output=True, text=True, timeout=120)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        rows = [line for line in proc.stdout.splitlines() if line.startswith("  max_split_size_mb:64")]
+        self.assertEqual(len(rows), 1, proc.stdout)
+        self.assertTrue(rows[0].rstrip().endswith("happens"), rows[0])
+        self.assertNotIn("found room", proc.stdout)
+
     def test_a_c_function_named_like_a_type_keeps_its_name(self):
         path, _ = self.trace_of([program("extreme_args"), "runtime"])
         trace = Trace(path)
