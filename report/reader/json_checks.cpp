@@ -1,6 +1,8 @@
 // report/reader/json_checks.cpp — see json_checks.h.
 #include "report/reader/json_checks.h"
 
+#include <algorithm>
+
 #include "trace/format.h"
 
 namespace gpumemtrace::report {
@@ -70,6 +72,34 @@ void validate_value(od::value& value) {
     }
   }
   invalid("a value");
+}
+
+uint64_t parse_exact_size(std::string_view text, std::string_view key, bool* out_of_range) {
+  if (out_of_range && text == format::kOutOfRange) {
+    *out_of_range = true;
+    return UINT64_MAX;
+  }
+  const std::string field = "field \"" + std::string(key.substr(0, 64)) + "\": ";
+  const bool digits = !text.empty() && text.size() <= 20 && (text[0] != '0' || text.size() == 1) &&
+                      std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
+  if (!digits) throw JsonLineError{field + "expected a decimal number in a string"};
+  uint64_t value = 0;
+  for (char c : text) {
+    const uint64_t digit = static_cast<uint64_t>(c - '0');
+    if (value > (UINT64_MAX - digit) / 10) throw JsonLineError{field + "value out of range"};
+    value = value * 10 + digit;
+  }
+  if (out_of_range) *out_of_range = false;
+  return value;
+}
+
+int64_t parse_exact_device(std::string_view text) {
+  const bool negative = !text.empty() && text[0] == '-';
+  const uint64_t magnitude = negative ? parse_exact_size(text.substr(1), format::kFieldDeviceExact, nullptr) : 0;
+  if (magnitude < 2 || magnitude > uint64_t{1} << 31) {
+    throw JsonLineError{"field \"device_exact\": expected a device number below -1, in a string"};
+  }
+  return -static_cast<int64_t>(magnitude);
 }
 
 std::string_view StringLimit::cut(std::string_view text) {

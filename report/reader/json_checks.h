@@ -5,6 +5,7 @@
 //  - every string is at most format::kMaxStringBytes once unescaped (StringLimit): a longer one is
 //    cut at a character boundary and marked with format::kCutMark, and the trace gets one warning,
 //    so that a few KB of zstd cannot make the analyzer hold gigabytes of names.
+//  - the "*_exact" fields of values the recorder clamped are decimals in strings (parse_exact_*).
 // Thread-safety: a StringLimit belongs to one reader; validate_value is pure.
 #pragma once
 
@@ -29,6 +30,12 @@ void validate_value(simdjson::ondemand::value& value);
 
 // Counts what it cuts as a strict JSON reader would see it: only the strings a line keeps (of a key
 // given twice, the last value's), and only once the line has parsed.
+// The "*_exact" fields of values the recorder clamped (trace/format.h): a decimal in a string.
+// parse_exact_size: 0 to 2^64 - 1, or (`out_of_range` given) format::kOutOfRange, read as UINT64_MAX
+// with *out_of_range set. parse_exact_device: a device below -1. Throw JsonLineError otherwise.
+uint64_t parse_exact_size(std::string_view text, std::string_view key, bool* out_of_range);
+int64_t parse_exact_device(std::string_view text);
+
 class StringLimit {
  public:
   // `text` as the reader may keep it: itself, or a marked copy cut to kMaxStringBytes (valid until

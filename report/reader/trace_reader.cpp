@@ -249,37 +249,6 @@ void parse_cmdline(od::value& v, std::string_view key, Fields& f) {
   }
 }
 
-// A "*_exact" value (format.h): the decimal a clamped field held, up to 2^64 - 1, or (size only,
-// `out_of_range` given) kOutOfRange, read as UINT64_MAX.
-uint64_t parse_exact(std::string_view text, std::string_view key, bool* out_of_range) {
-  if (out_of_range && text == fmt::kOutOfRange) {
-    *out_of_range = true;
-    return UINT64_MAX;
-  }
-  uint64_t value = 0;
-  const bool digits = !text.empty() && text.size() <= 20 && (text[0] != '0' || text.size() == 1) &&
-                      std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
-  for (size_t i = 0; digits && i < text.size(); ++i) {
-    const uint64_t digit = static_cast<uint64_t>(text[i] - '0');
-    if (value > (UINT64_MAX - digit) / 10) fail("field \"" + std::string(key) + "\": value out of range");
-    value = value * 10 + digit;
-  }
-  if (!digits) fail("field \"" + std::string(key) + "\": expected a decimal number in a string");
-  if (out_of_range) *out_of_range = false;
-  return value;
-}
-
-// "device_exact": the device number the program passed, below -1 (format.h).
-int64_t parse_exact_device(std::string_view text) {
-  const bool negative = !text.empty() && text[0] == '-';
-  bool ignored;
-  const uint64_t magnitude = parse_exact(text.substr(negative ? 1 : 0), fmt::kFieldDeviceExact, &ignored);
-  if (!negative || magnitude < 2 || magnitude > uint64_t{1} << 31 || ignored) {
-    fail("field \"device_exact\": expected a device number below -1, in a string");
-  }
-  return -static_cast<int64_t>(magnitude);
-}
-
 // Dispatch on the key's length, then its first character, then one full comparison: two branches
 // and one short compare per field instead of a chain of up to 40 comparisons (unknown fields, such
 // as "stream" on every event line, used to walk the whole chain).
@@ -408,16 +377,16 @@ void parse_field(std::string_view key, od::value& v, Fields& f, int version) {
       } else if (is(fmt::kFieldWorldSize)) {
         f.world_size = get_i64(v, key);
       } else if (is(fmt::kFieldSizeExact)) {
-        f.size_exact = parse_exact(get_str(v, key), key, &f.size_out_of_range);
+        f.size_exact = parse_exact_size(get_str(v, key), key, &f.size_out_of_range);
         f.present |= B::kSizeExact;
       } else if (is(fmt::kFieldFreeExact)) {
-        f.free_exact = parse_exact(get_str(v, key), key, nullptr);
+        f.free_exact = parse_exact_size(get_str(v, key), key, nullptr);
         f.present |= B::kFreeExact;
       }
       return;
     case 11:
       if (is(fmt::kFieldNotWritten)) f.not_written = get_u64(v, key, UINT64_MAX);
-      else if (is(fmt::kFieldTotalExact)) { f.total_exact = parse_exact(get_str(v, key), key, nullptr); f.present |= B::kTotalExact; }
+      else if (is(fmt::kFieldTotalExact)) { f.total_exact = parse_exact_size(get_str(v, key), key, nullptr); f.present |= B::kTotalExact; }
       return;
     case 12:
       if (is(fmt::kFieldDeviceExact)) { f.device_exact = parse_exact_device(get_str(v, key)); f.present |= B::kDeviceExact; }
