@@ -40,7 +40,7 @@ report-fuzz-differential: $(REPORT_DIFF_FUZZ_BIN) all $(TEST_BINS)
 	$(PYTHON) tests/report/fuzz_seeds.py --build $(BUILD) --out $(BUILD)/report/differential-seeds
 	@mkdir -p $(BUILD)/report/differential-corpus
 	$(REPORT_DIFF_FUZZ_BIN) -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -timeout=10 -rss_limit_mb=2048 \
-	  -malloc_limit_mb=1024 -print_final_stats=1 \
+	  -malloc_limit_mb=1024 -print_final_stats=1 -artifact_prefix=$(BUILD)/report/differential- \
 	  $(BUILD)/report/differential-corpus $(BUILD)/report/differential-seeds
 FUZZ_TARGETS += report-fuzz report-fuzz-differential
 
