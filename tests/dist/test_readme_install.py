@@ -84,7 +84,8 @@ class ReadmeInstall(unittest.TestCase):
     def test_without_a_gpu_line(self):
         # The source tree's own line, after make: run where build/ is (a link to it here, so that the
         # traces land in the test's folder).
-        (block,) = [b for b in self.blocks if "build/sim" in b]
+        # The first such block, the demo's (the section on running your own program has one more).
+        (block,) = [b for b in self.blocks if "build/sim" in b and "build/examples/train_loop" in b]
         os.symlink(BUILD, os.path.join(self.tmp, "build"))
         p = run(["bash", "-euo", "pipefail", "-c", block], cwd=self.tmp, env=clean_env(PATH="/usr/bin:/bin"))
         self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
