@@ -17,9 +17,15 @@ std::string_view EventMerger::keep(std::string_view text) {
   return stored;
 }
 
+// Allocator settings ride in the timeline like a live event, and leave it to a callback of their own.
+void EventMerger::emit(const Event& event) {
+  if (event.op == Op::AllocatorSettings) return out_.on_allocator_settings(event);
+  out_.on_event(event);
+}
+
 void EventMerger::push(const Event& event) {
   if (!merging_) {
-    out_.on_event(event);
+    emit(event);
     return;
   }
   Held held{event};
@@ -61,7 +67,7 @@ void EventMerger::release_one(bool from_live) {
   std::deque<Held>& queue = from_live ? live_ : delayed_;
   Held held = std::move(queue.front());
   queue.pop_front();
-  out_.on_event(held.event);
+  emit(held.event);
 }
 
 void EventMerger::release_until(uint64_t bound, bool everything) {

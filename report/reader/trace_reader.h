@@ -31,6 +31,9 @@ class TraceHandler {
   // still live (an alloc or block_alloc Event with its own seq, t and stack).
   virtual void on_capped(const Capped&) {}
   virtual void on_live(const Event&) {}
+  // An "allocator_settings" record, in its place in the timeline (Op::AllocatorSettings; `api` its
+  // source, `label` its conf, `fraction`): not an event, and not counted as one.
+  virtual void on_allocator_settings(const Event&) {}
 };
 
 struct ReadResult {
