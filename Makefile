@@ -84,7 +84,7 @@ fuzz: all
 
 ## help: list the targets
 help:
-	@grep -h -E '^## ' $(MAKEFILE_LIST) | sed 's/^## /  /'
+	@grep -h -E '^## ' $(MAKEFILE_LIST) | sed -e 's/^## /  /' -e 's|\$$(BUILD)|$(BUILD)|g'
 
 ## clean: remove the build folder
 clean:

@@ -22,8 +22,9 @@ $(LIB_OBJS): ALL_CXXFLAGS += $(LIB_MEMSET_STRATEGY)
 # It exports only the functions it interposes and its public C API (packaging/libgpumemtrace.map):
 # the libstdc++ linked into it stays out of the program's symbol lookup. -z nodelete: never unloaded,
 # even where a dlopen (NVTX's or CUPTI's injection) is followed by dlclose; its hooks and threads
-# may still be in use, and its static libstdc++'s emergency exception pool is never freed. (Exported,
-# libstdc++'s GNU_UNIQUE symbols used to pin it in memory implicitly.)
+# may still be in use, its on_exit handler (the footer's exit status) stays registered, and its
+# static libstdc++'s emergency exception pool is never freed. (Exported, libstdc++'s GNU_UNIQUE
+# symbols used to pin it in memory implicitly.)
 LIB_EXPORTS := packaging/libgpumemtrace.map
 LIB_EXPORT_FLAGS := -Wl,--version-script=$(LIB_EXPORTS) -Wl,--exclude-libs,ALL -Wl,-z,nodelete
 $(BUILD)/libgpumemtrace.so: $(LIB_OBJS) $(LIB_EXPORTS)

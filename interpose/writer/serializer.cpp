@@ -386,13 +386,17 @@ void TraceSerializer::live(const LiveAllocation& a) {
       .end();
 }
 
-void TraceSerializer::footer(uint64_t events, uint64_t dropped_total, uint64_t end_time_ns, uint64_t not_written) {
+void TraceSerializer::footer(uint64_t events, uint64_t dropped_total, uint64_t end_time_ns, uint64_t not_written,
+                             const ProcessEnd& end) {
   JsonLine j(out_);
   j.begin(f::kTypeFooter)
       .unum(f::kFieldEvents, events)
       .unum(f::kFieldDroppedTotal, dropped_total)
       .unum(f::kFieldEndTime, end_time_ns);
   if (not_written) j.unum(f::kFieldNotWritten, not_written);
+  if (end.how != f::End::Unknown) j.str(f::kFieldEnd, f::end_name(end.how));
+  if (end.how == f::End::Signal) j.num(f::kFieldSignal, end.signal);
+  else if (end.exit_status >= 0) j.num(f::kFieldExitStatus, end.exit_status);
   j.end();
 }
 

@@ -82,8 +82,10 @@ class TraceSerializer {
   void capped(const EventRecord& r, uint64_t bytes, uint64_t max_bytes);
   // One allocation still live at the end of a capped trace (live_set.h).
   void live(const LiveAllocation& a);
-  // `not_written`: events consumed after the cap (written only when the trace was capped).
-  void footer(uint64_t events, uint64_t dropped_total, uint64_t end_time_ns, uint64_t not_written = 0);
+  // `not_written`: events consumed after the cap (written only when the trace was capped); `end`: how
+  // the process ended (left out when unknown).
+  void footer(uint64_t events, uint64_t dropped_total, uint64_t end_time_ns, uint64_t not_written = 0,
+              const ProcessEnd& end = {});
 
   uint64_t events_written() const { return events_; }
 

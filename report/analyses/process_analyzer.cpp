@@ -51,6 +51,7 @@ void ProcessAnalyzer::on_live(const Event& live) {
 
 void ProcessAnalyzer::on_footer(const Footer& footer) {
   not_written_ = footer.not_written;
+  footer_ = footer;
   if (capped_) end_live_set_at_cap();  // a clean end with nothing live: nothing leaked
 }
 
@@ -129,6 +130,9 @@ ProcessReport ProcessAnalyzer::finish(const std::string& file, const ReadResult&
   out.header = header_;
   out.complete = read.footer_seen;
   out.truncated = read.truncated;
+  out.end = footer_.end;
+  out.exit_status = footer_.exit_status;
+  out.end_signal = footer_.signal;
   out.events = events_;
   out.dropped_events = dropped_;
   out.first_time_ns = first_time_;
@@ -166,7 +170,7 @@ ProcessReport ProcessAnalyzer::finish(const std::string& file, const ReadResult&
 
   collect_peaks(model_, roles_, symbols_, out);
   collect_exit_state(model_, symbols_, suppressions_, out);
-  if (out.cut()) {  // what was live when the trace was cut is not a leak (ProcessReport::cut)
+  if (out.ended_early()) {  // what was live when the trace was cut or the process killed is not a leak
     for (DeviceSummary& d : out.devices) d.leaked_bytes = 0;
   }
   collect_growth(model_, clock_.windows_used(), symbols_, out.growth);

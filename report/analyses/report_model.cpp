@@ -53,7 +53,7 @@ uint64_t ProcessReport::peak_bytes() const {
   return peak;
 }
 
-uint64_t ProcessReport::leaked_bytes() const { return cut() ? 0 : live_when_cut_bytes(); }
+uint64_t ProcessReport::leaked_bytes() const { return ended_early() ? 0 : live_when_cut_bytes(); }
 
 uint64_t ProcessReport::live_when_cut_bytes() const {
   uint64_t total = 0;
@@ -62,7 +62,7 @@ uint64_t ProcessReport::live_when_cut_bytes() const {
 }
 
 uint64_t ProcessReport::leaked_count() const {
-  if (cut()) return 0;
+  if (ended_early()) return 0;
   uint64_t total = 0;
   for (const LeakGroup& leak : leaks) total += leak.suppressed ? 0 : leak.count;
   return total;

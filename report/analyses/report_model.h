@@ -220,6 +220,9 @@ struct ScopeReport {
   uint64_t begin_time_ns = 0;
   uint64_t end_time_ns = 0;
   bool closed = true;               // false: the trace ended inside it
+  // Its scope_end said the work inside failed (result != 0: a pytest test that failed or errored,
+  // whose traceback still holds the test's locals): not checked, leaked_bytes 0, no leaks listed.
+  bool failed = false;
   uint64_t leaked_bytes = 0;
   uint64_t leaked_count = 0;
   std::vector<StackBytes> leaks;    // largest first, at most kMaxCulprits
@@ -333,11 +336,21 @@ struct Mark {
 struct ProcessReport {
   std::string file;
   Header header;
-  bool complete = false;            // a footer was seen (clean exit)
+  bool complete = false;            // a footer was seen (the trace was finished)
   bool truncated = false;
+  // How the process ended, as its footer says (End::Unknown: no footer, or one that does not say).
+  format::End end = format::End::Unknown;
+  int32_t exit_status = -1;         // End::Exit, End::QuickExit: 0-255; -1 when not known
+  int32_t end_signal = 0;           // End::Signal: the signal's number
   // Cut: no footer (killed, disk full, still running) or a cut-short last line. The analysis covers
   // up to last_time_ns only; what was live then is "live when the trace was cut", never a leak.
   bool cut() const { return !complete || truncated; }
+  // Killed by a signal's default action (SIGTERM, SIGINT, SIGHUP), the trace finished up to it: what
+  // was live then is "live when killed", never a leak (the program did not get to free it).
+  bool killed_by_signal() const { return complete && !truncated && end == format::End::Signal; }
+  // Cut or killed: the program did not end on its own terms, so nothing live at the end is a leak and
+  // a scope still open then gets no verdict.
+  bool ended_early() const { return cut() || killed_by_signal(); }
   uint64_t events = 0;
   uint64_t dropped_events = 0;      // > 0: the analysis is incomplete
   uint64_t first_time_ns = 0;
@@ -361,7 +374,7 @@ struct ProcessReport {
   std::vector<WhatIfReport> what_if;   // per device with PyTorch events, when a replay ran
   std::vector<TimeToOomReport> time_to_oom;
 
-  uint64_t leaked_bytes() const;    // unsuppressed; 0 for a cut trace
+  uint64_t leaked_bytes() const;    // unsuppressed; 0 when ended_early()
   uint64_t leaked_count() const;
   uint64_t live_when_cut_bytes() const;  // unsuppressed bytes live at the end, cut or not
   uint64_t peak_bytes() const;      // the highest reserved peak over its devices

@@ -14,8 +14,9 @@ namespace gpumemtrace::report {
 std::vector<std::string> check_gates(const std::vector<ProcessReport>& reports, const Options& options) {
   std::vector<std::string> failures;
   for (const ProcessReport& r : reports) {
-    // Leaked memory, and on request the PyTorch blocks still referenced at exit.
-    const uint64_t alive = options.count_alive_at_exit ? r.alive_at_exit_bytes() : 0;
+    // Leaked memory, and on request the PyTorch blocks still referenced at exit. A process killed by a
+    // signal, or whose trace was cut, leaked nothing: what it held then is "live when killed/cut".
+    const uint64_t alive = options.count_alive_at_exit && !r.ended_early() ? r.alive_at_exit_bytes() : 0;
     if (options.fail_on_leak && r.leaked_bytes() + alive > *options.fail_on_leak) {
       std::ostringstream message;
       size_t groups = 0;
@@ -46,7 +47,8 @@ std::vector<std::string> check_gates(const std::vector<ProcessReport>& reports, 
     }
     for (const ScopeReport& scope : r.scopes) {
       if (!options.fail_on_leak || scope.leaked_bytes <= *options.fail_on_leak) continue;
-      if (r.cut() && !scope.closed) continue;  // the trace was cut inside it: no verdict
+      if (r.ended_early() && !scope.closed) continue;  // cut or killed inside it: no verdict
+      if (scope.failed) continue;  // the test failed: not checked (Scopes)
       std::ostringstream message;
       message << r.file << ": " << scope.name << " leaked " << format_bytes(scope.leaked_bytes) << " in "
               << scope.leaked_count << (scope.leaked_count == 1 ? " allocation" : " allocations")

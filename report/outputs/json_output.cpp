@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include "report/outputs/units.h"
+
 namespace gpumemtrace::report {
 using nlohmann::json;
 
@@ -99,7 +101,10 @@ json process_json(const ProcessReport& r) {
           {"cmdline", r.header.cmdline},
           {"host", r.header.host},
           {"complete", r.complete},
-          {"killed", !r.complete},
+          {"killed", !r.complete || r.killed_by_signal()},
+          {"end", r.end == format::End::Unknown ? json(nullptr) : json(format::end_name(r.end))},
+          {"exit_status", r.exit_status >= 0 ? json(r.exit_status) : json(nullptr)},
+          {"signal", r.killed_by_signal() ? json(signal_name(r.end_signal)) : json(nullptr)},
           {"truncated", r.truncated},
           {"incomplete", r.dropped_events > 0},
           {"cut", r.cut()},
@@ -153,7 +158,8 @@ json reports_to_json(const std::vector<ProcessReport>& reports) {
                   {"leaked_bytes", 0}, {"leaked_count", 0}, {"cached_bytes", 0}, {"peak_bytes", 0},
                   {"library_bytes", 0}, {"alive_at_exit_bytes", 0}, {"ooms", 0}, {"failed_calls", 0},
                   {"scopes", 0}, {"leaking_scopes", 0}, {"complete", true}, {"incomplete", false},
-                  {"cut", false}, {"live_when_cut_bytes", 0}};
+                  {"cut", false}, {"live_when_cut_bytes", 0}, {"killed_by_signal", 0},
+                  {"live_when_killed_bytes", 0}};
   json processes = json::array(), leaks = json::array(), peaks = json::array(), ooms = json::array(),
        growth = json::array(), fragmentation = json::array(), held = json::array(),
        failed_calls = json::array(), scopes = json::array(), what_if = json::array(), time_to_oom = json::array();
@@ -171,6 +177,8 @@ json reports_to_json(const std::vector<ProcessReport>& reports) {
     if (!r.complete) summary["complete"] = false;
     if (r.cut()) summary["cut"] = true;
     if (r.cut()) bump("live_when_cut_bytes", r.live_when_cut_bytes());
+    if (r.killed_by_signal()) bump("killed_by_signal", 1);
+    if (r.killed_by_signal()) bump("live_when_killed_bytes", r.live_when_cut_bytes());
     if (r.dropped_events) summary["incomplete"] = true;
     bump("allocations", r.pinned_host.allocations);  // every allocation call of the process
     bump("frees", r.pinned_host.frees);
@@ -185,7 +193,8 @@ json reports_to_json(const std::vector<ProcessReport>& reports) {
     }
     bump("ooms", r.ooms.size());
     bump("scopes", r.scopes_total);
-    for (const ScopeReport& scope : r.scopes) bump("leaking_scopes", scope.leaked_bytes ? 1 : 0);
+    for (const ScopeReport& scope : r.scopes)
+      bump("leaking_scopes", scope.leaked_bytes && (scope.closed || !r.ended_early()) ? 1 : 0);
     for (const FailedCall& call : r.failed_calls) bump("failed_calls", call.count);
     for (const HeldAtExit& h : r.held_at_exit) {
       json entry = who;
@@ -203,7 +212,7 @@ json reports_to_json(const std::vector<ProcessReport>& reports) {
     }
     for (const ScopeReport& scope : r.scopes) {
       json entry = who;
-      entry.update({{"name", scope.name}, {"api", scope.api}, {"closed", scope.closed},
+      entry.update({{"name", scope.name}, {"api", scope.api}, {"closed", scope.closed}, {"checked", !scope.failed},
                     {"begin_time_ns", scope.begin_time_ns}, {"end_time_ns", scope.end_time_ns},
                     {"leaked_bytes", scope.leaked_bytes}, {"leaked_count", scope.leaked_count},
                     {"leaks", stack_bytes_list(scope.leaks, 0)}, {"advice", advice_json(scope.advice)}});
@@ -217,6 +226,7 @@ json reports_to_json(const std::vector<ProcessReport>& reports) {
                     {"suppressed", leak.suppressed}});
       if (leak.suppressed) entry["suppressed_by"] = leak.suppressed_by;
       if (r.cut()) entry["live_when_cut"] = true;  // not a leak: the trace ends before the program did
+      if (r.killed_by_signal()) entry["live_when_killed"] = true;  // not a leak: it never got to free it
       leaks.push_back(std::move(entry));
     }
     for (const PeakReport& peak : r.peaks) {

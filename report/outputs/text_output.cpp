@@ -62,6 +62,20 @@ void write_holders(std::ostream& out, const std::vector<StackBytes>& list, uint6
   });
 }
 
+// How the process ended, as the footer says.
+std::string ending(const ProcessReport& r) {
+  if (!r.complete) return "no footer: the process was killed, ran out of disk or is still running";
+  const std::string status = r.exit_status >= 0 ? " with status " + std::to_string(r.exit_status) : "";
+  switch (r.end) {
+    case format::End::Exit: return "exited" + status;
+    case format::End::QuickExit: return "ended by _exit" + status;
+    case format::End::Signal: return "killed by " + signal_name(r.end_signal);
+    case format::End::Exec: return "replaced by exec";
+    case format::End::Unknown: break;
+  }
+  return "clean exit";  // a footer that does not say how
+}
+
 void write_header(std::ostream& out, const ProcessReport& r) {
   out << "== " << r.file << ": pid " << r.header.pid;
   if (r.header.rank >= 0) {
@@ -74,8 +88,7 @@ void write_header(std::ostream& out, const ProcessReport& r) {
     out << ")";
   }
   const std::string duration = format_seconds(r.last_time_ns - r.first_time_ns);
-  out << ", " << r.events << " events over " << duration << ", "
-      << (r.complete ? "clean exit" : "no footer: the process was killed, ran out of disk or is still running") << "\n";
+  out << ", " << r.events << " events over " << duration << ", " << ending(r) << "\n";
   if (r.cut()) out << "INCOMPLETE: cut at " << duration << ": the analysis covers up to " << duration << "\n";
   for (const std::string& warning : r.warnings) out << "warning: " << warning << "\n";
   if (r.dropped_events) {
@@ -109,10 +122,13 @@ void write_leaks(std::ostream& out, const ProcessReport& r, const TextOptions& o
   uint64_t cached = 0, suppressed = 0;
   for (const DeviceSummary& d : r.devices) cached += d.cached_bytes;
   for (const LeakGroup& leak : r.leaks) suppressed += leak.suppressed ? leak.bytes : 0;
-  // A cut trace ends before the program did: what was live then is shown, never called a leak.
+  // A cut trace ends before the program did, a killed program never got to free what it held: what was
+  // live then is shown, never called a leak.
   uint64_t live_count = 0;
   for (const LeakGroup& leak : r.leaks) live_count += leak.suppressed ? 0 : leak.count;
-  out << (r.cut() ? "live when the trace was cut (not leaks): " : "leaks: ");
+  const std::string killed = r.killed_by_signal() ? "killed by " + signal_name(r.end_signal) : "";
+  out << (r.cut() ? "live when the trace was cut (not leaks): "
+                  : !killed.empty() ? "live when " + killed + " (not leaks): " : std::string("leaks: "));
   if (r.live_when_cut_bytes() == 0) out << "none";
   else out << format_bytes(r.live_when_cut_bytes()) << " in " << plural(live_count, "allocation");
   if (cached) out << "; " << format_bytes(cached) << " cached by an allocator or pool (not leaked)";
@@ -125,7 +141,7 @@ void write_leaks(std::ostream& out, const ProcessReport& r, const TextOptions& o
                                       : device_name(leak.device) + ", " +
                                             (leak.level == Level::Block ? std::string("allocator block") : leak.kind))
         << "), "
-        << (r.cut() ? "live when cut, " : "") << "allocated here:\n";
+        << (r.cut() ? "live when cut, " : !killed.empty() ? "live when killed, " : "") << "allocated here:\n";
     write_stack(out, leak.stack, "      ", options.stacks);
   });
 }
@@ -298,19 +314,35 @@ void write_failed_calls(std::ostream& out, const ProcessReport& r, const TextOpt
 
 void write_scopes(std::ostream& out, const ProcessReport& r, const TextOptions& options) {
   if (r.scopes_total == 0) return;
-  size_t leaking = 0;
-  for (const ScopeReport& scope : r.scopes) leaking += scope.leaked_bytes ? 1 : 0;
-  out << "scopes: " << r.scopes_total << " checked, " << leaking << " leaked\n";
+  // A scope still open when the trace was cut or the process killed has no verdict (gates.cpp).
+  auto verdict = [&](const ScopeReport& scope) { return scope.closed || !r.ended_early(); };
+  size_t leaking = 0, unchecked = 0;
+  for (const ScopeReport& scope : r.scopes) {
+    if (scope.failed || !verdict(scope)) ++unchecked;
+    else if (scope.leaked_bytes) ++leaking;
+  }
+  out << "scopes: " << r.scopes_total - unchecked << " checked, " << leaking << " leaked";
+  if (unchecked) out << ", " << unchecked << " not checked";
+  out << "\n";
   auto leaked = [](const ScopeReport& scope) { return scope.leaked_bytes != 0; };
   for_top(r.scopes, options.max_items, leaked, [&](const ScopeReport& scope) {
-    out << "  LEAK " << scope.name << ": " << format_bytes(scope.leaked_bytes) << " in "
-        << plural(scope.leaked_count, "allocation") << " still live at its "
-        << (scope.closed ? "end" : "trace's end (the scope never closed)") << ", allocated here:\n";
+    out << (verdict(scope) ? "  LEAK " : "  LIVE ") << scope.name << ": " << format_bytes(scope.leaked_bytes)
+        << " in " << plural(scope.leaked_count, "allocation") << " still live at its "
+        << (scope.closed ? "end"
+            : verdict(scope) ? "trace's end (the scope never closed)"
+            : r.cut() ? "trace's end (cut inside it: no verdict)"
+                      : "trace's end (killed inside it: no verdict)")
+        << ", allocated here:\n";
     for_top(scope.leaks, options.max_items, [&](const StackBytes& leak) {
       out << "    " << format_bytes(leak.bytes) << " in " << plural(leak.count, "allocation") << ":\n";
       write_stack(out, leak.stack, "        ", options.stacks);
     });
     write_advice(out, scope.advice, "    ", options);
+  });
+  auto not_checked = [](const ScopeReport& scope) { return scope.failed; };
+  for_top(r.scopes, options.max_items, not_checked, [&](const ScopeReport& scope) {
+    out << "  not checked: " << (scope.api == "pytest" ? "the test failed: " : "the scope failed: ") << scope.name
+        << "\n";
   });
 }
 

@@ -101,6 +101,9 @@ struct Footer {
   uint64_t dropped_total = 0;
   uint64_t end_time = 0;
   uint64_t not_written = 0;  // capped traces: events consumed after the cap
+  format::End end = format::End::Unknown;  // how the process ended (Unknown: not said)
+  int32_t exit_status = -1;  // End::Exit, End::QuickExit: 0-255; -1 when not known
+  int32_t signal = 0;        // End::Signal: its number
 };
 
 // The "capped" record: the trace reached GPUMEMTRACE_MAX_BYTES at event `seq` (not written), time `t`.

@@ -65,7 +65,7 @@ struct Fields {
   bool has(Bit bit) const { return (present & bit) != 0; }
 
   std::string_view type, format, op, kind, pool, label, api, function, file, path, exe, host,
-      library, backend, name, lang, build_id, rank_from, source, conf, env_alloc_conf, env_cuda_alloc_conf,
+      library, backend, name, lang, build_id, rank_from, end, source, conf, env_alloc_conf, env_cuda_alloc_conf,
       env_hip_alloc_conf;
   double fraction = 0.0;
   bool has_fraction = false;
@@ -73,7 +73,8 @@ struct Fields {
            free = 0, total = 0, count = 0, dropped_total = 0, events = 0, end_time = 0,
            start_time = 0, clock_start = 0, addr = 0, segment = 0, handle = 0, stream = 0, ip = 0, offset = 0, range = 0,
            max_bytes = 0, not_written = 0;
-  int64_t device = -1, result = 0, pid = -1, ppid = -1, rank = -1, local_rank = -1, world_size = -1;
+  int64_t device = -1, result = 0, pid = -1, ppid = -1, rank = -1, local_rank = -1, world_size = -1,
+          exit_status = -1, signal = 0;
   bool delayed = false;
   // "t" read as a signed number (version 2, where an event line's "t" is a delta): t holds its
   // two's complement.
@@ -256,7 +257,10 @@ void parse_field(std::string_view key, od::value& v, Fields& f, int version) {
         case 't': if (is(fmt::kFieldTid)) f.tid = get_u64(v, key, UINT64_MAX); return;
         case 'a': if (is(fmt::kFieldApi)) f.api = get_plain_str(v, key); return;
         case 'p': if (is(fmt::kFieldPid)) f.pid = get_i64(v, key); return;
-        case 'e': if (is(fmt::kFieldExe)) f.exe = get_str(v, key); return;
+        case 'e':
+          if (is(fmt::kFieldExe)) f.exe = get_str(v, key);
+          else if (is(fmt::kFieldEnd)) f.end = get_plain_str(v, key);
+          return;
         default: return;
       }
     case 4:
@@ -307,6 +311,7 @@ void parse_field(std::string_view key, od::value& v, Fields& f, int version) {
         case 's':
           if (is(fmt::kFieldStream)) f.stream = parse_hex(get_str(v, key), key);
           else if (is(fmt::kFieldSource)) f.source = get_str(v, key);
+          else if (is(fmt::kFieldSignal)) f.signal = get_u64(v, key, 1023);
           return;
         case 'm': if (is(fmt::kFieldModule)) { f.module = get_u64(v, key, kMaxId); f.present |= B::kModule; } return;
         case 'f':
@@ -347,6 +352,7 @@ void parse_field(std::string_view key, od::value& v, Fields& f, int version) {
       return;
     case 11:
       if (is(fmt::kFieldNotWritten)) f.not_written = get_u64(v, key, UINT64_MAX);
+      else if (is(fmt::kFieldExitStatus)) f.exit_status = get_u64(v, key, 255);
       return;
     case 13:
       if (is(fmt::kFieldDroppedTotal)) f.dropped_total = get_u64(v, key);
@@ -613,7 +619,8 @@ class Dispatcher {
     if (f.type == fmt::kTypeFooter) {
       result_.footer_seen = true;
       merger_.finish();  // the events before the footer, before it
-      return handler_.on_footer(Footer{f.events, f.dropped_total, f.end_time, f.not_written});
+      return handler_.on_footer(Footer{f.events, f.dropped_total, f.end_time, f.not_written, fmt::parse_end(f.end),
+                                       static_cast<int32_t>(f.exit_status), static_cast<int32_t>(f.signal)});
     }
     if (f.type == fmt::kTypeCapped) {
       if (!f.has(B::kSeq)) fail("capped record without \"seq\"");

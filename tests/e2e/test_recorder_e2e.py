@@ -328,7 +328,8 @@ class Processes(unittest.TestCase, TraceInvariants):
 
     def test_sigkill_leaves_everything_flushed_before(self):
         out = tempdir()
-        env = dict(os.environ, LD_PRELOAD=recorder_preload(LIB), LD_LIBRARY_PATH=SIM, GPUMEMTRACE_OUTPUT=out + "/")
+        env = dict(os.environ, LD_PRELOAD=recorder_preload(LIB), LD_LIBRARY_PATH=SIM, GPUMEMTRACE_OUTPUT=out + "/",
+                   GPUMEMTRACE_QUIET="1")  # its stderr is the test run's: no "writing trace to" line there
         p = subprocess.Popen([program("scenarios"), "killed", "500"], env=env, stdout=subprocess.PIPE, text=True)
         self.assertEqual(p.stdout.readline(), "ready\n")
         time.sleep(0.4)  # > the 100 ms flush interval
@@ -342,7 +343,7 @@ class Processes(unittest.TestCase, TraceInvariants):
     def test_gpumemtrace_flush_makes_events_readable_at_once(self):
         out = tempdir()
         env = dict(os.environ, LD_PRELOAD=recorder_preload(LIB), LD_LIBRARY_PATH=SIM, GPUMEMTRACE_OUTPUT=out + "/",
-                   GPUMEMTRACE_FLUSH_MS="100")
+                   GPUMEMTRACE_FLUSH_MS="100", GPUMEMTRACE_QUIET="1")
         p = subprocess.Popen([program("scenarios"), "flush"], env=env, stdout=subprocess.PIPE, text=True)
         try:
             self.assertEqual(p.stdout.readline(), "flush=0\n")

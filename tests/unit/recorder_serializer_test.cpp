@@ -179,6 +179,36 @@ TEST(Serializer, HeaderEventsStacksFooter) {
   EXPECT_EQ(lines.back()["events"], 3);
 }
 
+// The footer says how the process ended: "end", with the exit status or the signal; nothing when unknown.
+TEST(Serializer, FooterSaysHowTheProcessEnded) {
+  auto footer_of = [](const ProcessEnd& end) {
+    std::string out;
+    TraceSerializer s(&out, /*symbolize=*/false);
+    s.footer(1, 0, 999, 0, end);
+    return json::parse(out);
+  };
+  json exited = footer_of(ProcessEnd::exited(format::End::Exit, 3));
+  EXPECT_EQ(exited["end"], "exit");
+  EXPECT_EQ(exited["exit_status"], 3);
+  EXPECT_FALSE(exited.contains("signal"));
+  json quick = footer_of(ProcessEnd::exited(format::End::QuickExit, 256 + 7));  // the parent sees 7
+  EXPECT_EQ(quick["end"], "_exit");
+  EXPECT_EQ(quick["exit_status"], 7);
+  json killed = footer_of(ProcessEnd::killed(15));
+  EXPECT_EQ(killed["end"], "signal");
+  EXPECT_EQ(killed["signal"], 15);
+  EXPECT_FALSE(killed.contains("exit_status"));
+  json exec = footer_of(ProcessEnd::exec());
+  EXPECT_EQ(exec["end"], "exec");
+  EXPECT_FALSE(exec.contains("exit_status"));
+  json unknown_status = footer_of(ProcessEnd::exited(format::End::Exit, -1));  // exit() not seen
+  EXPECT_EQ(unknown_status["end"], "exit");
+  EXPECT_FALSE(unknown_status.contains("exit_status"));
+  json unknown = footer_of(ProcessEnd{});
+  EXPECT_FALSE(unknown.contains("end"));
+  EXPECT_EQ(unknown["events"], 1);
+}
+
 TEST(Serializer, OptionalFieldsFollowFlags) {
   std::string out;
   TraceSerializer s(&out, /*symbolize=*/false);

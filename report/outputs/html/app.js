@@ -11,7 +11,8 @@
   const doc = JSON.parse(document.getElementById("gpumem-data").textContent);
   const root = document.getElementById("report");
   const KNOWN_TOP = ["summary", "processes", "leaks", "peaks", "ooms", "growth", "fragmentation", "spread", "what_if", "time_to_oom"];
-  const KNOWN_PROCESS = ["file", "pid", "ppid", "exe", "cmdline", "host", "complete", "killed", "truncated",
+  const KNOWN_PROCESS = ["file", "pid", "ppid", "exe", "cmdline", "host", "complete", "killed", "end", "exit_status",
+    "signal", "truncated",
     "incomplete", "cut", "cut_at_ns", "events", "dropped_events", "duration_ns", "leaked_bytes", "warnings", "devices", "marks",
     "marks_total"];
   const TABLE_ROWS = 100;  // rows drawn per table; the rest are counted
@@ -389,11 +390,12 @@
     const el = h("section", { class: "process", id: `pid-${p.pid}` });
     el.appendChild(h("h2", {}, basename(p.exe) || basename(p.file), h("span", { class: "muted" }, ` · pid ${p.pid}`)));
     el.appendChild(h("p", { class: "meta" }, [(p.cmdline || []).join(" "), p.host ? `on ${p.host}` : "",
-      `${p.events} events over ${seconds(p.duration_ns)}`, basename(p.file)].filter(Boolean).join(" · ")));
+      `${p.events} events over ${seconds(p.duration_ns)}`, endedAs(p), basename(p.file)].filter(Boolean).join(" · ")));
     const flags = [];
     if (p.cut) flags.push(`INCOMPLETE: cut at ${seconds(p.cut_at_ns)}: the analysis covers up to ${seconds(p.cut_at_ns)}; ` +
       "the leaks shown are what was live when the trace was cut, not leaks");
     if (p.truncated) flags.push("the trace is cut short");
+    if (p.end === "signal") flags.push(`killed by ${p.signal}: what was live then is listed under Leaks as live when killed, not leaks`);
     if (p.incomplete) flags.push(`${p.dropped_events} events were dropped: figures are incomplete`);
     for (const w of flags.concat(p.warnings || [])) el.appendChild(h("p", { class: "warning" }, w));
 
@@ -417,7 +419,8 @@
     ];
     el.appendChild(section("Flame graphs", flameTabs(views)));
 
-    el.appendChild(section(`Leaks (${leaks.filter((l) => !l.suppressed).length})`, table(
+    const leaksTitle = p.end === "signal" ? "Live when killed, not leaks" : p.cut ? "Live when the trace was cut, not leaks" : "Leaks";
+    el.appendChild(section(`${leaksTitle} (${leaks.filter((l) => !l.suppressed).length})`, table(
       ["Bytes", "Count", "GPU", "Level", "Kind", "Stack"],
       leaks.map((l) => [bytes(l.bytes), String(l.count), String(l.device), l.level, l.kind || "",
         l.suppressed ? h("span", {}, h("span", { class: "badge" }, `suppressed by ${l.suppressed_by}`), stackCell(l.stack)) : stackCell(l.stack)]),
@@ -477,6 +480,17 @@
     return el;
   }
 
+  // How the process ended (docs/report.md, "How the process ended").
+  function endedAs(p) {
+    if (!p.complete) return "no footer";
+    const status = p.exit_status === null || p.exit_status === undefined ? "" : ` ${p.exit_status}`;
+    if (p.end === "signal") return `killed by ${p.signal}`;
+    if (p.end === "exit") return `exit${status}`;
+    if (p.end === "_exit") return `_exit${status}`;
+    if (p.end === "exec") return "exec";
+    return "clean exit";
+  }
+
   // --- the spread across ranks (a directory of traces) ----------------------------------------------
   function spreadSection() {
     const peakMax = Math.max(1, ...doc.processes.map((p) => Math.max(0, ...p.devices.map((d) => d.peak_bytes))));
@@ -484,12 +498,12 @@
       const peak = Math.max(0, ...p.devices.map((d) => d.peak_bytes));
       return [h("a", { href: `#pid-${p.pid}` }, `pid ${p.pid}`), basename(p.file), p.host || "",
         h("div", { class: "bar-cell" }, h("div", { class: "bar", style: `width:${(100 * peak / peakMax).toFixed(1)}%` }), bytes(peak)),
-        bytes(p.leaked_bytes), String(ofProcess(doc.ooms, p).length), String(p.events), p.complete ? "yes" : "no"];
+        bytes(p.leaked_bytes), String(ofProcess(doc.ooms, p).length), String(p.events), endedAs(p)];
     });
     const s = doc.spread || {};
     const line = (name, m) => (m ? h("p", {}, `${name}: min ${bytes(m.min)} (pid ${m.min_pid}), max ${bytes(m.max)} (pid ${m.max_pid}), mean ${bytes(Math.round(m.mean))}`) : null);
     return section(`Across ${doc.processes.length} processes`, line("Peak", s.peak_bytes), line("Leaked", s.leaked_bytes),
-      table(["Process", "Trace", "Host", "Peak", "Leaked", "OOMs", "Events", "Clean exit"], rows));
+      table(["Process", "Trace", "Host", "Peak", "Leaked", "OOMs", "Events", "Ended"], rows));
   }
 
   function render() {
