@@ -16,6 +16,9 @@
 //                 {"type":"capped", ...}   the trace reached GPUMEMTRACE_MAX_BYTES: no event line
 //                                          follows (definitions, devices and drops still may)
 //                 {"type":"live", ...}     after "capped", at the end: one per allocation still live
+//                 {"type":"allocator_settings", ...}  PyTorch's caching-allocator settings in force, or
+//                                          changed, at its seq and t (a record of its own, not an
+//                                          event line: readers that do not know it skip it)
 //   last line     {"type":"footer", ...}   how the process ended ("end": exit, _exit, signal, exec);
 //                                          its absence means the process died otherwise
 //
@@ -64,6 +67,11 @@ inline constexpr const char* kTypeLive = "live";      // an allocation live at t
 inline constexpr const char* kTypeFooter = "footer";
 inline constexpr const char* kTypeSite = "site";      // version 2: id, tid, api, driver_api, op,
                                                       // kind, device, stack, delayed
+// PyTorch's caching-allocator settings (docs/trace-format.md, "allocator_settings"): seq, t, tid,
+// source, device, and conf (PYTORCH_CUDA_ALLOC_CONF syntax) or fraction. Absolute seq and t, like
+// "live": it does not move the event lines' deltas. Added within version 2 (unknown record types are
+// skipped by every reader of version 2).
+inline constexpr const char* kTypeAllocatorSettings = "allocator_settings";
 
 // ---- event operations ("op" field of an event) ----
 // Each op says what happened to the address range [addr, addr+size).
@@ -94,6 +102,10 @@ enum class Op : uint8_t {
 #define GPUMEMTRACE_OP_ENUM(name, str) name,
   GPUMEMTRACE_OPS(GPUMEMTRACE_OP_ENUM)
 #undef GPUMEMTRACE_OP_ENUM
+  // Not an event op (parse_op does not know it, no site or event line carries it): what an
+  // "allocator_settings" record is while it travels through the recorder's ring and the reader's
+  // merger, so that it keeps its place in the timeline.
+  AllocatorSettings,
 };
 
 inline constexpr const char* op_name(Op op) {
@@ -103,6 +115,8 @@ inline constexpr const char* op_name(Op op) {
     return str;
     GPUMEMTRACE_OPS(GPUMEMTRACE_OP_CASE)
 #undef GPUMEMTRACE_OP_CASE
+    case Op::AllocatorSettings:
+      return kTypeAllocatorSettings;
   }
   return "unknown";
 }
@@ -111,7 +125,7 @@ inline constexpr const char* op_name(Op op) {
 // range carry neither; trim carries a size (the bytes the pool keeps) and no address.
 inline constexpr bool op_has_size(Op op) {
   return op != Op::Mark && op != Op::MemInfo && op != Op::Reset && op != Op::Sync && op != Op::ScopeBegin &&
-         op != Op::ScopeEnd;
+         op != Op::ScopeEnd && op != Op::AllocatorSettings;
 }
 inline constexpr bool op_has_addr(Op op) { return op_has_size(op) && op != Op::Trim; }
 
@@ -254,6 +268,27 @@ inline constexpr const char* kFieldShortResult = "r"; // result, left out when 0
 // "api" of the scope and mark events made from NVTX ranges and marks (interpose/hooks/nvtx.cpp): the
 // analyzer makes such scopes phases of their thread, not leak checks.
 inline constexpr const char* kApiNvtx = "nvtx";
+
+// allocator_settings (and kFieldSeq, kFieldTime, kFieldTid, kFieldDevice: -1 = every device)
+inline constexpr const char* kFieldSource = "source";       // who set them: one of kSettingsSource*
+inline constexpr const char* kFieldConf = "conf";           // PYTORCH_CUDA_ALLOC_CONF syntax, only the
+                                                            // allocator's own keys (trace/alloc_conf.h)
+inline constexpr const char* kFieldFraction = "fraction";   // set_per_process_memory_fraction's, 0..1
+// Sources. kSettingsSourceInForce: what the allocator ran with when the PyTorch hook turned the
+// history on (PyTorch's own report of it, _snapshot()["allocator_settings"]); applied as PyTorch's
+// parser applies a string (max_split_size_mb, roundup_power2_divisions, garbage_collection_threshold
+// back to their defaults first). kSettingsSourceSetAllocatorSettings: the program's later
+// torch.cuda.memory._set_allocator_settings(conf) (or torch._C._accelerator_setAllocatorSettings),
+// applied the same way. kSettingsSourceMemoryFraction: set_per_process_memory_fraction(fraction,
+// device).
+inline constexpr const char* kSettingsSourceInForce = "in_force";
+inline constexpr const char* kSettingsSourceSetAllocatorSettings = "_set_allocator_settings";
+inline constexpr const char* kSettingsSourceMemoryFraction = "set_per_process_memory_fraction";
+// Header: the allocator's variables as the environment the process started with had them
+// (/proc/self/environ; only the allocator's own keys, trace/alloc_conf.h), each only when set.
+inline constexpr const char* kFieldEnvAllocConf = "pytorch_alloc_conf";             // PYTORCH_ALLOC_CONF
+inline constexpr const char* kFieldEnvCudaAllocConf = "pytorch_cuda_alloc_conf";    // PYTORCH_CUDA_ALLOC_CONF
+inline constexpr const char* kFieldEnvHipAllocConf = "pytorch_hip_alloc_conf";      // PYTORCH_HIP_ALLOC_CONF
 
 // Dropped / footer
 inline constexpr const char* kFieldCount = "count";         // dropped: events lost since last record

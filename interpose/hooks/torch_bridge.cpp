@@ -13,6 +13,8 @@
 // GPUMEMTRACE_PYTHON=0 does not remove them (docs/pytorch.md).
 // Such events carry "delayed":true in the trace; after each drain the hook calls
 // gpumemtrace_record_sync() so that readers can merge them into the timeline by time.
+// The allocator's settings (in force when the history starts, and the program's later changes) come
+// through gpumemtrace_record_torch_settings(), live, as "allocator_settings" records.
 //
 // Input is validated, never trusted: null pointers, a layout that is not this build's (the sizes
 // the caller passes), counts out of range are refused; the arrays and every string are read only
@@ -26,10 +28,14 @@
 #include <cstdint>
 #include <cstring>
 
+#include <cmath>
+
 #include "interpose/hooks/program_strings.h"
 #include "interpose/python/python_stack.h"
 #include "interpose/recorder/event_record.h"
+#include "interpose/recorder/label_table.h"
 #include "interpose/recorder/recorder.h"
+#include "trace/alloc_conf.h"
 #include "trace/torch_actions.h"
 
 namespace f = gpumemtrace::format;
@@ -186,6 +192,44 @@ __attribute__((visibility("default"))) int gpumemtrace_record_sync(uint64_t time
   facts.device = -1;
   facts.has_result = false;
   facts.time_ns = time_ns;
+  return gpumemtrace::record(facts) ? 1 : 0;
+}
+
+// Records PyTorch's caching-allocator settings: an "allocator_settings" record (docs/trace-format.md),
+// live (now, on the calling thread). `source`: format::kSettingsSourceInForce,
+// kSettingsSourceSetAllocatorSettings or kSettingsSourceMemoryFraction; anything else is refused.
+// In force / set: `conf` the settings text (null: ""), of which only the allocator's own options are
+// kept (trace/alloc_conf.h: a variable may hold anything, a trace is shared), `fraction` negative,
+// `device` -1. Memory fraction: `conf` null, `fraction` in [0, 1], `device` >= 0.
+// Returns 1 when recorded, 0 when not (the recorder is off), -1 when refused.
+__attribute__((visibility("default"))) int gpumemtrace_record_torch_settings(const char* source, const char* conf,
+                                                                            int32_t device, double fraction) {
+  if (!source) return -1;
+  gpumemtrace::PageCache pages;
+  const std::string_view name(source, gpumemtrace::program_strnlen(source, 64, &pages));
+  const char* stable = nullptr;  // the static spelling: EventFacts::api must outlive the call
+  for (const char* s : {f::kSettingsSourceInForce, f::kSettingsSourceSetAllocatorSettings,
+                        f::kSettingsSourceMemoryFraction}) {
+    if (name == s) stable = s;
+  }
+  if (!stable) return -1;
+  const bool is_fraction = stable == f::kSettingsSourceMemoryFraction;
+  if (is_fraction && (conf || !std::isfinite(fraction) || fraction < 0.0 || fraction > 1.0 || device < 0 ||
+                      device >= kMaxDevice)) {
+    return -1;
+  }
+  if (!is_fraction && (device != -1 || fraction >= 0.0)) return -1;
+  char kept[gpumemtrace::kMaxScopeNameBytes + 1];
+  kept[0] = '\0';
+  if (conf) {
+    gpumemtrace::alloc_conf::sanitize(std::string_view(conf, gpumemtrace::program_strnlen(conf, 1u << 16, &pages)), kept,
+                                      sizeof(kept));
+  }
+  HookScope scope;
+  if (!scope.recording()) return 0;
+  EventFacts facts = gpumemtrace::event::allocator_settings(stable, is_fraction ? nullptr : kept, device);
+  facts.has_fraction = is_fraction;
+  facts.fraction = is_fraction ? fraction : 0.0;
   return gpumemtrace::record(facts) ? 1 : 0;
 }
 

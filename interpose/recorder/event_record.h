@@ -30,6 +30,7 @@ enum EventFlags : uint16_t {
   kLabelInterned = 1 << 9, // kHasLabel, text too long for the slot: interned_label points to it
   kHasRange = 1 << 10,     // a scope event of a cross-thread range: `range` is its id
   kSizeOverflow = 1 << 11, // `size` is saturated: the size the arguments say passed 2^64 - 1
+  kHasFraction = 1 << 12,  // allocator settings: `fraction` is set_per_process_memory_fraction's
 };
 
 struct EventRecord {
@@ -62,6 +63,7 @@ struct EventRecord {
   uint64_t free_bytes = 0; // kHasMemInfo
   uint64_t total_bytes = 0;
   uint64_t range = 0;      // kHasRange
+  double fraction = 0.0;   // kHasFraction
   union {
     char label[kLabelBytes] = {};      // the text itself, unless kLabelInterned
     const char* interned_label;        // kLabelInterned: a name from intern_label(), never freed

@@ -271,6 +271,10 @@ void fill_record(EventRecord& r, uint64_t seq, const EventFacts& f, uint64_t t, 
   optional(f.has_meminfo, kHasMemInfo, &r.free_bytes, f.free_bytes);
   optional(f.has_meminfo, kHasMemInfo, &r.total_bytes, f.total_bytes);
   optional(f.range != 0, kHasRange, &r.range, f.range);
+  if (f.has_fraction) {
+    flags |= kHasFraction;
+    r.fraction = f.fraction;
+  }
   if (f.has_result) flags |= kHasResult;
   if (f.size_overflow) flags |= kSizeOverflow;
   if (interned) {
@@ -364,7 +368,8 @@ bool record(const EventFacts& facts) noexcept {
   // is bookkeeping of the PyTorch hook's drain thread: its stack says nothing.
   const bool releases = facts.op == format::Op::Free || facts.op == format::Op::BlockFree ||
                         facts.op == format::Op::Unmap || facts.op == format::Op::Unreserve;
-  const bool stackless = facts.op == format::Op::Sync || (releases && !cfg.free_stacks);
+  const bool stackless = facts.op == format::Op::Sync || facts.op == format::Op::AllocatorSettings ||
+                         (releases && !cfg.free_stacks);
   const int depth = stackless ? 0 : cfg.stack_depth;
   uintptr_t native[kMaxNativeFrames];
   python::PythonFrameRef captured[python::kMaxPythonFrames];
@@ -379,8 +384,10 @@ bool record(const EventFacts& facts) noexcept {
   }
 
   // Interned before a ring slot is claimed: the writer waits on a claimed slot until it is filled.
-  const bool scope = facts.op == format::Op::ScopeBegin || facts.op == format::Op::ScopeEnd;
-  const char* interned = scope && facts.label ? long_scope_name(facts.label) : nullptr;
+  // A scope's name and an allocator settings text are kept whole (label_table.h); marks are cut.
+  const bool whole = facts.op == format::Op::ScopeBegin || facts.op == format::Op::ScopeEnd ||
+                     facts.op == format::Op::AllocatorSettings;
+  const char* interned = whole && facts.label ? long_scope_name(facts.label) : nullptr;
   const uint32_t stack = native_depth > 0 && python_depth == 0 && cfg.intern_stacks
                              ? intern_native_stack(native, native_depth) : 0;
 

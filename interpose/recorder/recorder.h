@@ -39,7 +39,8 @@ inline constexpr int32_t kCurrentDevice = -2;
 
 // Plain facts about one event, built with the named constructors of namespace `event` below (not
 // field by field). Strings `api` and `driver_api` must be static; `label` and `pool_name` are copied
-// into the event: truncated to 47 bytes, except a scope's name (scope_begin / scope_end), kept whole
+// into the event: truncated to 47 bytes, except a scope's name (scope_begin / scope_end) and an
+// allocator settings text, kept whole
 // up to kMaxScopeNameBytes (label_table.h). Each field means one thing, whatever the op.
 struct EventFacts {
   format::Op op = format::Op::Alloc;
@@ -68,6 +69,8 @@ struct EventFacts {
   const char* label = nullptr;      // mark label, scope name
   const char* pool_name = nullptr;  // block events: allocator pool name
   uint64_t range = 0;               // scope events of a cross-thread range: its id; 0 = none
+  bool has_fraction = false;        // allocator settings: set_per_process_memory_fraction's fraction
+  double fraction = 0.0;
   uint64_t time_ns = 0;             // CLOCK_MONOTONIC of the event; 0 = now (events reported late,
                                     // e.g. drained from PyTorch's history, carry their own time)
   // Events reported late carry the stack recorded when they happened: `frame_count` >= 0 frames
@@ -215,6 +218,17 @@ inline EventFacts mark(format::Op op, const char* api, const char* label) noexce
   EventFacts e = with_op(op, format::Kind::None, 0, 0, false).on_device(-1);
   e.api = api;
   e.label = label ? label : "";
+  return e;
+}
+
+// PyTorch's caching-allocator settings (format::Op::AllocatorSettings: a record of its own in the
+// trace, docs/trace-format.md): `source` one of format::kSettingsSource* (static), `conf` the
+// settings text (copied like a scope's name: kept whole up to kMaxScopeNameBytes; null: none), on
+// `device` (-1: every device). No memory, no stack.
+inline EventFacts allocator_settings(const char* source, const char* conf, int32_t device) noexcept {
+  EventFacts e = with_op(format::Op::AllocatorSettings, format::Kind::None, 0, 0, false).on_device(device);
+  e.api = source;
+  e.label = conf;
   return e;
 }
 

@@ -5,12 +5,15 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <iterator>
 
 #include "cupti/backend.h"
 #include "interpose/recorder/recorder_state.h"
 #include "interpose/writer/format_limits.h"
+#include "trace/alloc_conf.h"
 #include "trace/json_line.h"
 #include "trace/format.h"
 #include "util/monotonic_clock.h"
@@ -48,7 +51,38 @@ long rank_number(const std::string& text) {
   return value;
 }
 
+// The value of variable `name` in an environment block ("NAME=value" entries, each ended by NUL).
+bool environment_value(const std::string& block, const char* name, std::string* value) {
+  const std::string prefix = std::string(name) + "=";
+  for (size_t at = 0; at < block.size();) {
+    size_t end = block.find('\0', at);
+    if (end == std::string::npos) end = block.size();
+    if (block.compare(at, prefix.size(), prefix) == 0) {
+      *value = block.substr(at + prefix.size(), end - at - prefix.size());
+      return true;
+    }
+    at = end + 1;
+  }
+  return false;
+}
+
+// A double as JSON: the shortest of %.15g / %.17g that reads back as the same value.
+std::string number_text(double v) {
+  char text[32];
+  snprintf(text, sizeof text, "%.15g", v);
+  if (strtod(text, nullptr) != v) snprintf(text, sizeof text, "%.17g", v);
+  return text;
+}
+
 }  // namespace
+
+std::string alloc_conf_from_environment(const std::string& block, const char* name) {
+  std::string raw;
+  if (!environment_value(block, name, &raw)) return "";
+  char kept[1024];
+  alloc_conf::sanitize(raw, kept, sizeof kept);
+  return kept;
+}
 
 ProcessRank rank_from_environment(const std::string& block) {
   static const char* const kRank[] = {"RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK",
@@ -58,14 +92,8 @@ ProcessRank rank_from_environment(const std::string& block) {
   static const char* const kWorldSize[] = {"WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "MV2_COMM_WORLD_SIZE",
                                            "SLURM_NTASKS"};
   auto value_of = [&](const char* name) -> long {
-    const std::string prefix = std::string(name) + "=";
-    for (size_t at = 0; at < block.size();) {
-      size_t end = block.find('\0', at);
-      if (end == std::string::npos) end = block.size();
-      if (block.compare(at, prefix.size(), prefix) == 0) return rank_number(block.substr(at + prefix.size(), end - at - prefix.size()));
-      at = end + 1;
-    }
-    return -1;
+    std::string value;
+    return environment_value(block, name, &value) ? rank_number(value) : -1;
   };
   ProcessRank r;
   for (const char* name : kRank) {
@@ -94,7 +122,11 @@ HeaderInfo current_process_header(int stack_depth, bool drop_when_full) {
   std::string arg;
   while (std::getline(cmdline, arg, '\0')) h.cmdline.push_back(arg);
   std::ifstream environment("/proc/self/environ", std::ios::binary);
-  h.rank = rank_from_environment(std::string(std::istreambuf_iterator<char>(environment), {}));
+  const std::string block(std::istreambuf_iterator<char>(environment), {});
+  h.rank = rank_from_environment(block);
+  h.pytorch_alloc_conf = alloc_conf_from_environment(block, "PYTORCH_ALLOC_CONF");
+  h.pytorch_cuda_alloc_conf = alloc_conf_from_environment(block, "PYTORCH_CUDA_ALLOC_CONF");
+  h.pytorch_hip_alloc_conf = alloc_conf_from_environment(block, "PYTORCH_HIP_ALLOC_CONF");
   if (gethostname(buf, sizeof(buf)) == 0) h.host = buf;
   h.start_realtime_ns = util::clock_ns(CLOCK_REALTIME);
   h.start_monotonic_ns = util::monotonic_ns();
@@ -139,6 +171,9 @@ void TraceSerializer::header(const HeaderInfo& info) {
   if (info.rank.rank >= 0) j.num(f::kFieldRank, info.rank.rank).str(f::kFieldRankFrom, info.rank.rank_from);
   if (info.rank.local_rank >= 0) j.num(f::kFieldLocalRank, info.rank.local_rank);
   if (info.rank.world_size >= 0) j.num(f::kFieldWorldSize, info.rank.world_size);
+  if (!info.pytorch_alloc_conf.empty()) j.str(f::kFieldEnvAllocConf, info.pytorch_alloc_conf);
+  if (!info.pytorch_cuda_alloc_conf.empty()) j.str(f::kFieldEnvCudaAllocConf, info.pytorch_cuda_alloc_conf);
+  if (!info.pytorch_hip_alloc_conf.empty()) j.str(f::kFieldEnvHipAllocConf, info.pytorch_hip_alloc_conf);
   j.end();
   refresh_modules();
 }
@@ -311,6 +346,19 @@ uint32_t TraceSerializer::event(const EventRecord& r, uint32_t stack) {
   j.end();
   ++events_;
   return stack;
+}
+
+void TraceSerializer::allocator_settings(const EventRecord& r) {
+  JsonLine j(out_);
+  j.begin(f::kTypeAllocatorSettings)
+      .unum(f::kFieldSeq, r.seq)
+      .unum(f::kFieldTime, r.time_ns)
+      .unum(f::kFieldTid, r.tid)
+      .str(f::kFieldSource, r.api ? r.api : "")
+      .num(f::kFieldDevice, limits::device(r.device));
+  if (r.flags & kHasLabel) j.str(f::kFieldConf, r.label_text());
+  if (r.flags & kHasFraction) j.raw(f::kFieldFraction, number_text(r.fraction));
+  j.end();
 }
 
 void TraceSerializer::device(int32_t device, const char* name, uint64_t total, uint64_t free_bytes) {

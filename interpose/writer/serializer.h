@@ -47,7 +47,13 @@ struct HeaderInfo {
   uint64_t start_monotonic_ns = 0;
   int stack_depth = 0;
   bool drop_when_full = false;
+  // The allocator's variables from the same environment, only the allocator's own options
+  // (trace/alloc_conf.h); "" when unset.
+  std::string pytorch_alloc_conf, pytorch_cuda_alloc_conf, pytorch_hip_alloc_conf;
 };
+
+// The variable `name` of an environment block, its allocator options only; "" when unset.
+std::string alloc_conf_from_environment(const std::string& block, const char* name);
 
 // Reads pid, exe, command line, host, clocks and rank (from /proc/self/environ: the environment the
 // launcher gave the process, whatever it set since) of the calling process.
@@ -67,6 +73,9 @@ class TraceSerializer {
   uint32_t event(const EventRecord& r, uint32_t stack);
   // Writes the definitions of r's stack if new (no event line); returns its id.
   uint32_t define_stack(const EventRecord& r) { return stack_id(r); }
+  // An "allocator_settings" record (r.op == Op::AllocatorSettings): standalone, with absolute seq and
+  // t, so the event lines' deltas go on from the previous event line.
+  void allocator_settings(const EventRecord& r);
   void device(int32_t device, const char* name, uint64_t total, uint64_t free_bytes);
   void dropped(uint64_t count, uint64_t total);
   // The trace reached its size cap at `r` (not written); `bytes` written so far.

@@ -130,11 +130,17 @@ CachingAllocatorModel::CachingAllocatorModel(const AllocatorSettings& settings, 
     : settings_(settings), device_total_(device_total ? device_total : kUnknownDeviceTotal), next_address_(kSyntheticTop) {
   small_ = new Pool(true, settings_.order, &nodes_);
   large_ = new Pool(false, settings_.order, &nodes_);
+  set_settings(settings);
+}
+
+void CachingAllocatorModel::set_settings(const AllocatorSettings& settings) {
+  const BlockOrder order = settings_.order;
+  settings_ = settings;
+  settings_.order = order;
   // [A][B] setMemoryFraction: allowed_memory_maximum = fraction * device total; set_fraction = true.
-  if (settings_.memory_fraction > 0) {
-    set_fraction_ = true;
-    allowed_memory_maximum_ = static_cast<uint64_t>(settings_.memory_fraction * static_cast<double>(device_total_));
-  }
+  set_fraction_ = settings_.memory_fraction > 0;
+  allowed_memory_maximum_ =
+      set_fraction_ ? static_cast<uint64_t>(settings_.memory_fraction * static_cast<double>(device_total_)) : 0;
 }
 
 CachingAllocatorModel::~CachingAllocatorModel() {

@@ -80,6 +80,11 @@ class CachingAllocatorModel {
   CachingAllocatorModel(const CachingAllocatorModel&) = delete;
   CachingAllocatorModel& operator=(const CachingAllocatorModel&) = delete;
 
+  // The settings change mid-run (the recorded program's _set_allocator_settings or
+  // set_per_process_memory_fraction): PyTorch reads its options at each call (CUDAAllocatorConfig's
+  // getters), so every later request sees the new ones; segments and blocks stay as they are. The
+  // block order (ours, not PyTorch's) stays the one the model was made with.
+  void set_settings(const AllocatorSettings& settings);
   // Bytes of reserved memory (segments, mapped pages) cudaMalloc / cuMemCreate can reach in all.
   void set_capacity(uint64_t bytes) { capacity_ = bytes; }
   // The address the next new segment (or expandable range) gets, when nothing of the model's own

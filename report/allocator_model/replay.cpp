@@ -72,6 +72,7 @@ struct AllocatorReplay::Device {
   bool oom_path_open = false;     // a CUDA allocation failed: releases now are the allocator's retry
   bool in_release_burst = false;  // the releases of one empty_cache() come together
   bool frees_complete_later = false;  // the trace has free_completed events
+  bool inferred_expandable = false;   // no recorded settings: the first segment operation was a map
   // Checking.
   std::deque<RecordedOp> recorded;   // the recording's segment operations not yet matched
   std::deque<SegmentOp> replayed;    // the model's, likewise
@@ -111,16 +112,35 @@ void AllocatorReplay::on_device(const DeviceInfo& info) {
   }
 }
 
-// The model is made at the device's first PyTorch event: a map before any segment_alloc says the
-// recording ran with expandable segments.
+// The model is made at the device's first PyTorch event, under the recorded settings; without any, a
+// map before any segment_alloc says the recording ran with expandable segments.
 void AllocatorReplay::ensure_model(Device& d, bool expandable_hint) {
   if (d.model) return;
-  AllocatorSettings recorded;
-  recorded.expandable_segments = expandable_hint;
-  recorded = parse_alloc_conf(recorded_conf_, recorded);
-  const AllocatorSettings settings = parse_alloc_conf(overlay_, recorded);
+  d.inferred_expandable = expandable_hint;
+  const AllocatorSettings settings = settings_for(d);
   d.model = std::make_unique<CachingAllocatorModel>(settings, d.total);
   d.out.settings = settings.describe();
+  d.out.settings_recorded = recorded_.recorded();
+}
+
+// What the model runs under on `d` now: the recorded settings (or the inferred ones), then
+// --recorded-settings, then the setting replayed. Both texts were checked on the command line.
+AllocatorSettings AllocatorReplay::settings_for(const Device& d) const {
+  AllocatorSettings base;
+  base.expandable_segments = !recorded_.recorded() && d.inferred_expandable;
+  const AllocatorSettings recorded = parse_alloc_conf(recorded_conf_, recorded_.for_device(d.id, base));
+  return parse_alloc_conf(overlay_, recorded);
+}
+
+void AllocatorReplay::on_settings(const Event& e) {
+  if (!recorded_.apply(e)) return;
+  for (auto& [id, d] : devices_) {
+    if (!d->model || (e.device >= 0 && e.device != id)) continue;
+    const AllocatorSettings now = settings_for(*d);
+    if (now.describe() == d->model->settings().describe()) continue;
+    d->model->set_settings(now);
+    ++d->out.settings_changes;
+  }
 }
 
 // The capacity now (see Device): set before each request, since what the process holds outside
@@ -322,7 +342,8 @@ void AllocatorReplay::on_oom(Device& d, const Event& e) {
   if (placed.block) {
     diverge(d, e, "the recorded allocator refused " + bytes(e.size) + " (torch.oom); the replay found room: " +
                       bytes(outcome.reserved) + " reserved of a capacity of " + bytes(outcome.capacity) +
-                      " (a cap the trace does not show? give it with --recorded-settings)");
+                      (recorded_.recorded() ? std::string(" (a limit the model does not replay)")
+                                            : std::string(" (a cap the trace does not show? give it with --recorded-settings)")));
     return;
   }
   reconcile(d, e, true);
@@ -400,6 +421,7 @@ std::vector<DeviceReplay> AllocatorReplay::finish() {
     if (!d->model) continue;  // no PyTorch event on this device
     DeviceReplay r = std::move(d->out);
     r.stats = d->model->stats();
+    r.unmodeled = recorded_.skipped();
     if (r.timeline.empty() || r.timeline.back().reserved != r.stats.reserved) {
       r.timeline.push_back(ReservedSample{r.timeline.empty() ? 0 : r.timeline.back().time_ns, r.stats.reserved});
     }

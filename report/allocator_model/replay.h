@@ -15,8 +15,11 @@
 //    with the recorded one (kind, size, order) and every block's offset in its segment with the trace's;
 //  - the device's free memory (meminfo, torch.oom's `free`): what cudaMalloc could still get, i.e. the
 //    capacity = free + the recorded allocator's reserved bytes at that moment.
-// The recorded settings are not in the trace: expandable segments are inferred (a device whose first
-// PyTorch segment operation is a map), the rest are the defaults unless `recorded_conf` says otherwise.
+// The recorded settings: the trace's "allocator_settings" records (recorded_settings.h), applied in
+// timeline order (on_settings), a change mid-run reaching the model at its place. A trace without them
+// (recorded before they existed, or without the PyTorch hook's record): expandable segments are
+// inferred (a device whose first PyTorch segment operation is a map), the rest are the defaults.
+// `recorded_conf` (--recorded-settings) goes over either, at every point.
 //
 // Pure: events in, results out; no I/O, no globals. Memory: the model's blocks + bounded samples.
 #pragma once
@@ -29,6 +32,7 @@
 #include <vector>
 
 #include "report/allocator_model/caching_allocator.h"
+#include "report/allocator_model/recorded_settings.h"
 #include "report/reader/records.h"
 
 namespace gpumemtrace::report::allocator_model {
@@ -56,7 +60,10 @@ struct ReservedSample {
 
 struct DeviceReplay {
   int32_t device = -1;
-  std::string settings;               // what the model ran under (PYTORCH_CUDA_ALLOC_CONF syntax)
+  std::string settings;               // what the model started under (PYTORCH_CUDA_ALLOC_CONF syntax)
+  bool settings_recorded = false;     // from the trace's allocator_settings records (else inferred)
+  uint64_t settings_changes = 0;      // recorded changes that reached the model after it was made
+  std::vector<std::string> unmodeled; // recorded options the model does not replay
   ModelStats stats;
   uint64_t requests = 0;              // torch.alloc events replayed
   uint64_t recorded_reserved_peak = 0;  // from the trace's PyTorch segment events
@@ -86,6 +93,8 @@ class AllocatorReplay {
   AllocatorReplay& operator=(AllocatorReplay&&) noexcept;
 
   void on_device(const DeviceInfo& info);
+  // An "allocator_settings" record, in timeline order.
+  void on_settings(const Event& e);
   void apply(const Event& e);
   std::vector<DeviceReplay> finish();
 
@@ -99,6 +108,7 @@ class AllocatorReplay {
   void on_oom(Device& d, const Event& e);
   void on_segment(Device& d, const Event& e);
   void ensure_model(Device& d, bool expandable_hint);
+  AllocatorSettings settings_for(const Device& d) const;
   void update_capacity(Device& d);
   void take_reading(Device& d, uint64_t free);
   void after_model_call(Device& d, const Event& e);
@@ -109,6 +119,7 @@ class AllocatorReplay {
   std::string overlay_;
   std::string recorded_conf_;
   bool check_;
+  RecordedSettings recorded_;
   std::map<int32_t, std::unique_ptr<Device>> devices_;
   Device* last_ = nullptr;  // the last device() looked up (elements of devices_ never move)
 };

@@ -33,8 +33,39 @@ class Parser {
  public:
   Parser(std::string_view conf, AllocatorSettings& s) : conf_(conf), tokens_(lex(conf)), s_(s) {}
 
+  // Lenient (a recorded run's settings, which its PyTorch took): an item this parser refuses is
+  // skipped, named in *skipped; the items it applied are named in *applied (either may be null).
+  void run_lenient(std::vector<std::string>* applied, std::vector<std::string>* skipped) {
+    while (i_ < tokens_.size()) {
+      const size_t start = i_;
+      const std::string key = tokens_[i_];
+      try {
+        item();
+        if (applied) applied->push_back(key);
+      } catch (const SettingsError&) {
+        if (skipped) skipped->push_back(key);
+        i_ = start;
+        for (int depth = 0; i_ < tokens_.size(); ++i_) {  // to the ',' that ends the item
+          if (tokens_[i_] == "[") ++depth;
+          if (tokens_[i_] == "]") --depth;
+          if (tokens_[i_] == "," && depth <= 0) break;
+        }
+      }
+      if (i_ < tokens_.size()) ++i_;  // the ','
+    }
+  }
+
   void run() {
     while (i_ < tokens_.size()) {
+      item();
+      if (i_ < tokens_.size()) expect(",");
+    }
+  }
+
+ private:
+  // One `key:value` item, the ',' after it left.
+  void item() {
+    {
       const std::string key = next("a key");
       expect(":");
       if (key == "expandable_segments") {
@@ -65,17 +96,15 @@ class Parser {
       } else if (key == "backend") {
         const std::string v = next("native");
         if (v != "native") fail("backend:" + v + " is not the caching allocator: nothing to replay");
-      } else if (key == "release_lock_on_cudamalloc" || key.rfind("pinned_", 0) == 0 ||
+      } else if (key == "release_lock_on_cudamalloc" || key == "release_lock_on_hipmalloc" || key.rfind("pinned_", 0) == 0 ||
                  key == "expandable_segments_handle_type" || key == "graph_capture_record_stream_reuse") {
         next("a value");  // no effect on which device memory is reserved
       } else {
         fail("unknown option `" + key + "`");
       }
-      if (i_ < tokens_.size()) expect(",");
     }
   }
 
- private:
   [[noreturn]] void fail(const std::string& what) const {
     throw SettingsError("`" + std::string(conf_) + "`: " + what);
   }
@@ -162,6 +191,19 @@ std::string number_text(double v) {
 
 AllocatorSettings parse_alloc_conf(std::string_view conf, AllocatorSettings base) {
   Parser(conf, base).run();
+  return base;
+}
+
+AllocatorSettings apply_recorded_conf(std::string_view conf, AllocatorSettings base, std::vector<std::string>* applied,
+                                      std::vector<std::string>* skipped) {
+  // [PyTorch] parseArgs: "The following option will be reset to its default value if not explicitly
+  // set each time" (c10/core/AllocatorConfig.cpp at 0ac716637f3258efcaf7fdfb851bdd520c9c1441; the
+  // CUDAAllocatorConfig::parseArgs of 2.4-2.8 resets the same three).
+  const AllocatorSettings defaults;
+  base.max_split_size = defaults.max_split_size;
+  base.roundup_power2_divisions = defaults.roundup_power2_divisions;
+  base.garbage_collection_threshold = defaults.garbage_collection_threshold;
+  Parser(conf, base).run_lenient(applied, skipped);
   return base;
 }
 

@@ -16,6 +16,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace gpumemtrace::report::allocator_model {
 
@@ -55,5 +56,14 @@ class SettingsError : public std::invalid_argument {
 // the release difference above). backend:native, release_lock_on_cudamalloc and the pinned_* keys
 // change nothing the model replays and are accepted. Throws SettingsError.
 AllocatorSettings parse_alloc_conf(std::string_view conf, AllocatorSettings base = {});
+
+// `conf` as the recorded run's PyTorch parsed it (PYTORCH_*_ALLOC_CONF at start, or
+// _set_allocator_settings later): max_split_size_mb, roundup_power2_divisions and
+// garbage_collection_threshold back to their defaults, then `conf` over `base` (expandable segments,
+// max_non_split_rounding_mb and the memory fraction keep their values unless `conf` names them).
+// Lenient, since that PyTorch took the text: an item the model does not know or whose value its
+// checks refuse is skipped and its key named in *skipped; the keys applied are named in *applied.
+AllocatorSettings apply_recorded_conf(std::string_view conf, AllocatorSettings base,
+                                      std::vector<std::string>* applied, std::vector<std::string>* skipped);
 
 }  // namespace gpumemtrace::report::allocator_model

@@ -3,6 +3,8 @@
 
 #include <cstdio>
 
+#include "report/analyses/oom_incidents.h"
+
 namespace gpumemtrace::report {
 namespace {
 
@@ -69,6 +71,10 @@ std::string oom_advice(const OomReport& oom) {
                  : "free memory is split into blocks too small for the request: allocate the largest "
                    "buffers first, or let the allocator release and merge its free blocks";
     case Verdict::AllocatorLimit:
+      if (oom.cap_fraction > 0) {
+        return "the allocator's own cap refused it: " + cap_text(oom.cap_fraction, oom.cap_bytes, oom.cap_source) +
+               " (the trace's record); raise or remove it";
+      }
       return "the allocator's own cap refused it: raise or remove the cap (torch.cuda."
              "set_per_process_memory_fraction, PYTORCH_CUDA_ALLOC_CONF, or the memory pool's maximum)";
     case Verdict::OtherProcesses:

@@ -2,6 +2,7 @@
 #include "report/analyses/oom_incidents.h"
 
 #include <algorithm>
+#include <cstdio>
 
 #include "report/outputs/units.h"
 
@@ -24,6 +25,17 @@ uint64_t torch_allocation_size(uint64_t size) {
 }
 
 }  // namespace
+
+std::string cap_text(double fraction, uint64_t bytes, const std::string& source) {
+  if (!(fraction > 0)) return "";
+  char number[32];
+  std::snprintf(number, sizeof number, "%g", fraction);
+  std::string text = source == "per_process_memory_fraction"
+                         ? "the option per_process_memory_fraction:" + std::string(number)
+                         : "set_per_process_memory_fraction(" + std::string(number) + ")";
+  if (bytes) text += ", " + format_bytes(bytes) + " of this device";
+  return text;
+}
 
 bool is_out_of_memory(const Event& e) {
   return e.op == Op::BlockOom || (e.op == Op::Alloc && e.result == kOutOfMemory);
@@ -71,14 +83,23 @@ Verdict oom_verdict(const OomFigures& f, std::string* explanation) {
     say("the request is larger than the whole device (" + format_bytes(f.device_total) + ")");
     return Verdict::Capacity;
   }
+  // The recorded cap, and whether this request went past it.
+  const bool past_cap = f.cap_bytes && f.ours + f.requested > f.cap_bytes;
+  const std::string cap = f.cap_fraction > 0 ? "its cap, " + cap_text(f.cap_fraction, f.cap_bytes, f.cap_source) : "";
+  if (f.allocator_only && !f.has_device_free && past_cap) {  // the cap alone explains it
+    say("the allocator refused the request with " + format_bytes(f.ours) + " reserved: " + cap +
+        ", which the request would pass");
+    return Verdict::AllocatorLimit;
+  }
   if (!f.has_device_free && !f.has_blocks) {
     say("no reading of the device's free memory and no allocator data in the trace");
     return Verdict::NotEnoughInformation;
   }
   if (f.allocator_only && f.has_device_free && f.requested <= free) {
     say("the device had " + format_bytes(free) + " free, but the allocator refused the request with " +
-        format_bytes(f.ours) + " reserved: a cap such as torch.cuda.set_per_process_memory_fraction "
-        "or a pool's maximum");
+        format_bytes(f.ours) + " reserved: " +
+        (cap.empty() ? std::string("a cap such as torch.cuda.set_per_process_memory_fraction or a pool's maximum")
+                     : cap + (past_cap ? ", which the request would pass" : "")));
     return Verdict::AllocatorLimit;
   }
   if (f.requested > free + free_inside) {
@@ -129,7 +150,8 @@ OomIncidents::OpenMap::iterator OomIncidents::joinable(const Event& e) {
   return latest;
 }
 
-void OomIncidents::on_failure(const Event& e, MemoryModel& model, const Roles& roles) {
+void OomIncidents::on_failure(const Event& e, MemoryModel& model, const Roles& roles,
+                              const allocator_model::MemoryCap& cap) {
   if (!is_out_of_memory(e)) {
     Calls& calls = failed_calls_[CallKey{e.device, e.result, std::string(e.api), e.stack}];
     if (calls.count++ == 0) {
@@ -162,7 +184,7 @@ void OomIncidents::on_failure(const Event& e, MemoryModel& model, const Roles& r
     open.net_raw = open.net_blocks = 0;
   }
   tracking_ = !open_.empty();
-  if (index != Open::kNotKept) record_attempt(incidents_[index], e, model, roles);
+  if (index != Open::kNotKept) record_attempt(incidents_[index], e, model, roles, cap);
 }
 
 void OomIncidents::before_event(const Event& e) {
@@ -186,8 +208,11 @@ void OomIncidents::count(const Holding& h, int sign) {
 }
 
 // Each attempt replaces the evidence: the incident is described as of its last attempt.
-void OomIncidents::record_attempt(Incident& incident, const Event& e, MemoryModel& model, const Roles& roles) {
+void OomIncidents::record_attempt(Incident& incident, const Event& e, MemoryModel& model, const Roles& roles,
+                                  const allocator_model::MemoryCap& cap) {
   OomReport& r = incident.report;
+  r.cap_fraction = cap.fraction;
+  r.cap_source = cap.source;
   if (r.attempts.size() < kMaxAttempts) {
     r.attempts.push_back(OomAttempt{e.seq, e.t, format::op_name(e.op), std::string(e.api), e.result, e.size});
   }
@@ -260,6 +285,14 @@ void OomIncidents::finish(ProcessReport& out, const SymbolTable& symbols) {
     figures.ours = r.live_bytes;
     figures.has_blocks = r.has_blocks;
     figures.fragmentation = r.fragmentation;
+    // [PyTorch] setMemoryFraction: allowed_memory_maximum = fraction * the device's total
+    // (cudaMemGetInfo's in 2.4-2.9, totalGlobalMem in newer releases: the same figure).
+    if (r.cap_fraction > 0 && r.device_total) {
+      r.cap_bytes = static_cast<uint64_t>(r.cap_fraction * static_cast<double>(r.device_total));
+    }
+    figures.cap_fraction = r.cap_fraction;
+    figures.cap_bytes = r.cap_bytes;
+    figures.cap_source = r.cap_source;
     r.verdict = oom_verdict(figures, &r.explanation);
     out.ooms.push_back(std::move(r));
   }

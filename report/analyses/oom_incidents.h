@@ -33,7 +33,9 @@
 //    more than 5% of the device;
 //  - fragmentation: it fits in free + frag, but in no single free block and not in free;
 //  - allocator limit: only the allocator refused (no CUDA call failed) although the device had
-//    room for it: a cap such as set_per_process_memory_fraction;
+//    room for it: a cap such as set_per_process_memory_fraction. When the trace records the cap
+//    (allocator_settings records: cap = fraction x the device's total), it is named, and a request
+//    past it is this verdict even without a reading of the device's free bytes;
 //  - not enough information: neither the device's free bytes nor block data are known, the
 //    figures contradict each rule, or each other (more free than the device's total: such readings
 //    are not used in the first place, MemoryModel::reading_used).
@@ -47,6 +49,7 @@
 #include <utility>
 #include <vector>
 
+#include "report/allocator_model/recorded_settings.h"
 #include "report/analyses/memory_model.h"
 #include "report/analyses/roles.h"
 #include "report/analyses/report_model.h"
@@ -74,15 +77,22 @@ struct OomFigures {
   uint64_t ours = 0;                // this process's reserved bytes on the device
   bool has_blocks = false;
   FragmentationPoint fragmentation;
+  double cap_fraction = 0.0;        // the allocator's recorded memory-fraction cap (0: none recorded)
+  uint64_t cap_bytes = 0;           // fraction x the device's total (0: unknown)
+  std::string cap_source;           // what set it (OomReport::cap_source)
 };
 Verdict oom_verdict(const OomFigures& figures, std::string* explanation);
+// The recorded cap in words: "set_per_process_memory_fraction(0.02), 1.6 GiB of this device", or
+// "the option per_process_memory_fraction:0.5, ..." ("" when `fraction` is 0).
+std::string cap_text(double fraction, uint64_t bytes, const std::string& source);
 
 // Hears the model's acquisitions and releases (a ModelListener) to tell what the thread of an open
 // incident allocated between two attempts: before_event() names the event's thread.
 class OomIncidents : public ModelListener {
  public:
-  // After the model applied a failed allocation or a block_oom.
-  void on_failure(const Event& e, MemoryModel& model, const Roles& roles);
+  // After the model applied a failed allocation or a block_oom; `cap`: the allocator's memory-fraction
+  // cap recorded on the event's device at that moment.
+  void on_failure(const Event& e, MemoryModel& model, const Roles& roles, const allocator_model::MemoryCap& cap = {});
   // Before the model applies any other event, while an incident is open (tracking()).
   bool tracking() const { return tracking_; }
   void before_event(const Event& e);
@@ -118,7 +128,8 @@ class OomIncidents : public ModelListener {
     uint64_t first_time = 0;
   };
 
-  void record_attempt(Incident& incident, const Event& e, MemoryModel& model, const Roles& roles);
+  void record_attempt(Incident& incident, const Event& e, MemoryModel& model, const Roles& roles,
+                      const allocator_model::MemoryCap& cap);
 
   // An open incident: one later attempts may join, keyed by (device, thread of its CUDA attempts).
   // It may be one beyond kMaxIncidents, counted but not kept (index == kNotKept). Closed incidents

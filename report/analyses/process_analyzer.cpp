@@ -96,7 +96,9 @@ void ProcessAnalyzer::on_event(const Event& e) {
   if (incidents_.tracking()) incidents_.before_event(e);
   model_.apply(e, events_, autograd_.site_for(e));
   sample(e);
-  if (e.op == Op::BlockOom || (e.op == Op::Alloc && e.result != 0)) incidents_.on_failure(e, model_, roles_);
+  if (e.op == Op::BlockOom || (e.op == Op::Alloc && e.result != 0)) {
+    incidents_.on_failure(e, model_, roles_, settings_.cap(e.device));
+  }
   if (e.op == Op::MemInfo && model_.reading_used()) incidents_.on_meminfo(e);
 }
 

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "report/allocator_model/recorded_settings.h"
 #include "report/analyses/autograd_attribution.h"
 #include "report/analyses/growth.h"
 #include "report/analyses/memory_model.h"
@@ -46,6 +47,8 @@ class ProcessAnalyzer : public TraceHandler {
   // records then replace the model's live set, so that leaks are what was live at the end.
   void on_capped(const Capped& capped) override { capped_ = capped; }
   void on_live(const Event& live) override;
+  // The allocator's settings (the memory-fraction cap an OOM verdict names).
+  void on_allocator_settings(const Event& e) override { settings_.apply(e); }
 
   ProcessReport finish(const std::string& file, const ReadResult& read);
 
@@ -77,6 +80,7 @@ class ProcessAnalyzer : public TraceHandler {
   Scopes scopes_;
   NvtxPhases nvtx_;
   OomIncidents incidents_;
+  allocator_model::RecordedSettings settings_;
 };
 
 }  // namespace gpumemtrace::report

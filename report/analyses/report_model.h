@@ -115,6 +115,11 @@ struct OomReport {
   uint64_t attempts_total = 0;
   RoleSplit roles;                  // live memory by role at the last attempt
   std::string advice;               // "" when no rule of advice.h applies
+  // The allocator's memory-fraction cap in force on the device at the OOM, when the trace records it
+  // (allocator_settings records): fraction x the device's total bytes.
+  double cap_fraction = 0.0;        // 0: none recorded
+  uint64_t cap_bytes = 0;           // 0: the device's total is unknown
+  std::string cap_source;           // "set_per_process_memory_fraction" or "per_process_memory_fraction"
 };
 
 // A failed allocation that is not out-of-memory (invalid value, not permitted, ...), grouped by
@@ -281,7 +286,11 @@ struct WhatIfRow {
 
 struct WhatIfReport {
   int32_t device = -1;
-  std::string recorded_settings;    // what the recording is replayed under
+  std::string recorded_settings;    // what the recording is replayed under (at its start)
+  bool settings_recorded = false;   // the trace's allocator_settings records say so (else inferred)
+  std::string settings_option;      // --recorded-settings, applied over them ("" when not given)
+  uint64_t settings_changes = 0;    // recorded changes replayed mid-run
+  std::vector<std::string> unmodeled;  // recorded options the model does not replay
   uint64_t capacity = 0;            // bytes the allocator could reserve (device free + its own), 0 = unknown
   std::vector<uint64_t> oom_seqs;   // the recorded OOMs (torch.oom events)
   std::vector<uint64_t> oom_requested;

@@ -101,6 +101,10 @@ void WhatIfPass::on_event(const Event& e) {
   for (allocator_model::AllocatorReplay& r : replays_) r.apply(e);
 }
 
+void WhatIfPass::on_allocator_settings(const Event& e) {
+  for (allocator_model::AllocatorReplay& r : replays_) r.on_settings(e);
+}
+
 void WhatIfPass::finish(const WhatIfRequest& request, ProcessReport& report) {
   // results[setting][device]
   std::map<int32_t, std::vector<allocator_model::DeviceReplay>> by_device;
@@ -114,6 +118,10 @@ void WhatIfPass::finish(const WhatIfRequest& request, ProcessReport& report) {
     WhatIfReport w;
     w.device = device;
     w.recorded_settings = recorded.settings;
+    w.settings_recorded = recorded.settings_recorded;
+    w.settings_option = request.recorded;
+    w.settings_changes = recorded.settings_changes;
+    w.unmodeled = recorded.unmodeled;
     w.capacity = recorded.capacity;
     for (const allocator_model::OomOutcome& o : recorded.ooms) {
       w.oom_seqs.push_back(o.seq);

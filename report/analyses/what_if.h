@@ -49,6 +49,7 @@ class WhatIfPass : public TraceHandler {
   WhatIfPass(const std::vector<std::string>& settings, const std::string& recorded);
   void on_device(const DeviceInfo& info) override;
   void on_event(const Event& e) override;
+  void on_allocator_settings(const Event& e) override;
   // Fills report.what_if, and the advice of its OOMs and peaks.
   void finish(const WhatIfRequest& request, ProcessReport& report);
 

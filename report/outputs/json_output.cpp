@@ -260,6 +260,10 @@ json reports_to_json(const std::vector<ProcessReport>& reports) {
                             {"result", a.result}, {"size", a.size}});
       }
       entry["attempts"] = std::move(attempts);
+      entry["cap"] = oom.cap_fraction > 0 ? json{{"fraction", oom.cap_fraction},
+                                                 {"bytes", oom.cap_bytes ? json(oom.cap_bytes) : json(nullptr)},
+                                                 {"source", oom.cap_source}}
+                                          : json(nullptr);
       if (oom.has_blocks) entry["fragmentation"] = fragmentation_json(oom.fragmentation);
       ooms.push_back(std::move(entry));
     }

@@ -111,6 +111,10 @@ void append_what_if_json(const ProcessReport& r, json& what_if, json& time_to_oo
     }
     entry.update({{"device", w.device},
                   {"recorded_settings", w.recorded_settings},
+                  {"settings_from", w.settings_recorded ? "trace" : "inferred"},
+                  {"settings_option", w.settings_option.empty() ? json(nullptr) : json(w.settings_option)},
+                  {"settings_changes", w.settings_changes},
+                  {"unmodeled_options", w.unmodeled},
                   {"capacity", w.capacity},
                   {"ooms", ooms},
                   {"rows", rows},
@@ -142,7 +146,17 @@ void write_what_if_text(std::ostream& out, const ProcessReport& r, const TextOpt
   for (const WhatIfReport& w : r.what_if) {
     out << "what-if (device " << w.device << "): PyTorch's allocator replayed under "
         << (w.recorded_settings.empty() ? std::string("the default settings") : "`" + w.recorded_settings + "`")
-        << " (the recorded run)";
+        << " (the recorded run, ";
+    const std::string option = "--recorded-settings `" + w.settings_option + "`";
+    if (w.settings_recorded) {
+      out << "settings from the trace" << (w.settings_option.empty() ? "" : ", with " + option + " over them");
+    } else {
+      out << "settings not in the trace: " << (w.settings_option.empty() ? "inferred" : option + ", the rest inferred");
+    }
+    if (w.settings_changes) {
+      out << "; " << w.settings_changes << " change" << (w.settings_changes == 1 ? "" : "s") << " during the run";
+    }
+    out << ")";
     if (w.faithful) {
       out << ": matches the recording (" << w.segment_ops_compared << " segment operations, " << w.blocks_compared
           << " blocks at the same offsets)\n";
@@ -163,6 +177,11 @@ void write_what_if_text(std::ostream& out, const ProcessReport& r, const TextOpt
           << pad(std::to_string(row.cache_flushes), 9) << pad(std::to_string(row.retries), 9);
       for (bool happens : row.ooms_still_happen) out << pad(happens ? "happens" : "avoided", 8 + 6);
       if (row.new_ooms) out << row.new_ooms << " new OOM" << (row.new_ooms == 1 ? "" : "s");
+      out << "\n";
+    }
+    if (!w.unmodeled.empty()) {
+      out << "  note: the recorded settings name options the model does not replay:";
+      for (size_t i = 0; i < w.unmodeled.size(); ++i) out << (i ? ", " : " ") << w.unmodeled[i];
       out << "\n";
     }
     if (!w.advice.empty()) out << "  advice: " << w.advice << "\n";

@@ -44,16 +44,22 @@ Event EventMerger::hold(const Event& event) {
 
 // Hands `event` on, then lets go of its texts (the handler sees them while they are still held).
 void EventMerger::release(Event event) {
-  out_.on_event(event);
+  emit(event);
   drop(event.api);
   drop(event.pool);
   drop(event.label);
   held_bytes_ -= sizeof(Event);
 }
 
+// Allocator settings ride in the timeline like a live event, and leave it to a callback of their own.
+void EventMerger::emit(const Event& event) {
+  if (event.op == Op::AllocatorSettings) return out_.on_allocator_settings(event);
+  out_.on_event(event);
+}
+
 void EventMerger::push(const Event& event) {
   if (!merging_) {
-    out_.on_event(event);
+    emit(event);
     return;
   }
   if (event.delayed) {

@@ -13,6 +13,8 @@
 //  - delayed events are ordered by t among themselves (file order on equal t);
 //  - between the two, by t; on equal t the live event comes first (PyTorch's times are whole
 //    microseconds, rounded down: a delayed event stamped t happened at or after t).
+// "allocator_settings" records (Op::AllocatorSettings) are merged as live events and handed on through
+// TraceHandler::on_allocator_settings.
 // Before the first sync and in traces without any, events pass straight through: no buffering,
 // no cost. After it, memory is bounded by the events of one drain interval (what lies between two
 // syncs), and at most `max_buffered` events or kMaxHeldBytes of them (their strings included):
@@ -87,6 +89,7 @@ class EventMerger {
   void drop(std::string_view text);
   Event hold(const Event& event);
   void release(Event event);
+  void emit(const Event& event);
   bool live_first() const;
   void release_one(bool from_live);
   void release_until(uint64_t bound, bool everything);

@@ -50,6 +50,11 @@ struct Header {
   std::vector<std::string> cmdline;
   uint64_t start_time_ns = 0;
   uint64_t clock_start_ns = 0;
+  // The allocator's variables in the environment the process started with (allocator options only;
+  // "" when unset): PYTORCH_ALLOC_CONF, PYTORCH_CUDA_ALLOC_CONF, PYTORCH_HIP_ALLOC_CONF.
+  std::string env_alloc_conf;
+  std::string env_cuda_alloc_conf;
+  std::string env_hip_alloc_conf;
 };
 
 struct DeviceInfo {
@@ -85,6 +90,10 @@ struct Event {
   std::string_view label;
   std::string_view api;
   uint64_t range = 0;     // scope events of a cross-thread range: the id pairing begin and end; 0 = none
+  // Op::AllocatorSettings (an "allocator_settings" record): `api` its source, `label` its conf, and
+  // set_per_process_memory_fraction's fraction when has_fraction.
+  double fraction = 0.0;
+  bool has_fraction = false;
 };
 
 struct Footer {

@@ -65,7 +65,10 @@ struct Fields {
   bool has(Bit bit) const { return (present & bit) != 0; }
 
   std::string_view type, format, op, kind, pool, label, api, function, file, path, exe, host,
-      library, backend, name, lang, build_id, rank_from, end;
+      library, backend, name, lang, build_id, rank_from, end, source, conf, env_alloc_conf, env_cuda_alloc_conf,
+      env_hip_alloc_conf;
+  double fraction = 0.0;
+  bool has_fraction = false;
   uint64_t version = 0, id = 0, seq = 0, t = 0, tid = 0, size = 0, stack = 0, module = 0, line = 0,
            free = 0, total = 0, count = 0, dropped_total = 0, events = 0, end_time = 0,
            start_time = 0, clock_start = 0, addr = 0, segment = 0, handle = 0, stream = 0, ip = 0, offset = 0, range = 0,
@@ -323,6 +326,7 @@ void parse_field(std::string_view key, od::value& v, Fields& f, int version) {
         case 'n': if (is(fmt::kFieldName)) f.name = get_str(v, key); return;
         case 'h': if (is(fmt::kFieldHost)) f.host = get_str(v, key); return;
         case 'r': if (is(fmt::kFieldRank)) f.rank = get_i64(v, key); return;
+        case 'c': if (is(fmt::kFieldConf)) f.conf = get_str(v, key); return;
         default: return;
       }
     case 5:
@@ -347,6 +351,7 @@ void parse_field(std::string_view key, od::value& v, Fields& f, int version) {
         case 'h': if (is(fmt::kFieldHandle)) { f.handle = parse_hex(get_str(v, key), key); f.present |= B::kHandle; } return;
         case 's':
           if (is(fmt::kFieldStream)) f.stream = parse_hex(get_str(v, key), key);
+          else if (is(fmt::kFieldSource)) f.source = get_str(v, key);
           else if (is(fmt::kFieldSignal)) f.signal = get_u64(v, key, 1023);
           return;
         case 'm': if (is(fmt::kFieldModule)) { f.module = get_u64(v, key, kMaxId); f.present |= B::kModule; } return;
@@ -373,6 +378,10 @@ void parse_field(std::string_view key, od::value& v, Fields& f, int version) {
       if (is(fmt::kFieldFunction)) { f.function = get_str(v, key); f.present |= B::kFunction; }
       else if (is(fmt::kFieldBuildId)) f.build_id = get_str(v, key);
       else if (is(fmt::kFieldEndTime)) f.end_time = get_u64(v, key, UINT64_MAX);
+      else if (is(fmt::kFieldFraction)) {
+        check(v.get_double().get(f.fraction), key, "a number");
+        f.has_fraction = true;
+      }
       return;
     case 9:
       if (is(fmt::kFieldMaxBytes)) f.max_bytes = get_u64(v, key, UINT64_MAX);
@@ -405,6 +414,15 @@ void parse_field(std::string_view key, od::value& v, Fields& f, int version) {
       return;
     case 14:
       if (is(fmt::kFieldClockStart)) f.clock_start = get_u64(v, key, UINT64_MAX);
+      return;
+    case 18:
+      if (is(fmt::kFieldEnvAllocConf)) f.env_alloc_conf = get_str(v, key);
+      return;
+    case 22:
+      if (is(fmt::kFieldEnvHipAllocConf)) f.env_hip_alloc_conf = get_str(v, key);
+      return;
+    case 23:
+      if (is(fmt::kFieldEnvCudaAllocConf)) f.env_cuda_alloc_conf = get_str(v, key);
       return;
     default:
       return;  // Unknown fields are ignored (format rule): newer writers may add optional ones.
@@ -686,6 +704,7 @@ class Dispatcher {
       return handler_.on_capped(Capped{f.seq, f.t, f.size, f.max_bytes});
     }
     if (f.type == fmt::kTypeLive) return live(f);
+    if (f.type == fmt::kTypeAllocatorSettings) return allocator_settings(f);
     if (f.type == fmt::kTypeHeader) fail("a second header");
     // Unknown record types are skipped: version 1 readers ignore what they do not know.
     ignored_ = true;
@@ -720,6 +739,9 @@ class Dispatcher {
     h.cmdline = f.cmdline;
     h.start_time_ns = f.start_time;
     h.clock_start_ns = f.clock_start;
+    h.env_alloc_conf = std::string(f.env_alloc_conf);
+    h.env_cuda_alloc_conf = std::string(f.env_cuda_alloc_conf);
+    h.env_hip_alloc_conf = std::string(f.env_hip_alloc_conf);
     handler_.on_header(h);
   }
 
@@ -827,6 +849,33 @@ class Dispatcher {
     const Event e = to_event(f, "live record");
     if (e.op != Op::Alloc && e.op != Op::BlockAlloc) fail("live record with op other than alloc or block_alloc");
     handler_.on_live(e);
+  }
+
+  // An "allocator_settings" record: merged into the timeline as a live event at its t (it was recorded
+  // live), handed on through on_allocator_settings. Its seq must follow the event lines before it; it
+  // does not move their deltas (as a "live" record does not).
+  void allocator_settings(const Fields& f) {
+    using B = Fields::Bit;
+    if (!f.has(B::kSeq)) fail("allocator_settings record without \"seq\"");
+    if (f.t_negative) fail("field \"t\": expected an unsigned integer");
+    if (f.seq <= last_seq_) {
+      fail("allocator_settings seq " + std::to_string(f.seq) + " does not increase (previous " +
+           std::to_string(last_seq_) + ")");
+    }
+    if (result_.capped) fail("allocator_settings record after the capped record");
+    if (f.has_fraction && !(f.fraction >= 0.0 && f.fraction <= 1.0)) fail("field \"fraction\": expected 0 to 1");
+    Event e;
+    e.op = Op::AllocatorSettings;
+    e.kind = Kind::None;
+    e.seq = f.seq;
+    e.t = f.t;
+    e.tid = f.tid;
+    e.device = static_cast<int32_t>(f.device);
+    e.api = f.source;
+    e.label = f.conf;
+    e.fraction = f.fraction;
+    e.has_fraction = f.has_fraction;
+    merger_.push(e);
   }
 
   // The fields shared by event and live records; `what` names the record in errors.

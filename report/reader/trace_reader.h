@@ -32,6 +32,9 @@ class TraceHandler {
   // still live (an alloc or block_alloc Event with its own seq, t and stack).
   virtual void on_capped(const Capped&) {}
   virtual void on_live(const Event&) {}
+  // An "allocator_settings" record, in its place in the timeline (Op::AllocatorSettings; `api` its
+  // source, `label` its conf, `fraction`): not an event, and not counted as one.
+  virtual void on_allocator_settings(const Event&) {}
 };
 
 // Limits of the reader (docs/security.md): a line longer than kMaxLineBytes (line_reader.h) and a

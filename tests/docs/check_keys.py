@@ -97,7 +97,11 @@ TRACE_FIXTURES = REPORT_FIXTURES + (
     "  LD_PRELOAD=$P GPUMEMTRACE_OUTPUT=$(basename $p).jsonl ../build/tests/programs/$p >/dev/null 2>&1 || true; done; "
     "LD_PRELOAD=$P GPUMEMTRACE_OUTPUT=extreme.jsonl ../build/tests/programs/extreme_args runtime >/dev/null 2>&1 || true; "
     "LD_PRELOAD=$P PYTHONPATH=../tools/python GPUMEMTRACE_OUTPUT=python.jsonl python ../train.py >/dev/null; "
-    "GPUMEMTRACE_SIM_CAPACITY=1G LD_PRELOAD=$P GPUMEMTRACE_OUTPUT=oom.jsonl ../build/tests/programs/report_oom >/dev/null || true")
+    "GPUMEMTRACE_SIM_CAPACITY=1G LD_PRELOAD=$P GPUMEMTRACE_OUTPUT=oom.jsonl ../build/tests/programs/report_oom >/dev/null || true; "
+    # the PyTorch hook on the stand-in torch: allocator_settings records (and the header's variable)
+    "FAKE_TORCH_CUDART=../build/sim/libcudart.so.13 PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:128 LD_PRELOAD=$P "
+    "PYTHONPATH=../tools/python:../tests/python/fake_torch GPUMEMTRACE_OUTPUT=torch.jsonl "
+    "python ../tests/python/progs/torch_prog.py settings >/dev/null 2>&1 || true")
 
 # Fields the docs' examples show that the recorder writes only with a GPU, PyTorch or a full ring:
 # (record type, field); "event" is the expanded form of an event (docs/trace-format.md).

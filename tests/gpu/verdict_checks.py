@@ -8,7 +8,9 @@ Runs each program of tests/gpu/scenarios/ under `gpumemtrace ci` and checks what
   jax          a clean JAX program passes the leak gate (cuBLAS/cuDNN handles held by libraries)
   pytest       a suite with one leaking test fails the gate, naming that test's node id only
   capacity     filling the device: one OOM incident (the retried cudaMalloc and torch.oom), capacity
-  capped       set_per_process_memory_fraction: one incident, verdict "allocator limit"
+  capped       set_per_process_memory_fraction: one incident, verdict "allocator limit", the cap (0.02)
+               named from the trace's allocator_settings record, and the what-if replay of the recorded
+               run faithful without --recorded-settings
   expandable   expandable segments, planted growth then an OOM: growth still reported at the planted
                lines, one incident, the "not permitted" probe a failed call and not an OOM
   eval         validation accumulated outside no_grad: growth at the line, with the no_grad advice
@@ -111,7 +113,9 @@ def main():
         return rep
 
     one_incident("capacity", "oom_capacity.py", "capacity", extra=lambda rep: rep["ooms"][0]["attempts_total"] >= 2)
-    one_incident("capped", "oom_capped.py", "allocator limit")
+    one_incident("capped", "oom_capped.py", "allocator limit",
+                 extra=lambda rep: (rep["ooms"][0].get("cap") or {}).get("fraction") == 0.02 and rep.get("what_if")
+                 and all(w["settings_from"] == "trace" and w["replay"]["faithful"] for w in rep["what_if"]))
     rep = one_incident("expandable", "expandable_growth_oom.py", "capacity",
                        env={"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"})
     growth_lines = sorted({f["line"] for g in rep.get("growth", []) if g["level"] == "block"

@@ -1,7 +1,8 @@
 # tests/python/progs/torch_prog.py — child of test_python_torch.py: the stand-in torch under the recorder.
 """Child program for test_python_torch.py, run with PYTHONPATH=tools/python:fake_torch under
 LD_PRELOAD=libgpumemtrace.so. argv[1]: "train" | "oom" | "sigterm" | "emptycache" | "noimport" |
-"nocuda" | "drained" | "drained_then_alloc" | "inductor" | "cudaonly" | "model" | "fork".
+"nocuda" | "drained" | "drained_then_alloc" | "inductor" | "cudaonly" | "model" | "fork" | "settings" |
+"capped".
 Prints a fixed line and exits with code 7 so the test can check both are unchanged."""
 import os
 import signal
@@ -118,4 +119,31 @@ if mode == "fork":
         sys.exit(0)   # atexit runs: the hook's exit drain too
     os.waitpid(pid, 0)
     print("parent done")
+    sys.exit(7)
+
+if mode == "settings":
+    # The allocator's settings changed at run time, each way a program can (the variables the test sets
+    # are in force at start).
+    first = torch.empty(1 << 20, device="cuda")
+    torch.cuda.memory._set_allocator_settings("max_split_size_mb:256,garbage_collection_threshold:0.5")
+    second = torch.empty(1 << 20, device="cuda")
+    torch.cuda.set_per_process_memory_fraction(0.5)
+    third = torch.empty(1 << 20, device="cuda")
+    torch.cuda.memory.set_per_process_memory_fraction(0.25, 0)
+    try:
+        torch.cuda.memory._set_allocator_settings("no_such_option:1")   # PyTorch refuses it: not recorded
+    except RuntimeError:
+        pass
+    print("done")
+    sys.exit(7)
+
+if mode == "capped":
+    # tests/gpu/scenarios/oom_capped.py on the stand-in: a cap of a quarter of a 1 GiB device, 200 MiB
+    # kept, then 100 MiB more: the allocator refuses what the device could give.
+    torch.cuda.set_per_process_memory_fraction(0.25)
+    keep = torch.empty(200 << 20, device="cuda")
+    try:
+        more = torch.empty(100 << 20, device="cuda")  # LINE_CAPPED
+    except torch.cuda.OutOfMemoryError:
+        print("capped OOM")
     sys.exit(7)

@@ -16,6 +16,8 @@ re-converts their times. A drain is skipped when PyTorch's cumulative counters s
 event since the last one, and a drain's _snapshot() never makes PyTorch import torch._inductor
 (history.take_snapshot; the import costs seconds, and the exit drain of every short process would
 pay it, docs/pytorch.md). A program that records the history itself keeps working (sharing.py).
+The allocator's settings go into the trace too: those in force when the history starts, and every
+later _set_allocator_settings / set_per_process_memory_fraction call (settings.py).
 It also brackets every torch.autograd.backward() call with a scope (backward_scope.py), so that
 blocks the autograd threads allocate, which PyTorch records without frames, can be attributed to the
 backward() call that ran them.
@@ -37,6 +39,7 @@ from . import probes
 from .anchor import Hints
 from .history import HistoryDrain, take_snapshot
 from .probes import MIN_VERSION, parse_version  # noqa: F401  (the floor, for tests and callers)
+from .settings import AllocatorSettingsWatch
 from .sharing import HistorySharing
 
 DEFAULT_ENTRIES = 65536
@@ -74,6 +77,7 @@ class TorchHook:
         self.bridge = None          # bridge.Bridge once libgpumemtrace.so was found
         self.drain = None           # HistoryDrain once the history is on
         self.sharing = None         # sharing.HistorySharing once torch is imported
+        self.settings = None        # settings.AllocatorSettingsWatch once torch is imported
         self.warned = set()
         self.stop = None            # threading.Event that ends the poller
         # PyTorch's counters (counters.read) when the last drain began: equal counters at the next one
@@ -115,6 +119,7 @@ class TorchHook:
                 return
             # Before the program can call it: its own history calls go through sharing.py.
             self.sharing = HistorySharing(torch, features, self)
+            self.settings = AllocatorSettingsWatch(torch, self.bridge, self.warn)
             if threading.current_thread() is threading.main_thread():
                 self.install_sigterm()
             torch.cuda._lazy_call(self.enable_guarded)
@@ -164,6 +169,7 @@ class TorchHook:
             self.sharing.start(ours)
             snapshots = self.sharing.snapshot_calls
             snap = take_snapshot(torch)
+            self.settings.started(snap)
             drain.seed_segments(snap)
             # Every entry is newer than the first sync: the moment recording started for the hook, or
             # the oldest entry the program's own earlier history left in the ring.

@@ -45,8 +45,9 @@ _MAX_CACHED_NAMES = 1 << 16
 
 
 class Bridge:
-    def __init__(self, record, live_action, mark, flush, sync, free_stacks=True):
+    def __init__(self, record, live_action, mark, flush, sync, free_stacks=True, settings=None):
         self._record = record
+        self._settings = settings  # gpumemtrace_record_torch_settings, or None (an older library)
         # Whether block_free events keep a stack (GPUMEMTRACE_FREE_STACKS=1; the library decides).
         self.free_stacks = free_stacks
         self._mark = mark
@@ -132,6 +133,20 @@ class Bridge:
     def mark(self, label):
         self._mark(label.encode("utf-8", "replace"))
 
+    @property
+    def records_settings(self):
+        return self._settings is not None
+
+    def settings(self, source, conf=None, device=-1, fraction=-1.0):
+        """An "allocator_settings" record, now (docs/trace-format.md): `source` "in_force",
+        "_set_allocator_settings" (with `conf`) or "set_per_process_memory_fraction" (with `device` and
+        `fraction`). The library keeps only the allocator's own options of `conf`. Returns 1 when
+        recorded, 0 when not, -1 when refused, None when the library cannot record settings."""
+        if self._settings is None:
+            return None
+        text = None if conf is None else str(conf).encode("utf-8", "replace")
+        return self._settings(source.encode(), text, int(device), float(fraction))
+
 
 def _names(live_action):
     i = 0
@@ -170,5 +185,10 @@ def load():
     if free_stacks is not None:
         free_stacks.argtypes = []
         free_stacks.restype = ctypes.c_int
+    # Newer still: a library without it records no allocator settings.
+    settings = getattr(glob, "gpumemtrace_record_torch_settings", None)
+    if settings is not None:
+        settings.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_int32, ctypes.c_double]
+        settings.restype = ctypes.c_int
     return Bridge(record, live_action, mark, flush, sync,
-                  free_stacks=free_stacks is None or free_stacks() != 0)
+                  free_stacks=free_stacks is None or free_stacks() != 0, settings=settings)

@@ -4,8 +4,9 @@ memory_snapshot.cpp): _cuda_record_memory_history validates its strings (Runtime
 CUDA in C++ only, forces max_entries to 1 unless enabled == "all", and takes as many arguments as the
 release has (a pybind function refuses others: TypeError); _cuda_memorySnapshot converts every
 entry's time with a new converter, copies the ring, then appends the "snapshot" entry
-(NativeCachingAllocator::snapshot: trace() then snapshot() per device), and gives an entry "frames"
-only when it has a stack."""
+(NativeCachingAllocator::snapshot: trace() then snapshot() per device), gives an entry "frames"
+only when it has a stack, and adds "allocator_settings" (cuda/_config.py). The settings calls:
+_cuda_setMemoryFraction, and the release's settings parser (_release.py)."""
 import os
 
 from . import _calls, _release
@@ -25,6 +26,35 @@ def _cuda_clearCublasWorkspaces():
 def _cuda_resetAccumulatedMemoryStats(device):
     from . import cuda
     cuda._cpp_init().reset_accumulated()
+
+
+def _cuda_setMemoryFraction(fraction, device):
+    """THCPModule_setMemoryFraction -> the device's DeviceCachingAllocator::setMemoryFraction."""
+    from . import cuda
+    alloc = cuda._cpp_init()
+    if device != 0:
+        raise RuntimeError("Allocator not initialized for device %d: did you call init?" % device)
+    alloc.set_memory_fraction(float(fraction))
+
+
+def _settings_parser(text):
+    """setAllocatorSettings: the process's config parses `text` (the allocator reads it at each call)."""
+    from .cuda import _config
+    _config.instance().parse(str(text))
+
+
+if _release.GENERIC_ALLOC_CONF:
+    def _accelerator_setAllocatorSettings(env):
+        _settings_parser(env)
+else:
+    def _cuda_cudaCachingAllocator_set_allocator_settings(env):
+        _settings_parser(env)
+
+
+if _release.FRACTION_OPTION:
+    def _cuda_getMemoryFraction(device):
+        from . import cuda
+        return cuda._cpp_init().memory_fraction()
 
 
 def _cuda_record_memory_history(enabled, context, stacks, max_entries, *rest):
@@ -91,7 +121,8 @@ def _cuda_memorySnapshot(mempool_id):
                 for a, n, x in segs]
     if any("frames" in d for d in trace):
         _symbolize(trace)
-    return {"segments": segments, "device_traces": [trace]}
+    from .cuda import _config
+    return {"segments": segments, "device_traces": [trace], "allocator_settings": _config.instance().snapshot_dict()}
 
 
 def _symbolize(trace):

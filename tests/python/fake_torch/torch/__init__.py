@@ -8,7 +8,9 @@ torch.cuda.memory._record_memory_history/_snapshot/_dump_snapshot over a ring ke
 torch._C._cuda_memorySnapshot / _cuda_attach_out_of_memory_observer, memory_stats counters ({} before
 CUDA init) and reset_accumulated_memory_stats, expandable segments (map/unmap), record_stream (a late
 free_completed), torch.cuda.synchronize, torch._C._cuda_clearCublasWorkspaces,
-torch.autograd.backward (Tensor.backward calls it), the lazy import of torch._inductor through the
+torch.autograd.backward (Tensor.backward calls it), the allocator's settings (the variables,
+_set_allocator_settings, set_per_process_memory_fraction and its cap, the snapshot's
+"allocator_settings": cuda/_config.py, _release.py), the lazy import of torch._inductor through the
 module's __getattr__ that PyTorch's frame symbolizer triggers (torch/_inductor). A caching allocator
 stands behind torch.empty(nbytes, device="cuda") and torch.ones(n, device="cuda").
 
@@ -16,8 +18,9 @@ Knobs (environment): FAKE_TORCH_VERSION (default 2.11.0+cu130), FAKE_TORCH_BACKE
 FAKE_TORCH_NO_SKIP_ACTIONS (set: the C++ side refuses skip_actions' value), FAKE_TORCH_LIMIT (bytes the
 device can reserve, default 1 GiB), FAKE_TORCH_CUDART (path of a CUDA runtime, e.g. the simulated one:
 segments then come from its cudaMalloc, and expandable segments from the simulated driver next to it,
-bound through the global scope so that libgpumemtrace.so sees them), PYTORCH_CUDA_ALLOC_CONF
-(expandable_segments:True), FAKE_TORCH_CLOCK_JITTER_US / FAKE_TORCH_CLOCK_STEP_US (cuda/_clock.py),
+bound through the global scope so that libgpumemtrace.so sees them), PYTORCH_CUDA_ALLOC_CONF /
+PYTORCH_ALLOC_CONF (as the release reads them: cuda/_config.py; expandable_segments is what the
+allocator acts on), FAKE_TORCH_CLOCK_JITTER_US / FAKE_TORCH_CLOCK_STEP_US (cuda/_clock.py),
 FAKE_TORCH_CALL_LOG (a file that records synchronize and clearCublasWorkspaces, _snapshot calls,
 _record_memory_history's context and skip list, and the import of torch._inductor with their time,
 torch/_calls.py).

@@ -20,6 +20,20 @@ cut, not by tag):
         gives 2.4 and 2.8 none, so the hook's path without them is tested too).
   2.15  + record_pinned_host_memory, record_cuda (torch/cuda/memory.py at 00b65a04a2d3); entries
         carry "pool_id".
+Allocator settings (cuda/_config.py; docs/pytorch.md, "Allocator settings", has the commits):
+  2.4, 2.8  PYTORCH_CUDA_ALLOC_CONF; torch.cuda.memory._set_allocator_settings is a function calling
+        torch._C._cuda_cudaCachingAllocator_set_allocator_settings; setMemoryFraction takes the device's
+        total from cudaMemGetInfo and keeps a cap even at 1.0.
+  2.11  PYTORCH_ALLOC_CONF first, then PYTORCH_CUDA_ALLOC_CONF (deprecated), then PYTORCH_HIP_ALLOC_CONF
+        (c10/core/AllocatorConfig.cpp); torch._C._accelerator_setAllocatorSettings, which
+        torch.cuda.memory._set_allocator_settings is bound to directly (the alias shape; in which
+        release it was replaced by the function below is not checked: the two shapes are given to 2.11
+        and 2.15 so that both are tested).
+  2.15  _set_allocator_settings a deprecated function (FutureWarning) calling
+        torch._C._accelerator_setAllocatorSettings (torch/cuda/memory.py at 00b65a04a2d3);
+        get_per_process_memory_fraction; the per_process_memory_fraction option (pytorch#161035),
+        applied to each device's allocator when it is made; setMemoryFraction takes totalGlobalMem, and
+        1.0 means no cap (DeviceCachingAllocator in the newest CUDACachingAllocator.cpp read).
 Unchanged in all of them (checked in the newest source read, CUDACachingAllocator.cpp,
 ApproximateClock.cpp): the ring (RingBuffer), the "snapshot" entry appended after each copy with the
 active bytes as its size, time_us converted at every _snapshot() by a freshly fitted converter,
@@ -47,3 +61,6 @@ USER_METADATA_KEY = MINOR >= (2, 11)
 DEVICE_ALLOC_COUNTS = MINOR >= (2, 11)
 HOST_AND_CUDA_PARAMS = MINOR >= (2, 15)  # record_pinned_host_memory, record_cuda
 POOL_ID_KEY = MINOR >= (2, 15)
+GENERIC_ALLOC_CONF = MINOR >= (2, 11)   # PYTORCH_ALLOC_CONF; torch._C._accelerator_setAllocatorSettings
+SETTINGS_ALIAS = (2, 11) <= MINOR < (2, 15)  # memory._set_allocator_settings IS the torch._C function
+FRACTION_OPTION = MINOR >= (2, 15)      # per_process_memory_fraction option, get_per_process_memory_fraction

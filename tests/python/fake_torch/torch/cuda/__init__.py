@@ -6,13 +6,15 @@
 - Python (_lazy_init, which torch.empty(..., device="cuda") runs through device_lazy_init): C++
   init if not done, then is_initialized() is True and the queued calls run.
 memory_stats() and the other statistics return {} / 0 until Python init (torch/cuda/memory.py,
-memory_stats_as_nested_dict: `if not is_initialized(): return {}`)."""
+memory_stats_as_nested_dict: `if not is_initialized(): return {}`). set_per_process_memory_fraction is
+torch.cuda.memory's, re-exported (PyTorch's `from .memory import *`): the same function."""
 import os
 import sys
 import threading
 import traceback
 
-from . import _clock
+from . import _clock, _config
+from .. import _release as _release_module
 from ._allocator import Allocator
 
 _initialized = False
@@ -62,11 +64,19 @@ class stream:
         _current.pop()
 
 
-def set_per_process_memory_fraction(fraction, device=None):
-    """The allocator refuses to reserve past fraction x the device's memory (FAKE_TORCH_LIMIT plays the
-    device's total here): an "oom" entry, then OutOfMemoryError."""
-    alloc = _allocator()
-    alloc.limit = int(fraction * alloc.total)
+def current_device():
+    return 0
+
+
+def _get_device_index(device, optional=False):
+    """An int, "cuda", "cuda:N" or None (the current device) -> the index; the stand-in has device 0."""
+    if device is None or device == "cuda":
+        return current_device()
+    if isinstance(device, str) and device.startswith("cuda:"):
+        device = int(device[5:])
+    if not isinstance(device, int) or isinstance(device, bool):
+        raise ValueError("Expected a cuda device, but got: %r" % (device,))
+    return device
 
 
 def is_initialized():
@@ -98,7 +108,7 @@ def _cpp_init():
     global _alloc, _converter
     if _alloc is None:
         _converter = _clock.Converter()
-        _alloc = Allocator(_clock.approximate_time)
+        _alloc = Allocator(_clock.approximate_time, _config.instance())
     return _alloc
 
 
@@ -141,4 +151,7 @@ def empty_cache():
 from . import memory  # noqa: E402
 memory._cuda = sys.modules[__name__]
 from .memory import (memory_stats, memory_allocated, memory_reserved, max_memory_allocated,  # noqa: E402,F401
-                     max_memory_reserved, reset_accumulated_memory_stats, memory_snapshot)
+                     max_memory_reserved, reset_accumulated_memory_stats, memory_snapshot,
+                     set_per_process_memory_fraction)
+if _release_module.FRACTION_OPTION:
+    from .memory import get_per_process_memory_fraction  # noqa: E402,F401

@@ -21,6 +21,9 @@ the commit docs/pytorch.md cites), with what the hook sees of it exact and the r
   empty_cache (synchronize_and_free_events), as c10 does.
 - OOM: an "oom" entry with device_free (no addr) and the rounded size, num_ooms, then the observers
   called after the lock is released with (device, alloc_size, allowed-or-total, device_free).
+- The memory-fraction cap (set_memory_fraction, _release.py): past it a segment or a page is refused
+  without asking CUDA (alloc_block); device_free stays the device's. Expandable segments are read
+  from the config at each call (cuda/_config.py), so _set_allocator_settings changes what comes next.
 Memory comes from FAKE_TORCH_CUDART's cudaMalloc (and, for expandable segments, the simulated
 driver's cuMemAddressReserve / cuMemCreate / cuMemMap next to it) when set, so that
 libgpumemtrace.so sees the driver-level calls; made-up addresses otherwise.
@@ -67,15 +70,16 @@ class Segment:
 
 
 class Allocator:
-    def __init__(self, clock):
+    def __init__(self, clock, config):
         self.lock = threading.RLock()
         self.clock = clock
+        self.config = config                    # cuda/_config.py: read at each call, as c10 reads its config
         self.total = self.limit = int(os.environ.get("FAKE_TORCH_LIMIT", str(1 << 30)))
+        self.allowed = None                     # the memory-fraction cap (allowed_memory_maximum), bytes
         self.stats = {f: Stat() for f in _FAMILIES}
         self.num_ooms = self.num_device_alloc = self.num_device_free = 0
         self.segments = []
         self.pending = []                       # freed blocks waiting for their stream events
-        self.expandable = "expandable_segments:true" in os.environ.get("PYTORCH_CUDA_ALLOC_CONF", "").lower()
         self.vm = None                          # the expandable segment: [base, mapped bytes]
         self.next_addr = 0x7f0000000000
         # history (recordHistory / RingBuffer)
@@ -89,11 +93,46 @@ class Allocator:
         if path:
             ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
             self.rt = ctypes.CDLL(None)
-            driver = os.path.join(os.path.dirname(path), "libcuda.so.1")
-            if self.expandable and os.path.exists(driver):
-                ctypes.CDLL(driver, mode=ctypes.RTLD_GLOBAL)
-                self.drv = ctypes.CDLL(None)
-                self.drv.cuInit(0)
+            self.driver_path = os.path.join(os.path.dirname(path), "libcuda.so.1")
+            if self.expandable:
+                self._load_driver()
+        if _release.FRACTION_OPTION and config.fraction is not None:
+            self.set_memory_fraction(config.fraction)   # the DeviceCachingAllocator constructor's
+
+    @property
+    def expandable(self):
+        return self.config.expandable
+
+    def _load_driver(self):
+        if self.drv is None and self.rt is not None and os.path.exists(self.driver_path):
+            ctypes.CDLL(self.driver_path, mode=ctypes.RTLD_GLOBAL)
+            self.drv = ctypes.CDLL(None)
+            self.drv.cuInit(0)
+
+    # -- the memory-fraction cap --
+    def _device_total(self):
+        """cudaMemGetInfo's total (2.4-2.11; the newest source takes totalGlobalMem, the same figure on
+        the simulated runtime); FAKE_TORCH_LIMIT without a runtime."""
+        if self.rt is None:
+            return self.total
+        free, total = ctypes.c_size_t(), ctypes.c_size_t()
+        self.rt.cudaMemGetInfo(ctypes.byref(free), ctypes.byref(total))
+        return total.value
+
+    def set_memory_fraction(self, fraction):
+        """DeviceCachingAllocator::setMemoryFraction: 2.4-2.11 a cap at any fraction; newer releases
+        check the range and take 1.0 as no cap."""
+        with self.lock:
+            if _release.FRACTION_OPTION:
+                if not 0 <= fraction <= 1:
+                    raise RuntimeError("invalid fraction:%r. Please set within [0, 1]." % fraction)
+                self.allowed = None if fraction >= 1.0 else int(fraction * self._device_total())
+            else:
+                self.allowed = int(fraction * self._device_total())
+
+    def memory_fraction(self):
+        with self.lock:
+            return 1.0 if self.allowed is None else self.allowed / self._device_total()
 
     # -- history --
     def record_history(self, enabled, when, max_entries, clear, skip_actions):
@@ -159,8 +198,12 @@ class Allocator:
         self.next_addr += size
         return addr
 
+    def _over_cap(self, size):
+        """alloc_block: past the memory-fraction cap the allocator refuses without asking CUDA."""
+        return self.allowed is not None and self.stats["reserved_bytes"].current + size > self.allowed
+
     def _segment(self, size, context):
-        if self.stats["reserved_bytes"].current + size > self.limit:
+        if self._over_cap(size) or self.stats["reserved_bytes"].current + size > self.limit:
             return None
         addr = self._new_range(size)
         if addr is None:
@@ -176,8 +219,9 @@ class Allocator:
     def _map_more(self, size, context):
         """Expandable segments: map whole pages at the end of the one reserved range (map_block)."""
         pages = (size + PAGE - 1) // PAGE * PAGE
-        if self.stats["reserved_bytes"].current + pages > self.limit:
+        if self._over_cap(pages) or self.stats["reserved_bytes"].current + pages > self.limit:
             return None
+        self._load_driver()
         if self.vm is None:
             base = self._reserve(self.limit * 2)
             self.vm = [base, 0]
@@ -229,10 +273,12 @@ class Allocator:
                     seg = self._segment(seg_size, context)
                 found = self._fit(size) if seg is not None else None
             if found is None:
-                free = max(0, self.limit - self.stats["reserved_bytes"].current)
+                # The device's free bytes (cudaMemGetInfo in c10; FAKE_TORCH_LIMIT plays the device),
+                # whatever the cap.
+                free = max(0, self.total - self.stats["reserved_bytes"].current)
                 self.record("oom", free, size, stream, context)
                 self.num_ooms += 1
-                allowed = self.limit
+                allowed = self.total if self.allowed is None else self.allowed
         if found is None:
             for fn in list(observers):  # after the lock, as c10 calls them
                 fn(0, size, allowed, free)

@@ -4,7 +4,8 @@ _record_memory_history(enabled="all", *args, **kwargs) dispatches to the legacy 
 _record_memory_history_impl otherwise, whose signature it carries (`__signature__`); the impl takes the
 release's arguments and calls torch._C._cuda_record_memory_history. _snapshot() is
 torch._C._cuda_memorySnapshot(None) (looked up at call time, as PyTorch's `_C.` is), _dump_snapshot()
-pickles it. memory_stats() is {} before Python's CUDA init."""
+pickles it. memory_stats() is {} before Python's CUDA init. The settings calls (set_per_process_memory_fraction,
+_set_allocator_settings, get_per_process_memory_fraction) take the shapes _release.py lists."""
 import inspect
 import pickle
 import sys
@@ -99,6 +100,45 @@ else:
         _C._cuda_record_memory_history(enabled, context, stacks, max_entries)
 
 _record_memory_history.__signature__ = inspect.signature(_record_memory_history_impl)
+
+
+def set_per_process_memory_fraction(fraction, device=None):
+    """As torch/cuda/memory.py: CUDA initialised, the arguments checked, then
+    torch._C._cuda_setMemoryFraction(fraction, device index), looked up at the call."""
+    _cuda._lazy_init()
+    if device is None:
+        device = _cuda.current_device()
+    device = _cuda._get_device_index(device)
+    if not isinstance(fraction, float):
+        raise TypeError("Invalid type for fraction argument, must be `float`")
+    if fraction < 0 or fraction > 1:
+        raise ValueError(f"Invalid fraction value: {fraction}. Allowed range: 0~1")
+    from .. import _C
+    _C._cuda_setMemoryFraction(fraction, device)
+
+
+if _release.FRACTION_OPTION:
+    def get_per_process_memory_fraction(device=None):
+        _cuda._lazy_init()
+        if device is None:
+            device = _cuda.current_device()
+        from .. import _C
+        return _C._cuda_getMemoryFraction(_cuda._get_device_index(device))
+
+
+if _release.SETTINGS_ALIAS:
+    from .._C import _accelerator_setAllocatorSettings as _set_allocator_settings  # noqa: E402  (an alias)
+elif _release.GENERIC_ALLOC_CONF:
+    def _set_allocator_settings(env):
+        import warnings
+        warnings.warn("torch.cuda._set_allocator_settings is deprecated. Use "
+                      "torch._C._accelerator_setAllocatorSettings instead.", FutureWarning, stacklevel=2)
+        from .. import _C
+        return _C._accelerator_setAllocatorSettings(env)
+else:
+    def _set_allocator_settings(env):
+        from .. import _C
+        return _C._cuda_cudaCachingAllocator_set_allocator_settings(env)
 
 
 def _snapshot(device=None):
