@@ -93,6 +93,7 @@ int run(const Options& options) {
   }
   std::ostream& out = options.output.empty() ? std::cout : file;
   TextOptions text{options.stacks, options.max_items};
+  text.top_sites = options.top_sites;
   if (!options.width_given && options.output.empty()) {
     if (size_t columns = terminal_columns(STDOUT_FILENO)) text.stacks.width = columns;
   }

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "report/analyses/timeline_model.h"
 #include "report/reader/records.h"
 #include "report/reader/symbols.h"
 
@@ -205,6 +206,7 @@ struct ScopeReport {
   uint64_t leaked_count = 0;
   std::vector<StackBytes> leaks;    // largest first, at most kMaxCulprits
   std::string advice;
+  uint64_t peak_bytes = 0;          // its own high-water mark (scope_peaks.h)
 };
 
 struct DeviceSummary {
@@ -274,6 +276,8 @@ struct ProcessReport {
   uint64_t marks_total = 0;
   std::vector<NvtxRange> nvtx_ranges;  // in the order they closed; the first kMaxNvtxRanges
   uint64_t nvtx_ranges_total = 0;
+  std::vector<TopSitesReport> top_sites;  // per device and level (top_sites.h)
+  AllocationTimeline allocation_timeline;  // for the HTML report (allocation_timeline.h)
 
   uint64_t leaked_bytes() const;    // unsuppressed; 0 for a cut trace
   uint64_t leaked_count() const;

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <string>
 
+#include "report/outputs/top_sites_output.h"
 #include "report/outputs/units.h"
 
 namespace gpumemtrace::report {
@@ -316,6 +317,7 @@ void write_text(std::ostream& out, const std::vector<ProcessReport>& reports, co
     write_failed_calls(out, r, options);
     write_growth(out, r, options);
     if (r.growth.empty()) out << "growth: none\n";
+    if (options.top_sites) write_top_sites(out, r, options);
     out << "\n";
   }
   if (reports.size() > 1) {
