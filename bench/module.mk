@@ -62,3 +62,10 @@ bench-torch-drain: $(BUILD)/libgpumemtrace.so
 	$(PYTHON) bench/torch_drain_bench.py --build $(BUILD) $(BENCH_TORCH_DRAIN_ARGS)
 .PHONY: bench-torch-drain
 BENCH_TARGETS += bench-torch-drain
+
+## bench-html: the HTML report of a 100M-event run: page size, bands kept, gpumem-report's time and memory, time to
+## draw in headless Chromium, beside memory_viz's page for the same run (BENCH_HTML_ARGS: e.g. --events 10000000 --runs 3)
+bench-html: $(BUILD)/gpumem-report
+	$(PYTHON) bench/html_bench.py --build $(BUILD) $(BENCH_HTML_ARGS)
+.PHONY: bench-html
+BENCH_TARGETS += bench-html
