@@ -6,7 +6,8 @@ HTML report's level of detail (docs/report.md, "Every allocation"): the test on 
 (tests/report/test_report_large_trace.py) and the benchmark on 100M (bench/html_bench.py).
 
 A caching allocator's 64 GiB segment holds: parameters (load_weights) kept to the end, a planted
-leak (cache_embeddings, never freed), one 64 KiB history block kept every step (append_history: growth),
+leak (cache_embeddings, never freed), a 64 KiB history block kept every step, or every few steps so
+that at most 10,000 are kept however long the run (append_history: growth; what is live stays bounded),
 per step 24 activations from 8 call sites freed in reverse order and 8 temporaries freed at once
 (add_temporary), a burst of 16 x 256 MiB in one step at 60% of the run (attention_scores: the
 peak), and near the end an out-of-memory incident of 56 GiB (a failed cudaMalloc, the device's free
@@ -56,6 +57,8 @@ def write_lod_trace(path, events=1_000_000):
     history_at = BASE + 56 * GiB
     work = BASE + 8 * GiB
     seq, now = t.seq, t.t
+    history_every = max(1, -(-steps // 10_000))
+    kept = 0
     for step in range(steps):
         seq += 1
         now += 1000
@@ -86,9 +89,11 @@ def write_lod_trace(path, events=1_000_000):
             seq += 1
             now += 1000
             out.write(line % (seq, now, "free", "free", addr, 0, 0, BASE))
-        seq += 1
-        now += 1000
-        out.write(line % (seq, now, "alloc", "alloc", history_at + step * 64 * 1024, 64 * 1024, history, BASE))
+        if step % history_every == 0:
+            seq += 1
+            now += 1000
+            out.write(line % (seq, now, "alloc", "alloc", history_at + kept * 64 * 1024, 64 * 1024, history, BASE))
+            kept += 1
         if step == oom_step:
             t.seq, t.t = seq, now
             t.event("alloc", "device", 0, 56 * GiB, boom, api="cudaMalloc", result=2)
@@ -99,7 +104,7 @@ def write_lod_trace(path, events=1_000_000):
     for i in range(32):
         t.block_free(BASE + i * 64 * MiB)
     t.close()
-    return {"steps": steps, "oom_request": 56 * GiB, "peak_step": peak_step}
+    return {"steps": steps, "history": kept, "oom_request": 56 * GiB, "peak_step": peak_step}
 
 
 if __name__ == "__main__":

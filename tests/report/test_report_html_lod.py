@@ -72,7 +72,7 @@ class HtmlLevelOfDetail(ReportTestCase):
         self.assertEqual(len(leak), 1)
         self.assertTrue(flags[leak[0]] & live_at_end)
         history = self.bands_of(blocks, "append_history")
-        self.assertEqual(len(history), self.planted["steps"])
+        self.assertEqual(len(history), self.planted["history"])
         self.assertTrue(all(flags[i] & live_at_end for i in history))
         table = self.data["stack_table"]  # the page keeps each stack once: "stack" is an index
         growth = [g for g in self.data["growth"] if any(f["function"] == "append_history" for f in table[g["stack"]]["frames"])]
