@@ -23,7 +23,9 @@ ALL_CFLAGS   = -std=c11 -fPIC $(WARN) $(CFLAGS)
 # Debian packages the build and the tests need; `make deps` installs the missing ones.
 DEB_PACKAGES := build-essential clang libunwind-dev nlohmann-json3-dev libgtest-dev libbenchmark-dev \
                 libdw-dev libelf-dev libzstd-dev libsimdjson-dev libcli11-dev zstd jq python3 python3-pytest heaptrack valgrind time \
-                nodejs chromium elfutils
+                nodejs chromium elfutils \
+                m4 zlib1g-dev
+# m4: elfutils' build (packaging/third_party.sh, make dist); zlib1g-dev: libz.a, linked into the bundle.
 # npm packages (vendor/package.json, pinned by vendor/package-lock.json): the HTML report's chart
 # libraries, inlined into gpumem-report at build time. `make deps` installs them under vendor/node_modules.
 NPM_VENDOR_STAMP := vendor/node_modules/.package-lock.json
@@ -42,6 +44,8 @@ FUZZ_TARGETS  := # phony targets run by `make fuzz`
 include trace/module.mk interpose/module.mk cupti/module.mk report/module.mk tools/module.mk tests/module.mk \
         bench/module.mk examples/module.mk
 -include tests/driver/module.mk tests/python/module.mk tests/gpu/module.mk
+# Installing: make dist, wheel, install, gpu-bundle, dist-test (tests/dist's programs first: it lists them).
+include tests/dist/module.mk packaging/module.mk
 # Last: its rules list what the fragments above build.
 include tests/sanitize.mk
 
@@ -80,7 +84,7 @@ fuzz: all
 
 ## help: list the targets
 help:
-	@grep -h -E '^## ' $(MAKEFILE_LIST) | sed 's/^## /  /'
+	@grep -h -E '^## ' $(MAKEFILE_LIST) | sed -e 's/^## /  /' -e 's|\$$(BUILD)|$(BUILD)|g'
 
 ## clean: remove the build folder
 clean:

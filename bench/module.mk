@@ -63,6 +63,17 @@ bench-torch-drain: $(BUILD)/libgpumemtrace.so
 .PHONY: bench-torch-drain
 BENCH_TARGETS += bench-torch-drain
 
+## bench-what-if: gpumem-report's allocator replays (--what-if): tensor events/s per setting, beside the plain report
+BENCH_WHAT_IF_EVENTS ?= 2000000
+$(BUILD)/bench/what_if_replay_bench: $(BUILD)/bench/what_if_replay_bench.o $(REPORT_LIB)
+	@mkdir -p $(@D)
+	$(CXX) -o $@ $^ $(REPORT_LDLIBS)
+TEST_BINS += $(BUILD)/bench/what_if_replay_bench  # tests/report/test_report_what_if.py runs the bench briefly
+bench-what-if: $(BUILD)/gpumem-report $(BUILD)/bench/what_if_replay_bench
+	$(PYTHON) bench/what_if_bench.py --build $(BUILD) --events $(BENCH_WHAT_IF_EVENTS)
+.PHONY: bench-what-if
+BENCH_TARGETS += bench-what-if
+
 ## bench-html: the HTML report of a 100M-event run: page size, bands kept, gpumem-report's time and memory, time to
 ## draw in headless Chromium, beside memory_viz's page for the same run (BENCH_HTML_ARGS: e.g. --events 10000000 --runs 3)
 bench-html: $(BUILD)/gpumem-report

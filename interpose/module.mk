@@ -19,8 +19,17 @@ LIB_MEMSET_STRATEGY := $(shell $(CXX) -mmemset-strategy=vector_loop:256:noalign,
   -fsyntax-only /dev/null 2>/dev/null && echo -mmemset-strategy=vector_loop:256:noalign,libcall:-1:noalign)
 $(LIB_OBJS): ALL_CXXFLAGS += $(LIB_MEMSET_STRATEGY)
 
-$(BUILD)/libgpumemtrace.so: $(LIB_OBJS)
+# It exports only the functions it interposes and its public C API (packaging/libgpumemtrace.map):
+# the libstdc++ linked into it stays out of the program's symbol lookup. -z nodelete: never unloaded,
+# even where a dlopen (NVTX's or CUPTI's injection) is followed by dlclose; its hooks and threads
+# may still be in use, its on_exit handler (the footer's exit status) stays registered, and its
+# static libstdc++'s emergency exception pool is never freed. (Exported, libstdc++'s GNU_UNIQUE
+# symbols used to pin it in memory implicitly.)
+LIB_EXPORTS := packaging/libgpumemtrace.map
+LIB_EXPORT_FLAGS := -Wl,--version-script=$(LIB_EXPORTS) -Wl,--exclude-libs,ALL -Wl,-z,nodelete
+$(BUILD)/libgpumemtrace.so: $(LIB_OBJS) $(LIB_EXPORTS)
 	@mkdir -p $(@D)
-	$(CXX) -shared -o $@ $^ -Wl,-z,defs -Wl,--no-undefined -static-libstdc++ -static-libgcc $(LIB_LDLIBS)
+	$(CXX) -shared -o $@ $(LIB_OBJS) -Wl,-z,defs -Wl,--no-undefined $(LIB_EXPORT_FLAGS) -static-libstdc++ \
+	  -static-libgcc $(LIB_LDLIBS)
 
 LIBS += $(BUILD)/libgpumemtrace.so

@@ -2,6 +2,7 @@
 // analyses/ (one streaming pass per trace -> ProcessReport) -> outputs/ (text, JSON, HTML, Perfetto,
 // folded stacks) -> cli/ gates.
 // Exit status: 0 fine, 1 a gate failed, 2 bad input or usage, 3 a gate met a cut trace (no verdict).
+#include <fcntl.h>
 #include <sys/ioctl.h>
 #include <unistd.h>
 
@@ -43,8 +44,9 @@ std::vector<ProcessReport> analyze_all(const std::vector<TraceInput>& inputs, co
   AnalyzedInputs analyzed;
   {
     ProgressLine progress(STDERR_FILENO);
+    WhatIfRequest what_if{options.what_if, options.recorded_settings, !options.diff};
     analyzed = analyze_inputs(inputs, suppressions, options.progress ? &progress : nullptr,
-                              options.jobs ? options.jobs : default_jobs());
+                              options.jobs ? options.jobs : default_jobs(), what_if);
   }  // the line is cleared here, before any warning or report is written
   // Empty traces among several: a warning each, not an error.
   for (const std::string& warning : analyzed.skipped) std::cerr << "gpumem-report: warning: " << warning << "\n";
@@ -88,6 +90,11 @@ int run(const Options& options) {
   std::ofstream file;
   if (!options.output.empty()) {
     refuse_output_among_inputs(options.output, input_paths);
+    // A new report file is private (0600, less the umask's bits), as a trace is: it shows the traced
+    // programs' command lines, paths and stacks. An existing one keeps its mode (as with `>`).
+    // O_NONBLOCK: never waits here for a FIFO's reader (the stream's open below does, as it always did).
+    const int fd = open(options.output.c_str(), O_WRONLY | O_CREAT | O_NONBLOCK | O_CLOEXEC | O_NOCTTY, 0600);
+    if (fd >= 0) close(fd);
     file.open(options.output);
     if (!file) throw std::runtime_error(options.output + ": cannot write");
   }

@@ -1,6 +1,7 @@
 # report/module.mk — build/gpumem-report, the offline analyzer:
 #   report/reader (bytes -> lines -> validated records) -> report/analyses (one streaming pass ->
-#   ProcessReport) -> report/outputs (text, JSON, HTML, Perfetto, folded) -> report/cli (options, CI gates) -> main.cpp.
+#   ProcessReport; report/allocator_model: PyTorch's caching allocator, replayed by what_if)
+#   -> report/outputs (text, JSON, HTML, Perfetto, folded) -> report/cli (options, CI gates) -> main.cpp.
 # Every .cpp under those four folders goes into a static library shared by the program, the
 # unit tests, the fuzzer and the benchmark.
 
@@ -9,7 +10,7 @@
 # trace/json_line.cpp: the JSON line builder the snapshot converter writes with (as the recorder does).
 # trace/dwarf_symbols.cpp: the recorder's DWARF lookup, for traces recorded without symbols
 # (report/reader/offline_symbolizer.cpp; elfutils: -ldw -lelf).
-REPORT_SRCS := $(sort $(shell find report/reader report/analyses report/outputs report/cli report/import -name '*.cpp')) \
+REPORT_SRCS := $(sort $(shell find report/reader report/allocator_model report/analyses report/outputs report/cli report/import -name '*.cpp')) \
   trace/json_line.cpp trace/dwarf_symbols.cpp
 # The HTML report's scripts and styles (report/outputs/html_output.cpp), inlined at build time: the
 # chart libraries from npm (vendor/package-lock.json pins them; `make deps` installs them under

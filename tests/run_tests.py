@@ -5,7 +5,7 @@
 Suites:
   - GoogleTest binaries given on the command line (each test case counts once);
   - every tests/e2e/test_*.py and tests/**/test_*.py module (Python unittest; each test method counts);
-    --suites names the folders to run (default: all but unit/ and gpu/), -k a test name pattern;
+    --suites names the folders to run (default: all but unit/, gpu/ and dist/), -k a test name pattern;
 GPU-only tests skip themselves where there is no GPU (counted as skipped, never as passed).
 
 --sanitizer asan|tsan (make asan, make tsan; --build is then the sanitized build): the sanitizer's
@@ -130,7 +130,8 @@ def main():
     if args.suites:
         names = args.suites.replace(",", " ").split()
     else:
-        names = [d for d in os.listdir(os.path.join(ROOT, "tests")) if d not in ("unit", "gpu")]
+        # gpu: a GPU's (tests/gpu/run.sh); dist: the release bundle's, after make dist (make dist-test).
+        names = [d for d in os.listdir(os.path.join(ROOT, "tests")) if d not in ("unit", "gpu", "dist")]
     dirs = sorted(os.path.join(ROOT, "tests", d) for d in names if os.path.isdir(os.path.join(ROOT, "tests", d)))
     for i, v in enumerate(run_python_suites(dirs, args.patterns)):
         total[i] += v

@@ -12,6 +12,7 @@
 // SIGKILL too (PR_SET_PDEATHSIG).
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -76,22 +77,26 @@ const char kHelp[] =
     "The `--` before CMD is required: it separates the options from the command.\n"
     "\n"
     "Environment set for CMD:\n"
-    "  LD_PRELOAD           libgpumemtrace.so (next to this program) prepended to your LD_PRELOAD\n"
+    "  LD_PRELOAD           libgpumemtrace.so (next to this program, or in ../lib) prepended to your LD_PRELOAD\n"
     "  GPUMEMTRACE_OUTPUT   DIR/ (one file per process)\n"
-    "  PYTHONPATH           the Python startup directory prepended (python/ next to this program, or\n"
-    "                       tools/python in a source tree), which turns on PyTorch tensor-level events\n"
+    "  PYTHONPATH           the Python startup directory prepended (../python beside bin/, or\n"
+    "                       ../share/gpumemtrace/python, or tools/python in a source tree), which turns\n"
+    "                       on PyTorch tensor-level events\n"
   "  PYTEST_PLUGINS       gpumemtrace_pytest appended (every pytest test becomes a scope of the trace);\n"
   "                       not with GPUMEMTRACE_PYTEST=0\n"
     "  NVTX_INJECTION64_PATH  not set here: the recorder sets it in each traced process where it is unset,\n"
     "                       so that NVTX ranges become phases (docs/capture.md, GPUMEMTRACE_NVTX)\n"
     "  Any other GPUMEMTRACE_* variable you set is passed on to the recorder (docs/configuration.md).\n"
     "Environment read by the launcher:\n"
-    "  GPUMEMTRACE_LIBRARY  the recorder library to preload instead of <dir of gpumemtrace>/libgpumemtrace.so\n"
+    "  GPUMEMTRACE_LIBRARY  the recorder library to preload instead of the one beside this program\n"
     "  GPUMEMTRACE_REPORT   the analyzer to run instead of <dir of gpumemtrace>/gpumem-report\n"
     "                       (GPUMEMTRACE_LIBRARY and GPUMEMTRACE_REPORT: relative to the current directory)\n"
     "\n"
     "Exit status: as described under Commands; 2 for bad usage (one line on stderr) or when the recorder\n"
-    "library or the analyzer cannot be found. A command that cannot be executed gives 127.\n"
+    "library or the analyzer cannot be found. A command that cannot be found gives 127, one that cannot be\n"
+    "executed 126 (both found before DIR is made).\n"
+    "Files: a DIR the launcher makes is private (0700); new report files (--report, DIR/report.*) are\n"
+    "0600, as the traces are.\n"
     "\n"
     "Examples:\n"
     "  gpumemtrace run -- python train.py --epochs 1\n"
@@ -138,14 +143,28 @@ bool is_elf(const std::string& path) {
   return n == 4 && memcmp(magic, "\x7f" "ELF", 4) == 0;
 }
 
+// The directory of this program's file, symbolic links resolved (the kernel's /proc/self/exe): the
+// release bundle, an installed tree and the wheel all work wherever they are unpacked or linked
+// from. "" when /proc is not mounted.
 std::string self_dir() {
   char buf[PATH_MAX];
   ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
-  if (n <= 0) return ".";
+  if (n <= 0) return "";
   buf[n] = '\0';
   std::string path(buf);
   size_t slash = path.rfind('/');
-  return slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
+  return slash == std::string::npos ? "" : (slash == 0 ? "/" : path.substr(0, slash));
+}
+
+// Where the recorder and the Python helpers sit beside this program, in each layout it ships in
+// (docs/install.md): the build tree (build/gpumemtrace, build/libgpumemtrace.so, tools/python), the
+// release bundle and the wheel (bin/, lib/, python/), `make install` (bin/, lib/, share/gpumemtrace/python).
+// The first candidate that exists wins; the first one is named in the error when none does.
+std::vector<std::string> library_candidates(const std::string& bindir) {
+  return {bindir + "/libgpumemtrace.so", bindir + "/../lib/libgpumemtrace.so"};
+}
+std::vector<std::string> python_candidates(const std::string& bindir) {
+  return {bindir + "/../python", bindir + "/../share/gpumemtrace/python", bindir + "/../tools/python"};
 }
 
 std::string absolute(const std::string& path) {
@@ -155,6 +174,8 @@ std::string absolute(const std::string& path) {
   return std::string(cwd) + "/" + path;
 }
 
+// Makes `path` and the directories above it that are missing, private (0700): they hold traces, whose
+// names tell who ran what, and reports. Existing ones keep their mode.
 bool mkdirs(const std::string& path) {
   std::string cur;
   size_t i = 0;
@@ -162,10 +183,42 @@ bool mkdirs(const std::string& path) {
     size_t j = path.find('/', i);
     if (j == std::string::npos) j = path.size();
     cur = path.substr(0, j);
-    if (!cur.empty() && mkdir(cur.c_str(), 0777) != 0 && errno != EEXIST) return false;
+    if (!cur.empty() && mkdir(cur.c_str(), 0700) != 0 && errno != EEXIST) return false;
     i = j + 1;
   }
   return exists(path, S_IFDIR);
+}
+
+// What execvp will find for `name`: 0 for an executable file, else ENOENT (not found) or EACCES
+// (found, but not executable, or a directory). Searched as glibc's execvp searches: a name with a '/'
+// as it is; any other in each PATH entry in turn (an empty entry: the current directory; PATH unset:
+// confstr(_CS_PATH)), EACCES only when no entry has an executable file of that name.
+int command_error(const std::string& name) {
+  auto check = [](const std::string& path) {
+    struct stat st;
+    if (stat(path.c_str(), &st) != 0) return errno == EACCES ? EACCES : ENOENT;
+    return S_ISDIR(st.st_mode) || access(path.c_str(), X_OK) != 0 ? EACCES : 0;
+  };
+  if (name.empty()) return ENOENT;
+  if (name.find('/') != std::string::npos) return check(name);
+  std::string search;
+  if (const char* path = getenv("PATH")) {
+    search = path;
+  } else {
+    char buf[PATH_MAX] = "/bin:/usr/bin";
+    if (confstr(_CS_PATH, nullptr, 0) <= sizeof buf) confstr(_CS_PATH, buf, sizeof buf);
+    search = buf;
+  }
+  int error = ENOENT;
+  for (size_t start = 0;;) {
+    const size_t colon = search.find(':', start);
+    const std::string dir = search.substr(start, colon == std::string::npos ? std::string::npos : colon - start);
+    const int found = check((dir.empty() ? "." : dir) + "/" + name);
+    if (found == 0) return 0;
+    if (found == EACCES) error = EACCES;
+    if (colon == std::string::npos) return error;
+    start = colon + 1;
+  }
 }
 
 std::string default_output_dir() {
@@ -233,14 +286,19 @@ void block_forwarded(sigset_t* saved) {
   sigprocmask(SIG_BLOCK, &set, saved);
 }
 
-// Runs argv with extra environment (name, value pairs); returns the wait status, or -1.
+// Runs argv with extra environment (name, value pairs); returns the wait status, or -1. `*exec_error`
+// (when given) gets the errno of an exec that failed (the child said so through a close-on-exec pipe,
+// then exited 127 or 126), else 0.
 int spawn_and_wait(const std::vector<std::string>& argv, const std::vector<std::pair<std::string, std::string>>& env,
-                   bool forward) {
+                   bool forward, int* exec_error = nullptr) {
   std::vector<char*> args;
   for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
   fflush(stdout);
   fflush(stderr);
+  if (exec_error) *exec_error = 0;
+  int exec_pipe[2] = {-1, -1};
+  if (exec_error && pipe2(exec_pipe, O_CLOEXEC) != 0) exec_pipe[0] = exec_pipe[1] = -1;
   sigset_t saved_mask;
   if (forward) block_forwarded(&saved_mask);
   const pid_t launcher = getpid();
@@ -248,6 +306,8 @@ int spawn_and_wait(const std::vector<std::string>& argv, const std::vector<std::
   if (pid < 0) {
     const int err = errno;
     if (forward) sigprocmask(SIG_SETMASK, &saved_mask, nullptr);
+    for (int fd : exec_pipe)
+      if (fd >= 0) close(fd);
     fprintf(stderr, "gpumemtrace: fork: %s\n", strerror(err));
     return -1;
   }
@@ -261,11 +321,25 @@ int spawn_and_wait(const std::vector<std::string>& argv, const std::vector<std::
     execvp(args[0], args.data());
     int err = errno;
     fprintf(stderr, "gpumemtrace: %s: %s\n", args[0], strerror(err));
+    if (exec_pipe[1] >= 0) {
+      ssize_t ignored = write(exec_pipe[1], &err, sizeof err);  // lost: the status is taken for CMD's
+      (void)ignored;
+    }
     _exit(err == ENOENT ? 127 : 126);
   }
   if (forward) {
     g_child = pid;
     sigprocmask(SIG_SETMASK, &saved_mask, nullptr);  // a signal pending since fork goes to the child now
+  }
+  if (exec_pipe[0] >= 0) {
+    // EOF when the exec succeeded (the pipe closed with it), the errno when it failed.
+    close(exec_pipe[1]);
+    int err = 0;
+    ssize_t n;
+    while ((n = read(exec_pipe[0], &err, sizeof err)) < 0 && errno == EINTR) {
+    }
+    if (n == sizeof err) *exec_error = err;
+    close(exec_pipe[0]);
   }
   int status = 0;
   while (waitpid(pid, &status, 0) < 0) {
@@ -408,8 +482,20 @@ int main(int argc, char** argv) {
   }
 
   const std::string bindir = self_dir();
+  if (bindir.empty()) {
+    fprintf(stderr, "gpumemtrace: cannot find this program's own directory (/proc/self/exe: is /proc mounted?)\n");
+    return 2;
+  }
   const char* lib_env = getenv(var::kLibrary);
-  const std::string library = absolute(lib_env && *lib_env ? lib_env : bindir + "/libgpumemtrace.so");
+  std::string library_path = library_candidates(bindir).front();
+  for (const std::string& candidate : library_candidates(bindir)) {
+    char resolved[PATH_MAX];
+    if (exists(candidate, S_IFREG)) {
+      library_path = realpath(candidate.c_str(), resolved) ? resolved : candidate;  // no "bin/.." in LD_PRELOAD
+      break;
+    }
+  }
+  const std::string library = absolute(lib_env && *lib_env ? lib_env : library_path);
   // A relative GPUMEMTRACE_REPORT is resolved against the current directory, as GPUMEMTRACE_LIBRARY
   // is (a bare name would otherwise be checked here and then looked up on PATH by exec).
   const char* report_env = getenv(var::kReport);
@@ -427,7 +513,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   std::string python_dir;
-  for (const std::string& candidate : {bindir + "/python", bindir + "/../tools/python"}) {
+  for (const std::string& candidate : python_candidates(bindir)) {
     if (exists(candidate + "/sitecustomize.py", S_IFREG)) {
       char resolved[PATH_MAX];
       python_dir = realpath(candidate.c_str(), resolved) ? resolved : candidate;
@@ -435,7 +521,17 @@ int main(int argc, char** argv) {
     }
   }
 
+  // A command that cannot be run is said now, as exec would say it, and before DIR is made: not
+  // after an empty run, as "no trace was written".
+  if (const int error = command_error(cmd[0])) {
+    const bool searched = cmd[0].find('/') == std::string::npos;
+    fprintf(stderr, "gpumemtrace: %s: %s\n", cmd[0].c_str(),
+            error == ENOENT && searched ? "command not found" : strerror(error));
+    return error == ENOENT ? 127 : 126;
+  }
+
   const std::string dir = absolute(output);
+  const bool dir_existed = exists(dir, S_IFDIR);
   if (!mkdirs(dir)) {
     fprintf(stderr, "gpumemtrace: cannot create the output directory %s: %s\n", dir.c_str(), strerror(errno));
     return 2;
@@ -458,8 +554,13 @@ int main(int argc, char** argv) {
 
   note("tracing into %s/", dir.c_str());
   install_forwarding();
-  const int status = spawn_and_wait(cmd, env, true);
+  int exec_error = 0;
+  const int status = spawn_and_wait(cmd, env, true, &exec_error);
   const int cmd_code = exit_code_of(status);
+  if (exec_error) {  // CMD never ran (the child said why): no report, and no directory left behind
+    if (!dir_existed) rmdir(dir.c_str());
+    return cmd_code;
+  }
   if (status >= 0 && WIFSIGNALED(status))
     note("%s was killed by signal %d (%s)", cmd[0].c_str(), WTERMSIG(status), strsignal(WTERMSIG(status)));
   else if (cmd_code != 0)

@@ -16,7 +16,8 @@
 //                 {"type":"capped", ...}   the trace reached GPUMEMTRACE_MAX_BYTES: no event line
 //                                          follows (definitions, devices and drops still may)
 //                 {"type":"live", ...}     after "capped", at the end: one per allocation still live
-//   last line     {"type":"footer", ...}   only after a clean exit; its absence means the process died
+//   last line     {"type":"footer", ...}   how the process ended ("end": exit, _exit, signal, exec);
+//                                          its absence means the process died otherwise
 //
 // Invariants the reader may rely on (the writer guarantees them; docs/trace-format.md repeats them):
 //  - "seq" of events strictly increases line by line within one file (the ring's total order); an
@@ -176,6 +177,13 @@ inline constexpr const char* kFieldBackend = "backend";           // "interpose"
 inline constexpr const char* kFieldStackDepth = "stack_depth";
 inline constexpr const char* kFieldOnFull = "on_full";            // "wait" | "drop"
 inline constexpr const char* kFieldLibrary = "library";           // gpumemtrace version string
+// The process's place in a distributed job, from its launcher's variables (optional, each only when
+// set): rank among all processes, rank on its node, number of processes, and the variable the
+// rank came from ("RANK", "SLURM_PROCID", ...).
+inline constexpr const char* kFieldRank = "rank";
+inline constexpr const char* kFieldLocalRank = "local_rank";
+inline constexpr const char* kFieldWorldSize = "world_size";
+inline constexpr const char* kFieldRankFrom = "rank_from";
 
 // Module
 inline constexpr const char* kFieldId = "id";
@@ -254,6 +262,32 @@ inline constexpr const char* kFieldEvents = "events";       // footer: events wr
 inline constexpr const char* kFieldEndTime = "end_time";    // footer: CLOCK_MONOTONIC ns
 inline constexpr const char* kFieldNotWritten = "not_written";  // footer of a capped trace: events
                                                                 // consumed after the cap, not written
+// How the process ended (footer): "end" one of kEndNames below; "exit_status" the status its
+// parent sees (0-255) for exit and _exit, when known; "signal" the signal's number for signal.
+inline constexpr const char* kFieldEnd = "end";
+inline constexpr const char* kFieldExitStatus = "exit_status";
+inline constexpr const char* kFieldSignal = "signal";
+
+// Unknown: a footer without "end" (written before the field existed) or an end this version does not
+// know: a clean end, nothing more is known.
+enum class End : uint8_t {
+  Unknown,
+  Exit,       // "exit": exit() from any thread, or a return from main
+  QuickExit,  // "_exit": _exit() or _Exit(), no exit handlers ran
+  Signal,     // "signal": SIGTERM, SIGINT or SIGHUP took its default action (terminate)
+  Exec,       // "exec": exec replaced the program's image (the new image has its own trace)
+};
+inline constexpr const char* kEndNames[] = {"", "exit", "_exit", "signal", "exec"};  // by End
+
+inline constexpr const char* end_name(End end) { return kEndNames[static_cast<int>(end)]; }
+
+// The inverse of end_name; Unknown for a name this version does not know (a newer writer's).
+inline constexpr End parse_end(std::string_view name) {
+  for (int i = 1; i < static_cast<int>(sizeof(kEndNames) / sizeof(kEndNames[0])); ++i)
+    if (name == kEndNames[i]) return static_cast<End>(i);
+  return End::Unknown;
+}
+
 // Capped: "seq" the first event not written, "t" its time, "size" the trace bytes written so far
 // (before compression), and the cap:
 inline constexpr const char* kFieldMaxBytes = "max_bytes";

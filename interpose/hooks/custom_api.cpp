@@ -20,9 +20,10 @@ void report_block(f::Op op, const char* api, const void* ptr, size_t size, const
                                                 reinterpret_cast<uint64_t>(segment), device, pool));
 }
 
-// A mark or a scope event: no memory, a text (the mark's label, the scope's name).
-void report_labelled(f::Op op, const char* label, const char* api) {
-  gpumemtrace::record_labelled(op, label ? label : "", api);
+// A mark or a scope event: no memory, a text (the mark's label, the scope's name); `result` nonzero
+// on a scope_end whose work failed.
+void report_labelled(f::Op op, const char* label, const char* api, int32_t result = 0) {
+  gpumemtrace::record_labelled(op, label ? label : "", api, 0, result);
 }
 
 // `api` must be static for the recorder (it keeps the pointer): the openers docs/trace-format.md
@@ -70,10 +71,12 @@ __attribute__((visibility("default"))) void gpumemtrace_report_scope_end(const c
 }
 
 // For language bindings that say who opened the scope (tools/python/gpumemtrace: "gpumemtrace.scope",
-// "pytest", "torch.backward"): end != 0 closes it.
+// "pytest", "torch.backward"): end 0 opens it, 1 closes it, 2 closes it saying that the work inside
+// failed (a pytest test that failed or errored): its scope_end has result 1, and gpumem-report does not
+// check it (docs/trace-format.md, "Scopes").
 __attribute__((visibility("default"))) void gpumemtrace_report_scope(int end, const char* name,
                                                                      const char* api) {
-  report_labelled(end ? f::Op::ScopeEnd : f::Op::ScopeBegin, name, static_scope_api(api));
+  report_labelled(end ? f::Op::ScopeEnd : f::Op::ScopeBegin, name, static_scope_api(api), end == 2 ? 1 : 0);
 }
 
 }  // extern "C"

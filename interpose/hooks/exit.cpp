@@ -19,17 +19,22 @@ namespace {
   for (;;) syscall(SYS_exit_group, status);
 }
 
+// The footer says "_exit" and the status (for _Exit too: the same end, without exit handlers).
+void finish(const char* when, int status) {
+  gpumemtrace::finish_trace(when, gpumemtrace::ProcessEnd::exited(gpumemtrace::format::End::QuickExit, status));
+}
+
 }  // namespace
 
 extern "C" {
 
 void _exit(int status) {
-  gpumemtrace::finish_trace("at _exit");
+  finish("at _exit", status);
   exit_process(status);
 }
 
 void _Exit(int status) {
-  gpumemtrace::finish_trace("at _Exit");
+  finish("at _Exit", status);
   exit_process(status);
 }
 

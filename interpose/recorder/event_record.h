@@ -69,4 +69,16 @@ struct EventRecord {
   python::PythonFrameRef python[python::kMaxPythonFrames];  // innermost first
 };
 
+// How the process is ending, handed by whoever finishes the trace (exit, _exit, a signal, exec) to the
+// writer, which writes it into the footer (trace/format.h, End). Plain data: built in signal handlers.
+struct ProcessEnd {
+  format::End how = format::End::Unknown;
+  int exit_status = -1;  // Exit, QuickExit: the status the parent sees (0-255); -1 unknown
+  int signal = 0;        // Signal: its number
+
+  static ProcessEnd exited(format::End how, int status) { return ProcessEnd{how, status < 0 ? -1 : status & 0xff, 0}; }
+  static ProcessEnd killed(int sig) { return ProcessEnd{format::End::Signal, -1, sig}; }
+  static ProcessEnd exec() { return ProcessEnd{format::End::Exec, -1, 0}; }
+};
+
 }  // namespace gpumemtrace

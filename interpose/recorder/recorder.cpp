@@ -16,6 +16,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -105,6 +106,12 @@ void disable(const char* why) {
 
 pthread_mutex_t g_loader_walk_mutex = PTHREAD_MUTEX_INITIALIZER;
 
+// The status exit() was called with (the footer's exit_status), -1 until then. An ELF destructor is not
+// told it; an on_exit handler is, and runs before the destructors (glibc runs exit handlers, then
+// _dl_fini): registered once, at the first start, it only notes the status.
+std::atomic<int> g_exit_status{-1};
+void note_exit_status(int status, void*) { g_exit_status.store(status & 0xff, std::memory_order_relaxed); }
+
 void on_fork_prepare() { pthread_mutex_lock(&g_loader_walk_mutex); }
 void on_fork_parent() { pthread_mutex_unlock(&g_loader_walk_mutex); }
 
@@ -133,10 +140,11 @@ void on_fork_child() {
 // Uninit -> Starting transition.
 void start() {
   const int saved_errno = errno;
-  static bool atfork_registered = false;
-  if (!atfork_registered) {
+  static bool process_handlers_registered = false;
+  if (!process_handlers_registered) {
     pthread_atfork(on_fork_prepare, on_fork_parent, on_fork_child);
-    atfork_registered = true;
+    on_exit(note_exit_status, nullptr);
+    process_handlers_registered = true;
   }
   if (!g_shared) {
     // Built completely before it is published: a fork from another thread may run on_fork_child()
@@ -394,11 +402,13 @@ bool record(const EventFacts& facts) noexcept {
   return pushed;
 }
 
-void record_labelled(format::Op op, const char* label, const char* api, uint64_t range) noexcept {
+void record_labelled(format::Op op, const char* label, const char* api, uint64_t range, int32_t result) noexcept {
   HookScope scope;
   if (!scope.recording()) return;
   EventFacts facts = event::mark(op, api, label);
   facts.range = range;
+  facts.result = result;
+  facts.has_result = result != 0;
   record(facts);
 }
 
@@ -462,19 +472,28 @@ void record_device_info(int32_t device, const char* name, uint64_t total_bytes, 
   slot.state.store(2, std::memory_order_release);
 }
 
-void finish_trace(const char* when) noexcept {
+void finish_trace(const char* when, const ProcessEnd& end) noexcept {
   // A vfork child (or a posix_spawn one) runs in our memory, with our state and writer, but the
   // trace is its parent's, which goes on after the child's exec or _exit: leave it alone.
   if (getpid() != g_trace_pid) return;
   print_queued_lines();  // also when tracing stopped early: the writer said why
   int st = kActive;
-  if (!g_state.compare_exchange_strong(st, kStopped, std::memory_order_acq_rel)) return;
-  if (g_writer && !g_writer->stop(g_shared->config.exit_timeout_ms))
+  bool in_time = true;
+  if (g_state.compare_exchange_strong(st, kStopped, std::memory_order_acq_rel)) {
+    in_time = !g_writer || g_writer->stop(g_shared->config.exit_timeout_ms, end);
+  } else if (st == kStopped && g_writer) {
+    // An end is already under way: this call interrupted it (SIGTERM while the process is in _exit,
+    // as multiprocessing's Pool.terminate() does to workers that are ending) or runs beside it on
+    // another thread. Returning at once would let the caller end the process before the footer is
+    // written: wait for that end's writer instead, as long as it may take (waits only on atomics).
+    in_time = g_writer->wait_finished(g_shared->config.exit_timeout_ms);
+  }
+  if (!in_time)
     write_stderr_line({"gpumemtrace: the writer did not finish in time ", when, "; the trace may be incomplete"});
   print_queued_lines();
 }
 
-void recorder_before_exec() noexcept { finish_trace("before exec"); }
+void recorder_before_exec() noexcept { finish_trace("before exec", ProcessEnd::exec()); }
 
 void recorder_exec_failed() noexcept {
   int st = kStopped;
@@ -495,7 +514,9 @@ bool flush_now(int timeout_ms) noexcept {
 // Flush everything at exit. An ELF destructor of a preloaded library runs after the program's atexit
 // handlers and static destructors (which may still free CUDA memory, e.g. a caching allocator emptied
 // at exit), so those frees are in the trace. Bounded by GPUMEMTRACE_EXIT_TIMEOUT_MS: never hang exit.
-__attribute__((destructor)) void gpumemtrace_shutdown() { finish_trace("at exit"); }
+__attribute__((destructor)) void gpumemtrace_shutdown() {
+  finish_trace("at exit", ProcessEnd::exited(format::End::Exit, g_exit_status.load(std::memory_order_relaxed)));
+}
 
 }  // namespace gpumemtrace
 

@@ -23,6 +23,7 @@
 #include <cstdint>
 
 #include "interpose/python/python_stack.h"
+#include "interpose/recorder/event_record.h"
 #include "trace/format.h"
 
 namespace gpumemtrace {
@@ -251,9 +252,11 @@ class HookScope {
 bool record(const EventFacts& facts) noexcept;
 
 // Records a mark or scope event (kind none, no memory) carrying `label` (a mark's text, a scope's name;
-// null: none), from `api` (static), with `range` (a cross-thread range's id; 0: none). Opens its own
-// HookScope: the entry point for the custom API and NVTX callbacks.
-void record_labelled(format::Op op, const char* label, const char* api, uint64_t range = 0) noexcept;
+// null: none), from `api` (static), with `range` (a cross-thread range's id; 0: none) and `result` (a
+// scope_end's: nonzero when the work inside the scope failed). Opens its own HookScope: the entry
+// point for the custom API and NVTX callbacks.
+void record_labelled(format::Op op, const char* label, const char* api, uint64_t range = 0,
+                     int32_t result = 0) noexcept;
 
 // How one capture layer asks CUDA about devices: the runtime hooks through the runtime, the driver
 // hooks and the CUPTI callbacks through the driver. Any member may be null (nothing known).
@@ -297,10 +300,13 @@ void record_device_info(int32_t device, const char* name, uint64_t total_bytes, 
 
 // Finishes the trace now (drained, footer, closed), waiting at most GPUMEMTRACE_EXIT_TIMEOUT_MS, for
 // a process about to end or be replaced without running exit handlers (_exit, a fatal signal, exec).
-// `when` ("at _exit") completes the warning printed when the writer did not finish in time.
-// Async-signal-safe. Does nothing when the recorder is not active, or in a vfork child (it shares our
-// memory, but the trace is its parent's).
-void finish_trace(const char* when) noexcept;
+// `when` ("at _exit") completes the warning printed when the writer did not finish in time; `end`
+// goes into the footer. When another thread, or the code this call interrupted (a signal handler's
+// case), is already finishing the trace, waits for that (at most as long) so that the footer is
+// written before the caller ends the process; the footer then says how that first end began.
+// Async-signal-safe. Does nothing when the recorder never started, or in a vfork child (it shares
+// our memory, but the trace is its parent's).
+void finish_trace(const char* when, const ProcessEnd& end) noexcept;
 
 // The exec hooks call these around the real exec: the trace is finished (drained, footer, closed)
 // before the program image is replaced, so nothing recorded so far is lost; the new image writes its

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <iterator>
 
 #include "cupti/backend.h"
 #include "interpose/recorder/recorder_state.h"
@@ -34,7 +35,51 @@ void append_location(std::string* out, const SourceLocation& loc) {
   out->push_back('}');
 }
 
+// A non-negative decimal number, or -1.
+long rank_number(const std::string& text) {
+  if (text.empty() || text.size() > 9) return -1;
+  long value = 0;
+  for (char c : text) {
+    if (c < '0' || c > '9') return -1;
+    value = value * 10 + (c - '0');
+  }
+  return value;
+}
+
 }  // namespace
+
+ProcessRank rank_from_environment(const std::string& block) {
+  static const char* const kRank[] = {"RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK",
+                                      "MV2_COMM_WORLD_RANK", "SLURM_PROCID"};
+  static const char* const kLocalRank[] = {"LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID",
+                                           "MV2_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID"};
+  static const char* const kWorldSize[] = {"WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "MV2_COMM_WORLD_SIZE",
+                                           "SLURM_NTASKS"};
+  auto value_of = [&](const char* name) -> long {
+    const std::string prefix = std::string(name) + "=";
+    for (size_t at = 0; at < block.size();) {
+      size_t end = block.find('\0', at);
+      if (end == std::string::npos) end = block.size();
+      if (block.compare(at, prefix.size(), prefix) == 0) return rank_number(block.substr(at + prefix.size(), end - at - prefix.size()));
+      at = end + 1;
+    }
+    return -1;
+  };
+  ProcessRank r;
+  for (const char* name : kRank) {
+    if ((r.rank = value_of(name)) >= 0) {
+      r.rank_from = name;
+      break;
+    }
+  }
+  for (const char* name : kLocalRank) {
+    if ((r.local_rank = value_of(name)) >= 0) break;
+  }
+  for (const char* name : kWorldSize) {
+    if ((r.world_size = value_of(name)) >= 0) break;
+  }
+  return r;
+}
 
 HeaderInfo current_process_header(int stack_depth, bool drop_when_full) {
   HeaderInfo h;
@@ -46,6 +91,8 @@ HeaderInfo current_process_header(int stack_depth, bool drop_when_full) {
   std::ifstream cmdline("/proc/self/cmdline", std::ios::binary);
   std::string arg;
   while (std::getline(cmdline, arg, '\0')) h.cmdline.push_back(arg);
+  std::ifstream environment("/proc/self/environ", std::ios::binary);
+  h.rank = rank_from_environment(std::string(std::istreambuf_iterator<char>(environment), {}));
   if (gethostname(buf, sizeof(buf)) == 0) h.host = buf;
   h.start_realtime_ns = util::clock_ns(CLOCK_REALTIME);
   h.start_monotonic_ns = util::monotonic_ns();
@@ -80,8 +127,11 @@ void TraceSerializer::header(const HeaderInfo& info) {
       .unum(f::kFieldClockStart, info.start_monotonic_ns)
       .str(f::kFieldBackend, backend::name())
       .num(f::kFieldStackDepth, info.stack_depth)
-      .str(f::kFieldOnFull, info.drop_when_full ? "drop" : "wait")
-      .end();
+      .str(f::kFieldOnFull, info.drop_when_full ? "drop" : "wait");
+  if (info.rank.rank >= 0) j.num(f::kFieldRank, info.rank.rank).str(f::kFieldRankFrom, info.rank.rank_from);
+  if (info.rank.local_rank >= 0) j.num(f::kFieldLocalRank, info.rank.local_rank);
+  if (info.rank.world_size >= 0) j.num(f::kFieldWorldSize, info.rank.world_size);
+  j.end();
   refresh_modules();
 }
 
@@ -288,13 +338,17 @@ void TraceSerializer::live(const LiveAllocation& a) {
       .end();
 }
 
-void TraceSerializer::footer(uint64_t events, uint64_t dropped_total, uint64_t end_time_ns, uint64_t not_written) {
+void TraceSerializer::footer(uint64_t events, uint64_t dropped_total, uint64_t end_time_ns, uint64_t not_written,
+                             const ProcessEnd& end) {
   JsonLine j(out_);
   j.begin(f::kTypeFooter)
       .unum(f::kFieldEvents, events)
       .unum(f::kFieldDroppedTotal, dropped_total)
       .unum(f::kFieldEndTime, end_time_ns);
   if (not_written) j.unum(f::kFieldNotWritten, not_written);
+  if (end.how != f::End::Unknown) j.str(f::kFieldEnd, f::end_name(end.how));
+  if (end.how == f::End::Signal) j.num(f::kFieldSignal, end.signal);
+  else if (end.exit_status >= 0) j.num(f::kFieldExitStatus, end.exit_status);
   j.end();
 }
 

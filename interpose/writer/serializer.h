@@ -20,9 +20,26 @@
 
 namespace gpumemtrace {
 
+// A process's place in a distributed job, as its launcher's environment variables say (-1: not
+// set). Each figure comes from the first variable of its list that holds a number:
+//   rank        RANK (torchrun, torch.distributed), OMPI_COMM_WORLD_RANK (Open MPI), PMI_RANK (MPICH,
+//               Intel MPI), PMIX_RANK, MV2_COMM_WORLD_RANK (MVAPICH2), SLURM_PROCID (srun)
+//   local_rank  LOCAL_RANK, OMPI_COMM_WORLD_LOCAL_RANK, MPI_LOCALRANKID, MV2_COMM_WORLD_LOCAL_RANK,
+//               SLURM_LOCALID
+//   world_size  WORLD_SIZE, OMPI_COMM_WORLD_SIZE, PMI_SIZE, MV2_COMM_WORLD_SIZE, SLURM_NTASKS
+struct ProcessRank {
+  long rank = -1;
+  long local_rank = -1;
+  long world_size = -1;
+  std::string rank_from;  // the variable `rank` came from
+};
+// From an environment block as /proc/self/environ holds it ("NAME=value" entries, each ended by NUL).
+ProcessRank rank_from_environment(const std::string& block);
+
 struct HeaderInfo {
   long pid = 0;
   long ppid = 0;
+  ProcessRank rank;
   std::string exe;
   std::vector<std::string> cmdline;
   std::string host;
@@ -32,7 +49,8 @@ struct HeaderInfo {
   bool drop_when_full = false;
 };
 
-// Reads pid, exe, command line, host and clocks of the calling process.
+// Reads pid, exe, command line, host, clocks and rank (from /proc/self/environ: the environment the
+// launcher gave the process, whatever it set since) of the calling process.
 HeaderInfo current_process_header(int stack_depth, bool drop_when_full);
 
 class TraceSerializer {
@@ -55,8 +73,10 @@ class TraceSerializer {
   void capped(const EventRecord& r, uint64_t bytes, uint64_t max_bytes);
   // One allocation still live at the end of a capped trace (live_set.h).
   void live(const LiveAllocation& a);
-  // `not_written`: events consumed after the cap (written only when the trace was capped).
-  void footer(uint64_t events, uint64_t dropped_total, uint64_t end_time_ns, uint64_t not_written = 0);
+  // `not_written`: events consumed after the cap (written only when the trace was capped); `end`: how
+  // the process ended (left out when unknown).
+  void footer(uint64_t events, uint64_t dropped_total, uint64_t end_time_ns, uint64_t not_written = 0,
+              const ProcessEnd& end = {});
 
   uint64_t events_written() const { return events_; }
 

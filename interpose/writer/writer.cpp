@@ -93,10 +93,13 @@ bool wait_until(Done&& done, int timeout_ms) {
   return true;
 }
 
-bool Writer::stop(int timeout_ms) {
+bool Writer::stop(int timeout_ms, const ProcessEnd& end) {
+  end_ = end;
   stop_requested_.store(true, std::memory_order_release);
-  return wait_until([&] { return !alive(); }, timeout_ms);
+  return wait_finished(timeout_ms);
 }
+
+bool Writer::wait_finished(int timeout_ms) { return wait_until([&] { return !alive(); }, timeout_ms); }
 
 bool Writer::flush(int timeout_ms) {
   const uint64_t ticket = flush_requests_.fetch_add(1, std::memory_order_acq_rel) + 1;
@@ -251,7 +254,7 @@ void Writer::run() {
   if (stranded) shared_->dropped.fetch_add(stranded, std::memory_order_relaxed);
   note_drops();
   if (capped_ && !output_failed_) write_live_summary();
-  serializer_->footer(serializer_->events_written(), drops_written_, util::monotonic_ns(), not_written_);
+  serializer_->footer(serializer_->events_written(), drops_written_, util::monotonic_ns(), not_written_, end_);
   flush_buffer(true);
   if (!output_failed_ && !sink_->finish()) log_line(("cannot finish the trace: " + sink_->error()).c_str());
   file_.close_if_ours();

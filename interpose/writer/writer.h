@@ -47,9 +47,14 @@ class Writer {
   // write into the parent's trace.
   void abandon_in_fork_child() { file_.close_if_ours(); }
 
-  // Asks the thread to drain everything, write the footer and close the file; waits at most
-  // `timeout_ms`. True when it finished in time. Safe from any thread, e.g. an ELF destructor.
-  bool stop(int timeout_ms);
+  // Asks the thread to drain everything, write the footer (with `end`) and close the file; waits at
+  // most `timeout_ms`. True when it finished in time. Call once. Safe from any thread, e.g. an ELF
+  // destructor, and async-signal-safe (atomics and nanosleep).
+  bool stop(int timeout_ms, const ProcessEnd& end);
+
+  // Waits at most `timeout_ms` for a stop() asked before (by another thread, or by the code a signal
+  // handler interrupted) to finish. True when it did. Async-signal-safe.
+  bool wait_finished(int timeout_ms);
 
   // Asks the thread to drain, write and flush everything published so far; waits at most
   // `timeout_ms`. True when done in time. Safe from any thread.
@@ -85,6 +90,7 @@ class Writer {
   uint64_t not_written_ = 0;     // events consumed after the cap
   LiveSet live_;
   std::vector<uint32_t> stack_of_interned_;  // StackTable id -> the serializer's stack id (0: not yet)
+  ProcessEnd end_;  // written by stop() before stop_requested_ (release), read after it (acquire)
   std::atomic<bool> stop_requested_{false};
   std::atomic<uint64_t> flush_requests_{0};  // flush() calls so far
   std::atomic<uint64_t> flushes_done_{0};    // requests the thread has served

@@ -61,9 +61,11 @@ bool is_torch_incident(const OomReport& oom) {
 std::string oom_advice(const OomReport& oom) {
   switch (oom.verdict) {
     case Verdict::Fragmentation:
+      // A PyTorch incident gets a setting named only by the what-if replay, when it shows the setting
+      // helps (what_if.h); this is the advice without one.
       return is_torch_incident(oom)
-                 ? "set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (free memory is split into blocks "
-                   "too small for the request)"
+                 ? "free memory is split into blocks too small for the request: allocate the largest tensors "
+                   "first, or free the cache at a quiet point (torch.cuda.empty_cache())"
                  : "free memory is split into blocks too small for the request: allocate the largest "
                    "buffers first, or let the allocator release and merge its free blocks";
     case Verdict::AllocatorLimit:

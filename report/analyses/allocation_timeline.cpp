@@ -173,6 +173,7 @@ void AllocationTimelineAnalysis::keep(const Band& band) {
 }
 
 void AllocationTimelineAnalysis::on_acquire(const Holding& h) {
+  if (h.level == Level::Host) return;  // pinned host memory: not the device's (memory_model.h)
   LevelState& level = level_of(h.device, h.level);
   const uint64_t before = level.live;
   level.live += h.size;
@@ -194,6 +195,7 @@ void AllocationTimelineAnalysis::on_acquire(const Holding& h) {
 }
 
 void AllocationTimelineAnalysis::on_release(const Holding& h) {
+  if (h.level == Level::Host) return;
   LevelState& level = level_of(h.device, h.level);
   const uint64_t before = level.live;
   level.live -= std::min(level.live, h.size);
@@ -248,6 +250,7 @@ void AllocationTimelineAnalysis::finish(ProcessReport& out) {
     keep(band);
   };
   for (const auto& [addr, a] : model_.allocations()) {
+    if (a.kind == Kind::Host) continue;
     end_band(Holding{Level::Allocation, a.device, addr, a.size, a.site, a.position, a.torch, a.time_ns, addr,
                      a.has_blocks || a.torch});
   }

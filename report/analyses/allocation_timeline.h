@@ -2,7 +2,8 @@
 // while the trace streams by, in bounded memory: the level of detail of the HTML report's
 // "every allocation" view, decided here and not in the browser (docs/report.md, "Every allocation").
 //
-// Each acquisition of the memory model (a block, a CUDA allocation, a physical handle) becomes a
+// Each acquisition of the memory model (a block, a CUDA allocation, a physical handle; not pinned
+// host memory, which is not the device's) becomes a
 // band [acquired, released) when it is released, or at the end of the trace. A band is kept
 // individually when it is
 //  - live at its level's peak: bands released after the current peak that were live at it are held

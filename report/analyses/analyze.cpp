@@ -86,7 +86,42 @@ ProcessReport analyze_source(ByteSource& source, const std::string& name,
   return analyzer.finish(name, read);
 }
 
-ProcessReport analyze_file(const std::string& path, const Suppressions& suppressions, ReadObserver* observer) {
+namespace {
+// analyze_file() without the what-if replays: the report's own pass.
+ProcessReport analyze_file_once(const std::string& path, const Suppressions& suppressions, ReadObserver* observer);
+
+// The what-if replays (what_if.h): a second pass over the same file, when the report asks for one. The
+// model is fed by its own handler, so the first pass pays nothing for it.
+void replay_what_if(const std::string& path, const WhatIfRequest& request, ProcessReport& report) {
+  const std::vector<std::string> settings = what_if_settings(report, request);
+  if (settings.empty()) return;
+  std::unique_ptr<ByteSource> source;
+  if (snapshot::looks_like_pickle(path)) {
+    snapshot::ConvertStats stats;
+    source = convert_snapshot(path, &stats);
+  } else {
+    try {
+      source = open_byte_source(path);
+    } catch (const std::runtime_error& error) {
+      throw TraceError(path, 0, error.what());
+    }
+  }
+  SymbolTable symbols;
+  WhatIfPass pass(settings, request.recorded);
+  read_trace(*source, path, symbols, pass);
+  pass.finish(request, report);
+}
+}  // namespace
+
+ProcessReport analyze_file(const std::string& path, const Suppressions& suppressions, ReadObserver* observer,
+                           const WhatIfRequest& what_if) {
+  ProcessReport report = analyze_file_once(path, suppressions, observer);
+  replay_what_if(path, what_if, report);
+  return report;
+}
+
+namespace {
+ProcessReport analyze_file_once(const std::string& path, const Suppressions& suppressions, ReadObserver* observer) {
   if (snapshot::looks_like_pickle(path)) {
     // A PyTorch memory snapshot: converted to an ordinary trace in a temporary file, then read
     // exactly like a trace file.
@@ -117,6 +152,7 @@ ProcessReport analyze_file(const std::string& path, const Suppressions& suppress
   if (observer) source = observed_byte_source(std::move(source), *observer);
   return analyze_source(*source, path, suppressions);
 }
+}  // namespace
 
 namespace {
 // A name that is only the suffix (a hidden file such as ".zst") is not a trace.
@@ -127,13 +163,14 @@ bool is_trace_name(std::string_view name) {
 }  // namespace
 
 std::optional<ProcessReport> analyze_one_of_many(const std::string& path, const Suppressions& suppressions,
-                                                 ReadObserver* observer, std::vector<std::string>* warnings) {
+                                                 ReadObserver* observer, std::vector<std::string>* warnings,
+                                                 const WhatIfRequest& what_if) {
   std::error_code error;
   if (std::filesystem::file_size(path, error) == 0 && !error) {
     warnings->push_back(path + ": empty (0 bytes): the process ended before its trace was written; skipped");
     return std::nullopt;
   }
-  ProcessReport report = analyze_file(path, suppressions, observer);
+  ProcessReport report = analyze_file(path, suppressions, observer, what_if);
   if (report.events == 0 && !report.complete) {
     warnings->push_back(path + ": a header only (no event, no footer): the process ended before it recorded "
                         "anything; skipped");

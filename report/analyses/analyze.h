@@ -8,6 +8,7 @@
 
 #include "report/analyses/report_model.h"
 #include "report/analyses/suppressions.h"
+#include "report/analyses/what_if.h"
 #include "report/reader/byte_source.h"
 
 namespace gpumemtrace::report {
@@ -18,8 +19,9 @@ ProcessReport analyze_source(ByteSource& source, const std::string& name,
 // A file that starts like a binary pickle is a PyTorch memory snapshot: converted with
 // report/import/ and analyzed like a trace; a conversion error is a TraceError naming the file.
 // `observer`, when given, sees a trace file's bytes as they are read (not a snapshot's).
+// `what_if`: the allocator replays to run (what_if.h), as a second pass over the file when any is due.
 ProcessReport analyze_file(const std::string& path, const Suppressions& suppressions,
-                           ReadObserver* observer = nullptr);
+                           ReadObserver* observer = nullptr, const WhatIfRequest& what_if = WhatIfRequest{});
 
 // Files for the command-line arguments: a file stays as is; a directory becomes its traces
 // (*.jsonl, *.jsonl.zst, *.zst, PyTorch snapshots *.pickle/*.pkl; one per process), sorted by
@@ -32,6 +34,7 @@ std::vector<std::string> expand_inputs(const std::vector<std::string>& args);
 // a warning in *warnings, so that it never fails the others. (A trace given alone is analyze_file()'s:
 // a 0-byte one is an error.)
 std::optional<ProcessReport> analyze_one_of_many(const std::string& path, const Suppressions& suppressions,
-                                                 ReadObserver* observer, std::vector<std::string>* warnings);
+                                                 ReadObserver* observer, std::vector<std::string>* warnings,
+                                                 const WhatIfRequest& what_if = WhatIfRequest{});
 
 }  // namespace gpumemtrace::report

@@ -25,7 +25,10 @@ bool is_growing(const Ledger::Site& site, uint32_t windows_used) {
   uint32_t first = static_cast<uint32_t>(__builtin_ctz(site.windows));
   uint32_t last = 31u - static_cast<uint32_t>(__builtin_clz(site.windows));
   uint32_t needed = std::max<uint32_t>(3, (windows_used + 3) / 4);
-  return rising >= needed && (last - first + 1) * 2 >= windows_used;
+  // The last quarter of the run (at least its last window): a cache that filled and then stayed
+  // flat stopped rising before it.
+  uint32_t last_part = windows_used - std::max<uint32_t>(1, windows_used / 4);
+  return rising >= needed && (last - first + 1) * 2 >= windows_used && last >= last_part;
 }
 
 namespace {
@@ -48,6 +51,8 @@ void collect_level(const Ledger& ledger, Level level, int32_t device, uint32_t w
     g.rises = site.rises;
     g.windows_rising = static_cast<uint32_t>(__builtin_popcount(site.windows));
     g.windows_total = windows_used;
+    g.first_time_ns = site.first_time_ns;  // the rate in time (time_to_oom.h)
+    g.last_rise_time_ns = site.last_rise_time_ns;
     out.push_back(std::move(g));
   }
 }
@@ -60,6 +65,7 @@ void collect_growth(const MemoryModel& model, uint32_t windows_used, const Symbo
     collect_level(state.reserved, Level::Allocation, device, windows_used, state.has_blocks, symbols, out);
     collect_level(state.allocated, Level::Block, device, windows_used, false, symbols, out);
   }
+  collect_level(model.host().ledger, Level::Host, -1, windows_used, false, symbols, out);
   std::stable_sort(out.begin(), out.end(), [](const GrowthReport& a, const GrowthReport& b) {
     return a.peak_bytes - a.first_bytes > b.peak_bytes - b.first_bytes;
   });

@@ -1,10 +1,12 @@
 // report/analyses/growth.h — call sites whose live bytes keep rising over the run.
 //
-// Each ledger site records its high-water marks and the run windows in which they were set
-// (ledger.h). A site grows when it set new highs in at least a quarter of the run's windows (and
-// at least 3), spread over at least half of the run. One-off allocations (one high), alloc/free of
-// the same amount each iteration (a high in the first iteration only) and warm-up loops (highs
-// packed at the start) fail this; retaining memory every iteration passes it.
+// Each ledger site records its rises (new highs it kept memory for: its floor rose, ledger.h) and
+// the run windows in which they came. A site grows when it rose in at least a quarter of the run's
+// windows (and at least 3), spread over at least half of the run, and still in its last quarter.
+// One-off allocations (one high), alloc/free of the same amount each iteration (a high in the first
+// iteration only), a buffer allocated larger each iteration and freed each time (new highs, no
+// rise), warm-up loops (rises packed at the start) and bounded caches (filled, then flat) fail
+// this; retaining memory every iteration to the end passes it.
 //
 // The run's clock (GrowthClock) ticks once per run of identical events, not per event: a burst of
 // thousands of alike calls (an allocator mapping 20 MiB chunks until the device is full before an

@@ -55,7 +55,8 @@ void collect_exit_state(const MemoryModel& model, const SymbolTable& symbols, co
       cached(allocation.device, allocation.size - std::min(allocation.size, allocation.block_bytes));
       continue;
     }
-    add(allocation.device, Level::Allocation, allocation.kind, allocation.site, allocation.size, false);
+    add(allocation.device, allocation.kind == Kind::Host ? Level::Host : Level::Allocation, allocation.kind,
+        allocation.site, allocation.size, false);
   }
   for (const auto& [handle, allocation] : model.physical()) {
     uint64_t block_bytes = 0;
@@ -87,7 +88,9 @@ void collect_exit_state(const MemoryModel& model, const SymbolTable& symbols, co
         leak.suppressed_by = *pattern;
       }
       leak.stack = std::move(stack);
-      if (DeviceSummary* d = summary_of(out, device); d && !leak.suppressed) d->leaked_bytes += leak.bytes;
+      // Pinned host memory leaked is the process's leak, not the device's.
+      DeviceSummary* d = level == Level::Host ? nullptr : summary_of(out, device);
+      if (d && !leak.suppressed) d->leaked_bytes += leak.bytes;
       out.leaks.push_back(std::move(leak));
       continue;
     }

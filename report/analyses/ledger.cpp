@@ -46,10 +46,19 @@ void Ledger::add(SiteId stack, uint64_t bytes, uint64_t seq, uint64_t time_ns, u
   site.bytes += bytes;
   site.count += 1;
   if (site.bytes > site.high) {
-    if (site.high == 0) site.first_high = site.bytes;
+    const bool first = site.high == 0;
+    if (first) {
+      site.first_high = site.bytes;
+      site.first_time_ns = time_ns;
+    }
+    if (first || site.floor > site.last_floor) {
+      site.rises += 1;
+      site.windows |= 1u << window;
+    }
     site.high = site.bytes;
-    site.rises += 1;
-    site.windows |= 1u << window;
+    site.last_rise_time_ns = time_ns;
+    site.last_floor = site.floor;
+    site.floor = site.bytes;
   }
   live_ += bytes;
   if (live_ > peak_.bytes) {
@@ -60,11 +69,19 @@ void Ledger::add(SiteId stack, uint64_t bytes, uint64_t seq, uint64_t time_ns, u
   }
 }
 
+void Ledger::add_live(SiteId stack, uint64_t bytes) {
+  Site& site = *find_site(stack, true);
+  site.bytes += bytes;
+  site.count += 1;
+  live_ += bytes;
+}
+
 void Ledger::remove(SiteId stack, uint64_t bytes, const std::string& phase) {
   if (snapshot_pending_) take_snapshot(phase);
   if (Site* site = find_site(stack, false)) {
     site->bytes -= std::min(site->bytes, bytes);
     site->count -= std::min<uint64_t>(site->count, 1);
+    site->floor = std::min(site->floor, site->bytes);
   }
   live_ -= std::min(live_, bytes);
 }
@@ -74,6 +91,7 @@ void Ledger::clear_live(const std::string& phase) {
   for (auto& entry : sites_) {
     entry.second.bytes = 0;
     entry.second.count = 0;
+    entry.second.floor = 0;
   }
   live_ = 0;
 }

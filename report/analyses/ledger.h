@@ -43,13 +43,21 @@ struct StackCount {
 
 class Ledger {
  public:
+  // A rise is a new high that the site kept memory for: the least it held since its previous high
+  // (its floor) is above the floor before that. Memory kept every iteration raises the floor with
+  // each high; a buffer allocated a little larger each time and freed in between sets new highs
+  // from the same floor, and they are not rises.
   struct Site {
     uint64_t bytes = 0;       // live now
     uint64_t count = 0;       // live allocations now
     uint64_t high = 0;        // highest live bytes so far
     uint64_t first_high = 0;  // live bytes when it first held memory
-    uint64_t rises = 0;       // times `high` went up
-    uint32_t windows = 0;     // bit i: `high` went up in growth window i
+    uint64_t rises = 0;       // highs that were rises (the first high counts as one)
+    uint32_t windows = 0;     // bit i: it rose in growth window i
+    uint64_t floor = 0;       // the least it held since its last high
+    uint64_t last_floor = 0;  // `floor` as it was at that high
+    uint64_t first_time_ns = 0;      // when it first held memory
+    uint64_t last_rise_time_ns = 0;  // when `high` last went up
   };
   struct Snapshot {
     uint64_t bytes = 0;
@@ -61,6 +69,9 @@ class Ledger {
   };
 
   void add(SiteId site, uint64_t bytes, uint64_t seq, uint64_t time_ns, uint32_t window);
+  // Live bytes only, no history (highs, rises, peak): memory whose time is unknown (a capped
+  // trace's live set at the end).
+  void add_live(SiteId site, uint64_t bytes);
   // A pending peak snapshot is taken first (in `phase`): live bytes are about to go down.
   void remove(SiteId site, uint64_t bytes, const std::string& phase);
   // Drops every live byte (device reset), after taking a pending snapshot as remove() does.

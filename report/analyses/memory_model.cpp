@@ -36,6 +36,7 @@ void MemoryModel::set_window(uint32_t window, bool widened) {
     state.reserved.fold_windows();
     state.allocated.fold_windows();
   }
+  host_.ledger.fold_windows();
 }
 
 void MemoryModel::set_phase(const std::string& phase) {
@@ -49,6 +50,7 @@ void MemoryModel::apply(const Event& e, uint64_t position, SiteId site) {
   time_ = e.t;
   if (e.op == Op::Trim) return on_trim(e);
   DeviceState& state = device_state(e.device);
+  if (history_ended_) return apply_after_history(e, site, state);
   DeviceSummary& summary = state.summary;
   ++summary.events;
   if (summary.events == 1) summary.first_time_ns = e.t;
@@ -92,6 +94,33 @@ void MemoryModel::apply(const Event& e, uint64_t position, SiteId site) {
   }
 }
 
+// The live set at the end of a capped trace: what is live changes, nothing the recorded part
+// measured (counts, times, peaks, highs; acquire() keeps the ledgers' history as it was).
+void MemoryModel::apply_after_history(const Event& e, SiteId site, DeviceState& state) {
+  switch (e.op) {
+    case Op::Alloc:
+      if (e.result == 0) on_alloc(e, site, state);
+      break;
+    case Op::BlockAlloc:
+      on_block_alloc(e, site, state);
+      break;
+    case Op::Reset:
+      on_reset(e.device, state);
+      break;
+    default:
+      break;  // the reader hands over live records (alloc, block_alloc) only
+  }
+}
+
+void MemoryModel::end_history() {
+  settle_all();
+  for (auto& [device, state] : devices_) {
+    state.history_end = TimelineSample{state.summary.last_time_ns, state.reserved.live(), state.allocated.live(),
+                                       false, RoleSplit()};
+  }
+  history_ended_ = true;
+}
+
 // Takes pending peak snapshots while they still describe the peak. The block-level snapshot also
 // records fragmentation, which any change to segments or blocks would alter; so anything but a
 // further block_alloc settles it. The CUDA-level snapshot only needs settling before a decrease.
@@ -112,6 +141,10 @@ void MemoryModel::settle_all() {
   for (auto& [device, state] : devices_) settle_before(any, state);
 }
 
+Ledger& MemoryModel::ledger_of(DeviceState& state, Level level) {
+  return level == Level::Block ? state.allocated : level == Level::Host ? host_.ledger : state.reserved;
+}
+
 namespace {
 
 Holding holding_of(Level level, uint64_t key, const MemoryModel::Allocation& a, uint64_t addr) {
@@ -124,15 +157,16 @@ Holding holding_of(uint64_t key, const MemoryModel::Block& b) {
 
 }  // namespace
 
-void MemoryModel::acquire(DeviceState& state, Level level, uint64_t key, const Allocation& a, bool block) {
-  (block ? state.allocated : state.reserved).add(a.site, a.size, seq_, time_, window_);
+void MemoryModel::acquire(DeviceState& state, Level level, uint64_t key, const Allocation& a) {
+  Ledger& ledger = ledger_of(state, level);
+  if (history_ended_) ledger.add_live(a.site, a.size);
+  else ledger.add(a.site, a.size, seq_, time_, window_);
   const Holding h = holding_of(level, key, a, level == Level::Physical ? 0 : key);
   for (ModelListener* listener : listeners_) listener->on_acquire(h);
 }
 
 void MemoryModel::release(const Holding& h) {
-  DeviceState& state = device_state(h.device);
-  (h.level == Level::Block ? state.allocated : state.reserved).remove(h.site, h.size, phase_);
+  ledger_of(device_state(h.device), h.level).remove(h.site, h.size, phase_);
   for (ModelListener* listener : listeners_) listener->on_release(h);
 }
 
@@ -170,7 +204,7 @@ bool MemoryModel::merges_with_live_segment(const Event& e) {
 void MemoryModel::on_alloc(const Event& e, SiteId site, DeviceState& state) {
   const bool plain = e.kind != Kind::Virtual && e.kind != Kind::Block && e.kind != Kind::Physical;
   if (plain && merges_with_live_segment(e)) return;
-  ++state.summary.allocations;
+  if (!history_ended_) ++(e.kind == Kind::Host ? host_.allocations : state.summary.allocations);
   if (e.kind == Kind::Virtual) return;  // address space only: never counted as memory
   if (e.kind == Kind::Block) return on_block_alloc(e, site, state);
   const bool torch = is_torch_api(e.api);
@@ -193,7 +227,7 @@ void MemoryModel::on_alloc(const Event& e, SiteId site, DeviceState& state) {
       release(old);
     }
     physical_.emplace(e.addr, allocation);
-    acquire(state, Level::Physical, e.addr, allocation, false);
+    acquire(state, Level::Physical, e.addr, allocation);
     return;
   }
   if (e.kind == Kind::Async && !e.pool.empty()) {
@@ -207,7 +241,7 @@ void MemoryModel::on_alloc(const Event& e, SiteId site, DeviceState& state) {
     end_allocation(existing);
   }
   allocations_.emplace(e.addr, allocation);
-  acquire(state, Level::Allocation, e.addr, allocation, false);
+  acquire(state, level_of(allocation), e.addr, allocation);
 }
 
 void MemoryModel::end_allocation(AllocationIt it) {
@@ -217,7 +251,7 @@ void MemoryModel::end_allocation(AllocationIt it) {
   if (allocation.has_blocks && allocation.block_bytes) end_blocks_in(addr, allocation.size, allocation.device);
   if (allocation.pool >= 0) pools_[static_cast<size_t>(allocation.pool)].cached += allocation.size;
   allocations_.erase(addr);
-  release(holding_of(Level::Allocation, addr, allocation, addr));
+  release(holding_of(level_of(allocation), addr, allocation, addr));
 }
 
 void MemoryModel::on_free(const Event& e, DeviceState& state) {
@@ -226,7 +260,7 @@ void MemoryModel::on_free(const Event& e, DeviceState& state) {
   // torch.segment_free of a segment the runtime hooks recorded: its cudaFree ends it (which may
   // come just before or just after it).
   if (plain && is_torch_api(e.api) && (it == allocations_.end() || !it->second.torch_only)) return;
-  ++state.summary.frees;
+  ++(it != allocations_.end() && it->second.kind == Kind::Host ? host_.frees : state.summary.frees);
   if (e.kind == Kind::Virtual) return;
   if (it != allocations_.end()) return end_allocation(it);
   auto handle = physical_.find(e.addr);
@@ -283,7 +317,7 @@ void MemoryModel::on_block_alloc(const Event& e, SiteId site, DeviceState& state
   as_allocation.time_ns = time_;
   as_allocation.device = e.device;
   as_allocation.torch = block.torch;
-  acquire(state, Level::Block, e.addr, as_allocation, true);
+  acquire(state, Level::Block, e.addr, as_allocation);
 }
 
 void MemoryModel::on_block_free(const Event& e, DeviceState& state) {
@@ -309,11 +343,32 @@ void MemoryModel::on_block_free(const Event& e, DeviceState& state) {
   release(holding_of(e.addr, block));
 }
 
+bool MemoryModel::usable_reading(const Event& e) {
+  if (!e.has_meminfo) return false;
+  DeviceState& state = device_state(e.device);
+  const uint64_t total = e.total ? e.total : state.summary.total;
+  if (!total || e.free <= total) return true;
+  note_inconsistent_reading(e.device, e.free, total);
+  return false;
+}
+
+// More free than the device holds: a stand-in's figures (a simulated or wrapped runtime) that
+// contradict each other. Which one is wrong is unknown: neither is used.
+void MemoryModel::note_inconsistent_reading(int32_t device, uint64_t free, uint64_t total) {
+  DeviceState& state = device_state(device);
+  if (state.inconsistent_readings++ == 0) {
+    state.inconsistent_free = free;
+    state.inconsistent_total = total;
+  }
+}
+
 void MemoryModel::on_meminfo(const Event& e, DeviceState& state) {
-  if (!e.has_meminfo) return;
+  reading_used_ = usable_reading(e);
+  if (!reading_used_) return;
   state.has_meminfo = true;
   state.meminfo_free = e.free;
   state.meminfo_total = e.total;
+  state.meminfo_reserved = state.reserved.live();
   if (e.total) state.summary.total = e.total;
 }
 
@@ -340,7 +395,7 @@ void MemoryModel::on_reset(int32_t device, DeviceState& state) {
   state.allocated.clear_live(phase_);
   std::vector<Holding> gone;
   take_device(allocations_, device, gone,
-              [](uint64_t addr, const Allocation& a) { return holding_of(Level::Allocation, addr, a, addr); });
+              [](uint64_t addr, const Allocation& a) { return holding_of(level_of(a), addr, a, addr); });
   take_device(physical_, device, gone, [this](uint64_t handle, const Allocation& a) {
     return holding_of(Level::Physical, handle, a, mapped_at(handle));
   });
@@ -350,6 +405,7 @@ void MemoryModel::on_reset(int32_t device, DeviceState& state) {
   }
   retrack_all();
   for (const Holding& h : gone) {
+    if (h.level == Level::Host) host_.ledger.remove(h.site, h.size, phase_);  // the context's pinned memory too
     for (ModelListener* listener : listeners_) listener->on_release(h);
   }
 }

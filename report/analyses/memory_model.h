@@ -3,10 +3,11 @@
 // two levels (ledger.h). Every analysis reads this one model; none keeps its own copy of what is live.
 //
 // Accounting levels (docs/report.md):
-//  - "reserved" (CUDA level): alloc of kinds device, async, managed, host, array and physical
+//  - "reserved" (CUDA level): alloc of kinds device, async, managed, array and physical
 //    (cuMemCreate) until their free or a reset. virtual reservations never count.
 //  - "allocated" (block level): block_alloc until block_free, inside the segment (a live alloc
 //    range) that contains it.
+//  - pinned host memory (alloc of kind host): its own ledger (host()), in no device's levels.
 //
 // Analyses that need to see each piece of memory come and go register a ModelListener: it hears
 // every acquire and release, in timeline order (a reset releases each holding of its device).
@@ -120,9 +121,23 @@ class MemoryModel {
     bool has_meminfo = false;
     uint64_t meminfo_free = 0;
     uint64_t meminfo_total = 0;
+    uint64_t meminfo_reserved = 0;  // this process's reserved bytes when meminfo_free was read
     Sampler timeline;
     bool has_fragmentation_at_peak = false;
     FragmentationPoint fragmentation_at_peak;  // at allocated.peak_snapshot()
+    TimelineSample history_end;                // live bytes when the history ended (end_history)
+    // Readings of the device's memory whose free bytes exceed its total (usable_reading): how many,
+    // and the first one's figures.
+    uint64_t inconsistent_readings = 0;
+    uint64_t inconsistent_free = 0;
+    uint64_t inconsistent_total = 0;
+  };
+
+  // Pinned host memory: live bytes by site, and its peak (Level::Host holdings).
+  struct HostState {
+    Ledger ledger;
+    uint64_t allocations = 0;
+    uint64_t frees = 0;
   };
 
   void add_listener(ModelListener* listener) { listeners_.push_back(listener); }
@@ -133,6 +148,11 @@ class MemoryModel {
   void set_phase(const std::string& phase);
   void apply(const Event& e, uint64_t position, SiteId site);
   void settle_all();  // takes pending peak snapshots (end of trace, phase change)
+  // A capped trace's events end here (GPUMEMTRACE_MAX_BYTES): what is applied from now on (the
+  // `live` records, the reset before them) changes what is live, for the leaks, and nothing the
+  // recorded part measured: per-device counts and times, peaks and their culprits, growth highs.
+  void end_history();
+  bool history_ended() const { return history_ended_; }
 
   DeviceState& device_state(int32_t device) {
     DeviceState& state = devices_.get(device);
@@ -150,6 +170,7 @@ class MemoryModel {
   const PhysicalMap& physical() const { return physical_; }
   const BlockMap& blocks() const { return blocks_; }
   const std::vector<Pool>& pools() const { return pools_; }
+  const HostState& host() const { return host_; }
   const std::string& phase() const { return phase_; }
   uint64_t replaced_live() const { return replaced_live_; }
   uint64_t orphan_blocks() const { return orphan_blocks_; }
@@ -167,22 +188,32 @@ class MemoryModel {
   // Where a physical handle is mapped (the last cuMemMap of it), 0 when it is not.
   uint64_t mapped_at(uint64_t handle) const;
   FragmentationPoint measure_fragmentation(int32_t device) const;
+  // Whether the last meminfo (or block_oom with free bytes) applied was a usable reading: one whose
+  // free bytes do not exceed the device's total (its own, else the device's known total). Others are
+  // counted in the device's inconsistent_readings and used by no analysis.
+  bool reading_used() const { return reading_used_; }
+  // A reading of the device's memory (a device record, say) whose free bytes exceed its total.
+  void note_inconsistent_reading(int32_t device, uint64_t free, uint64_t total);
 
  private:
   using AllocationIt = AllocationMap::iterator;
   using BlockIt = BlockMap::iterator;
 
   void settle_before(const Event& event, DeviceState& state);
-  void acquire(DeviceState& state, Level level, uint64_t key, const Allocation& a, bool block);
+  static Level level_of(const Allocation& a) { return a.kind == Kind::Host ? Level::Host : Level::Allocation; }
+  Ledger& ledger_of(DeviceState& state, Level level);
+  void acquire(DeviceState& state, Level level, uint64_t key, const Allocation& a);
   void release(const Holding& h);
 
   bool merges_with_live_segment(const Event& e);
+  void apply_after_history(const Event& e, SiteId site, DeviceState& state);
   void on_alloc(const Event& e, SiteId site, DeviceState& state);
   void on_free(const Event& e, DeviceState& state);
   void end_allocation(AllocationIt it);
   void on_block_alloc(const Event& e, SiteId site, DeviceState& state);
   void on_block_free(const Event& e, DeviceState& state);
   void on_meminfo(const Event& e, DeviceState& state);
+  bool usable_reading(const Event& e);  // see reading_used()
   void on_reset(int32_t device, DeviceState& state);
   void on_trim(const Event& e);
   int32_t pool_index(std::string_view name, int32_t device);
@@ -205,6 +236,8 @@ class MemoryModel {
   uint32_t window_ = 0;
   std::string phase_;
   uint64_t replaced_live_ = 0;  // allocations at an address that was still live
+  bool history_ended_ = false;
+  bool reading_used_ = false;
   NodePool nodes_;                                    // before the containers it serves
   AllocationMap allocations_{&nodes_};                // CUDA-level ranges by start address
   PhysicalMap physical_{&nodes_};                     // cuMemCreate handles
@@ -215,6 +248,7 @@ class MemoryModel {
   uint64_t orphan_bytes_ = 0;
   DeviceTable<DeviceState> devices_;
   std::vector<Pool> pools_;
+  HostState host_;
 };
 
 }  // namespace gpumemtrace::report

@@ -14,10 +14,24 @@ bool is_driver_api(std::string_view api) {
   return api.size() > 2 && api.compare(0, 2, "cu") == 0 && api.compare(0, 4, "cuda") != 0;
 }
 
+constexpr uint64_t kMiB = 1ull << 20;
+
+// PyTorch's DeviceCachingAllocator::get_allocation_size: what alloc_block asks cudaMalloc for.
+uint64_t torch_allocation_size(uint64_t size) {
+  if (size <= kMiB) return 2 * kMiB;                 // kSmallBuffer
+  if (size < 10 * kMiB) return 20 * kMiB;            // kLargeBuffer
+  return (size + 2 * kMiB - 1) / (2 * kMiB) * (2 * kMiB);  // kRoundLarge
+}
+
 }  // namespace
 
 bool is_out_of_memory(const Event& e) {
   return e.op == Op::BlockOom || (e.op == Op::Alloc && e.result == kOutOfMemory);
+}
+
+bool same_request_size(uint64_t request, uint64_t attempt, bool physical) {
+  if (attempt == request || attempt == torch_allocation_size(request)) return true;
+  return physical && (attempt == 2 * kMiB || attempt == 20 * kMiB);  // expandable segments' pages
 }
 
 const char* cuda_error_name(std::string_view api, int64_t result) {
@@ -45,6 +59,11 @@ Verdict oom_verdict(const OomFigures& f, std::string* explanation) {
   auto say = [&](const std::string& text) {
     if (explanation) *explanation = text;
   };
+  if (f.has_device_free && f.device_total && f.device_free > f.device_total) {
+    say("the trace's figures contradict each other: " + format_bytes(f.device_free) + " free of a " +
+        format_bytes(f.device_total) + " device");
+    return Verdict::NotEnoughInformation;
+  }
   if (f.device_total && f.requested > f.device_total) {
     say("the request is larger than the whole device (" + format_bytes(f.device_total) + ")");
     return Verdict::Capacity;
@@ -90,8 +109,21 @@ Verdict oom_verdict(const OomFigures& f, std::string* explanation) {
 }
 
 bool OomIncidents::joins(const Open& open, const Event& e) const {
-  if (open.closed || e.t > open.last_time + kJoinWindowNs) return false;
-  return e.op == Op::BlockOom || e.tid == open.tid;
+  if (e.t > open.last_time + kJoinWindowNs || open.net_raw > 0 || open.net_blocks > 0) return false;
+  if (e.op == Op::BlockOom) return same_request_size(e.size, open.last_size, open.last_physical);
+  return e.size == open.last_size;  // the thread is the key's
+}
+
+OomIncidents::OpenMap::iterator OomIncidents::joinable(const Event& e) {
+  if (e.op != Op::BlockOom) {
+    auto it = open_.find(OpenKey{e.device, e.tid});
+    return it != open_.end() && joins(it->second, e) ? it : open_.end();
+  }
+  auto latest = open_.end();  // of the device's open incidents, the one whose last attempt is latest
+  for (auto it = open_.lower_bound(OpenKey{e.device, 0}); it != open_.end() && it->first.first == e.device; ++it) {
+    if (joins(it->second, e) && (latest == open_.end() || it->second.last_time > latest->second.last_time)) latest = it;
+  }
+  return latest;
 }
 
 void OomIncidents::on_failure(const Event& e, MemoryModel& model, const Roles& roles) {
@@ -103,20 +135,51 @@ void OomIncidents::on_failure(const Event& e, MemoryModel& model, const Roles& r
     }
     return;
   }
-  Open& open = open_[e.device];
-  if (!joins(open, e)) {
+  auto it = joinable(e);
+  size_t index = Open::kNotKept;
+  if (it != open_.end()) {
+    index = it->second.index;
+  } else {  // a request of its own
     ++incidents_total_;
-    open = Open();
-    open.closed = false;
     if (incidents_.size() < kMaxIncidents) {
-      open.index = incidents_.size();
+      index = incidents_.size();
       incidents_.emplace_back();
     }
+    // A new CUDA failure supersedes its thread's open incident: that request is over.
+    if (e.op != Op::BlockOom) it = open_.insert_or_assign(OpenKey{e.device, e.tid}, Open{}).first;
+    if (it != open_.end()) it->second.index = index;
   }
-  if (e.op != Op::BlockOom) open.tid = e.tid;
-  open.last_time = e.t;
-  if (e.op == Op::BlockOom) open.closed = true;  // the allocator gave up: the request ends here
-  if (open.index != Open::kNotKept) record_attempt(incidents_[open.index], e, model, roles);
+  if (e.op == Op::BlockOom) {
+    if (it != open_.end()) open_.erase(it);  // the allocator gave up: the request ends here
+  } else {
+    Open& open = it->second;
+    open.last_time = e.t;
+    open.last_size = e.size;
+    open.last_physical = e.kind == Kind::Physical;
+    open.net_raw = open.net_blocks = 0;
+  }
+  tracking_ = !open_.empty();
+  if (index != Open::kNotKept) record_attempt(incidents_[index], e, model, roles);
+}
+
+void OomIncidents::before_event(const Event& e) {
+  thread_ = e.tid;
+  for (auto it = open_.begin(); it != open_.end();) {  // rarely more than one
+    it = e.t > it->second.last_time + kJoinWindowNs ? open_.erase(it) : std::next(it);
+  }
+  tracking_ = !open_.empty();
+}
+
+void OomIncidents::close_all() {
+  open_.clear();
+  tracking_ = false;
+}
+
+void OomIncidents::count(const Holding& h, int sign) {
+  if (!tracking_ || h.level == Level::Host) return;  // pinned host memory is not the device's
+  auto it = open_.find(OpenKey{h.device, thread_});
+  if (it == open_.end()) return;
+  (h.level == Level::Block ? it->second.net_blocks : it->second.net_raw) += sign * static_cast<int64_t>(h.size);
 }
 
 // Each attempt replaces the evidence: the incident is described as of its last attempt.
@@ -154,20 +217,28 @@ void OomIncidents::record_attempt(Incident& incident, const Event& e, MemoryMode
   r.has_device_free = state.has_meminfo;
   r.device_free = state.meminfo_free;
   r.device_total = state.meminfo_total ? state.meminfo_total : state.summary.total;
+  // Only the latest attempt of a device waits: an older incident keeps the reading it has.
+  const size_t index = static_cast<size_t>(&incident - incidents_.data());
   incident.awaiting_meminfo = !e.has_meminfo;
+  awaiting_meminfo_.erase(std::remove_if(awaiting_meminfo_.begin(), awaiting_meminfo_.end(),
+                                         [&](size_t i) { return incidents_[i].report.device == e.device; }),
+                          awaiting_meminfo_.end());
+  if (incident.awaiting_meminfo) awaiting_meminfo_.push_back(index);
 }
 
 void OomIncidents::on_meminfo(const Event& e) {
   if (!e.has_meminfo) return;
-  for (auto& [device, open] : open_) {
-    if (device != e.device || open.index == Open::kNotKept) continue;
-    Incident& incident = incidents_[open.index];
-    if (!incident.awaiting_meminfo) continue;
-    incident.awaiting_meminfo = false;
-    incident.report.has_device_free = true;
-    incident.report.device_free = e.free;
-    if (e.total) incident.report.device_total = e.total;
-  }
+  auto fill = [&](size_t index) {
+    OomReport& r = incidents_[index].report;
+    if (r.device != e.device) return false;
+    incidents_[index].awaiting_meminfo = false;
+    r.has_device_free = true;
+    r.device_free = e.free;
+    if (e.total) r.device_total = e.total;
+    return true;
+  };
+  awaiting_meminfo_.erase(std::remove_if(awaiting_meminfo_.begin(), awaiting_meminfo_.end(), fill),
+                          awaiting_meminfo_.end());
 }
 
 void OomIncidents::finish(ProcessReport& out, const SymbolTable& symbols) {

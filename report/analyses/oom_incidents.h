@@ -6,13 +6,25 @@
 // OOM record (block_oom: PyTorch's torch.oom, gpumemtrace_block_oom). Anything else (invalid value,
 // not permitted, not supported, ...) is grouped into failed calls.
 //
-// One request, one incident: a caching allocator that fails to get memory frees its cache and
-// retries, and with expandable segments maps chunk after chunk until the device is full, before
-// it gives up with its own OOM record. So an OOM failure joins the device's open incident when it
-// comes from the same thread within kJoinWindowNs of that incident's last attempt; a block_oom
-// joins the open incident in that window (from any thread: PyTorch reports it from its own) and
-// closes it. Every attempt is kept as evidence (the first kMaxAttempts, and their count).
-//
+// One request, one incident. What one failed request looks like in a trace (PyTorch's
+// DeviceCachingAllocator::malloc, c10/cuda/CUDACachingAllocator.cpp): alloc_block's cudaMalloc of
+// the rounded allocation size fails; release_available_cached_blocks and then release_cached_blocks
+// free cached segments (cudaFree, torch.segment_free) and alloc_block calls cudaMalloc again with the
+// same size; after the last failure PyTorch reads cudaMemGetInfo and records its OOM (torch.oom, with
+// the rounded request). With expandable segments each alloc_block maps chunk after chunk (cuMemCreate
+// of 2 or 20 MiB) until one fails, then releases what it mapped before the retry. So an attempt joins
+// the device's open incident only when it is that request again:
+//  - a CUDA failure: from the same thread, of the same size, within kJoinWindowNs of the incident's
+//    last attempt, and with nothing allocated between: the bytes that thread acquired on the device
+//    since the last attempt do not exceed those it released there (at the CUDA level and at the
+//    block level apart). A cache flushed, or chunks released and mapped again, is the same request;
+//    a buffer allocated and kept is not. Anything else is a request of its own: a new incident;
+//  - an allocator's OOM record (block_oom): from any thread (PyTorch's history is drained by
+//    whichever thread; a snapshot has no threads), within the window, with nothing kept between, and
+//    when the incident's CUDA attempts asked for the request or the allocator's rounding of it
+//    (same_request_size below). It closes the incident: the allocator gave up that request. A
+//    block_oom that joins no incident is an incident of its own, closed at once.
+// Every attempt is kept as evidence (the first kMaxAttempts, and their count).
 // Verdicts, from the figures at the incident's last attempt (free = the device's free bytes,
 // ours = this process's reserved bytes, frag = free bytes inside the allocator's segments):
 //  - capacity: the request exceeds free + frag, and this process holds most of the device
@@ -22,8 +34,9 @@
 //  - fragmentation: it fits in free + frag, but in no single free block and not in free;
 //  - allocator limit: only the allocator refused (no CUDA call failed) although the device had
 //    room for it: a cap such as set_per_process_memory_fraction;
-//  - not enough information: neither the device's free bytes nor block data are known, or the
-//    figures contradict each rule.
+//  - not enough information: neither the device's free bytes nor block data are known, the
+//    figures contradict each rule, or each other (more free than the device's total: such readings
+//    are not used in the first place, MemoryModel::reading_used).
 //
 // Memory: the first kMaxIncidents incidents in full, a count beyond; failed calls grouped by site.
 #pragma once
@@ -31,6 +44,7 @@
 #include <cstdint>
 #include <map>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "report/analyses/memory_model.h"
@@ -43,6 +57,11 @@ namespace gpumemtrace::report {
 inline constexpr uint64_t kJoinWindowNs = 2'000'000'000;
 
 bool is_out_of_memory(const Event& e);
+// True when a CUDA attempt of `attempt` bytes (`physical`: a cuMemCreate chunk) may serve an
+// allocator request of `request` bytes: the same size, PyTorch's allocation size for it (2 MiB up to
+// 1 MiB, 20 MiB below 10 MiB, else rounded up to 2 MiB: get_allocation_size), or one chunk of an
+// expandable segment (2 or 20 MiB).
+bool same_request_size(uint64_t request, uint64_t attempt, bool physical);
 const char* cuda_error_name(std::string_view api, int64_t result);
 
 // The verdict rules above, as a pure function (unit-tested).
@@ -58,11 +77,21 @@ struct OomFigures {
 };
 Verdict oom_verdict(const OomFigures& figures, std::string* explanation);
 
-class OomIncidents {
+// Hears the model's acquisitions and releases (a ModelListener) to tell what the thread of an open
+// incident allocated between two attempts: before_event() names the event's thread.
+class OomIncidents : public ModelListener {
  public:
   // After the model applied a failed allocation or a block_oom.
   void on_failure(const Event& e, MemoryModel& model, const Roles& roles);
-  // After the model applied a meminfo: fills the incidents waiting for the device's reading.
+  // Before the model applies any other event, while an incident is open (tracking()).
+  bool tracking() const { return tracking_; }
+  void before_event(const Event& e);
+  // No attempt can follow (the trace's events ended at its cap): nothing is open any more.
+  void close_all();
+  void on_acquire(const Holding& h) override { count(h, 1); }
+  void on_release(const Holding& h) override { count(h, -1); }
+  // After the model applied a meminfo it could use (MemoryModel::reading_used): fills the incidents
+  // waiting for the device's reading.
   void on_meminfo(const Event& e);
   void finish(ProcessReport& out, const SymbolTable& symbols);
 
@@ -72,7 +101,7 @@ class OomIncidents {
     SiteId site = 0;
     std::vector<StackCount> holders;
     bool cuda_failed = false;       // a CUDA call of it failed
-    bool awaiting_meminfo = false;
+    bool awaiting_meminfo = false;  // its last attempt carried no reading of the device's free bytes
   };
   struct CallKey {
     int32_t device;
@@ -91,20 +120,31 @@ class OomIncidents {
 
   void record_attempt(Incident& incident, const Event& e, MemoryModel& model, const Roles& roles);
 
-  // The open incident of a device: the one later attempts may join. It may be one beyond
-  // kMaxIncidents, counted but not kept (index == kNotKept).
+  // An open incident: one later attempts may join, keyed by (device, thread of its CUDA attempts).
+  // It may be one beyond kMaxIncidents, counted but not kept (index == kNotKept). Closed incidents
+  // (a block_oom) and those past the window are erased.
   struct Open {
     static constexpr size_t kNotKept = SIZE_MAX;
     size_t index = kNotKept;
-    uint64_t tid = 0;
     uint64_t last_time = 0;
-    bool closed = true;
+    uint64_t last_size = 0;         // of its last CUDA attempt
+    bool last_physical = false;     // that attempt was a cuMemCreate chunk
+    // Bytes its thread acquired on its device since the last attempt, less those it released.
+    int64_t net_raw = 0;            // CUDA level (allocations, physical handles)
+    int64_t net_blocks = 0;         // allocator blocks
   };
+  using OpenKey = std::pair<int32_t, uint64_t>;  // (device, tid)
+  using OpenMap = std::map<OpenKey, Open>;
   bool joins(const Open& open, const Event& e) const;
+  OpenMap::iterator joinable(const Event& e);  // open_.end(): none
+  void count(const Holding& h, int sign);
 
   std::vector<Incident> incidents_;
   uint64_t incidents_total_ = 0;
-  std::map<int32_t, Open> open_;
+  OpenMap open_;
+  bool tracking_ = false;                 // !open_.empty()
+  uint64_t thread_ = 0;                   // of the event being applied (before_event)
+  std::vector<size_t> awaiting_meminfo_;  // incidents (indices) waiting for the device's reading
   std::map<CallKey, Calls> failed_calls_;
 };
 

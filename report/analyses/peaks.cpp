@@ -1,4 +1,6 @@
-// report/analyses/peaks.cpp — device summaries, peaks and fragmentation from the model.
+// report/analyses/peaks.cpp — device summaries, peaks and fragmentation from the model. In a capped
+// trace they are those of the recorded part (MemoryModel::end_history); what was live at the end
+// is reported apart (DeviceSummary::after_cap).
 #include "report/analyses/peaks.h"
 
 namespace gpumemtrace::report {
@@ -26,8 +28,17 @@ void collect_peaks(MemoryModel& model, const Roles& roles, const SymbolTable& sy
     DeviceSummary summary = state.summary;
     summary.peak_reserved = state.reserved.peak();
     summary.peak_allocated = state.allocated.peak();
-    const TimelineSample last{summary.last_time_ns, state.reserved.live(), state.allocated.live()};
+    // A capped trace's timeline ends at the cap: the live set applied after it has no time.
+    const bool capped = model.history_ended();
+    const TimelineSample last = capped ? state.history_end
+                                       : TimelineSample{summary.last_time_ns, state.reserved.live(),
+                                                        state.allocated.live(), false, RoleSplit()};
     summary.timeline = state.timeline.take(last);
+    if (capped) {
+      summary.after_cap = true;
+      summary.after_cap_live = state.reserved.live();
+      summary.after_cap_allocated = state.has_blocks ? state.allocated.live() : 0;
+    }
     if (summary.peak_reserved || summary.peak_allocated) {
       PeakReport peak;
       peak.device = device;
@@ -52,6 +63,12 @@ void collect_peaks(MemoryModel& model, const Roles& roles, const SymbolTable& sy
     }
     out.devices.push_back(std::move(summary));
   }
+  const MemoryModel::HostState& host = model.host();
+  out.pinned_host.allocations = host.allocations;
+  out.pinned_host.frees = host.frees;
+  out.pinned_host.peak_bytes = host.ledger.peak();
+  out.pinned_host.peak_time_ns = host.ledger.peak_snapshot().time_ns;
+  out.pinned_host.live_bytes = host.ledger.live();
 }
 
 }  // namespace gpumemtrace::report

@@ -9,7 +9,7 @@
 
 namespace gpumemtrace::report {
 
-// Fills out.devices, out.peaks and out.fragmentation.
+// Fills out.devices, out.peaks, out.fragmentation and out.pinned_host.
 void collect_peaks(MemoryModel& model, const Roles& roles, const SymbolTable& symbols, ProcessReport& out);
 
 }  // namespace gpumemtrace::report

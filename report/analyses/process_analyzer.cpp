@@ -7,6 +7,7 @@
 #include "report/analyses/advice.h"
 #include "report/analyses/leaks.h"
 #include "report/analyses/peaks.h"
+#include "report/analyses/time_to_oom.h"
 #include "report/outputs/units.h"
 
 namespace gpumemtrace::report {
@@ -22,6 +23,7 @@ ProcessAnalyzer::ProcessAnalyzer(const SymbolTable& symbols, const Suppressions&
   model_.add_listener(&roles_);
   model_.add_listener(&scopes_);
   model_.add_listener(&scope_peaks_);  // after roles_: it asks an acquired holding's class
+  model_.add_listener(&incidents_);
 }
 
 // What the events showed live at the cap is stale (frees after it were not written): it ends here,
@@ -29,6 +31,9 @@ ProcessAnalyzer::ProcessAnalyzer(const SymbolTable& symbols, const Suppressions&
 void ProcessAnalyzer::end_live_set_at_cap() {
   if (live_set_replaced_) return;
   live_set_replaced_ = true;
+  model_.end_history();
+  roles_.end_history();
+  incidents_.close_all();
   std::vector<int32_t> devices;
   for (const auto& [device, state] : model_.devices()) devices.push_back(device);
   for (int32_t device : devices) {
@@ -49,14 +54,17 @@ void ProcessAnalyzer::on_live(const Event& live) {
 }
 
 void ProcessAnalyzer::on_footer(const Footer& footer) {
-  end_time_ = footer.end_time;
   not_written_ = footer.not_written;
+  footer_ = footer;
   if (capped_) end_live_set_at_cap();  // a clean end with nothing live: nothing leaked
 }
 
 void ProcessAnalyzer::on_device(const DeviceInfo& info) {
   MemoryModel::DeviceState& state = model_.device_state(info.device);
   state.summary.name = info.name;
+  if (info.has_free && info.total && info.free > info.total) {
+    return model_.note_inconsistent_reading(info.device, info.free, info.total);  // its total is not used
+  }
   if (info.total) state.summary.total = info.total;
 }
 
@@ -89,11 +97,12 @@ void ProcessAnalyzer::on_event(const Event& e) {
     if (phase != model_.phase()) model_.set_phase(phase);
   }
   roles_.set_time(e.t);
+  if (incidents_.tracking()) incidents_.before_event(e);
   model_.apply(e, events_, autograd_.site_for(e));
   sample(e);
   if (e.op == Op::BlockOom || (e.op == Op::Alloc && e.result != 0)) incidents_.on_failure(e, model_, roles_);
   if (is_out_of_memory(e)) timeline_.on_oom(e.device);
-  if (e.op == Op::MemInfo) incidents_.on_meminfo(e);
+  if (e.op == Op::MemInfo && model_.reading_used()) incidents_.on_meminfo(e);
 }
 
 // The device's timeline, with the role split of each kept sample.
@@ -125,10 +134,15 @@ ProcessReport ProcessAnalyzer::finish(const std::string& file, const ReadResult&
   out.header = header_;
   out.complete = read.footer_seen;
   out.truncated = read.truncated;
+  out.end = footer_.end;
+  out.exit_status = footer_.exit_status;
+  out.end_signal = footer_.signal;
   out.events = events_;
   out.dropped_events = dropped_;
   out.first_time_ns = first_time_;
-  out.last_time_ns = std::max(last_time_, end_time_);
+  // The process's time is that of its events: the footer's end_time also counts the recorder's own
+  // work at exit (flushing, symbolizing), which is no part of the program's run.
+  out.last_time_ns = last_time_;
   out.warnings = read.warnings;
   if (model_.replaced_live()) {
     out.warnings.push_back(std::to_string(model_.replaced_live()) +
@@ -147,17 +161,26 @@ ProcessReport ProcessAnalyzer::finish(const std::string& file, const ReadResult&
         "; leaks are what was live at the end" +
         (not_written_ ? " (" + std::to_string(not_written_) + " events after it not written)" : ""));
   }
+  for (const auto& [device, state] : model_.devices()) {
+    if (!state.inconsistent_readings) continue;
+    out.warnings.push_back("device " + std::to_string(device) + ": " + std::to_string(state.inconsistent_readings) +
+                           (state.inconsistent_readings == 1 ? " reading" : " readings") +
+                           " of its memory with more free bytes than its total (" +
+                           format_bytes(state.inconsistent_free) + " free of " +
+                           format_bytes(state.inconsistent_total) + "): figures that contradict each other, not used");
+  }
   out.marks = marks_;
   out.marks_total = marks_total_;
 
   collect_peaks(model_, roles_, symbols_, out);
   collect_exit_state(model_, symbols_, suppressions_, out);
-  if (out.cut()) {  // what was live when the trace was cut is not a leak (ProcessReport::cut)
+  if (out.ended_early()) {  // what was live when the trace was cut or the process killed is not a leak
     for (DeviceSummary& d : out.devices) d.leaked_bytes = 0;
   }
   collect_growth(model_, clock_.windows_used(), symbols_, out.growth);
   timeline_.finish(out);
   top_sites_.finish(model_, symbols_, out);
+  collect_time_to_oom(model_, out);
   incidents_.finish(out, symbols_);
   for (DeviceSummary& d : out.devices) {
     for (const OomReport& oom : out.ooms) d.ooms += oom.device == d.device ? 1 : 0;

@@ -68,7 +68,7 @@ class ProcessAnalyzer : public TraceHandler {
   uint64_t not_written_ = 0;
   bool live_set_replaced_ = false;
   uint64_t live_records_ = 0;  // model positions after the events: one per live record and reset
-  uint64_t end_time_ = 0;
+  Footer footer_;  // the footer's account of how the process ended (end, exit_status, signal)
   uint64_t first_time_ = 0;
   uint64_t last_time_ = 0;
   uint64_t events_ = 0;

@@ -42,6 +42,7 @@ const char* level_name(Level level) {
     case Level::Allocation: return "allocation";
     case Level::Physical: return "physical";
     case Level::Block: return "block";
+    case Level::Host: return "host";
   }
   return "allocation";
 }
@@ -52,7 +53,7 @@ uint64_t ProcessReport::peak_bytes() const {
   return peak;
 }
 
-uint64_t ProcessReport::leaked_bytes() const { return cut() ? 0 : live_when_cut_bytes(); }
+uint64_t ProcessReport::leaked_bytes() const { return ended_early() ? 0 : live_when_cut_bytes(); }
 
 uint64_t ProcessReport::live_when_cut_bytes() const {
   uint64_t total = 0;
@@ -61,7 +62,7 @@ uint64_t ProcessReport::live_when_cut_bytes() const {
 }
 
 uint64_t ProcessReport::leaked_count() const {
-  if (cut()) return 0;
+  if (ended_early()) return 0;
   uint64_t total = 0;
   for (const LeakGroup& leak : leaks) total += leak.suppressed ? 0 : leak.count;
   return total;

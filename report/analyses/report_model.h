@@ -132,8 +132,10 @@ struct FailedCall {
 };
 
 // Where memory is counted: a CUDA allocation, a physical handle (cuMemCreate), a caching
-// allocator's block. level_name() is the word the outputs use ("allocation", "physical", "block").
-enum class Level : uint8_t { Allocation, Physical, Block };
+// allocator's block, pinned host memory (cudaHostAlloc, cudaMallocHost, cuMemHostAlloc: host RAM,
+// never the device's). level_name() is the word the outputs use ("allocation", "physical", "block",
+// "host").
+enum class Level : uint8_t { Allocation, Physical, Block, Host };
 const char* level_name(Level level);
 
 struct GrowthReport {
@@ -146,7 +148,19 @@ struct GrowthReport {
   uint64_t rises = 0;               // how many times it set a new high
   uint32_t windows_rising = 0;      // run windows in which it set a new high...
   uint32_t windows_total = 0;       // ...out of this many
+  uint64_t first_time_ns = 0;       // when the site first held memory
+  uint64_t last_rise_time_ns = 0;   // when it last set a new high
   std::string advice;
+};
+
+// Pinned host memory of the process: its own line, never in a device's peak, timeline or OOM
+// figures (it is host RAM the device can reach, not device memory).
+struct PinnedHostSummary {
+  uint64_t allocations = 0;
+  uint64_t frees = 0;
+  uint64_t peak_bytes = 0;
+  uint64_t peak_time_ns = 0;
+  uint64_t live_bytes = 0;          // at the end
 };
 
 struct TimelineSample {
@@ -202,6 +216,9 @@ struct ScopeReport {
   uint64_t begin_time_ns = 0;
   uint64_t end_time_ns = 0;
   bool closed = true;               // false: the trace ended inside it
+  // Its scope_end said the work inside failed (result != 0: a pytest test that failed or errored,
+  // whose traceback still holds the test's locals): not checked, leaked_bytes 0, no leaks listed.
+  bool failed = false;
   uint64_t leaked_bytes = 0;
   uint64_t leaked_count = 0;
   std::vector<StackBytes> leaks;    // largest first, at most kMaxCulprits
@@ -231,6 +248,11 @@ struct DeviceSummary {
   uint64_t alive_at_exit_bytes = 0; // caching-allocator blocks still referenced at the end
   uint64_t ooms = 0;                // out-of-memory incidents
   std::vector<TimelineSample> timeline;  // reserved/allocated over the run, bounded, evenly thinned
+  // A capped trace (GPUMEMTRACE_MAX_BYTES): every figure above covers the events up to the cap.
+  // What was live at the end (its `live` records) is known; when, and any peak after the cap, not.
+  bool after_cap = false;
+  uint64_t after_cap_live = 0;       // reserved bytes live at the end
+  uint64_t after_cap_allocated = 0;  // block bytes live at the end (0 without block data)
 };
 
 // An NVTX range (nvtx_phases.h): a slice of its thread's timeline in the Perfetto export.
@@ -243,6 +265,61 @@ struct NvtxRange {
   bool closed = true;               // false: the trace ended inside it
 };
 
+// One setting's replay of a device's PyTorch requests (what_if.h). The recorded run is the first row.
+struct WhatIfRow {
+  std::string settings;             // PYTORCH_CUDA_ALLOC_CONF text over the recorded settings
+  bool recorded = false;            // the recorded run: reserved peak from the trace, the rest replayed
+  bool automatic = false;           // a candidate the report tried by itself (no --what-if)
+  uint64_t reserved_peak = 0;
+  uint64_t allocated_peak = 0;      // rounded block sizes, as PyTorch counts allocated bytes
+  FragmentationPoint at_peak;       // at the reserved peak
+  uint64_t cache_flushes = 0;       // whole-cache releases inside a failing malloc
+  uint64_t retries = 0;             // allocations retried after one
+  uint64_t new_ooms = 0;            // requests the recording served and this setting refused
+  uint64_t first_new_oom_time_ns = 0;
+  std::vector<bool> ooms_still_happen;  // per recorded OOM (WhatIfReport::oom_seqs)
+  std::vector<TimelineSample> timeline; // predicted reserved bytes (allocated unused), bounded
+};
+
+struct WhatIfReport {
+  int32_t device = -1;
+  std::string recorded_settings;    // what the recording is replayed under
+  uint64_t capacity = 0;            // bytes the allocator could reserve (device free + its own), 0 = unknown
+  std::vector<uint64_t> oom_seqs;   // the recorded OOMs (torch.oom events)
+  std::vector<uint64_t> oom_requested;
+  std::vector<WhatIfRow> rows;
+  // The recorded settings' replay against the recording (replay.h).
+  bool faithful = false;
+  uint64_t segment_ops_compared = 0;
+  uint64_t blocks_compared = 0;
+  bool has_divergence = false;
+  uint64_t divergence_seq = 0;
+  uint64_t divergence_time_ns = 0;
+  std::string divergence;
+  // Headroom at the allocated peak (an estimate: what_if.h says what it assumes).
+  bool has_headroom = false;
+  uint64_t activation_bytes = 0;    // activations + backward temporaries at the allocated peak
+  double headroom_recorded = 0;     // the factor those could grow by and still fit, recorded settings
+  double headroom_best = 0;         // ... under the best row
+  std::string best_settings;
+  std::string advice;               // names a setting only when its replay shows it helps
+};
+
+// Growth turned into time: when the device fills at the growth's rate (time_to_oom.h).
+struct TimeToOomReport {
+  int32_t device = -1;
+  Level level = Level::Allocation;
+  Stack stack;                      // the growing site
+  uint64_t bytes_per_step = 0;      // per new high of the site (one per iteration in a loop)
+  uint64_t steps = 0;               // new highs measured
+  double bytes_per_second = 0;
+  double seconds_per_step = 0;      // the run's pace
+  uint64_t free_bytes = 0;          // device memory left at the end of the trace
+  bool free_known = false;          // false: the device's total, less what the process held
+  double steps_left = 0;
+  double seconds_left = 0;          // < 0: unknown
+};
+
 struct Mark {
   uint64_t seq = 0;
   uint64_t time_ns = 0;
@@ -252,17 +329,28 @@ struct Mark {
 struct ProcessReport {
   std::string file;
   Header header;
-  bool complete = false;            // a footer was seen (clean exit)
+  bool complete = false;            // a footer was seen (the trace was finished)
   bool truncated = false;
+  // How the process ended, as its footer says (End::Unknown: no footer, or one that does not say).
+  format::End end = format::End::Unknown;
+  int32_t exit_status = -1;         // End::Exit, End::QuickExit: 0-255; -1 when not known
+  int32_t end_signal = 0;           // End::Signal: the signal's number
   // Cut: no footer (killed, disk full, still running) or a cut-short last line. The analysis covers
   // up to last_time_ns only; what was live then is "live when the trace was cut", never a leak.
   bool cut() const { return !complete || truncated; }
+  // Killed by a signal's default action (SIGTERM, SIGINT, SIGHUP), the trace finished up to it: what
+  // was live then is "live when killed", never a leak (the program did not get to free it).
+  bool killed_by_signal() const { return complete && !truncated && end == format::End::Signal; }
+  // Cut or killed: the program did not end on its own terms, so nothing live at the end is a leak and
+  // a scope still open then gets no verdict.
+  bool ended_early() const { return cut() || killed_by_signal(); }
   uint64_t events = 0;
   uint64_t dropped_events = 0;      // > 0: the analysis is incomplete
   uint64_t first_time_ns = 0;
-  uint64_t last_time_ns = 0;
+  uint64_t last_time_ns = 0;       // of its last event: its duration is first to last event
   std::vector<std::string> warnings;
   std::vector<DeviceSummary> devices;
+  PinnedHostSummary pinned_host;
   std::vector<LeakGroup> leaks;     // largest first, suppressed ones included (flagged)
   std::vector<HeldAtExit> held_at_exit;  // largest first
   std::vector<FailedCall> failed_calls;  // not out-of-memory; largest count first
@@ -276,10 +364,12 @@ struct ProcessReport {
   uint64_t marks_total = 0;
   std::vector<NvtxRange> nvtx_ranges;  // in the order they closed; the first kMaxNvtxRanges
   uint64_t nvtx_ranges_total = 0;
+  std::vector<WhatIfReport> what_if;   // per device with PyTorch events, when a replay ran
+  std::vector<TimeToOomReport> time_to_oom;
   std::vector<TopSitesReport> top_sites;  // per device and level (top_sites.h)
   AllocationTimeline allocation_timeline;  // for the HTML report (allocation_timeline.h)
 
-  uint64_t leaked_bytes() const;    // unsuppressed; 0 for a cut trace
+  uint64_t leaked_bytes() const;    // unsuppressed; 0 when ended_early()
   uint64_t leaked_count() const;
   uint64_t live_when_cut_bytes() const;  // unsuppressed bytes live at the end, cut or not
   uint64_t peak_bytes() const;      // the highest reserved peak over its devices

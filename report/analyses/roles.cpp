@@ -79,6 +79,7 @@ Roles::Raw Roles::raw_class(const Holding& h) {
 }
 
 void Roles::on_acquire(const Holding& h) {
+  if (h.level == Level::Host) return;  // pinned host memory: no device's
   DeviceRoles& d = device(h.device);
   if (h.level == Level::Block) {
     Role role = block_role(h.site);
@@ -103,6 +104,7 @@ void Roles::on_acquire(const Holding& h) {
 }
 
 void Roles::on_release(const Holding& h) {
+  if (h.level == Level::Host) return;
   DeviceRoles& d = device(h.device);
   if (h.level == Level::Block) {
     auto it = live_blocks_.find(h.key);
@@ -125,7 +127,7 @@ void Roles::on_release(const Holding& h) {
 void Roles::maybe_peak(int32_t device_id, const Holding& h) {
   DeviceRoles& d = device(device_id);
   const uint64_t live = d.has_blocks ? d.block_live : d.raw_live;
-  if (live <= d.peak_live) return;
+  if (live <= d.peak_live || history_ended_) return;
   d.peak_live = live;
   d.peak = split(device_id);
   d.peak_time_ns = time_ns_;

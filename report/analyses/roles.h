@@ -60,6 +60,9 @@ class Roles : public ModelListener {
   bool peak(int32_t device, RoleSplit* split, uint64_t* time_ns) const;
   // Record the time of the event being applied (for the peak's timestamp).
   void set_time(uint64_t time_ns) { time_ns_ = time_ns; }
+  // A capped trace's events ended (MemoryModel::end_history): the live set applied after it has no
+  // time, and moves no peak.
+  void end_history() { history_ended_ = true; }
 
  private:
   enum class Raw : uint8_t { Library, Segment, Other };
@@ -109,6 +112,7 @@ class Roles : public ModelListener {
   DeviceTable<DeviceRoles> devices_;
   uint64_t time_ns_ = 0;
   bool in_backward_ = false;
+  bool history_ended_ = false;
 };
 
 }  // namespace gpumemtrace::report

@@ -39,7 +39,7 @@ void Scopes::on_scope(const Event& e, uint64_t position) {
     if (open_[i].name != e.label) continue;
     OpenScope scope = std::move(open_[i]);
     open_.erase(open_.begin() + static_cast<std::ptrdiff_t>(i));
-    close(scope, e.t, true);
+    close(scope, e.t, true, e.result != 0);
     break;
   }
   if (open_.empty()) inside_.clear();  // no scope can claim them any more
@@ -67,7 +67,7 @@ bool Scopes::counts(const Holding& h) {
   return !cached->second;
 }
 
-void Scopes::close(const OpenScope& scope, uint64_t end_time, bool closed) {
+void Scopes::close(const OpenScope& scope, uint64_t end_time, bool closed, bool failed) {
   ++total_;
   if (reports_.size() >= kMaxScopes) return;
   ScopeReport report;
@@ -76,6 +76,11 @@ void Scopes::close(const OpenScope& scope, uint64_t end_time, bool closed) {
   report.begin_time_ns = scope.begin_time;
   report.end_time_ns = end_time;
   report.closed = closed;
+  report.failed = failed;
+  if (failed) {  // not checked: what the failure keeps alive (a traceback's locals) is no leak
+    reports_.push_back(std::move(report));
+    return;
+  }
   std::map<SiteId, StackCount> by_site;
   for (const auto& [key, h] : inside_) {
     if (h.position < scope.begin_position || !counts(h)) continue;
@@ -99,7 +104,7 @@ void Scopes::finish(ProcessReport& out) {
   while (!open_.empty()) {
     OpenScope scope = std::move(open_.back());
     open_.pop_back();
-    close(scope, out.last_time_ns, false);
+    close(scope, out.last_time_ns, false, false);
   }
   if (untracked_total_) {
     out.warnings.push_back(std::to_string(untracked_total_) + " scopes opened while " + std::to_string(kMaxOpenScopes) +

@@ -8,7 +8,9 @@
 // allocator's segment or chunk. Memory a library keeps (a `held:` rule) or a `leak:` suppression
 // matches does not count. Scopes nest and may come from any thread; an end closes the innermost
 // open scope of the same name. A scope the trace ends inside is reported as not closed, with what
-// was live at the end.
+// was live at the end. A scope whose end carries a nonzero result (the work inside failed: a pytest
+// test that failed or errored) is listed as failed and not checked, as PyTorch's CudaMemoryLeakCheck
+// does not check a test that raised.
 //
 // Memory: the open scopes, and the holdings acquired while any scope is open and still live.
 // Cost: each scope end walks those holdings once.
@@ -47,7 +49,7 @@ class Scopes : public ModelListener {
     uint64_t begin_position = 0;
     uint64_t begin_time = 0;
   };
-  void close(const OpenScope& scope, uint64_t end_time, bool closed);
+  void close(const OpenScope& scope, uint64_t end_time, bool closed, bool failed);
   bool counts(const Holding& h);
 
   const MemoryModel& model_;

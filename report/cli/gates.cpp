@@ -1,4 +1,5 @@
-// report/cli/gates.cpp — the CI gates (--fail-on-leak, --fail-on-growth, --fail-on-peak-increase).
+// report/cli/gates.cpp — the CI gates (--fail-on-leak, --fail-on-growth, --fail-on-oom-within,
+// --fail-on-peak-increase).
 #include "report/cli/gates.h"
 
 #include <cstdio>
@@ -6,14 +7,16 @@
 
 #include "report/outputs/text_output.h"
 #include "report/outputs/units.h"
+#include "report/outputs/what_if_output.h"
 
 namespace gpumemtrace::report {
 
 std::vector<std::string> check_gates(const std::vector<ProcessReport>& reports, const Options& options) {
   std::vector<std::string> failures;
   for (const ProcessReport& r : reports) {
-    // Leaked memory, and on request the PyTorch blocks still referenced at exit.
-    const uint64_t alive = options.count_alive_at_exit ? r.alive_at_exit_bytes() : 0;
+    // Leaked memory, and on request the PyTorch blocks still referenced at exit. A process killed by a
+    // signal, or whose trace was cut, leaked nothing: what it held then is "live when killed/cut".
+    const uint64_t alive = options.count_alive_at_exit && !r.ended_early() ? r.alive_at_exit_bytes() : 0;
     if (options.fail_on_leak && r.leaked_bytes() + alive > *options.fail_on_leak) {
       std::ostringstream message;
       size_t groups = 0;
@@ -44,7 +47,8 @@ std::vector<std::string> check_gates(const std::vector<ProcessReport>& reports, 
     }
     for (const ScopeReport& scope : r.scopes) {
       if (!options.fail_on_leak || scope.leaked_bytes <= *options.fail_on_leak) continue;
-      if (r.cut() && !scope.closed) continue;  // the trace was cut inside it: no verdict
+      if (r.ended_early() && !scope.closed) continue;  // cut or killed inside it: no verdict
+      if (scope.failed) continue;  // the test failed: not checked (Scopes)
       std::ostringstream message;
       message << r.file << ": " << scope.name << " leaked " << format_bytes(scope.leaked_bytes) << " in "
               << scope.leaked_count << (scope.leaked_count == 1 ? " allocation" : " allocations")
@@ -68,13 +72,27 @@ std::vector<std::string> check_gates(const std::vector<ProcessReport>& reports, 
         failures.push_back(message.str());
       }
     }
+    if (options.fail_on_oom_within) {  // time_to_oom.h: growth that fills its device too soon
+      for (const TimeToOomReport& t : r.time_to_oom) {
+        if (t.seconds_left < 0 || t.seconds_left >= *options.fail_on_oom_within) continue;
+        std::ostringstream message;
+        message << r.file << ": device " << t.device << " would be full in " << format_duration(t.seconds_left)
+                << " at the rate memory grows here (" << format_bytes(t.bytes_per_step) << " per step, "
+                << format_bytes(t.free_bytes) << " left; limit " << format_duration(*options.fail_on_oom_within)
+                << "), allocated here:\n";
+        write_stack(message, t.stack, "    ", options.stacks);
+        failures.push_back(message.str());
+      }
+    }
   }
   return failures;
 }
 
 std::vector<std::string> check_incomplete(const std::vector<ProcessReport>& reports, const Options& options) {
   std::vector<std::string> incomplete;
-  if (options.allow_incomplete || (!options.fail_on_leak && !options.fail_on_growth)) return incomplete;
+  if (options.allow_incomplete || (!options.fail_on_leak && !options.fail_on_growth && !options.fail_on_oom_within)) {
+    return incomplete;
+  }
   for (const ProcessReport& r : reports) {
     if (!r.cut()) continue;
     const std::string at = format_seconds(r.last_time_ns - r.first_time_ns);
@@ -97,7 +115,7 @@ std::vector<std::string> check_diff_gates(const DiffReport& diff, const std::vec
     std::ostringstream message;
     char pct[32];
     std::snprintf(pct, sizeof pct, p.base_bytes ? "+%.1f%%" : "new", percent);
-    message << "peak of device " << p.device << " (process " << p.process << ") grew by "
+    message << "peak of device " << p.device << " (" << pair_name(diff.pairs[p.process]) << ") grew by "
             << format_bytes(static_cast<uint64_t>(p.delta())) << " (" << pct << "): "
             << format_bytes(p.base_bytes) << " -> " << format_bytes(p.new_bytes);
     for (const StackDelta& d : p.culprits) {

@@ -137,11 +137,12 @@ void refuse_output_among_inputs(const std::string& output, const std::vector<std
   }
 }
 
-ProcessReport analyze_input(const TraceInput& input, const Suppressions& suppressions, ReadObserver* observer) {
-  if (input.spooled.empty()) return analyze_file(input.path, suppressions, observer);
+ProcessReport analyze_input(const TraceInput& input, const Suppressions& suppressions, ReadObserver* observer,
+                            const WhatIfRequest& what_if) {
+  if (input.spooled.empty()) return analyze_file(input.path, suppressions, observer, what_if);
   ProcessReport report;
   try {
-    report = analyze_file(input.path, suppressions, observer);
+    report = analyze_file(input.path, suppressions, observer, what_if);
   } catch (const TraceError& error) {
     throw TraceError(input.name, error.line(), error.message());
   }

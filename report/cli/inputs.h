@@ -43,6 +43,7 @@ bool is_stream_input(const std::string& arg);
 void refuse_output_among_inputs(const std::string& output, const std::vector<std::string>& inputs);
 
 // analyze_file on `input`, with errors and the report naming `input.name`.
-ProcessReport analyze_input(const TraceInput& input, const Suppressions& suppressions, ReadObserver* observer);
+ProcessReport analyze_input(const TraceInput& input, const Suppressions& suppressions, ReadObserver* observer,
+                            const WhatIfRequest& what_if = WhatIfRequest{});
 
 }  // namespace gpumemtrace::report

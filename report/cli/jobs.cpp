@@ -24,12 +24,12 @@ struct Outcome {
 };
 
 void analyze_one(const TraceInput& input, bool alone, const Suppressions& suppressions, ReadObserver* observer,
-                 Outcome& out) {
+                 const WhatIfRequest& what_if, Outcome& out) {
   try {
     if (alone || !input.spooled.empty()) {
-      out.report = analyze_input(input, suppressions, observer);
+      out.report = analyze_input(input, suppressions, observer, what_if);
     } else {
-      out.report = analyze_one_of_many(input.path, suppressions, observer, &out.skipped);
+      out.report = analyze_one_of_many(input.path, suppressions, observer, &out.skipped, what_if);
     }
   } catch (...) {
     out.error = std::current_exception();
@@ -39,7 +39,7 @@ void analyze_one(const TraceInput& input, bool alone, const Suppressions& suppre
 }  // namespace
 
 AnalyzedInputs analyze_inputs(const std::vector<TraceInput>& inputs, const Suppressions& suppressions,
-                              ProgressLine* progress, size_t jobs) {
+                              ProgressLine* progress, size_t jobs, const WhatIfRequest& what_if) {
   const bool alone = inputs.size() == 1;
   ReadObserver* observer = progress && progress->enabled() ? progress : nullptr;
   std::vector<Outcome> outcomes(inputs.size());
@@ -47,7 +47,7 @@ AnalyzedInputs analyze_inputs(const std::vector<TraceInput>& inputs, const Suppr
   if (threads == 1) {
     for (size_t i = 0; i < inputs.size(); ++i) {
       if (progress) progress->start_file(inputs[i].name);
-      analyze_one(inputs[i], alone, suppressions, observer, outcomes[i]);
+      analyze_one(inputs[i], alone, suppressions, observer, what_if, outcomes[i]);
       if (outcomes[i].error) break;  // one after another: nothing after the first error is read
     }
   } else {
@@ -58,7 +58,7 @@ AnalyzedInputs analyze_inputs(const std::vector<TraceInput>& inputs, const Suppr
     auto work = [&] {
       for (size_t i = next++; i < inputs.size(); i = next++) {
         if (i > first_error.load()) continue;
-        analyze_one(inputs[i], alone, suppressions, observer, outcomes[i]);
+        analyze_one(inputs[i], alone, suppressions, observer, what_if, outcomes[i]);
         if (!outcomes[i].error) continue;
         size_t seen = first_error.load();
         while (i < seen && !first_error.compare_exchange_weak(seen, i)) {

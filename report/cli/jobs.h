@@ -14,6 +14,7 @@
 
 #include "report/analyses/report_model.h"
 #include "report/analyses/suppressions.h"
+#include "report/analyses/what_if.h"
 #include "report/cli/inputs.h"
 #include "report/cli/progress.h"
 
@@ -31,7 +32,8 @@ size_t default_jobs();
 // trace among several is skipped with a warning (analyze_one_of_many); a trace given alone, or a
 // stream, is analysed as such (analyze_input). `progress` (may be null) shows each file's name with
 // one thread, the number of traces with more. Throws the first failing input's error.
+// `what_if`: the allocator replays (what_if.h), per trace.
 AnalyzedInputs analyze_inputs(const std::vector<TraceInput>& inputs, const Suppressions& suppressions,
-                              ProgressLine* progress, size_t jobs);
+                              ProgressLine* progress, size_t jobs, const WhatIfRequest& what_if = WhatIfRequest{});
 
 }  // namespace gpumemtrace::report

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdlib>
 
+#include "report/allocator_model/settings.h"
 #include "util/byte_size.h"
 
 namespace gpumemtrace::report {
@@ -16,7 +17,7 @@ namespace {
 // What CLI11 fills in: the option texts as given, turned into Options by finish() so that every
 // error message names the option and the value.
 struct RawOptions {
-  std::string format, folded, fail_on_leak, fail_on_peak_increase, frames, width, top, jobs;
+  std::string format, folded, fail_on_leak, fail_on_peak_increase, frames, width, top, jobs, fail_on_oom_within;
   std::vector<std::string> user_code, library, inputs, diff_inputs;
   bool native = false, no_progress = false, no_default_suppressions = false;
 };
@@ -79,6 +80,19 @@ struct Parser {
                  "exit 1 when a call site keeps growing (with diff: in the new run)");
     app.add_flag("--allow-incomplete", options.allow_incomplete,
                  "gate cut traces (no footer) on what they recorded instead of exit 3");
+    app.add_option("--what-if", options.what_if,
+                   "replay PyTorch's allocator under these settings (PYTORCH_CUDA_ALLOC_CONF syntax, over the "
+                   "recorded ones; repeatable): predicted peaks, and which OOMs would still happen")
+        ->type_name("SETTINGS")
+        ->allow_extra_args(false)
+        ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+    app.add_option("--recorded-settings", options.recorded_settings,
+                   "what the traced run's allocator ran under, where the trace cannot tell (e.g. "
+                   "per_process_memory_fraction:0.5)")
+        ->type_name("SETTINGS");
+    app.add_option("--fail-on-oom-within", raw.fail_on_oom_within,
+                   "exit 1 when a growing site would fill its device within DURATION at its rate (90s, 30m, 2h, 1d)")
+        ->type_name("DURATION");
     app.add_option("--fail-on-peak-increase", raw.fail_on_peak_increase,
                    "(diff) exit 1 when a peak grows by more than SIZE bytes or PCT percent")
         ->type_name("SIZE|PCT%");
@@ -205,6 +219,28 @@ Options finish(Parser& parser, bool traces_follow) {
     options.fail_on_leak = parse_size_option(raw.fail_on_leak, "--fail-on-leak");
   }
   if (!raw.fail_on_peak_increase.empty()) options.fail_on_peak_increase = parse_peak_limit(raw.fail_on_peak_increase);
+  if (parser.app.count("--fail-on-oom-within")) {
+    options.fail_on_oom_within = parse_duration(raw.fail_on_oom_within);
+    if (!options.fail_on_oom_within) {
+      throw UsageError("--fail-on-oom-within: expected a duration like 90s, 30m, 2h or 1d, got `" +
+                       raw.fail_on_oom_within + "`");
+    }
+  }
+  // The settings are checked here, as PyTorch checks PYTORCH_CUDA_ALLOC_CONF, so that a typo is a usage
+  // error before any trace is read.
+  allocator_model::AllocatorSettings recorded;
+  try {
+    recorded = allocator_model::parse_alloc_conf(options.recorded_settings);
+  } catch (const allocator_model::SettingsError& error) {
+    throw UsageError(std::string("--recorded-settings: ") + error.what());
+  }
+  for (const std::string& setting : options.what_if) {
+    try {
+      allocator_model::parse_alloc_conf(setting, recorded);
+    } catch (const allocator_model::SettingsError& error) {
+      throw UsageError(std::string("--what-if: ") + error.what());
+    }
+  }
   bool frames_given = false;
   options.stacks.native = raw.native;
   if (raw.frames == "all") {
@@ -241,6 +277,9 @@ Options finish(Parser& parser, bool traces_follow) {
     throw UsageError("diff writes text or json only");
   }
   if (options.diff && options.inputs.size() != 2) throw UsageError("diff takes BASE and NEW");
+  if (options.diff && (options.fail_on_oom_within || !options.what_if.empty())) {
+    throw UsageError(options.what_if.empty() ? "--fail-on-oom-within does not apply to diff" : "--what-if does not apply to diff");
+  }
   if (!options.diff && options.inputs.empty()) throw UsageError("no trace given");
   if (!options.diff && options.fail_on_peak_increase) {
     throw UsageError("--fail-on-peak-increase only applies to diff");
@@ -249,6 +288,36 @@ Options finish(Parser& parser, bool traces_follow) {
 }
 
 }  // namespace
+
+std::optional<double> parse_duration(const std::string& text) {
+  if (text.empty()) return std::nullopt;
+  double total = 0;
+  size_t i = 0;
+  bool any = false;
+  while (i < text.size()) {
+    char* end = nullptr;
+    const double value = std::strtod(text.c_str() + i, &end);
+    const size_t used = static_cast<size_t>(end - (text.c_str() + i));
+    if (used == 0 || !(value >= 0) || text[i] == '+' || text[i] == '-') return std::nullopt;
+    i += used;
+    double unit = 1;
+    if (i < text.size()) {
+      switch (text[i]) {
+        case 's': unit = 1; break;
+        case 'm': unit = 60; break;
+        case 'h': unit = 3600; break;
+        case 'd': unit = 86400; break;
+        default: return std::nullopt;
+      }
+      ++i;
+    } else if (any) {
+      return std::nullopt;  // "1h30": a number without its unit after a unit
+    }
+    total += value * unit;
+    any = true;
+  }
+  return total;
+}
 
 void refuse_empty_option_values(const std::vector<std::string>& args) {
   for (const std::string& arg : args) {

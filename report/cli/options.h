@@ -42,7 +42,13 @@ struct Options {
   std::vector<std::string> inputs;  // traces ("-" = standard input); for diff: BASE NEW
   bool progress = true;             // a progress line on stderr while reading (only when it is a tty)
   size_t jobs = 0;                  // -j: traces analysed at once; 0 = one per CPU (default_jobs())
+  std::vector<std::string> what_if; // --what-if: PYTORCH_CUDA_ALLOC_CONF settings to replay (checked)
+  std::string recorded_settings;    // --recorded-settings: what the trace ran under, where it cannot tell
+  std::optional<double> fail_on_oom_within;  // seconds: exit 1 when growth fills a device sooner
 };
+
+// "90s", "30m", "2h", "1d", "1h30m", or plain seconds ("45", "2.5"): seconds; nullopt when malformed.
+std::optional<double> parse_duration(const std::string& text);
 
 // A usage error: one line for the user, exit status 2.
 class UsageError : public std::invalid_argument {

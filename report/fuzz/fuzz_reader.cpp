@@ -1,5 +1,5 @@
 // report/fuzz/fuzz_reader.cpp — libFuzzer target: any bytes as a trace, through the reader and every
-// analysis and output.
+// analysis (the what-if replays included) and output.
 // The contract under test: a TraceError or a report, never a crash, a hang or a sanitizer error.
 #include <cstddef>
 #include <cstdint>
@@ -18,6 +18,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {
     static const Suppressions suppressions = Suppressions::parse("leak:fuzz*\n", "fuzz");
     std::vector<ProcessReport> reports{analyze_source(*source, "fuzz", suppressions)};
+    // The what-if replays (what_if.h) over the same bytes: the allocator model meets hostile events too.
+    auto again = memory_byte_source(std::string_view(reinterpret_cast<const char*>(data), size));
+    SymbolTable symbols;
+    WhatIfPass pass({"", "expandable_segments:True", "max_split_size_mb:64,roundup_power2_divisions:4"}, "");
+    read_trace(*again, "fuzz", symbols, pass);
+    pass.finish(WhatIfRequest{}, reports[0]);
     std::ostringstream sink;
     write_text(sink, reports, TextOptions{});
     sink << reports_to_json(reports).dump();

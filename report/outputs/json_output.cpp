@@ -1,8 +1,10 @@
 // report/outputs/json_output.cpp — the report as one JSON object (keys in docs/report.md).
 #include "report/outputs/json_output.h"
+#include "report/outputs/what_if_output.h"
 
 #include <algorithm>
 
+#include "report/outputs/units.h"
 #include "report/outputs/top_sites_output.h"
 
 namespace gpumemtrace::report {
@@ -77,18 +79,33 @@ json process_json(const ProcessReport& r) {
                        {"library_bytes", d.library_bytes},
                        {"alive_at_exit_bytes", d.alive_at_exit_bytes},
                        {"ooms", d.ooms},
+                       {"after_cap", d.after_cap ? json{{"live_bytes", d.after_cap_live},
+                                                        {"allocated_bytes", d.after_cap_allocated}}
+                                                  : json(nullptr)},
                        {"timeline", timeline_json(d.timeline)}});
   }
+  const PinnedHostSummary& host = r.pinned_host;
+  const json pinned_host = host.allocations || host.live_bytes
+                               ? json{{"allocations", host.allocations}, {"frees", host.frees},
+                                      {"peak_bytes", host.peak_bytes}, {"peak_time_ns", host.peak_time_ns},
+                                      {"live_bytes", host.live_bytes}}
+                               : json(nullptr);
   json marks = json::array();
   for (const Mark& m : r.marks) marks.push_back({{"seq", m.seq}, {"time_ns", m.time_ns}, {"label", m.label}});
   return {{"file", r.file},
           {"pid", r.header.pid},
           {"ppid", r.header.ppid},
+          {"rank", r.header.rank >= 0 ? json(r.header.rank) : json(nullptr)},
+          {"local_rank", r.header.local_rank >= 0 ? json(r.header.local_rank) : json(nullptr)},
+          {"world_size", r.header.world_size >= 0 ? json(r.header.world_size) : json(nullptr)},
           {"exe", r.header.exe},
           {"cmdline", r.header.cmdline},
           {"host", r.header.host},
           {"complete", r.complete},
-          {"killed", !r.complete},
+          {"killed", !r.complete || r.killed_by_signal()},
+          {"end", r.end == format::End::Unknown ? json(nullptr) : json(format::end_name(r.end))},
+          {"exit_status", r.exit_status >= 0 ? json(r.exit_status) : json(nullptr)},
+          {"signal", r.killed_by_signal() ? json(signal_name(r.end_signal)) : json(nullptr)},
           {"truncated", r.truncated},
           {"incomplete", r.dropped_events > 0},
           {"cut", r.cut()},
@@ -99,6 +116,7 @@ json process_json(const ProcessReport& r) {
           {"leaked_bytes", r.leaked_bytes()},
           {"warnings", r.warnings},
           {"devices", devices},
+          {"pinned_host", pinned_host},
           {"marks", marks},
           {"marks_total", r.marks_total}};
 }
@@ -141,14 +159,17 @@ json reports_to_json(const std::vector<ProcessReport>& reports) {
                   {"leaked_bytes", 0}, {"leaked_count", 0}, {"cached_bytes", 0}, {"peak_bytes", 0},
                   {"library_bytes", 0}, {"alive_at_exit_bytes", 0}, {"ooms", 0}, {"failed_calls", 0},
                   {"scopes", 0}, {"leaking_scopes", 0}, {"complete", true}, {"incomplete", false},
-                  {"cut", false}, {"live_when_cut_bytes", 0}};
+                  {"cut", false}, {"live_when_cut_bytes", 0}, {"killed_by_signal", 0},
+                  {"live_when_killed_bytes", 0}};
   json processes = json::array(), leaks = json::array(), peaks = json::array(), ooms = json::array(),
        growth = json::array(), fragmentation = json::array(), held = json::array(),
-       failed_calls = json::array(), scopes = json::array(), top_sites = json::array();
+       failed_calls = json::array(), scopes = json::array(), what_if = json::array(), time_to_oom = json::array(),
+       top_sites = json::array();
   auto bump = [&summary](const char* key, uint64_t value) {
     summary[key] = summary[key].get<uint64_t>() + value;
   };
   for (const ProcessReport& r : reports) {
+    append_what_if_json(r, what_if, time_to_oom);
     const json who = {{"pid", r.header.pid}, {"file", r.file}};
     bump("events", r.events);
     bump("dropped_events", r.dropped_events);
@@ -158,7 +179,11 @@ json reports_to_json(const std::vector<ProcessReport>& reports) {
     if (!r.complete) summary["complete"] = false;
     if (r.cut()) summary["cut"] = true;
     if (r.cut()) bump("live_when_cut_bytes", r.live_when_cut_bytes());
+    if (r.killed_by_signal()) bump("killed_by_signal", 1);
+    if (r.killed_by_signal()) bump("live_when_killed_bytes", r.live_when_cut_bytes());
     if (r.dropped_events) summary["incomplete"] = true;
+    bump("allocations", r.pinned_host.allocations);  // every allocation call of the process
+    bump("frees", r.pinned_host.frees);
     for (const DeviceSummary& d : r.devices) {
       bump("allocations", d.allocations);
       bump("frees", d.frees);
@@ -170,7 +195,8 @@ json reports_to_json(const std::vector<ProcessReport>& reports) {
     }
     bump("ooms", r.ooms.size());
     bump("scopes", r.scopes_total);
-    for (const ScopeReport& scope : r.scopes) bump("leaking_scopes", scope.leaked_bytes ? 1 : 0);
+    for (const ScopeReport& scope : r.scopes)
+      bump("leaking_scopes", scope.leaked_bytes && (scope.closed || !r.ended_early()) ? 1 : 0);
     for (const FailedCall& call : r.failed_calls) bump("failed_calls", call.count);
     for (const HeldAtExit& h : r.held_at_exit) {
       json entry = who;
@@ -188,7 +214,7 @@ json reports_to_json(const std::vector<ProcessReport>& reports) {
     }
     for (const ScopeReport& scope : r.scopes) {
       json entry = who;
-      entry.update({{"name", scope.name}, {"api", scope.api}, {"closed", scope.closed},
+      entry.update({{"name", scope.name}, {"api", scope.api}, {"closed", scope.closed}, {"checked", !scope.failed},
                     {"begin_time_ns", scope.begin_time_ns}, {"end_time_ns", scope.end_time_ns},
                     {"leaked_bytes", scope.leaked_bytes}, {"leaked_count", scope.leaked_count},
                     {"peak_bytes", scope.peak_bytes},
@@ -204,6 +230,7 @@ json reports_to_json(const std::vector<ProcessReport>& reports) {
                     {"suppressed", leak.suppressed}});
       if (leak.suppressed) entry["suppressed_by"] = leak.suppressed_by;
       if (r.cut()) entry["live_when_cut"] = true;  // not a leak: the trace ends before the program did
+      if (r.killed_by_signal()) entry["live_when_killed"] = true;  // not a leak: it never got to free it
       leaks.push_back(std::move(entry));
     }
     for (const PeakReport& peak : r.peaks) {
@@ -266,7 +293,8 @@ json reports_to_json(const std::vector<ProcessReport>& reports) {
   }
   json out = {{"summary", summary}, {"processes", processes}, {"leaks", leaks}, {"held_at_exit", held},
               {"scopes", scopes}, {"peaks", peaks}, {"ooms", ooms}, {"failed_calls", failed_calls},
-              {"growth", growth}, {"fragmentation", fragmentation}, {"top_sites", top_sites}};
+              {"growth", growth}, {"fragmentation", fragmentation}, {"what_if", what_if},
+              {"time_to_oom", time_to_oom}, {"top_sites", top_sites}};
   if (reports.size() > 1) {
     out["spread"] = {{"peak_bytes", spread_of(reports, [](const ProcessReport& r) { return r.peak_bytes(); })},
                      {"leaked_bytes", spread_of(reports, [](const ProcessReport& r) { return r.leaked_bytes(); })}};
@@ -283,13 +311,29 @@ json diff_to_json(const DiffReport& diff) {
     }
     return out;
   };
+  auto process = [](const DiffProcess& p) {
+    return json{{"file", p.file}, {"pid", p.pid}, {"rank", p.rank >= 0 ? json(p.rank) : json(nullptr)}};
+  };
+  auto processes = [&](const std::vector<DiffProcess>& list) {
+    json out = json::array();
+    for (const DiffProcess& p : list) out.push_back(process(p));
+    return out;
+  };
+  json pairs = json::array();
+  for (const ProcessPair& pair : diff.pairs) {
+    pairs.push_back({{"base", process(pair.base)}, {"new", process(pair.next)},
+                     {"by", pair.by_rank ? "rank" : "start order"}});
+  }
   json peaks = json::array();
   for (const PeakDelta& p : diff.peaks) {
     peaks.push_back({{"process", p.process}, {"base_pid", p.base_pid}, {"new_pid", p.new_pid},
+                     {"rank", p.rank >= 0 ? json(p.rank) : json(nullptr)},
                      {"device", p.device}, {"base_bytes", p.base_bytes}, {"new_bytes", p.new_bytes},
                      {"delta_bytes", p.delta()}, {"culprits", deltas(p.culprits)}});
   }
-  return {{"base", diff.base_files}, {"new", diff.new_files}, {"peaks", peaks}, {"leaks", deltas(diff.leaks)},
+  return {{"base", diff.base_files}, {"new", diff.new_files}, {"pairs", pairs},
+          {"only_base", processes(diff.only_base)}, {"only_new", processes(diff.only_new)},
+          {"peaks", peaks}, {"leaks", deltas(diff.leaks)},
           {"summary", {{"base_leaked_bytes", diff.base_leaked}, {"new_leaked_bytes", diff.new_leaked},
                        {"delta_leaked_bytes", static_cast<int64_t>(diff.new_leaked) - static_cast<int64_t>(diff.base_leaked)}}},
           {"warnings", diff.warnings}};

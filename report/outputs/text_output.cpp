@@ -1,5 +1,6 @@
 // report/outputs/text_output.cpp — the text report: one section per analysis, stacks trimmed.
 #include "report/outputs/text_output.h"
+#include "report/outputs/what_if_output.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -62,16 +63,33 @@ void write_holders(std::ostream& out, const std::vector<StackBytes>& list, uint6
   });
 }
 
+// How the process ended, as the footer says.
+std::string ending(const ProcessReport& r) {
+  if (!r.complete) return "no footer: the process was killed, ran out of disk or is still running";
+  const std::string status = r.exit_status >= 0 ? " with status " + std::to_string(r.exit_status) : "";
+  switch (r.end) {
+    case format::End::Exit: return "exited" + status;
+    case format::End::QuickExit: return "ended by _exit" + status;
+    case format::End::Signal: return "killed by " + signal_name(r.end_signal);
+    case format::End::Exec: return "replaced by exec";
+    case format::End::Unknown: break;
+  }
+  return "clean exit";  // a footer that does not say how
+}
+
 void write_header(std::ostream& out, const ProcessReport& r) {
   out << "== " << r.file << ": pid " << r.header.pid;
+  if (r.header.rank >= 0) {
+    out << ", rank " << r.header.rank;
+    if (r.header.world_size > 0) out << " of " << r.header.world_size;
+  }
   if (!r.header.cmdline.empty()) {
     out << " (";
     for (size_t i = 0; i < r.header.cmdline.size(); ++i) out << (i ? " " : "") << r.header.cmdline[i];
     out << ")";
   }
   const std::string duration = format_seconds(r.last_time_ns - r.first_time_ns);
-  out << ", " << r.events << " events over " << duration << ", "
-      << (r.complete ? "clean exit" : "no footer: the process was killed, ran out of disk or is still running") << "\n";
+  out << ", " << r.events << " events over " << duration << ", " << ending(r) << "\n";
   if (r.cut()) out << "INCOMPLETE: cut at " << duration << ": the analysis covers up to " << duration << "\n";
   for (const std::string& warning : r.warnings) out << "warning: " << warning << "\n";
   if (r.dropped_events) {
@@ -89,8 +107,15 @@ void write_summary(std::ostream& out, const ProcessReport& r) {
     if (d.block_ooms) out << ", " << d.block_ooms << " allocator OOM";
     out << "; peak " << format_bytes(d.peak_reserved);
     if (d.peak_allocated) out << " reserved, " << format_bytes(d.peak_allocated) << " allocated";
+    if (d.after_cap) out << " up to the cap; " << format_bytes(d.after_cap_live) << " live at the end (after the cap, time unknown)";
     if (d.unmatched_frees) out << "; " << d.unmatched_frees << " frees of unknown addresses";
     out << "\n";
+  }
+  const PinnedHostSummary& host = r.pinned_host;
+  if (host.allocations || host.live_bytes) {
+    out << "  pinned host memory (host RAM, in no device's figures): " << plural(host.allocations, "allocation")
+        << ", " << plural(host.frees, "free") << "; peak " << format_bytes(host.peak_bytes) << " at "
+        << at(host.peak_time_ns, r) << "; " << format_bytes(host.live_bytes) << " live at the end\n";
   }
 }
 
@@ -98,10 +123,13 @@ void write_leaks(std::ostream& out, const ProcessReport& r, const TextOptions& o
   uint64_t cached = 0, suppressed = 0;
   for (const DeviceSummary& d : r.devices) cached += d.cached_bytes;
   for (const LeakGroup& leak : r.leaks) suppressed += leak.suppressed ? leak.bytes : 0;
-  // A cut trace ends before the program did: what was live then is shown, never called a leak.
+  // A cut trace ends before the program did, a killed program never got to free what it held: what was
+  // live then is shown, never called a leak.
   uint64_t live_count = 0;
   for (const LeakGroup& leak : r.leaks) live_count += leak.suppressed ? 0 : leak.count;
-  out << (r.cut() ? "live when the trace was cut (not leaks): " : "leaks: ");
+  const std::string killed = r.killed_by_signal() ? "killed by " + signal_name(r.end_signal) : "";
+  out << (r.cut() ? "live when the trace was cut (not leaks): "
+                  : !killed.empty() ? "live when " + killed + " (not leaks): " : std::string("leaks: "));
   if (r.live_when_cut_bytes() == 0) out << "none";
   else out << format_bytes(r.live_when_cut_bytes()) << " in " << plural(live_count, "allocation");
   if (cached) out << "; " << format_bytes(cached) << " cached by an allocator or pool (not leaked)";
@@ -110,9 +138,11 @@ void write_leaks(std::ostream& out, const ProcessReport& r, const TextOptions& o
   auto shown = [](const LeakGroup& leak) { return !leak.suppressed; };
   for_top(r.leaks, options.max_items, shown, [&](const LeakGroup& leak) {
     out << "  " << format_bytes(leak.bytes) << " in " << plural(leak.count, "allocation") << " ("
-        << device_name(leak.device) << ", "
-        << (leak.level == Level::Block ? std::string("allocator block") : leak.kind) << "), "
-        << (r.cut() ? "live when cut, " : "") << "allocated here:\n";
+        << (leak.level == Level::Host ? std::string("pinned host memory")
+                                      : device_name(leak.device) + ", " +
+                                            (leak.level == Level::Block ? std::string("allocator block") : leak.kind))
+        << "), "
+        << (r.cut() ? "live when cut, " : !killed.empty() ? "live when killed, " : "") << "allocated here:\n";
     write_stack(out, leak.stack, "      ", options.stacks);
   });
 }
@@ -202,6 +232,18 @@ void write_fragmentation_point(std::ostream& out, const FragmentationPoint& p) {
       << format_bytes(p.largest_free_block) << ", fragmentation " << ratio;
 }
 
+// A capped trace: the peak above is the recorded part's; what was live at the end is all that is
+// known of the rest.
+void write_after_cap(std::ostream& out, const ProcessReport& r, int32_t device) {
+  for (const DeviceSummary& d : r.devices) {
+    if (d.device != device || !d.after_cap) continue;
+    out << "  up to the cap only; after the cap, time unknown: " << format_bytes(d.after_cap_live)
+        << " live at the end";
+    if (d.after_cap_allocated) out << " (" << format_bytes(d.after_cap_allocated) << " in blocks)";
+    out << "; a higher peak after the cap would not show\n";
+  }
+}
+
 void write_peaks(std::ostream& out, const ProcessReport& r, const TextOptions& options) {
   for (const PeakReport& peak : r.peaks) {
     const PeakLevel& main = peak.has_blocks ? peak.allocated : peak.reserved;
@@ -212,6 +254,7 @@ void write_peaks(std::ostream& out, const ProcessReport& r, const TextOptions& o
           << phase_note(peak.allocated.phase);
     }
     out << "\n";
+    write_after_cap(out, r, peak.device);
     write_holders(out, main.culprits, main.bytes, options);
     if (peak.has_fragmentation) {
       out << "  at the allocated peak: ";
@@ -272,25 +315,44 @@ void write_failed_calls(std::ostream& out, const ProcessReport& r, const TextOpt
 
 void write_scopes(std::ostream& out, const ProcessReport& r, const TextOptions& options) {
   if (r.scopes_total == 0) return;
-  size_t leaking = 0;
-  for (const ScopeReport& scope : r.scopes) leaking += scope.leaked_bytes ? 1 : 0;
-  out << "scopes: " << r.scopes_total << " checked, " << leaking << " leaked\n";
+  // A scope still open when the trace was cut or the process killed has no verdict (gates.cpp).
+  auto verdict = [&](const ScopeReport& scope) { return scope.closed || !r.ended_early(); };
+  size_t leaking = 0, unchecked = 0;
+  for (const ScopeReport& scope : r.scopes) {
+    if (scope.failed || !verdict(scope)) ++unchecked;
+    else if (scope.leaked_bytes) ++leaking;
+  }
+  out << "scopes: " << r.scopes_total - unchecked << " checked, " << leaking << " leaked";
+  if (unchecked) out << ", " << unchecked << " not checked";
+  out << "\n";
   auto leaked = [](const ScopeReport& scope) { return scope.leaked_bytes != 0; };
   for_top(r.scopes, options.max_items, leaked, [&](const ScopeReport& scope) {
-    out << "  LEAK " << scope.name << ": " << format_bytes(scope.leaked_bytes) << " in "
-        << plural(scope.leaked_count, "allocation") << " still live at its "
-        << (scope.closed ? "end" : "trace's end (the scope never closed)") << ", allocated here:\n";
+    out << (verdict(scope) ? "  LEAK " : "  LIVE ") << scope.name << ": " << format_bytes(scope.leaked_bytes)
+        << " in " << plural(scope.leaked_count, "allocation") << " still live at its "
+        << (scope.closed ? "end"
+            : verdict(scope) ? "trace's end (the scope never closed)"
+            : r.cut() ? "trace's end (cut inside it: no verdict)"
+                      : "trace's end (killed inside it: no verdict)")
+        << ", allocated here:\n";
     for_top(scope.leaks, options.max_items, [&](const StackBytes& leak) {
       out << "    " << format_bytes(leak.bytes) << " in " << plural(leak.count, "allocation") << ":\n";
       write_stack(out, leak.stack, "        ", options.stacks);
     });
     write_advice(out, scope.advice, "    ", options);
   });
+  auto not_checked = [](const ScopeReport& scope) { return scope.failed; };
+  for_top(r.scopes, options.max_items, not_checked, [&](const ScopeReport& scope) {
+    out << "  not checked: " << (scope.api == "pytest" ? "the test failed: " : "the scope failed: ") << scope.name
+        << "\n";
+  });
 }
 
 void write_growth(std::ostream& out, const ProcessReport& r, const TextOptions& options) {
   for_top(r.growth, options.max_items, [&](const GrowthReport& g) {
-    out << "growth (" << device_name(g.device) << (g.level == Level::Block ? ", blocks" : "") << "): "
+    out << "growth ("
+        << (g.level == Level::Host ? std::string("pinned host memory")
+                                   : device_name(g.device) + (g.level == Level::Block ? ", blocks" : ""))
+        << "): "
         << format_bytes(g.first_bytes) << " -> " << format_bytes(g.peak_bytes) << " in " << g.rises
         << " rises, rising in " << g.windows_rising << " of " << g.windows_total
         << " windows of the run; " << format_bytes(g.final_bytes) << " live at the end\n";
@@ -300,6 +362,11 @@ void write_growth(std::ostream& out, const ProcessReport& r, const TextOptions& 
 }
 
 }  // namespace
+
+std::string pair_name(const ProcessPair& pair) {
+  if (pair.by_rank) return process_name(pair.base);
+  return "pid " + std::to_string(pair.base.pid) + " -> " + std::to_string(pair.next.pid);
+}
 
 void write_stack(std::ostream& out, const Stack& stack, const std::string& indent, const StackViewOptions& options) {
   for (const std::string& line : stack_lines(stack, options, indent.size())) out << indent << line << "\n";
@@ -317,6 +384,8 @@ void write_text(std::ostream& out, const std::vector<ProcessReport>& reports, co
     write_failed_calls(out, r, options);
     write_growth(out, r, options);
     if (r.growth.empty()) out << "growth: none\n";
+    write_time_to_oom_text(out, r, options);
+    write_what_if_text(out, r, options);
     if (options.top_sites) write_top_sites(out, r, options);
     out << "\n";
   }
@@ -339,8 +408,15 @@ void write_diff_text(std::ostream& out, const DiffReport& diff, const TextOption
   auto signed_bytes = [](int64_t delta) {
     return (delta < 0 ? "-" : "+") + format_bytes(static_cast<uint64_t>(delta < 0 ? -delta : delta));
   };
+  // Which process was compared with which, when there is a choice to show.
+  if (diff.pairs.size() > 1 || !diff.only_base.empty() || !diff.only_new.empty()) {
+    for (const ProcessPair& pair : diff.pairs) {
+      out << "pair " << pair_name(pair) << ": " << pair.base.file << " (pid " << pair.base.pid << ") -> "
+          << pair.next.file << " (pid " << pair.next.pid << ")\n";
+    }
+  }
   for (const PeakDelta& p : diff.peaks) {
-    out << "peak (process " << p.process << ", " << device_name(p.device) << "): " << format_bytes(p.base_bytes)
+    out << "peak (" << pair_name(diff.pairs[p.process]) << ", " << device_name(p.device) << "): " << format_bytes(p.base_bytes)
         << " -> " << format_bytes(p.new_bytes) << " (" << signed_bytes(p.delta()) << ")\n";
     for_top(p.culprits, options.max_items, [&](const StackDelta& d) {
       out << "    " << signed_bytes(d.delta()) << " (" << format_bytes(d.base_bytes) << " -> "
@@ -348,7 +424,8 @@ void write_diff_text(std::ostream& out, const DiffReport& diff, const TextOption
       write_stack(out, d.stack, "        ", options.stacks);
     });
   }
-  out << "leaks: " << format_bytes(diff.base_leaked) << " -> " << format_bytes(diff.new_leaked) << "\n";
+  out << "leaks" << (diff.only_base.empty() && diff.only_new.empty() ? "" : " (of the pairs)") << ": "
+      << format_bytes(diff.base_leaked) << " -> " << format_bytes(diff.new_leaked) << "\n";
   for_top(diff.leaks, options.max_items, [&](const StackDelta& d) {
     out << "    " << signed_bytes(d.delta()) << " (" << format_bytes(d.base_bytes) << " in " << d.base_count
         << " -> " << format_bytes(d.new_bytes) << " in " << d.new_count << "):\n";

@@ -22,5 +22,7 @@ void write_text(std::ostream& out, const std::vector<ProcessReport>& reports, co
 void write_diff_text(std::ostream& out, const DiffReport& diff, const TextOptions& options);
 // The stack as indented lines (for the report and for gate messages), as stack_lines() shows it.
 void write_stack(std::ostream& out, const Stack& stack, const std::string& indent, const StackViewOptions& options);
+// How a diff names a pair of processes: "rank 3" (paired by rank) or "pid 100 -> 200".
+std::string pair_name(const ProcessPair& pair);
 
 }  // namespace gpumemtrace::report

@@ -31,4 +31,13 @@ std::string format_seconds(uint64_t nanoseconds) {
   return text;
 }
 
+std::string signal_name(int signal) {
+  switch (signal) {
+    case 1: return "SIGHUP";
+    case 2: return "SIGINT";
+    case 15: return "SIGTERM";
+    default: return "signal " + std::to_string(signal);
+  }
+}
+
 }  // namespace gpumemtrace::report

@@ -9,5 +9,7 @@ namespace gpumemtrace::report {
 
 std::string format_bytes(uint64_t bytes);      // "512 B", "3.0 KiB", "1.5 GiB"
 std::string format_seconds(uint64_t nanoseconds);  // "1.234 s", "12 ms"
+// "SIGTERM", "SIGINT", "SIGHUP" (the signals a footer names; Linux numbers), else "signal N".
+std::string signal_name(int signal);
 
 }  // namespace gpumemtrace::report

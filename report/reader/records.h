@@ -39,6 +39,10 @@ class TraceError : public std::runtime_error {
 struct Header {
   int64_t pid = -1;
   int64_t ppid = -1;
+  int64_t rank = -1;          // in its job (RANK, SLURM_PROCID, ...); -1: not recorded
+  int64_t local_rank = -1;
+  int64_t world_size = -1;
+  std::string rank_from;      // the variable the rank came from
   std::string exe;
   std::string host;
   std::string library;
@@ -70,6 +74,7 @@ struct Event {
   int64_t result = 0;    // CUDA error code, 0 = success (also when absent)
   uint64_t segment = 0;  // valid when has_segment
   uint64_t handle = 0;   // valid when has_handle
+  uint64_t stream = 0;   // "stream": the stream of a stream-ordered operation; 0 when absent (the default stream)
   uint64_t free = 0;     // meminfo, valid when has_meminfo
   uint64_t total = 0;
   bool has_segment = false;
@@ -87,6 +92,9 @@ struct Footer {
   uint64_t dropped_total = 0;
   uint64_t end_time = 0;
   uint64_t not_written = 0;  // capped traces: events consumed after the cap
+  format::End end = format::End::Unknown;  // how the process ended (Unknown: not said)
+  int32_t exit_status = -1;  // End::Exit, End::QuickExit: 0-255; -1 when not known
+  int32_t signal = 0;        // End::Signal: its number
 };
 
 // The "capped" record: the trace reached GPUMEMTRACE_MAX_BYTES at event `seq` (not written), time `t`.

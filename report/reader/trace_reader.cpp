@@ -65,12 +65,13 @@ struct Fields {
   bool has(Bit bit) const { return (present & bit) != 0; }
 
   std::string_view type, format, op, kind, pool, label, api, function, file, path, exe, host,
-      library, backend, name, lang, build_id;
+      library, backend, name, lang, build_id, rank_from, end;
   uint64_t version = 0, id = 0, seq = 0, t = 0, tid = 0, size = 0, stack = 0, module = 0, line = 0,
            free = 0, total = 0, count = 0, dropped_total = 0, events = 0, end_time = 0,
-           start_time = 0, clock_start = 0, addr = 0, segment = 0, handle = 0, ip = 0, offset = 0, range = 0,
+           start_time = 0, clock_start = 0, addr = 0, segment = 0, handle = 0, stream = 0, ip = 0, offset = 0, range = 0,
            max_bytes = 0, not_written = 0;
-  int64_t device = -1, result = 0, pid = -1, ppid = -1;
+  int64_t device = -1, result = 0, pid = -1, ppid = -1, rank = -1, local_rank = -1, world_size = -1,
+          exit_status = -1, signal = 0;
   bool delayed = false;
   // "t" read as a signed number (version 2, where an event line's "t" is a delta): t holds its
   // two's complement.
@@ -100,7 +101,7 @@ struct Fields {
   // the dispatcher then reads (the presence bits, the short-keyed and the optional event fields).
   void clear_event_fields() {
     present = 0;
-    site = seq_jump = short_addr = short_size = t = segment = handle = free = total = range = 0;
+    site = seq_jump = short_addr = short_size = t = segment = handle = stream = free = total = range = 0;
     short_result = 0;
     t_negative = false;
     pool = label = std::string_view();
@@ -253,7 +254,10 @@ void parse_field(std::string_view key, od::value& v, Fields& f, int version) {
         case 't': if (is(fmt::kFieldTid)) f.tid = get_u64(v, key, UINT64_MAX); return;
         case 'a': if (is(fmt::kFieldApi)) f.api = get_plain_str(v, key); return;
         case 'p': if (is(fmt::kFieldPid)) f.pid = get_i64(v, key); return;
-        case 'e': if (is(fmt::kFieldExe)) f.exe = get_str(v, key); return;
+        case 'e':
+          if (is(fmt::kFieldExe)) f.exe = get_str(v, key);
+          else if (is(fmt::kFieldEnd)) f.end = get_plain_str(v, key);
+          return;
         default: return;
       }
     case 4:
@@ -277,6 +281,7 @@ void parse_field(std::string_view key, od::value& v, Fields& f, int version) {
           return;
         case 'n': if (is(fmt::kFieldName)) f.name = get_str(v, key); return;
         case 'h': if (is(fmt::kFieldHost)) f.host = get_str(v, key); return;
+        case 'r': if (is(fmt::kFieldRank)) f.rank = get_i64(v, key); return;
         default: return;
       }
     case 5:
@@ -299,6 +304,10 @@ void parse_field(std::string_view key, od::value& v, Fields& f, int version) {
           return;
         case 'r': if (is(fmt::kFieldResult)) f.result = get_i64(v, key); return;
         case 'h': if (is(fmt::kFieldHandle)) { f.handle = parse_hex(get_str(v, key), key); f.present |= B::kHandle; } return;
+        case 's':
+          if (is(fmt::kFieldStream)) f.stream = parse_hex(get_str(v, key), key);
+          else if (is(fmt::kFieldSignal)) f.signal = get_u64(v, key, 1023);
+          return;
         case 'm': if (is(fmt::kFieldModule)) { f.module = get_u64(v, key, kMaxId); f.present |= B::kModule; } return;
         case 'f':
           if (is(fmt::kFieldFrames)) { parse_frames(v, key, f); f.present |= B::kFrames; }
@@ -326,9 +335,15 @@ void parse_field(std::string_view key, od::value& v, Fields& f, int version) {
       return;
     case 9:
       if (is(fmt::kFieldMaxBytes)) f.max_bytes = get_u64(v, key, UINT64_MAX);
+      else if (is(fmt::kFieldRankFrom)) f.rank_from = get_str(v, key);
+      return;
+    case 10:
+      if (is(fmt::kFieldLocalRank)) f.local_rank = get_i64(v, key);
+      else if (is(fmt::kFieldWorldSize)) f.world_size = get_i64(v, key);
       return;
     case 11:
       if (is(fmt::kFieldNotWritten)) f.not_written = get_u64(v, key, UINT64_MAX);
+      else if (is(fmt::kFieldExitStatus)) f.exit_status = get_u64(v, key, 255);
       return;
     case 13:
       if (is(fmt::kFieldDroppedTotal)) f.dropped_total = get_u64(v, key);
@@ -416,7 +431,7 @@ class CompactEventScanner {
           break;
         case 6:
           if (key == fmt::kFieldHandle) ok = read_hex(&f.handle), f.present |= B::kHandle;
-          else if (key == fmt::kFieldStream) ok = read_string(&text);  // not read (parse_field skips it)
+          else if (key == fmt::kFieldStream) ok = read_hex(&f.stream);
           else return false;
           break;
         case 7:
@@ -586,7 +601,8 @@ class Dispatcher {
     if (f.type == fmt::kTypeFooter) {
       result_.footer_seen = true;
       merger_.finish();  // the events before the footer, before it
-      return handler_.on_footer(Footer{f.events, f.dropped_total, f.end_time, f.not_written});
+      return handler_.on_footer(Footer{f.events, f.dropped_total, f.end_time, f.not_written, fmt::parse_end(f.end),
+                                       static_cast<int32_t>(f.exit_status), static_cast<int32_t>(f.signal)});
     }
     if (f.type == fmt::kTypeCapped) {
       if (!f.has(B::kSeq)) fail("capped record without \"seq\"");
@@ -618,6 +634,11 @@ class Dispatcher {
     Header h;
     h.pid = f.pid;
     h.ppid = f.ppid;
+    // A rank is a place in a job: a negative one is no place (not set).
+    h.rank = std::max<int64_t>(f.rank, -1);
+    h.local_rank = std::max<int64_t>(f.local_rank, -1);
+    h.world_size = std::max<int64_t>(f.world_size, -1);
+    h.rank_from = std::string(f.rank_from);
     h.exe = std::string(f.exe);
     h.host = std::string(f.host);
     h.library = std::string(f.library);
@@ -768,6 +789,7 @@ class Dispatcher {
     e.has_segment = f.has(B::kSegment);
     e.handle = f.handle;
     e.has_handle = f.has(B::kHandle);
+    e.stream = f.stream;
     e.free = f.free;
     e.total = f.total;
     e.has_meminfo = f.has(B::kFree) || f.has(B::kTotal);

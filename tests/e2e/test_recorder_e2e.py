@@ -248,6 +248,22 @@ class Threads(unittest.TestCase, TraceInvariants):
 
 
 class Processes(unittest.TestCase, TraceInvariants):
+    def test_header_records_the_launchers_rank(self):
+        # torchrun's variables under srun: the worker's rank (RANK), not the srun task's.
+        out = tempdir()
+        proc = run_traced([program("runtime_apis")], out,
+                          env={"RANK": "3", "LOCAL_RANK": "1", "WORLD_SIZE": "8", "SLURM_PROCID": "0"})
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        header = only_trace(self, out).header
+        self.assertEqual((header["rank"], header["local_rank"], header["world_size"], header["rank_from"]),
+                         (3, 1, 8, "RANK"))
+        out = tempdir()
+        env = {name: "" for name in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "SLURM_PROCID", "SLURM_LOCALID",
+                                     "SLURM_NTASKS", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK")}
+        proc = run_traced([program("runtime_apis")], out, env=env)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        self.assertNotIn("rank", only_trace(self, out).header)  # empty: not set
+
     @unittest.skipIf(fork_deadlocks_under_sanitizer(), FORK_UNDER_SANITIZER)
     def test_fork_child_writes_its_own_file(self):
         out = tempdir()
@@ -312,7 +328,8 @@ class Processes(unittest.TestCase, TraceInvariants):
 
     def test_sigkill_leaves_everything_flushed_before(self):
         out = tempdir()
-        env = dict(os.environ, LD_PRELOAD=recorder_preload(LIB), LD_LIBRARY_PATH=SIM, GPUMEMTRACE_OUTPUT=out + "/")
+        env = dict(os.environ, LD_PRELOAD=recorder_preload(LIB), LD_LIBRARY_PATH=SIM, GPUMEMTRACE_OUTPUT=out + "/",
+                   GPUMEMTRACE_QUIET="1")  # its stderr is the test run's: no "writing trace to" line there
         p = subprocess.Popen([program("scenarios"), "killed", "500"], env=env, stdout=subprocess.PIPE, text=True)
         self.assertEqual(p.stdout.readline(), "ready\n")
         time.sleep(0.4)  # > the 100 ms flush interval
@@ -326,7 +343,7 @@ class Processes(unittest.TestCase, TraceInvariants):
     def test_gpumemtrace_flush_makes_events_readable_at_once(self):
         out = tempdir()
         env = dict(os.environ, LD_PRELOAD=recorder_preload(LIB), LD_LIBRARY_PATH=SIM, GPUMEMTRACE_OUTPUT=out + "/",
-                   GPUMEMTRACE_FLUSH_MS="100")
+                   GPUMEMTRACE_FLUSH_MS="100", GPUMEMTRACE_QUIET="1")
         p = subprocess.Popen([program("scenarios"), "flush"], env=env, stdout=subprocess.PIPE, text=True)
         try:
             self.assertEqual(p.stdout.readline(), "flush=0\n")

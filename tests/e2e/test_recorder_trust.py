@@ -380,7 +380,8 @@ class Endings(unittest.TestCase, TraceInvariants):
             with self.subTest(signal=sig.name):
                 out = tempdir()
                 # The default disposition, whatever the test runner's own is (a background job ignores SIGINT).
-                p = subprocess.Popen([TRUST, "loop"], env=traced_env(out), stdout=subprocess.PIPE, text=True,
+                p = subprocess.Popen([TRUST, "loop"], env=traced_env(out, GPUMEMTRACE_QUIET="1"), stdout=subprocess.PIPE,
+                                     text=True,
                                      preexec_fn=lambda: [signal.signal(s, signal.SIG_DFL)
                                                          for s in (signal.SIGINT, signal.SIGHUP)])
                 printed = -1
@@ -397,6 +398,7 @@ class Endings(unittest.TestCase, TraceInvariants):
                 # Every iteration the program reported is in the trace, in order, with none missing.
                 self.assertEqual(got, [100000 + i for i in range(len(got))])
                 self.assertGreaterEqual(len(got), printed + 1)
+                self.assertEqual((t.footer["end"], t.footer["signal"]), ("signal", sig))  # test_process_end.py
 
     def test_program_signal_handler_still_runs(self):
         for when in ("before", "after"):  # installed before the recorder starts (chained) or after it

@@ -5,6 +5,7 @@ Checks the environment CMD gets, the report's command line, every exit-code rule
 signal forwarding."""
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -147,10 +148,34 @@ class FakeLauncher(LauncherTestCase):
         self.assertEqual(p.returncode, 128 + signal.SIGKILL)
         self.assertIn("signal 9", p.stderr)
 
+    def check_not_run(self, cmd, code, said):
+        """CMD cannot be run: said in one line, before DIR is made, no report, no 'no trace' note."""
+        p = self.run_fake(["ci", "-o", "t", "--", cmd])
+        self.assertEqual(p.returncode, code, p.stderr)
+        self.assertEqual(p.stderr, "gpumemtrace: %s: %s\n" % (cmd, said))
+        self.assertFalse(os.path.exists(os.path.join(self.tmp, "t")))
+        self.assertFalse(os.path.exists(self.log))  # the analyzer did not run
+
     def test_command_not_found_is_127(self):
-        p = self.run_fake(["ci", "-o", "t", "--", os.path.join(self.tmp, "no-such-program")])
-        self.assertEqual(p.returncode, 127)
-        self.assertIn("no-such-program", p.stderr)
+        self.check_not_run(os.path.join(self.tmp, "no-such-program"), 127, "No such file or directory")
+        self.check_not_run("gpumemtrace-no-such-program", 127, "command not found")
+
+    def test_command_that_cannot_be_executed_is_126(self):
+        plain = os.path.join(self.tmp, "not-executable")
+        with open(plain, "w") as f:
+            f.write("#!/bin/sh\n")
+        os.chmod(plain, 0o644)
+        self.check_not_run(plain, 126, "Permission denied")
+        self.check_not_run(self.tmp, 126, "Permission denied")  # a directory
+
+    def test_exit_statuses_in_help_are_the_real_ones(self):
+        # --help's sentence about commands that cannot be run, against what the launcher does.
+        text = " ".join(self.launch(["--help"]).stdout.split())
+        found = re.search(r"cannot be found gives (\d+), one that cannot be executed (\d+)", text)
+        self.assertIsNotNone(found, text)
+        missing = self.run_fake(["run", "-o", "t", "--", os.path.join(self.tmp, "missing")])
+        self.assertEqual(missing.returncode, int(found.group(1)))
+        self.assertEqual(self.run_fake(["run", "-o", "t", "--", self.tmp]).returncode, int(found.group(2)))
 
     def test_no_trace_written(self):
         p = self.run_fake(["ci", "-o", "t", "--", PYTHON, self.cmd, "nothing"])

@@ -56,6 +56,18 @@ class RealLauncher(LauncherTestCase):
         with open(os.path.join(self.tmp, "leaks.txt")) as f:
             self.assertIn("3.0 MiB", f.read())
 
+    def test_reports_and_traces_are_private(self):
+        # docs/launcher.md, "Files": DIR 0700, reports 0600, as the traces.
+        p = self.launch(["run", "-o", "t", "--format", "json", "--", *self.prog("leak")])
+        self.assertEqual(p.returncode, 0, p.stderr)
+        p = self.launch(["run", "-o", "t", "--report", "leaks.txt", "--", *self.prog("leak")])
+        self.assertEqual(p.returncode, 0, p.stderr)
+        mode = lambda *path: os.stat(os.path.join(self.tmp, *path)).st_mode & 0o777  # noqa: E731
+        self.assertEqual(mode("t"), 0o700)
+        self.assertEqual(mode("leaks.txt"), 0o600)
+        for name in os.listdir(os.path.join(self.tmp, "t")):
+            self.assertEqual(mode("t", name), 0o600, name)  # traces and report.json alike
+
     def test_unknown_recorder_value_warns(self):
         p = self.launch(["run", "-o", "t", "--", *self.prog("clean")], env={"GPUMEMTRACE_BACKEND": "nvtx"})
         self.assertEqual(p.returncode, 0, p.stderr)

@@ -3,15 +3,17 @@
 stand-in torch, under LD_PRELOAD=libgpumemtrace.so and the simulated CUDA runtime: one scope per test
 named by its node id, opened after fixture setup and closed after teardown; before each end a
 gc.collect, torch.cuda.synchronize, clearCublasWorkspaces and a drain of PyTorch's history; a leaking
-test's block inside its scope with no free; the test run itself unchanged, and no plugin effect
-without the library or with GPUMEMTRACE_PYTEST=0.
+test's block inside its scope with no free; a test that failed or errored ends its scope marked
+failed (not checked: pytest keeps its traceback, and its locals with it), unless
+GPUMEMTRACE_PYTEST_CHECK_FAILED=1; the test run itself unchanged, and no plugin effect without the
+library or with GPUMEMTRACE_PYTEST=0.
 """
 import os
 import subprocess
 import tempfile
 import unittest
 
-from python_testlib import LIB, ROOT, SIM, python_with_pytest, read_trace, set_preload
+from python_testlib import BUILD, LIB, ROOT, SIM, python_with_pytest, read_trace, set_preload
 
 TOOLS = os.path.join(ROOT, "tools", "python")
 FAKE = os.path.join(ROOT, "tests", "python", "fake_torch")
@@ -69,10 +71,29 @@ def test_setup_error(broken):
 @pytest.mark.skip(reason="not today")
 def test_skipped():
     pass
+
+
+def test_fails_holding_a_tensor():
+    t = torch.empty(6144, device="cuda")
+    assert t is None                           # fails: pytest keeps the traceback, and t with it
+
+
+@pytest.fixture
+def broken_teardown():
+    yield
+    raise RuntimeError("teardown fails")
+
+
+def test_teardown_error(broken_teardown):
+    KEPT.append(torch.empty(2048, device="cuda"))
 '''
 
 CLEAN = "test_suite.py::test_clean"
 LEAKS = "test_suite.py::test_leaks"
+FAILS = "test_suite.py::test_fails_holding_a_tensor"
+TEARDOWN_ERROR = "test_suite.py::test_teardown_error"
+SUMMARY = "1 failed, 3 passed, 1 skipped, 2 errors"
+REPORT = os.path.join(BUILD, "gpumem-report")
 
 
 @unittest.skipUnless(os.path.exists(LIB) and os.path.exists(SIM), "needs build/libgpumemtrace.so and the sim")
@@ -96,6 +117,7 @@ class PytestPluginTest(unittest.TestCase):
         env.update(env_extra or {})
         proc = subprocess.run([PYTHON, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_suite.py"],
                               cwd=d, capture_output=True, text=True, env=env, timeout=120)
+        self.last_trace = out
         events = read_trace(out)[0] if os.path.exists(out) else []
         calls = []
         if os.path.exists(log):
@@ -106,6 +128,7 @@ class PytestPluginTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.proc, cls.events, cls.calls = cls.run_suite(cls)
+        cls.trace = cls.last_trace
 
     def scope(self, node_id):
         (begin,) = [e for e in self.events if e["op"] == "scope_begin" and e["label"] == node_id]
@@ -113,20 +136,57 @@ class PytestPluginTest(unittest.TestCase):
         return begin, end
 
     def test_one_scope_per_test_that_ran(self):
-        self.assertEqual(self.proc.returncode, 1, self.proc.stdout + self.proc.stderr)  # the setup error
+        self.assertEqual(self.proc.returncode, 1, self.proc.stdout + self.proc.stderr)  # the failures
         scopes = [(e["op"], e["label"]) for e in self.events if e["op"] in ("scope_begin", "scope_end")]
         self.assertEqual(scopes, [("scope_begin", CLEAN), ("scope_end", CLEAN),
-                                  ("scope_begin", LEAKS), ("scope_end", LEAKS)])
+                                  ("scope_begin", LEAKS), ("scope_end", LEAKS),
+                                  ("scope_begin", FAILS), ("scope_end", FAILS),
+                                  ("scope_begin", TEARDOWN_ERROR), ("scope_end", TEARDOWN_ERROR)])
         for e in self.events:
             if e["op"].startswith("scope_"):
                 self.assertEqual((e["api"], e["kind"]), ("pytest", "none"))
+
+    def test_failed_and_errored_tests_end_marked_failed(self):
+        # A scope_end with result 1: the work inside failed (docs/trace-format.md, "Scopes").
+        results = {e["label"]: e.get("result", 0) for e in self.events if e["op"] == "scope_end"}
+        self.assertEqual(results, {CLEAN: 0, LEAKS: 0, FAILS: 1, TEARDOWN_ERROR: 1})
+        # The failed test's tensor is alive at its end (the traceback): a leak but for the failure.
+        begin, end = self.scope(FAILS)
+        (held,) = [e for e in self.events if e["op"] == "block_alloc" and e["size"] == 6144]
+        self.assertTrue(begin["t"] < held["t"] < end["t"])
+        freed = [e for e in self.events if e["op"] == "block_free" and e["addr"] == held["addr"]]
+        self.assertTrue(not freed or freed[0]["seq"] > end["seq"], freed)
+
+    def gate(self, trace):
+        return subprocess.run([REPORT, "--fail-on-leak", "--no-progress", trace], capture_output=True, text=True,
+                              timeout=120)
+
+    def test_report_lists_failed_tests_as_not_checked(self):
+        p = self.gate(self.trace)
+        self.assertEqual(p.returncode, 1, p.stdout + p.stderr)  # test_leaks still fails the gate
+        self.assertIn("not checked: the test failed: " + FAILS, p.stdout)
+        self.assertIn("not checked: the test failed: " + TEARDOWN_ERROR, p.stdout)
+        failures = [line for line in p.stderr.splitlines() if "FAILED" in line and "::" in line]
+        self.assertEqual(len(failures), 1, p.stderr)
+        self.assertIn(LEAKS + " leaked", failures[0])
+
+    def test_check_failed_tests_on_request(self):
+        proc, events, _ = self.run_suite(env_extra={"GPUMEMTRACE_PYTEST_CHECK_FAILED": "1"})
+        self.assertIn(SUMMARY, proc.stdout)
+        self.assertEqual([e.get("result", 0) for e in events if e["op"] == "scope_end"], [0, 0, 0, 0])
+        p = self.gate(self.last_trace)
+        self.assertEqual(p.returncode, 1, p.stdout + p.stderr)
+        self.assertNotIn("not checked", p.stdout)
+        failed = " ".join(line for line in p.stderr.splitlines() if "FAILED" in line)
+        for node_id in (LEAKS, FAILS, TEARDOWN_ERROR):
+            self.assertIn(node_id + " leaked", failed)
 
     def test_test_run_unchanged(self):
         bare, events, _ = self.run_suite(plugin=False)
         self.assertEqual([e for e in events if e["op"].startswith("scope_")], [])
         summary = lambda p: p.stdout.strip().splitlines()[-1].split(" in ")[0]  # noqa: E731
         self.assertEqual(summary(self.proc), summary(bare))
-        self.assertIn("2 passed, 1 skipped, 1 error", summary(self.proc))
+        self.assertIn(SUMMARY, summary(self.proc))
         self.assertEqual(self.proc.returncode, bare.returncode)
 
     def test_setup_outside_teardown_inside(self):
@@ -161,13 +221,13 @@ class PytestPluginTest(unittest.TestCase):
     def test_nothing_without_the_library(self):
         proc, events, calls = self.run_suite(preload=False)
         self.assertEqual(proc.returncode, 1, proc.stdout + proc.stderr)
-        self.assertIn("2 passed, 1 skipped, 1 error", proc.stdout)
+        self.assertIn(SUMMARY, proc.stdout)
         self.assertEqual(events, [])
         self.assertEqual([c for c in calls if c[0] not in ("gc", "snapshot")], [])  # no synchronize, no clear
 
     def test_off_with_gpumemtrace_pytest_0(self):
         proc, events, calls = self.run_suite(env_extra={"GPUMEMTRACE_PYTEST": "0"})
-        self.assertIn("2 passed, 1 skipped, 1 error", proc.stdout)
+        self.assertIn(SUMMARY, proc.stdout)
         self.assertEqual([e for e in events if e["op"].startswith("scope_")], [])
         self.assertTrue([e for e in events if e["op"] == "block_alloc"])
         # The PyTorch hook still turns the history on; the plugin calls nothing (no synchronize, no clear).

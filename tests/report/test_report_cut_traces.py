@@ -96,6 +96,40 @@ class CutTraces(ReportTestCase):
         self.assertEqual(proc.returncode, EXIT_GATE, proc.stderr)
         self.assertIn("INCOMPLETE", proc.stderr)
 
+    def capped_trace(self):
+        """30 MiB live at most before the cap (at 4 us); 500 MiB allocated long after it, live at the end."""
+        t = Trace(self.path("capped.jsonl"))
+        early, late = t.stack("early", 5), t.stack("late_alloc", 9)
+        t.alloc(0x1000, 10 * MiB, early)
+        t.alloc(0x2000000, 20 * MiB, early)
+        t.free(0x1000)
+        t.capped()
+        t.live(0x9000000, 500 * MiB, late, seq=t.seq + 500, t=t.t + 50_000_000)
+        t.live(0x2000000, 20 * MiB, early, seq=2, t=t.t - 1000)
+        t.close(end_time=t.t + 60_000_000, not_written=800)
+        return t.f.name
+
+    def test_capped_trace_peak_is_the_recorded_parts(self):
+        # Issue 19: memory allocated long after the cap was placed in the peak, at the cap's time.
+        path = self.capped_trace()
+        r = report_json(path)
+        (peak,) = r["peaks"]
+        self.assertEqual(peak["bytes"], 30 * MiB)
+        self.assertLess(peak["time_ns"] - 1_000_000_000, 4000)  # before the cap
+        self.assertNotIn("late_alloc", json.dumps(peak["culprits"]))
+        (device,) = r["processes"][0]["devices"]
+        self.assertEqual((device["allocations"], device["frees"], device["peak_bytes"]), (2, 1, 30 * MiB))
+        self.assertEqual(device["after_cap"], {"live_bytes": 520 * MiB, "allocated_bytes": 0})
+        self.assertTrue(all(s["reserved"] <= 30 * MiB for s in device["timeline"]), device["timeline"])
+        self.assertEqual(r["summary"]["peak_bytes"], 30 * MiB)
+        # The leaks are still what was live at the end, made after the cap or before.
+        self.assertEqual(sorted(leak["bytes"] for leak in r["leaks"]), [20 * MiB, 500 * MiB])
+        text = run_report(path).stdout
+        self.assertIn("peak 30.0 MiB up to the cap; 520.0 MiB live at the end (after the cap, time unknown)", text)
+        self.assertIn("after the cap, time unknown: 520.0 MiB live at the end", text)
+        # Without the cap the same trace has no after_cap figures.
+        self.assertIsNone(report_json(self.model_trace("plain.jsonl", True))["processes"][0]["devices"][0]["after_cap"])
+
     def test_corrupt_zst_is_detected_by_its_checksum(self):
         t = Trace(self.path("run.jsonl"))
         s = t.stack("work", 30)

@@ -69,6 +69,14 @@ class RealTraces(ReportTestCase):
         self.assertEqual(oom["requested"], 4 << 30)
         self.assertEqual(r["summary"]["ooms"], 1)
 
+    def test_each_failed_request_is_one_incident(self):
+        # One incident per request (issue 19): no real trace's request is split, none merged.
+        expected = {"capacity": 1, "capped": 1, "expandable": 1, "clean": 0, "jax": 0, "pytest": 0, "eval": 0,
+                    "roles": 0}
+        self.assertEqual({name: len(report_json(trace(name))["ooms"]) for name in expected}, expected)
+        (capped,) = report_json(trace("capped"))["ooms"]
+        self.assertEqual([a["api"] for a in capped["attempts"]], ["torch.oom"])  # the allocator alone refused
+
     def test_capped_allocator_is_an_allocator_limit(self):
         r = report_json(trace("capped"))
         (oom,) = r["ooms"]

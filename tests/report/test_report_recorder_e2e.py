@@ -229,8 +229,12 @@ class RecorderTraces(unittest.TestCase):
         self.assertEqual((s["leaked_bytes"], s["failed_allocations"], s["dropped_events"]), (0, 0, 0))
         self.assertEqual(s["allocations"], s["frees"])
         self.assertEqual(s["allocations"], 2 + 3 * 20 * 2)  # weights, staging, 2 per step
+        # The pinned staging buffer (cudaMallocHost) is host RAM: its own line, not in the device's peak.
         (peak,) = r["peaks"]
-        self.assertEqual(peak["bytes"], 32 * MiB + 6 * MiB + MiB + 64 * 1024)
+        self.assertEqual(peak["bytes"], 32 * MiB + 6 * MiB + MiB)
+        pinned = r["processes"][0]["pinned_host"]
+        self.assertEqual((pinned["allocations"], pinned["frees"], pinned["peak_bytes"], pinned["live_bytes"]),
+                         (1, 1, 64 * 1024, 0))
         self.assertEqual(peak["phase"], "epoch 0")
         out = self.text("clean", "--fail-on-leak", "--fail-on-growth").stdout
         self.assertIn("leaks: none", out)

@@ -202,6 +202,60 @@ class Scenarios(ReportTestCase):
         t.close()
         self.assertEqual(report_json(t.f.name)["growth"], [])
 
+    def cache_loop(self, name, fill_iterations, iterations=200):
+        """A training loop whose cache keeps 1 MiB per iteration for `fill_iterations`, then evicts
+        its oldest entry for each new one (bounded), beside a per-step buffer freed each step."""
+        t = Trace(self.path(name))
+        cache, step = t.stack("cache_insert", 20), t.stack("step_buffer", 21)
+        for i in range(iterations):
+            if i >= fill_iterations:
+                t.free(0x10000000 + (i - fill_iterations) * MiB)
+            t.alloc(0x10000000 + i * MiB, MiB, cache)
+            t.alloc(0x90000000, 4 * MiB, step)
+            t.free(0x90000000)
+        t.close()
+        return t.f.name
+
+    def test_bounded_cache_is_not_growth(self):
+        # Issue 19: a cache filled during the first half of the run, flat after, failed
+        # --fail-on-growth with "memory allocated here is kept every iteration".
+        path = self.cache_loop("bounded.jsonl", fill_iterations=100)
+        self.assertEqual(report_json(path)["growth"], [])
+        run_report("--fail-on-growth", path, check_rc=0)
+        # Filled over three quarters of the run: still not rising in its last part.
+        self.assertEqual(report_json(self.cache_loop("late.jsonl", fill_iterations=140))["growth"], [])
+
+    def test_cache_growing_to_the_end_is_growth(self):
+        path = self.cache_loop("unbounded.jsonl", fill_iterations=200)
+        (growth,) = report_json(path)["growth"]
+        self.assertIn("cache_insert", functions(growth["stack"]))
+        self.assertEqual(growth["rises"], 200)
+        run_report("--fail-on-growth", path, check_rc=1)
+
+    def test_buffer_a_little_larger_each_time_and_freed_is_not_growth(self):
+        # A new high every iteration, but nothing kept: it is not "kept every iteration".
+        t = Trace(self.path("larger.jsonl"))
+        s = t.stack("make_scratch", 22)
+        for i in range(200):
+            t.alloc(0x90000000, MiB + i, s)
+            t.free(0x90000000)
+        t.close()
+        self.assertEqual(report_json(t.f.name)["growth"], [])
+        run_report("--fail-on-growth", t.f.name, check_rc=0)
+
+    def test_buffer_regrown_while_kept_is_growth(self):
+        # torch.cat(cache, new): the larger copy is made before the old one is freed; the memory
+        # held grows every iteration.
+        t = Trace(self.path("regrown.jsonl"))
+        s = t.stack("grow_cache", 23)
+        for i in range(1, 101):
+            t.alloc(0x10000000 * (1 + i % 2), i * MiB, s)
+            if i > 1:
+                t.free(0x10000000 * (1 + (i - 1) % 2))
+        t.close()
+        (growth,) = report_json(t.f.name)["growth"]
+        self.assertIn("grow_cache", functions(growth["stack"]))
+
     def test_killed_truncated_dropped(self):
         path = self.training_loop("killed.jsonl", footer=False)
         with open(path, "a") as f:
@@ -279,6 +333,71 @@ class Scenarios(ReportTestCase):
         self.assertIn("plant_regression (/src/app.cu:60)", proc.stderr)
         run_report("diff", "--fail-on-peak-increase=5M", base, t.f.name, check_rc=0)
         run_report("diff", "--fail-on-peak-increase=2M", base, t.f.name, check_rc=1)
+
+    def run_dir(self, name, processes):
+        """A directory of traces: (file, pid, start offset in s, header fields, peak MiB, leaked MiB) each."""
+        os.mkdir(self.path(name))
+        for file, pid, start, header, peak, leaked in processes:
+            t = Trace(self.path(f"{name}/{file}"), pid=pid, start_time_ns=1763791200000000000 + start * 10**9,
+                      **header)
+            t.alloc(0x1000, peak * MiB, t.stack("work", 3))
+            t.free(0x1000)
+            if leaked:
+                t.alloc(0x2000000, leaked * MiB, t.stack("leak_here", 4))
+            t.close()
+        return self.path(name)
+
+    def test_diff_pairs_processes_by_rank(self):
+        # Issue 19: processes were paired by file names sorted as strings, pid 10000 before 9999.
+        base = self.run_dir("base_ranks", [("app.10000.jsonl", 10000, 1, {"rank": 1}, 10, 0),
+                                           ("app.9999.jsonl", 9999, 0, {"rank": 0}, 100, 0)])
+        new = self.run_dir("new_ranks", [("app.20000.jsonl", 20000, 1, {"rank": 0}, 100, 0),
+                                         ("app.3.jsonl", 3, 0, {"rank": 1}, 10, 0)])
+        d = report_json("diff", base, new)
+        self.assertEqual([(p["by"], p["base"]["rank"], p["base"]["pid"], p["new"]["pid"]) for p in d["pairs"]],
+                         [("rank", 0, 9999, 20000), ("rank", 1, 10000, 3)])
+        self.assertEqual([(p["rank"], p["delta_bytes"]) for p in d["peaks"]], [(0, 0), (1, 0)])
+        run_report("diff", "--fail-on-peak-increase=0", base, new, check_rc=0)
+        text = run_report("diff", base, new).stdout
+        self.assertIn("peak (rank 0, device 0): 100.0 MiB -> 100.0 MiB (+0 B)", text)
+
+    def test_diff_pairs_processes_without_rank_by_start_order(self):
+        base = self.run_dir("base_start", [("app.10000.jsonl", 10000, 0, {}, 100, 0),
+                                           ("app.9999.jsonl", 9999, 1, {}, 10, 0)])
+        new = self.run_dir("new_start", [("app.10001.jsonl", 10001, 0, {}, 100, 0),
+                                         ("app.9998.jsonl", 9998, 1, {}, 10, 0)])
+        d = report_json("diff", base, new)
+        self.assertEqual([(p["by"], p["base"]["pid"], p["new"]["pid"]) for p in d["pairs"]],
+                         [("start order", 10000, 10001), ("start order", 9999, 9998)])
+        self.assertEqual([p["delta_bytes"] for p in d["peaks"]], [0, 0])
+        self.assertIn("peak (pid 10000 -> 10001, device 0)", run_report("diff", base, new).stdout)
+
+    def test_diff_with_unequal_process_counts_compares_the_pairs_only(self):
+        base = self.run_dir("base_two", [("app.1.jsonl", 1, 0, {"rank": 0}, 10, 5),
+                                         ("app.2.jsonl", 2, 0, {"rank": 1}, 10, 50)])
+        new = self.run_dir("new_one", [("app.7.jsonl", 7, 0, {"rank": 0}, 10, 5)])
+        d = report_json("diff", base, new)
+        self.assertEqual([(p["base"]["rank"], p["new"]["rank"]) for p in d["pairs"]], [(0, 0)])
+        self.assertEqual([(p["rank"], p["pid"]) for p in d["only_base"]], [(1, 2)])
+        self.assertEqual(d["only_new"], [])
+        self.assertEqual(len(d["peaks"]), 1)
+        # The leak line compares rank 0 with rank 0: rank 1's 50 MiB is in no figure.
+        self.assertEqual((d["summary"]["base_leaked_bytes"], d["summary"]["new_leaked_bytes"]), (5 * MiB, 5 * MiB))
+        self.assertEqual(d["leaks"], [])
+        self.assertTrue(any("only in BASE: " in w and "app.2.jsonl (rank 1)" in w for w in d["warnings"]), d["warnings"])
+        text = run_report("diff", base, new).stdout
+        self.assertIn("leaks (of the pairs): 5.0 MiB -> 5.0 MiB", text)
+
+    def test_duration_is_first_to_last_event(self):
+        # Issue 19: "45.4 ms" for events spanning 760 us: the footer's end_time counts the recorder's
+        # own work at exit.
+        t = Trace(self.path("duration.jsonl"))
+        s = t.stack("work", 3)
+        t.alloc(0x1000, MiB, s)
+        t.free(0x1000, dt=760_000)
+        t.close(end_time=t.t + 45_400_000)
+        self.assertEqual(report_json(t.f.name)["processes"][0]["duration_ns"], 760_000)
+        self.assertIn("2 events over 760.0 us, clean exit", run_report(t.f.name).stdout)
 
     def test_usage_errors_exit_2(self):
         run_report(check_rc=2)

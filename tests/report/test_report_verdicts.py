@@ -5,6 +5,7 @@ incident per request, failed calls that are not OOMs, allocator limits, growth p
 chunked allocations, roles and the attribution of frameless autograd blocks. The same patterns
 recorded on an H100 are checked in test_report_real_traces.py; a real recorder run with a fake
 cuBLAS is in RecorderLibraryWorkspace below."""
+import json
 import os
 import shutil
 import sys
@@ -160,6 +161,149 @@ class Verdicts(ReportTestCase):
         text = run_report(t.f.name).stdout
         self.assertEqual(text.count("\nOOM ("), 2)
         self.assertIn("one request, 3 attempts: cudaMalloc 8.0 GiB", text)
+
+    def test_two_requests_on_one_thread_are_two_incidents(self):
+        # Issue 19: 100 MiB, then 300 MiB, on one thread, a moment apart: two requests, each with its
+        # own size, evidence and verdict (they were one incident with the first size and the last
+        # evidence).
+        t = self.trace()
+        s = t.stack("load_batch", 5)
+        t.alloc(0x100000000, 79 * GiB, t.stack("load_model", 4))
+        t.failed_alloc(100 * MiB, s)
+        t.meminfo(50 * MiB, 80 * GiB)
+        t.failed_alloc(300 * MiB, s)
+        t.meminfo(280 * MiB, 80 * GiB)
+        t.close()
+        r = report_json(t.f.name)
+        self.assertEqual([(o["requested"], o["attempts_total"], o["device_free"]) for o in r["ooms"]],
+                         [(100 * MiB, 1, 50 * MiB), (300 * MiB, 1, 280 * MiB)])
+        self.assertEqual([o["verdict"] for o in r["ooms"]], ["capacity", "capacity"])
+        self.assertIn("50.0 MiB free", r["ooms"][0]["explanation"])
+        self.assertIn("280.0 MiB free", r["ooms"][1]["explanation"])
+        self.assertEqual(r["summary"]["ooms"], 2)
+        text = run_report(t.f.name).stdout
+        self.assertEqual(text.count("\nOOM ("), 2)
+        self.assertNotIn("one request", text)
+
+    def test_same_size_again_is_one_request_unless_memory_was_kept_between(self):
+        t = self.trace()
+        s, other = t.stack("make_buffer", 5), t.stack("keep_result", 6)
+        t.alloc(0x100000000, 79 * GiB, t.stack("load_model", 4))
+        t.failed_alloc(512 * MiB, s)       # a request ...
+        t.alloc(0x200000000, MiB, other)   # ... a scratch buffer, freed again: nothing kept
+        t.free(0x200000000)
+        t.failed_alloc(512 * MiB, s)       # ... and its retry: one incident
+        t.alloc(0x300000000, 8 * MiB, other)  # kept
+        t.failed_alloc(512 * MiB, s)       # the same size, after memory was kept: another request
+        t.close()
+        r = report_json(t.f.name)
+        self.assertEqual([o["attempts_total"] for o in r["ooms"]], [2, 1])
+
+    def test_another_threads_allocation_does_not_split_a_request(self):
+        t = self.trace()
+        s = t.stack("CUDACachingAllocator::malloc", 3)
+        t.alloc(0x100000000, 79 * GiB, t.stack("load_model", 4))
+        t.failed_alloc(512 * MiB, s)
+        t.alloc(0x200000000, 8 * MiB, t.stack("loader_thread", 9), tid=777)  # another thread keeps it
+        t.failed_alloc(512 * MiB, s)
+        t.close()
+        (oom,) = report_json(t.f.name)["ooms"]
+        self.assertEqual(oom["attempts_total"], 2)
+
+    def test_allocator_record_joins_only_its_own_request(self):
+        t = self.trace()
+        seg, user = t.stack("CUDACachingAllocator::malloc", 3), t.stack("forward", 4)
+        t.alloc(0x100000000, 79 * GiB, t.stack("load_model", 5))
+        # A 3 MiB tensor: PyTorch asks cudaMalloc for a 20 MiB segment (get_allocation_size), retries
+        # after freeing its cache, and records the OOM with the request.
+        t.failed_alloc(20 * MiB, seg)
+        t.failed_alloc(20 * MiB, seg)
+        t.event("block_oom", "block", 0, 3 * MiB, user, api="torch.oom")
+        # A driver failure of 100 MiB, then an allocator record of 300 MiB: two requests.
+        t.failed_alloc(100 * MiB, seg)
+        t.event("block_oom", "block", 0, 300 * MiB, user, api="torch.oom")
+        t.close()
+        r = report_json(t.f.name)
+        self.assertEqual([[a["api"] for a in o["attempts"]] for o in r["ooms"]],
+                         [["cudaMalloc", "cudaMalloc", "torch.oom"], ["cudaMalloc"], ["torch.oom"]])
+        self.assertEqual([o["requested"] for o in r["ooms"]], [3 * MiB, 100 * MiB, 300 * MiB])
+
+    def test_pinned_host_memory_is_its_own_line(self):
+        # Issue 19: cudaHostAlloc / cudaMallocHost counted in the device's reserved peak. It is host
+        # RAM: its own line, in no device's peak, timeline or OOM figures; never freed, it is a leak.
+        t = self.trace()
+        staging, model = t.stack("stage_batch", 5), t.stack("load_model", 9)
+        t.alloc(0x7f0000000000, 512 * MiB, staging, kind="host", api="cudaHostAlloc")
+        t.alloc(0x100000000, 79 * GiB, model)
+        t.alloc(0x7f1000000000, 256 * MiB, staging, kind="host", api="cudaMallocHost")
+        t.free(0x7f0000000000, kind="host", api="cudaFreeHost")
+        t.failed_alloc(2 * GiB, model)
+        t.meminfo(GiB - 64 * MiB, 80 * GiB)
+        t.free(0x100000000)
+        t.close()
+        r = report_json(t.f.name)
+        (peak,) = r["peaks"]
+        self.assertEqual(peak["bytes"], 79 * GiB)
+        self.assertNotIn("stage_batch", json.dumps(peak["culprits"]))
+        (device,) = r["processes"][0]["devices"]
+        self.assertEqual((device["allocations"], device["frees"], device["peak_bytes"]), (1, 1, 79 * GiB))
+        self.assertEqual(max(s["reserved"] for s in device["timeline"]), 79 * GiB)
+        self.assertEqual(device["leaked_bytes"], 0)
+        self.assertEqual(r["processes"][0]["pinned_host"],
+                         {"allocations": 2, "frees": 1, "peak_bytes": 768 * MiB,
+                          "peak_time_ns": peak["time_ns"] + 1000, "live_bytes": 256 * MiB})
+        (oom,) = r["ooms"]
+        self.assertEqual(oom["live_bytes"], 79 * GiB)
+        self.assertEqual([h["bytes"] for h in oom["top_holders"]], [79 * GiB])
+        self.assertEqual(oom["verdict"], "capacity")
+        (leak,) = r["leaks"]
+        self.assertEqual((leak["level"], leak["kind"], leak["bytes"]), ("host", "host", 256 * MiB))
+        self.assertEqual(r["summary"]["leaked_bytes"], 256 * MiB)
+        text = run_report(t.f.name).stdout
+        self.assertIn("pinned host memory (host RAM, in no device's figures): 2 allocations, 1 free; "
+                      "peak 768.0 MiB at 2.0 us; 256.0 MiB live at the end", text)
+        self.assertIn("256.0 MiB in 1 allocation (pinned host memory), allocated here:", text)
+        # Pinned buffers kept every iteration are growth of their own, not of a device.
+        t = self.trace("grow.jsonl")
+        pin, step = t.stack("pin_batch", 5), t.stack("step", 9)
+        for i in range(100):
+            t.alloc(0x7f0000000000 + i * MiB, MiB, pin, kind="host", api="cudaHostAlloc")
+            t.alloc(0x1000, 10 * MiB, step)
+            t.free(0x1000)
+        t.close()
+        r = report_json(t.f.name)
+        self.assertEqual([(g["device"], g["level"], g["peak_bytes"]) for g in r["growth"]], [(-1, "host", 100 * MiB)])
+        self.assertEqual(r["peaks"][0]["bytes"], 10 * MiB)
+        self.assertIn("growth (pinned host memory): 1.0 MiB -> 100.0 MiB", run_report(t.f.name).stdout)
+
+    def test_device_figures_that_contradict_each_other_are_flagged_not_used(self):
+        # Issue 19: a stand-in's free bytes larger than the device's total were used without a check.
+        t = self.trace(devices=((0, "Stand-in GPU", 80 * GiB),))
+        s = t.stack("load_batch", 5)
+        t.alloc(0x100000000, 10 * GiB, t.stack("load_model", 4))
+        t.meminfo(70 * GiB, 80 * GiB)                 # consistent
+        t.failed_alloc(100 * GiB, s)
+        t.meminfo(120 * GiB, 80 * GiB)                # 120 GiB free of 80: not used
+        t.event("block_oom", "block", 0, 100 * GiB, s, api="torch.oom", free=90 * GiB)  # above the known total
+        t.close()
+        r = report_json(t.f.name)
+        (oom,) = r["ooms"]
+        self.assertEqual(oom["device_free"], 70 * GiB)  # the latest usable reading, not 120 or 90 GiB
+        self.assertNotIn("120.0 GiB", oom["explanation"])
+        warnings = r["processes"][0]["warnings"]
+        self.assertIn("device 0: 2 readings of its memory with more free bytes than its total "
+                      "(120.0 GiB free of 80.0 GiB): figures that contradict each other, not used", warnings)
+        # A device record that contradicts itself: its total is not used either.
+        t = self.trace("record.jsonl", devices=())
+        t._write({"type": "device", "device": 0, "name": "Stand-in GPU", "total": 80 * GiB, "free": 96 * GiB})
+        s = t.stack("load_batch", 5)
+        t.alloc(0x1000, MiB, s)
+        t.failed_alloc(100 * GiB, s)
+        t.close()
+        r = report_json(t.f.name)
+        self.assertEqual(r["processes"][0]["devices"][0]["total"], 0)
+        self.assertIsNone(r["ooms"][0]["device_total"])
+        self.assertIn("not used", " ".join(r["processes"][0]["warnings"]))
 
     def test_failures_that_are_not_out_of_memory(self):
         t = self.trace()

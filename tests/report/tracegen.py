@@ -19,7 +19,9 @@ KiB = 1 << 10
 
 class Trace:
     def __init__(self, path, pid=4242, devices=((0, "Simulated GPU", 80 << 30),), app_file="/src/app.cu",
-                 compact=True, exe="/usr/bin/app", cmdline=("app", "--train")):
+                 compact=True, exe="/usr/bin/app", cmdline=("app", "--train"), start_time_ns=1763791200000000000,
+                 **header):
+        """`header`: more header fields (rank=3, world_size=8, ...)."""
         self.f = open(path, "w")
         self.seq = 0
         self.t = 1_000_000_000
@@ -30,8 +32,8 @@ class Trace:
         self.sep = (",", ":") if compact else None
         self._write({"type": "header", "format": "gpumemtrace", "version": 1, "library": "0.1.0", "pid": pid,
                      "ppid": 1, "exe": exe, "cmdline": list(cmdline), "host": "node1",
-                     "start_time_ns": 1763791200000000000, "clock": "monotonic", "clock_start_ns": self.t,
-                     "backend": "interpose", "stack_depth": 64, "on_full": "wait"})
+                     "start_time_ns": start_time_ns, "clock": "monotonic", "clock_start_ns": self.t,
+                     "backend": "interpose", "stack_depth": 64, "on_full": "wait", **header})
         self._write({"type": "module", "id": 1, "path": exe, "base": "0x555500000000",
                      "size": 1 << 20, "build_id": "ab12"})
         self._write({"type": "module", "id": 2, "path": "/usr/local/cuda/lib64/libcudart.so.13",
@@ -144,10 +146,21 @@ class Trace:
         self._write({"type": "event", "seq": self.seq, "t": self.t if t is None else t, "tid": 4243,
                      "api": "torch.sync", "op": "sync", "kind": "none", "device": -1, "stack": 0})
 
+    def capped(self, max_bytes=65536, dt=1000):
+        """The trace reached its size cap: the next event (seq + 1, dt later) was not written."""
+        self._write({"type": "capped", "seq": self.seq + 1, "t": self.t + dt, "size": 4096, "max_bytes": max_bytes})
+
+    def live(self, addr, size, stack, seq, t, op="alloc", kind="device", api="cudaMalloc"):
+        """A live record of a capped trace: an allocation still live at the end, made at (seq, t)."""
+        self._write({"type": "live", "seq": seq, "t": t, "tid": 4243, "api": api, "op": op, "kind": kind,
+                     "addr": "0x%x" % addr, "size": size, "device": 0, "stack": stack})
+
     def dropped(self, count):
         self._write({"type": "dropped", "count": count, "dropped_total": count})
 
-    def close(self, footer=True):
+    def close(self, footer=True, end_time=None, **fields):
+        """Writes the footer (`end_time`: the default is 1 us after the last event; `fields`: more of it)."""
         if footer:
-            self._write({"type": "footer", "events": self.seq, "dropped_total": 0, "end_time": self.t + 1000})
+            self._write({"type": "footer", "events": self.seq, "dropped_total": 0,
+                         "end_time": self.t + 1000 if end_time is None else end_time, **fields})
         self.f.close()

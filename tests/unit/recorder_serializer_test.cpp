@@ -179,6 +179,36 @@ TEST(Serializer, HeaderEventsStacksFooter) {
   EXPECT_EQ(lines.back()["events"], 3);
 }
 
+// The footer says how the process ended: "end", with the exit status or the signal; nothing when unknown.
+TEST(Serializer, FooterSaysHowTheProcessEnded) {
+  auto footer_of = [](const ProcessEnd& end) {
+    std::string out;
+    TraceSerializer s(&out, /*symbolize=*/false);
+    s.footer(1, 0, 999, 0, end);
+    return json::parse(out);
+  };
+  json exited = footer_of(ProcessEnd::exited(format::End::Exit, 3));
+  EXPECT_EQ(exited["end"], "exit");
+  EXPECT_EQ(exited["exit_status"], 3);
+  EXPECT_FALSE(exited.contains("signal"));
+  json quick = footer_of(ProcessEnd::exited(format::End::QuickExit, 256 + 7));  // the parent sees 7
+  EXPECT_EQ(quick["end"], "_exit");
+  EXPECT_EQ(quick["exit_status"], 7);
+  json killed = footer_of(ProcessEnd::killed(15));
+  EXPECT_EQ(killed["end"], "signal");
+  EXPECT_EQ(killed["signal"], 15);
+  EXPECT_FALSE(killed.contains("exit_status"));
+  json exec = footer_of(ProcessEnd::exec());
+  EXPECT_EQ(exec["end"], "exec");
+  EXPECT_FALSE(exec.contains("exit_status"));
+  json unknown_status = footer_of(ProcessEnd::exited(format::End::Exit, -1));  // exit() not seen
+  EXPECT_EQ(unknown_status["end"], "exit");
+  EXPECT_FALSE(unknown_status.contains("exit_status"));
+  json unknown = footer_of(ProcessEnd{});
+  EXPECT_FALSE(unknown.contains("end"));
+  EXPECT_EQ(unknown["events"], 1);
+}
+
 TEST(Serializer, OptionalFieldsFollowFlags) {
   std::string out;
   TraceSerializer s(&out, /*symbolize=*/false);
@@ -312,6 +342,52 @@ TEST(Serializer, EventLinesAreCompactAndDeltaCoded) {
   size_t site_lines = 0;
   for (const json& l : parse_lines(out)) site_lines += l.contains("type") && l["type"] == "site";
   EXPECT_EQ(site_lines, 3u);
+}
+
+// The header's rank comes from the launcher's variables, the first of each list that holds a number
+// (serializer.h); the environment block is /proc/self/environ's (NUL-ended "NAME=value" entries).
+TEST(Serializer, RankFromTheLaunchersVariables) {
+  using namespace std::string_literals;
+  ProcessRank torchrun = rank_from_environment("PATH=/bin\0RANK=3\0LOCAL_RANK=1\0WORLD_SIZE=8\0SLURM_PROCID=0\0"s);
+  EXPECT_EQ(torchrun.rank, 3);
+  EXPECT_EQ(torchrun.rank_from, "RANK");  // torchrun under srun: the worker's rank, not the agent's
+  EXPECT_EQ(torchrun.local_rank, 1);
+  EXPECT_EQ(torchrun.world_size, 8);
+  ProcessRank slurm = rank_from_environment("SLURM_PROCID=12\0SLURM_LOCALID=4\0SLURM_NTASKS=16\0"s);
+  EXPECT_EQ(slurm.rank, 12);
+  EXPECT_EQ(slurm.rank_from, "SLURM_PROCID");
+  EXPECT_EQ(slurm.local_rank, 4);
+  EXPECT_EQ(slurm.world_size, 16);
+  ProcessRank mpi = rank_from_environment("OMPI_COMM_WORLD_RANK=2\0OMPI_COMM_WORLD_SIZE=4\0"s);
+  EXPECT_EQ(mpi.rank, 2);
+  EXPECT_EQ(mpi.rank_from, "OMPI_COMM_WORLD_RANK");
+  EXPECT_EQ(mpi.world_size, 4);
+  EXPECT_EQ(rank_from_environment("PMI_RANK=5\0"s).rank, 5);
+  EXPECT_EQ(rank_from_environment("MV2_COMM_WORLD_RANK=6\0"s).rank, 6);
+  // Not a number, or no variable: not recorded. A name that only ends like one does not count.
+  ProcessRank none = rank_from_environment("RANK=abc\0MY_RANK=1\0LOCAL_RANK=\0"s);
+  EXPECT_EQ(none.rank, -1);
+  EXPECT_EQ(none.local_rank, -1);
+  EXPECT_EQ(none.world_size, -1);
+  EXPECT_EQ(rank_from_environment("").rank, -1);
+}
+
+TEST(Serializer, HeaderRecordsTheRankWhenSet) {
+  std::string out;
+  TraceSerializer s(&out, /*symbolize=*/false);
+  HeaderInfo info = current_process_header(64, false);
+  info.rank = rank_from_environment(std::string("RANK=3\0WORLD_SIZE=8\0", 20));
+  s.header(info);
+  const json header = json::parse(out.substr(0, out.find('\n')));
+  EXPECT_EQ(header["rank"], 3);
+  EXPECT_EQ(header["rank_from"], "RANK");
+  EXPECT_EQ(header["world_size"], 8);
+  EXPECT_FALSE(header.contains("local_rank"));
+  out.clear();
+  TraceSerializer plain(&out, /*symbolize=*/false);
+  info.rank = ProcessRank();
+  plain.header(info);
+  EXPECT_FALSE(json::parse(out.substr(0, out.find('\n'))).contains("rank"));
 }
 
 }  // namespace

@@ -1,11 +1,12 @@
-// tests/unit/report_oom_test.cpp — unit tests of where an OOM incident takes the device's free
-// memory from: the block_oom event's own "free", or the next meminfo. End-to-end behaviour is in
-// tests/report/.
+// tests/unit/report_oom_test.cpp — unit tests of OOM incidents: which attempts are one request, and
+// where an incident takes the device's free memory from (the block_oom event's own "free", or the
+// next meminfo). End-to-end behaviour is in tests/report/.
 #include <gtest/gtest.h>
 
 #include <string>
 
 #include "report/analyses/analyze.h"
+#include "report/analyses/oom_incidents.h"
 #include "tests/unit/support/trace_text.h"
 
 using namespace gpumemtrace::report;
@@ -42,4 +43,54 @@ TEST(Oom, FailedAllocationStillWaitsForTheNextMeminfo) {
   EXPECT_TRUE(r.ooms[0].has_device_free);
   EXPECT_EQ(r.ooms[0].device_free, 3 * MiB);
   EXPECT_EQ(r.ooms[0].device_total, 80 * MiB);
+}
+
+// What PyTorch's malloc asks the driver for, given the request its OOM record names
+// (get_allocation_size in c10/cuda/CUDACachingAllocator.cpp), and expandable segments' chunks.
+TEST(Oom, SameRequestSizeFollowsPyTorchsRounding) {
+  EXPECT_TRUE(same_request_size(100 * MiB, 100 * MiB, false));
+  EXPECT_TRUE(same_request_size(512, 2 * MiB, false));            // small pool: a 2 MiB segment
+  EXPECT_TRUE(same_request_size(3 * MiB, 20 * MiB, false));       // 1-10 MiB: a 20 MiB segment
+  EXPECT_TRUE(same_request_size(11 * MiB, 12 * MiB, false));      // large: rounded up to 2 MiB
+  EXPECT_FALSE(same_request_size(300 * MiB, 100 * MiB, false));   // another request
+  EXPECT_FALSE(same_request_size(100 * MiB, 300 * MiB, false));
+  EXPECT_TRUE(same_request_size(200ull * 1024 * MiB, 20 * MiB, true));  // one chunk of its mapping
+  EXPECT_FALSE(same_request_size(200ull * 1024 * MiB, 20 * MiB, false));
+}
+
+// A CUDA failure joins the open incident only as the same request: same size, and nothing its
+// thread allocated since the last attempt still held.
+TEST(Oom, AFailureOfAnotherSizeIsAnotherIncident) {
+  const uint64_t A = 0x10000000;
+  TraceText t;
+  t.ev("alloc", "device", A, 70 * MiB)
+      .ev("alloc", "device", 0, 100 * MiB, ",\"result\":2")
+      .ev("alloc", "device", 0, 300 * MiB, ",\"result\":2");
+  ProcessReport r = t.analyze();
+  ASSERT_EQ(r.ooms.size(), 2u);
+  EXPECT_EQ(r.ooms[0].requested, 100 * MiB);
+  EXPECT_EQ(r.ooms[1].requested, 300 * MiB);
+}
+
+TEST(Oom, ChunksReleasedAndMappedAgainAreTheSameRequest) {
+  TraceText t;
+  for (int attempt = 0; attempt < 2; ++attempt) {  // expandable segments: map until full, roll back
+    for (uint64_t h = 1; h <= 3; ++h) t.ev("alloc", "physical", h, 20 * MiB, "", "cuMemCreate");
+    t.ev("alloc", "physical", 0, 20 * MiB, ",\"result\":2", "cuMemCreate");
+    for (uint64_t h = 1; h <= 3; ++h) t.ev("free", "physical", h, 0, "", "cuMemRelease");
+  }
+  t.ev("block_oom", "block", 0, 1024 * MiB, "", "torch.oom");
+  ProcessReport r = t.analyze();
+  ASSERT_EQ(r.ooms.size(), 1u);
+  EXPECT_EQ(r.ooms[0].attempts_total, 3u);
+  EXPECT_EQ(r.ooms[0].requested, 1024 * MiB);
+}
+
+TEST(Oom, AChunkKeptBetweenAttemptsStartsAnotherIncident) {
+  TraceText t;
+  t.ev("alloc", "physical", 0, 20 * MiB, ",\"result\":2", "cuMemCreate")
+      .ev("alloc", "physical", 1, 20 * MiB, "", "cuMemCreate")
+      .ev("alloc", "physical", 0, 20 * MiB, ",\"result\":2", "cuMemCreate");
+  ProcessReport r = t.analyze();
+  EXPECT_EQ(r.ooms.size(), 2u);
 }

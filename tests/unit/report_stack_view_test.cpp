@@ -165,6 +165,10 @@ TEST(StackViewClassify, BuiltInRules) {
   EXPECT_EQ(group(python("forward", "/usr/lib/python3/dist-packages/transformers/modeling.py", 1)),
             "transformers internals");
   EXPECT_EQ(group(python("ensure", std::string(kSitePackages) + "six.py", 1)), "six internals");
+  // pytest's packages and its plugin manager: one group.
+  for (const char* file : {"_pytest/python.py", "pluggy/_callers.py", "pytest/__main__.py"})
+    EXPECT_EQ(group(python("f", std::string(kSitePackages) + file, 1)), "pytest internals") << file;
+  EXPECT_EQ(group(python("f", "/usr/lib/python3/dist-packages/_pytest/runner.py", 1)), "pytest internals");
   EXPECT_EQ(group(python("run", "/usr/lib/python3.11/threading.py", 1)), "python stdlib");
   EXPECT_EQ(group(python("_load", "<frozen importlib._bootstrap>", 1)), "python stdlib");
 
@@ -242,6 +246,26 @@ TEST(StackViewLines, PyTorchStackLeadsWithTheUsersLinesAndFoldsTheRest) {
   std::vector<std::string> lines = stack_lines(pytorch_stack(), options, 6);
   EXPECT_EQ(lines, (std::vector<std::string>{"train (/home/me/proj/train.py:23)", "<module> (/home/me/proj/train.py:40)",
                                               "[libcublas.so.13: 4 frames]", "[torch internals: 4 frames]"}));
+}
+
+// A test's stack as pytest runs it: the test, then pytest's, pluggy's and pytest's frames again,
+// interleaved (pytest_pyfunc_call, _multicall, _hookexec, runtestprotocol, ...): one fold line.
+TEST(StackViewLines, PytestAndPluggyFramesFoldIntoOneLine) {
+  StackViewOptions options;
+  const std::string sp = "/usr/lib/python3/dist-packages/";
+  Stack stack = {python("test_keeps_tensor", "/home/me/proj/tests/test_m.py", 14),
+                 python("pytest_pyfunc_call", sp + "_pytest/python.py", 194),
+                 python("_multicall", sp + "pluggy/_callers.py", 103),
+                 python("_hookexec", sp + "pluggy/_manager.py", 120),
+                 python("runtest", sp + "_pytest/python.py", 1792),
+                 python("pytest_runtest_call", sp + "_pytest/runner.py", 169),
+                 python("_multicall", sp + "pluggy/_callers.py", 103),
+                 python("main", sp + "_pytest/config/__init__.py", 166),
+                 python("<module>", sp + "pytest/__main__.py", 5),
+                 python("_run_code", "/usr/lib/python3.11/runpy.py", 88)};
+  EXPECT_EQ(stack_lines(stack, options, 6),
+            (std::vector<std::string>{"test_keeps_tensor (/home/me/proj/tests/test_m.py:14)",
+                                      "[pytest internals: 8 frames]", "[python stdlib: 1 frame]"}));
 }
 
 TEST(StackViewLines, NativeShowsEveryFrameInRecordedOrder) {

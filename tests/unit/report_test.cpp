@@ -293,6 +293,14 @@ TEST(Verdict, AllocatorLimitWhenOnlyTheAllocatorRefusedWithRoomOnTheDevice) {
   EXPECT_NE(oom_verdict(f, nullptr), Verdict::AllocatorLimit);
 }
 
+TEST(Verdict, FiguresThatContradictEachOtherGiveNoVerdict) {
+  // A stand-in's reading: more free than the device holds. Neither figure can be trusted.
+  OomFigures f = figures(200 * MiB, true, 120 * MiB, 80 * MiB, 10 * MiB);
+  std::string why;
+  EXPECT_EQ(oom_verdict(f, &why), Verdict::NotEnoughInformation);
+  EXPECT_NE(why.find("contradict each other"), std::string::npos) << why;
+}
+
 TEST(Growth, RisingEveryWindowGrowsWarmupAndOneOffDoNot) {
   Ledger::Site steady;
   steady.rises = 50;
@@ -308,6 +316,27 @@ TEST(Growth, RisingEveryWindowGrowsWarmupAndOneOffDoNot) {
   one_off.first_high = one_off.high = MiB;
   one_off.windows = 1;
   EXPECT_FALSE(is_growing(one_off, 32));
+  Ledger::Site filled_then_flat = steady;
+  filled_then_flat.windows = 0xFFFFu;  // rose in every window of the first half, then never
+  EXPECT_FALSE(is_growing(filled_then_flat, 32));
+  Ledger::Site to_the_end = steady;
+  to_the_end.windows = 0xFFu << 24;  // the last quarter only: not spread over half the run
+  EXPECT_FALSE(is_growing(to_the_end, 32));
+  to_the_end.windows = 0xFFFF0000u;  // the second half, into the last window
+  EXPECT_TRUE(is_growing(to_the_end, 32));
+}
+
+// A rise is a new high the site kept memory for: its floor since the previous high went up.
+TEST(Growth, NewHighsFromTheSameFloorAreNoRises) {
+  Ledger kept, larger;
+  for (uint32_t i = 0; i < 10; ++i) {
+    kept.add(SiteId(1), MiB, i, i, i);            // kept: 1, 2, 3 ... MiB
+    larger.add(SiteId(1), MiB + i, i, i, i);      // one byte larger each time ...
+    larger.remove(SiteId(1), MiB + i, "");        // ... and freed
+  }
+  EXPECT_EQ(kept.sites().at(SiteId(1)).rises, 10u);
+  EXPECT_EQ(larger.sites().at(SiteId(1)).rises, 1u);  // its first high only
+  EXPECT_EQ(larger.sites().at(SiteId(1)).high, MiB + 9);
 }
 
 TEST(Units, FormatsSizes) {  // parsing: tests/unit/util_test.cpp

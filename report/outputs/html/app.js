@@ -12,8 +12,8 @@
 
   const doc = JSON.parse(document.getElementById("gpumem-data").textContent);
   const root = document.getElementById("report");
-  const KNOWN_TOP = ["summary", "processes", "leaks", "peaks", "ooms", "growth", "fragmentation", "spread",
-    "scopes", "top_sites", "stack_table", "allocation_timelines"];
+  const KNOWN_TOP = ["summary", "processes", "leaks", "peaks", "ooms", "growth", "fragmentation", "spread", "what_if",
+    "time_to_oom", "scopes", "top_sites", "stack_table", "allocation_timelines"];
   const GM = window.GpuMem || {};
 
   // The page's document keeps each distinct stack once (html_data.h): "stack" is an index into
@@ -35,7 +35,8 @@
     };
     visit(value);
   })(doc);
-  const KNOWN_PROCESS = ["file", "pid", "ppid", "exe", "cmdline", "host", "complete", "killed", "truncated",
+  const KNOWN_PROCESS = ["file", "pid", "ppid", "exe", "cmdline", "host", "complete", "killed", "end", "exit_status",
+    "signal", "truncated",
     "incomplete", "cut", "cut_at_ns", "events", "dropped_events", "duration_ns", "leaked_bytes", "warnings", "devices", "marks",
     "marks_total"];
   const TABLE_ROWS = 100;  // rows drawn per table; the rest are counted
@@ -393,6 +394,47 @@
     return block;
   }
 
+  // The what-if table (docs/what-if.md) and the predicted reserved bytes of each setting over the
+  // recorded run's (its replay, which matches the recording when "replay.faithful").
+  function whatIfBlock(w, t0) {
+    const block = h("div", {});
+    const r = w.replay;
+    block.appendChild(h("p", { class: r.faithful ? "hint" : "warning" }, r.faithful
+      ? `Replayed under ${w.recorded_settings || "the default settings"}, the model matches the recording: ${r.segment_ops_compared} segment operations, ${r.blocks_compared} blocks at the same offsets.`
+      : `The replay differs from the recording at event ${r.divergence.seq}: ${r.divergence.what}. The figures are the model's.`));
+    block.appendChild(table(["Settings", "Reserved peak", "Allocated peak", "Fragmentation at the peak", "Cache flushes", "Retries"]
+      .concat(w.ooms.map((o, i) => `OOM ${i + 1} (${bytes(o.requested)})`)),
+      w.rows.map((row) => [row.recorded ? "recorded run" : row.settings, bytes(row.reserved_peak), bytes(row.allocated_peak),
+        `${(100 * row.at_peak.ratio).toFixed(0)}%`, String(row.cache_flushes), String(row.retries)]
+        .concat(row.ooms_still_happen.map((x) => (x ? "happens" : "avoided")))
+        .concat(row.new_ooms ? [`${row.new_ooms} new OOMs`] : []))));
+    if (w.advice) block.appendChild(h("p", { class: "advice" }, w.advice));
+    if (w.headroom) {
+      block.appendChild(h("p", { class: "hint" }, `Headroom (an estimate): about ${w.headroom.factor_recorded.toFixed(1)}x the activations at the peak (${bytes(w.headroom.activation_bytes)}) would fit` +
+        (w.headroom.best_settings ? `, ${w.headroom.factor_best.toFixed(1)}x with ${w.headroom.best_settings}` : "") +
+        ", if activations scale with the batch and the rest stays as it was."));
+    }
+    const times = [...new Set(w.rows.flatMap((row) => row.timeline.map((s) => s.time_ns)))].sort((a, b) => a - b);
+    if (times.length > 1) {
+      const at = (timeline, t) => {
+        let v = 0;
+        for (const s of timeline) { if (s.time_ns > t) break; v = s.reserved; }
+        return v;
+      };
+      const step = Math.max(1, Math.ceil(times.length / 2000));
+      const samples = times.filter((_, i) => i % step === 0).map((t) => {
+        const s = { time_ns: t };
+        w.rows.forEach((row) => { s[row.recorded ? "recorded" : row.settings] = at(row.timeline, t); });
+        return s;
+      });
+      const chartEl = h("div", { class: "timeline" });
+      block.appendChild(chartEl);
+      block.appendChild(h("p", { class: "hint" }, "PyTorch's reserved bytes over time: the recorded run and each setting's replay."));
+      requestAnimationFrame(() => timelineChart(chartEl, samples, t0, []));
+    }
+    return block;
+  }
+
   function processSection(p) {
     const leaks = ofProcess(doc.leaks, p), peaks = ofProcess(doc.peaks, p), ooms = ofProcess(doc.ooms, p);
     const growth = ofProcess(doc.growth, p), frag = ofProcess(doc.fragmentation, p);
@@ -402,11 +444,12 @@
     const el = h("section", { class: "process", id: `pid-${p.pid}` });
     el.appendChild(h("h2", {}, basename(p.exe) || basename(p.file), h("span", { class: "muted" }, ` · pid ${p.pid}`)));
     el.appendChild(h("p", { class: "meta" }, [(p.cmdline || []).join(" "), p.host ? `on ${p.host}` : "",
-      `${p.events} events over ${seconds(p.duration_ns)}`, basename(p.file)].filter(Boolean).join(" · ")));
+      `${p.events} events over ${seconds(p.duration_ns)}`, endedAs(p), basename(p.file)].filter(Boolean).join(" · ")));
     const flags = [];
     if (p.cut) flags.push(`INCOMPLETE: cut at ${seconds(p.cut_at_ns)}: the analysis covers up to ${seconds(p.cut_at_ns)}; ` +
       "the leaks shown are what was live when the trace was cut, not leaks");
     if (p.truncated) flags.push("the trace is cut short");
+    if (p.end === "signal") flags.push(`killed by ${p.signal}: what was live then is listed under Leaks as live when killed, not leaks`);
     if (p.incomplete) flags.push(`${p.dropped_events} events were dropped: figures are incomplete`);
     for (const w of flags.concat(p.warnings || [])) el.appendChild(h("p", { class: "warning" }, w));
 
@@ -435,7 +478,8 @@
     moment.listeners.push(() => flames.refresh("At the chosen moment"));
     el.appendChild(section("Flame graphs", flames));
 
-    el.appendChild(section(`Leaks (${leaks.filter((l) => !l.suppressed).length})`, table(
+    const leaksTitle = p.end === "signal" ? "Live when killed, not leaks" : p.cut ? "Live when the trace was cut, not leaks" : "Leaks";
+    el.appendChild(section(`${leaksTitle} (${leaks.filter((l) => !l.suppressed).length})`, table(
       ["Bytes", "Count", "GPU", "Level", "Kind", "Stack"],
       leaks.map((l) => [bytes(l.bytes), String(l.count), String(l.device), l.level, l.kind || "",
         l.suppressed ? h("span", {}, h("span", { class: "badge" }, `suppressed by ${l.suppressed_by}`), stackCell(l.stack)) : stackCell(l.stack)]),
@@ -468,6 +512,15 @@
           .concat(f.at_ooms.map((a) => [String(f.device), `OOM at ${seconds(a.time_ns - t0)}`, a])))
           .map(([dev, when, pt]) => [dev, when, bytes(pt.reserved), bytes(pt.allocated), bytes(pt.free_in_reserved),
             bytes(pt.largest_free_block), `${(100 * pt.ratio).toFixed(0)}%`]))));
+    }
+    for (const w of ofProcess(doc.what_if, p)) el.appendChild(section(`What if (GPU ${w.device}): PyTorch's allocator replayed`, whatIfBlock(w, t0)));
+    const ttoom = ofProcess(doc.time_to_oom, p);
+    if (ttoom.length) {
+      el.appendChild(section("Time to OOM (an estimate, at the rate measured)", table(
+        ["Site", "GPU", "Per step", "Steps", "Step every", "Free at the end", "Full after"],
+        ttoom.map((t) => [stackCell(t.stack), String(t.device), bytes(t.bytes_per_step), String(t.steps),
+          t.seconds_per_step ? seconds(t.seconds_per_step * 1e9) : "–", bytes(t.free_bytes) + (t.free_known ? "" : " (if nothing else uses the device)"),
+          `${Math.round(t.steps_left).toLocaleString("en")} steps` + (t.seconds_left === null ? "" : ` (${seconds(t.seconds_left * 1e9)})`)]))));
     }
     const tests = ofProcess(doc.scopes, p);
     if (tests.length && GM.testsView) el.appendChild(section(`Tests and scopes (${tests.length})`, GM.testsView(ui, tests, t0)));
@@ -555,6 +608,17 @@
     return out;
   }
 
+  // How the process ended (docs/report.md, "How the process ended").
+  function endedAs(p) {
+    if (!p.complete) return "no footer";
+    const status = p.exit_status === null || p.exit_status === undefined ? "" : ` ${p.exit_status}`;
+    if (p.end === "signal") return `killed by ${p.signal}`;
+    if (p.end === "exit") return `exit${status}`;
+    if (p.end === "_exit") return `_exit${status}`;
+    if (p.end === "exec") return "exec";
+    return "clean exit";
+  }
+
   // --- the spread across ranks (a directory of traces) ----------------------------------------------
   function spreadSection() {
     const peakMax = Math.max(1, ...doc.processes.map((p) => Math.max(0, ...p.devices.map((d) => d.peak_bytes))));
@@ -562,12 +626,12 @@
       const peak = Math.max(0, ...p.devices.map((d) => d.peak_bytes));
       return [h("a", { href: `#pid-${p.pid}` }, `pid ${p.pid}`), basename(p.file), p.host || "",
         h("div", { class: "bar-cell" }, h("div", { class: "bar", style: `width:${(100 * peak / peakMax).toFixed(1)}%` }), bytes(peak)),
-        bytes(p.leaked_bytes), String(ofProcess(doc.ooms, p).length), String(p.events), p.complete ? "yes" : "no"];
+        bytes(p.leaked_bytes), String(ofProcess(doc.ooms, p).length), String(p.events), endedAs(p)];
     });
     const s = doc.spread || {};
     const line = (name, m) => (m ? h("p", {}, `${name}: min ${bytes(m.min)} (pid ${m.min_pid}), max ${bytes(m.max)} (pid ${m.max_pid}), mean ${bytes(Math.round(m.mean))}`) : null);
     return section(`Across ${doc.processes.length} processes`, line("Peak", s.peak_bytes), line("Leaked", s.leaked_bytes),
-      table(["Process", "Trace", "Host", "Peak", "Leaked", "OOMs", "Events", "Clean exit"], rows));
+      table(["Process", "Trace", "Host", "Peak", "Leaked", "OOMs", "Events", "Ended"], rows));
   }
 
   function render() {

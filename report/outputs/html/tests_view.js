@@ -7,8 +7,8 @@
 
   GM.testsView = function (ui, scopes, t0) {
     const { h, bytes, seconds, stackCell } = ui;
-    const verdict = (s) => (s.failed ? "failed: not checked" : !s.closed ? "never ended" : s.leaked_bytes ? "leaked" : "clean");
-    const tone = (s) => (s.failed || !s.closed ? "warn" : s.leaked_bytes ? "bad" : "good");
+    const verdict = (s) => (s.checked === false ? "failed: not checked" : !s.closed ? "never ended" : s.leaked_bytes ? "leaked" : "clean");
+    const tone = (s) => (s.checked === false || !s.closed ? "warn" : s.leaked_bytes ? "bad" : "good");
     const leaked = (s) => {
       if (!s.leaked_bytes) return h("span", { class: "muted" }, "–");
       return h("details", { class: "leaks" }, h("summary", {}, `${bytes(s.leaked_bytes)} in ${s.leaked_count}`),
@@ -17,7 +17,7 @@
     };
     const columns = [
       { title: "Test", value: (s) => s.name, cell: (s) => h("span", { class: "test-name" }, s.name) },
-      { title: "Result", value: (s) => (s.leaked_bytes ? 0 : s.failed || !s.closed ? 1 : 2), cell: (s) => h("span", { class: `result ${tone(s)}` }, verdict(s)) },
+      { title: "Result", value: (s) => (s.leaked_bytes ? 0 : s.checked === false || !s.closed ? 1 : 2), cell: (s) => h("span", { class: `result ${tone(s)}` }, verdict(s)) },
       { title: "Leaked", numeric: true, value: (s) => s.leaked_bytes || 0, cell: leaked },
       { title: "Peak", numeric: true, value: (s) => s.peak_bytes || 0, cell: (s) => bytes(s.peak_bytes || 0) },
       { title: "Took", numeric: true, value: (s) => s.end_time_ns - s.begin_time_ns, cell: (s) => seconds(s.end_time_ns - s.begin_time_ns) },

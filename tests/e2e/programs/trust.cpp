@@ -23,6 +23,12 @@
 //   trust loop                 allocates 100000+i, prints i, every millisecond, until a signal ends it
 //   trust handler before|after installs a SIGTERM handler before (or after) its first allocation (4141),
 //                              prints "ready", waits for the signal, allocates 4242, prints "after", exits 0
+//   trust exit N               allocates 1001, then exit(N)
+//   trust reraise              installs a SIGTERM handler that prints "handled", restores the default
+//                              action and raises SIGTERM again (clean up, then die of it); allocates
+//                              4141, prints "ready", waits for the signal
+//   trust exit_blocked N       allocates 5000 N times, prints "exiting" on stderr, then _exit(0): with
+//                              the trace on a pipe nobody reads yet, the exit waits for the writer
 //   trust rss                  16 allocate/free pairs, gpumemtrace_flush(), prints "rss_kb=N" (VmRSS)
 //   trust writer_lines N       allocates 1001; a thread whose warnings wait for a program thread, as the
 //                              recorder's writer thread's do, logs N lines "writer line I" through the
@@ -321,6 +327,32 @@ int run_handler(const std::string& when) {
   return 0;
 }
 
+void die_of_term(int) {
+  const char msg[] = "handled\n";
+  ssize_t ignored = write(STDOUT_FILENO, msg, sizeof(msg) - 1);
+  (void)ignored;
+  signal(SIGTERM, SIG_DFL);
+  raise(SIGTERM);
+}
+
+int run_reraise() {
+  struct sigaction sa = {};
+  sa.sa_handler = die_of_term;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGTERM, &sa, nullptr);
+  allocate(4141);
+  printf("ready\n");
+  fflush(stdout);
+  for (int waited = 0; waited < 20000; ++waited) sleep_ms(1);
+  return 0;
+}
+
+int run_exit_blocked(int n) {
+  for (int i = 0; i < n; ++i) allocate(5000);
+  fprintf(stderr, "exiting\n");
+  _exit(0);
+}
+
 int run_rss() {
   for (int i = 0; i < 16; ++i) {
     void* p = nullptr;
@@ -378,9 +410,16 @@ int main(int argc, char** argv) {
   if (mode == "vfork") return run_vfork();
   if (mode == "loop") return run_loop();
   if (mode == "handler" && argc == 3) return run_handler(argv[2]);
+  if (mode == "exit" && argc == 3) {
+    allocate(1001);
+    exit(atoi(argv[2]));
+  }
+  if (mode == "reraise") return run_reraise();
+  if (mode == "exit_blocked" && argc == 3) return run_exit_blocked(atoi(argv[2]));
   if (mode == "rss") return run_rss();
   if (mode == "writer_lines" && argc == 3) return run_writer_lines(atoi(argv[2]));
   fprintf(stderr, "usage: trust [shared-table] closefrom|dup2|dup2_unlinked FILE N | closefrom_race FILE | where | "
-                  "close_stdout | exit_child MS [_Exit] | vfork | loop | handler before|after | rss | writer_lines N\n");
+                  "close_stdout | exit_child MS [_Exit] | vfork | loop | handler before|after | exit N | reraise | "
+                  "exit_blocked N | rss | writer_lines N\n");
   return 2;
 }

@@ -1,0 +1,201 @@
+// report/analyses/what_if.cpp — the what-if replays and what the report says of them (what_if.h).
+#include "report/analyses/what_if.h"
+
+#include <algorithm>
+#include <map>
+
+#include "report/outputs/units.h"
+
+namespace gpumemtrace::report {
+
+namespace {
+
+bool has_torch_blocks(const ProcessReport& report, int32_t device) {
+  for (const DeviceSummary& d : report.devices) {
+    if (d.device == device && d.block_allocations) return true;
+  }
+  return false;
+}
+
+bool is_torch_oom(const OomReport& oom) {
+  for (const OomAttempt& a : oom.attempts) {
+    if (a.op == "block_oom" && a.api.compare(0, 6, "torch.") == 0) return true;
+  }
+  return false;
+}
+
+bool fragmented(const PeakReport& peak) {
+  if (!peak.has_fragmentation) return false;
+  const FragmentationPoint& f = peak.fragmentation;
+  return f.free_in_reserved >= kFragmentedMin &&
+         static_cast<double>(f.free_in_reserved) > kFragmentedShare * static_cast<double>(f.reserved);
+}
+
+// A row that helps: the OOM does not happen (when there is one) and nothing new fails, or the
+// reserved peak drops clearly.
+bool lower_peak(const WhatIfRow& row, const WhatIfRow& recorded) {
+  if (row.new_ooms || row.reserved_peak >= recorded.reserved_peak) return false;
+  const uint64_t drop = recorded.reserved_peak - row.reserved_peak;
+  return drop >= kHelpsMin && static_cast<double>(drop) >= kHelpsShare * static_cast<double>(recorded.reserved_peak);
+}
+
+// f such that reserved + (f - 1) * activations * reserved / allocated fits the capacity.
+double headroom(uint64_t capacity, uint64_t reserved, uint64_t allocated, uint64_t activations) {
+  if (!activations || !allocated || capacity <= reserved) return capacity < reserved ? 0.0 : 1.0;
+  const double overhead = static_cast<double>(reserved) / static_cast<double>(allocated);
+  return 1.0 + static_cast<double>(capacity - reserved) / (static_cast<double>(activations) * overhead);
+}
+
+WhatIfRow make_row(const allocator_model::DeviceReplay& r) {
+  WhatIfRow row;
+  row.settings = r.settings;
+  row.reserved_peak = r.stats.peak_reserved;
+  row.allocated_peak = r.stats.peak_allocated;
+  row.at_peak.reserved = r.stats.peak_reserved;
+  row.at_peak.allocated = r.stats.allocated_at_peak;
+  row.at_peak.free_in_reserved = r.stats.peak_reserved - std::min(r.stats.peak_reserved, r.stats.allocated_at_peak);
+  row.at_peak.largest_free_block = r.stats.largest_free_at_peak;
+  row.cache_flushes = r.stats.cache_flushes;
+  row.retries = r.stats.retries;
+  row.new_ooms = r.new_ooms;
+  row.first_new_oom_time_ns = r.first_new_oom_time_ns;
+  for (const allocator_model::OomOutcome& o : r.ooms) row.ooms_still_happen.push_back(o.still_happens);
+  for (const allocator_model::ReservedSample& s : r.timeline) {
+    TimelineSample sample;
+    sample.time_ns = s.time_ns;
+    sample.reserved = s.reserved;
+    row.timeline.push_back(sample);
+  }
+  return row;
+}
+
+}  // namespace
+
+std::vector<std::string> what_if_settings(const ProcessReport& report, const WhatIfRequest& request) {
+  std::vector<std::string> out;
+  if (!request.settings.empty()) {
+    out.push_back("");
+    out.insert(out.end(), request.settings.begin(), request.settings.end());
+    return out;
+  }
+  if (!request.automatic) return out;
+  bool wanted = false;
+  for (const OomReport& oom : report.ooms) wanted = wanted || (has_torch_blocks(report, oom.device) && (oom.has_blocks || is_torch_oom(oom)));
+  for (const PeakReport& peak : report.peaks) wanted = wanted || (has_torch_blocks(report, peak.device) && fragmented(peak));
+  if (!wanted) return out;
+  out.push_back("");
+  for (const char* candidate : kCandidates) out.push_back(candidate);
+  return out;
+}
+
+WhatIfPass::WhatIfPass(const std::vector<std::string>& settings, const std::string& recorded) : settings_(settings) {
+  replays_.reserve(settings.size());
+  for (size_t i = 0; i < settings.size(); ++i) replays_.emplace_back(settings[i], recorded, i == 0);
+}
+
+void WhatIfPass::on_device(const DeviceInfo& info) {
+  for (allocator_model::AllocatorReplay& r : replays_) r.on_device(info);
+}
+
+void WhatIfPass::on_event(const Event& e) {
+  for (allocator_model::AllocatorReplay& r : replays_) r.apply(e);
+}
+
+void WhatIfPass::finish(const WhatIfRequest& request, ProcessReport& report) {
+  // results[setting][device]
+  std::map<int32_t, std::vector<allocator_model::DeviceReplay>> by_device;
+  for (allocator_model::AllocatorReplay& replay : replays_) {
+    for (allocator_model::DeviceReplay& d : replay.finish()) by_device[d.device].push_back(std::move(d));
+  }
+  const bool automatic = request.settings.empty();
+  for (auto& [device, replays] : by_device) {
+    if (replays.size() != settings_.size()) continue;  // a device some replay never modeled
+    const allocator_model::DeviceReplay& recorded = replays[0];
+    WhatIfReport w;
+    w.device = device;
+    w.recorded_settings = recorded.settings;
+    w.capacity = recorded.capacity;
+    for (const allocator_model::OomOutcome& o : recorded.ooms) {
+      w.oom_seqs.push_back(o.seq);
+      w.oom_requested.push_back(o.requested);
+    }
+    w.faithful = !recorded.divergence;
+    w.segment_ops_compared = recorded.segment_ops_compared;
+    w.blocks_compared = recorded.blocks_compared;
+    if (recorded.divergence) {
+      w.has_divergence = true;
+      w.divergence_seq = recorded.divergence->seq;
+      w.divergence_time_ns = recorded.divergence->time_ns;
+      w.divergence = recorded.divergence->what;
+    }
+    WhatIfRow first = make_row(recorded);
+    first.recorded = true;
+    first.reserved_peak = recorded.recorded_reserved_peak;  // what the trace shows, replayed or not
+    first.ooms_still_happen.assign(w.oom_seqs.size(), true);
+    w.rows.push_back(std::move(first));
+    for (size_t i = 1; i < replays.size(); ++i) {
+      // A candidate the recording already ran under (expandable segments, inferred) is no alternative.
+      if (automatic && replays[i].settings == recorded.settings) continue;
+      WhatIfRow row = make_row(replays[i]);
+      row.settings = settings_[i];
+      row.automatic = automatic;
+      w.rows.push_back(std::move(row));
+    }
+    const WhatIfRow& base = w.rows[0];
+
+    // The best row that helps: every recorded OOM avoided (when there were any), nothing new failing,
+    // and the lowest reserved peak among those.
+    // Only a replay that reproduced the recording is trusted to name a setting.
+    const WhatIfRow* best = nullptr;
+    for (size_t i = 1; i < w.rows.size() && w.faithful; ++i) {
+      const WhatIfRow& row = w.rows[i];
+      bool avoids = !w.oom_seqs.empty() && row.new_ooms == 0;
+      for (bool happens : row.ooms_still_happen) avoids = avoids && !happens;
+      if (!avoids && !lower_peak(row, base)) continue;
+      if (!best || row.reserved_peak < best->reserved_peak) best = &row;
+    }
+
+    // Headroom at the allocated peak.
+    const PeakReport* peak = nullptr;
+    for (const PeakReport& p : report.peaks) peak = p.device == device ? &p : peak;
+    const uint64_t capacity = w.capacity;
+    if (peak && peak->has_roles && capacity) {
+      w.activation_bytes = peak->roles.bytes[static_cast<size_t>(Role::Activations)] +
+                           peak->roles.bytes[static_cast<size_t>(Role::BackwardTemporaries)];
+      if (w.activation_bytes) {
+        w.has_headroom = true;
+        w.headroom_recorded = headroom(capacity, base.reserved_peak, base.allocated_peak, w.activation_bytes);
+        const WhatIfRow& chosen = best ? *best : base;
+        w.headroom_best = headroom(capacity, chosen.reserved_peak, chosen.allocated_peak, w.activation_bytes);
+        w.best_settings = best ? best->settings : "";
+      }
+    }
+
+    if (best) {
+      std::string avoided;
+      bool all_avoided = !w.oom_seqs.empty() && best->new_ooms == 0;
+      for (bool happens : best->ooms_still_happen) all_avoided = all_avoided && !happens;
+      if (all_avoided) avoided = w.oom_seqs.size() == 1 ? ": this OOM would not have happened" : ": these OOMs would not have happened";
+      w.advice = "with `" + best->settings + "` this run peaks at " + format_bytes(best->reserved_peak) +
+                 " reserved instead of " + format_bytes(base.reserved_peak) + avoided + " (replayed)";
+      for (OomReport& oom : report.ooms) {
+        if (oom.device == device && all_avoided) oom.advice = "PYTORCH_CUDA_ALLOC_CONF=" + best->settings + ": " + w.advice;
+      }
+      for (PeakReport& p : report.peaks) {
+        if (p.device == device && fragmented(p) && lower_peak(*best, base)) {
+          p.advice = w.advice + (p.advice.empty() ? "" : "; " + p.advice);
+        }
+      }
+    } else if (!w.faithful) {
+      w.advice = "";  // the model did not reproduce this run (replay.divergence): no setting is named
+    } else if (w.rows.size() > 1) {
+      std::string tried;
+      for (size_t i = 1; i < w.rows.size(); ++i) tried += (i > 1 ? ", " : "") + w.rows[i].settings;
+      w.advice = "no allocator setting replayed (" + tried + ") lowers the reserved peak" +
+                 (w.oom_seqs.empty() ? "" : " or avoids the OOM");
+    }
+    report.what_if.push_back(std::move(w));
+  }
+}
+
+}  // namespace gpumemtrace::report

@@ -1,0 +1,60 @@
+// report/analyses/what_if.h — "would another allocator setting have avoided this?": the trace's PyTorch
+// requests replayed through the allocator model (report/allocator_model/) under the recorded settings and
+// under others, as a second pass over the trace after the report's own.
+//
+// When: always with --what-if SETTING (the settings given, each over the recorded ones); without it,
+// automatically on a device with PyTorch blocks that had an OOM incident or a peak where reserved
+// exceeded allocated by more than kFragmentedShare of reserved and kFragmentedMin bytes: then the
+// standard candidates (kCandidates) are tried. A setting is named in advice only when its replay shows
+// it helps: the OOM does not happen and no request the recording served fails, or the reserved peak
+// drops by kHelpsShare and kHelpsMin.
+//
+// Headroom (an estimate, and it says so): the activations and backward temporaries held at the
+// allocated peak, times a factor f, still fit the capacity when
+//   reserved_peak + (f - 1) * activations * reserved_peak / allocated_peak <= capacity
+// i.e. the setting's reserve overhead scales with what is added, and the rest stays as it was.
+//
+// Memory: the replays' (one model per device and setting); nothing per event.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "report/allocator_model/replay.h"
+#include "report/analyses/report_model.h"
+#include "report/reader/trace_reader.h"
+
+namespace gpumemtrace::report {
+
+struct WhatIfRequest {
+  std::vector<std::string> settings;  // --what-if, PYTORCH_CUDA_ALLOC_CONF text (checked when parsed)
+  std::string recorded;               // --recorded-settings: what the trace cannot tell
+  bool automatic = true;              // try kCandidates on OOMs and fragmented peaks
+};
+
+inline constexpr const char* kCandidates[] = {"expandable_segments:True", "max_split_size_mb:128",
+                                              "max_split_size_mb:512", "roundup_power2_divisions:4"};
+inline constexpr double kFragmentedShare = 0.25;
+inline constexpr uint64_t kFragmentedMin = 64ull << 20;
+inline constexpr double kHelpsShare = 0.05;
+inline constexpr uint64_t kHelpsMin = 32ull << 20;
+
+// The settings to replay for this report (the recorded run first, as ""), or none.
+std::vector<std::string> what_if_settings(const ProcessReport& report, const WhatIfRequest& request);
+
+// The second pass: hands each event to one replay per setting. settings[0] must be "" (the recorded
+// run, checked against the recording).
+class WhatIfPass : public TraceHandler {
+ public:
+  WhatIfPass(const std::vector<std::string>& settings, const std::string& recorded);
+  void on_device(const DeviceInfo& info) override;
+  void on_event(const Event& e) override;
+  // Fills report.what_if, and the advice of its OOMs and peaks.
+  void finish(const WhatIfRequest& request, ProcessReport& report);
+
+ private:
+  std::vector<std::string> settings_;
+  std::vector<allocator_model::AllocatorReplay> replays_;
+};
+
+}  // namespace gpumemtrace::report
