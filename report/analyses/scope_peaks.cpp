@@ -13,12 +13,14 @@ uint64_t ScopePeaks::key_of(const Holding& h) {
 }
 
 void ScopePeaks::on_acquire(const Holding& h) {
-  if (open_.empty()) return;
-  if (h.level != Level::Block && roles_.role_of(h) != Role::Other) return;  // a segment, a library's
-  inside_[key_of(h)] = Counted{h.position, h.size};
+  if (open_.empty() || h.level == Level::Host) return;
+  const bool block = h.level == Level::Block;
+  if (!block && roles_.role_of(h) != Role::Other) return;  // a segment known as such, a library's
+  inside_[key_of(h)] = Counted{h.position, h.size, block};
   for (Open& scope : open_) {
-    scope.live += h.size;
-    scope.peak = std::max(scope.peak, scope.live);
+    scope.blocks |= block;
+    scope.live[block ? 0 : 1] += h.size;
+    scope.peak[block ? 0 : 1] = std::max(scope.peak[block ? 0 : 1], scope.live[block ? 0 : 1]);
   }
 }
 
@@ -26,8 +28,9 @@ void ScopePeaks::on_release(const Holding& h) {
   if (inside_.empty()) return;
   auto it = inside_.find(key_of(h));
   if (it == inside_.end()) return;
+  const int level = it->second.block ? 0 : 1;
   for (Open& scope : open_) {
-    if (scope.begin_position <= it->second.position) scope.live -= std::min(scope.live, it->second.size);
+    if (scope.begin_position <= it->second.position) scope.live[level] -= std::min(scope.live[level], it->second.size);
   }
   inside_.erase(it);
 }
@@ -38,7 +41,11 @@ void ScopePeaks::on_scope(const Event& e, uint64_t position) {
       ++untracked_open_;
       return;
     }
-    open_.push_back(Open{std::string(e.label), position, e.t, 0, 0});
+    Open scope;
+    scope.name = std::string(e.label);
+    scope.begin_position = position;
+    scope.begin_time = e.t;
+    open_.push_back(std::move(scope));
     return;
   }
   if (untracked_open_) {
@@ -58,7 +65,7 @@ void ScopePeaks::finish(ProcessReport& out) {
   for (Open& scope : open_) ended_.push_back(std::move(scope));
   open_.clear();
   std::multimap<std::pair<std::string, uint64_t>, uint64_t> peaks;
-  for (const Open& scope : ended_) peaks.emplace(std::make_pair(scope.name, scope.begin_time), scope.peak);
+  for (const Open& scope : ended_) peaks.emplace(std::make_pair(scope.name, scope.begin_time), scope.result());
   for (ScopeReport& report : out.scopes) {
     auto found = peaks.find(std::make_pair(report.name, report.begin_time_ns));
     if (found == peaks.end()) continue;

@@ -3,10 +3,11 @@
 // test's allocations. Memory held before the scope began does not count, so a test is not blamed
 // for what an earlier one kept.
 //
-// Counted as the leak check counts (scopes.h): blocks, and CUDA-level memory that is neither a
-// caching allocator's segment or chunk nor a library's (Roles' class of the holding, decided when it
-// is acquired). Summed over the process's devices. Scopes pair as in scopes.h (an end closes the
-// innermost open scope of its name); ScopeReports get their peak_bytes in finish().
+// Counted at the block level when the scope allocated blocks (tensors: a caching allocator's segments
+// are its cache, not the test's memory), else at the CUDA level, without a library's memory (Roles'
+// class of the holding, decided when it is acquired). Summed over the process's devices. Scopes pair
+// as in scopes.h (an end closes the innermost open scope of its name); ScopeReports get their
+// peak_bytes in finish().
 //
 // Memory: the open scopes (at most kMaxOpenScopes) and the counted holdings live inside them.
 // Cost: O(open scopes) per acquire and release while a scope is open. Single-threaded.
@@ -41,12 +42,15 @@ class ScopePeaks : public ModelListener {
     std::string name;
     uint64_t begin_position = 0;
     uint64_t begin_time = 0;
-    uint64_t live = 0;
-    uint64_t peak = 0;
+    uint64_t live[2] = {};  // [0]: blocks, [1]: CUDA level
+    uint64_t peak[2] = {};
+    bool blocks = false;    // it allocated blocks: its peak is theirs
+    uint64_t result() const { return blocks ? peak[0] : peak[1]; }
   };
   struct Counted {
     uint64_t position = 0;
     uint64_t size = 0;
+    bool block = false;
   };
   static uint64_t key_of(const Holding& h);
 
