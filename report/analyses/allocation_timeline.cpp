@@ -238,7 +238,7 @@ void fill_level(TimelineLevel& out, uint64_t allocations, uint64_t peak, uint64_
 }  // namespace
 
 void AllocationTimelineAnalysis::finish(ProcessReport& out) {
-  // What is still live: bands to the end of the trace (its footer's time, when later than its last event).
+  // What is still live: bands to the end of the trace (the process's last time, ProcessReport).
   const uint64_t end_ns = std::max(model_.time_ns(), out.last_time_ns);
   auto end_band = [&](const Holding& h) {
     Band band = band_of(h, true, end_ns);

@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <map>
 
-#include "report/analyses/scopes.h"
+#include "report/analyses/report_model.h"
 
 namespace gpumemtrace::report {
 
@@ -17,7 +17,7 @@ void ScopePeaks::on_acquire(const Holding& h) {
   const bool block = h.level == Level::Block;
   if (!block && roles_.role_of(h) != Role::Other) return;  // a segment known as such, a library's
   inside_[key_of(h)] = Counted{h.position, h.size, block};
-  for (Open& scope : open_) {
+  for (Open& scope : open_.open()) {
     scope.blocks |= block;
     scope.live[block ? 0 : 1] += h.size;
     scope.peak[block ? 0 : 1] = std::max(scope.peak[block ? 0 : 1], scope.live[block ? 0 : 1]);
@@ -29,7 +29,7 @@ void ScopePeaks::on_release(const Holding& h) {
   auto it = inside_.find(key_of(h));
   if (it == inside_.end()) return;
   const int level = it->second.block ? 0 : 1;
-  for (Open& scope : open_) {
+  for (Open& scope : open_.open()) {
     if (scope.begin_position <= it->second.position) scope.live[level] -= std::min(scope.live[level], it->second.size);
   }
   inside_.erase(it);
@@ -37,33 +37,21 @@ void ScopePeaks::on_release(const Holding& h) {
 
 void ScopePeaks::on_scope(const Event& e, uint64_t position) {
   if (e.op == Op::ScopeBegin) {
-    if (open_.size() >= kMaxOpenScopes) {
-      ++untracked_open_;
-      return;
-    }
     Open scope;
     scope.name = std::string(e.label);
     scope.begin_position = position;
     scope.begin_time = e.t;
-    open_.push_back(std::move(scope));
+    open_.begin(std::move(scope));
     return;
   }
-  if (untracked_open_) {
-    --untracked_open_;
-    return;
-  }
-  for (size_t i = open_.size(); i-- > 0;) {
-    if (open_[i].name != e.label) continue;
-    if (ended_.size() < kMaxScopes) ended_.push_back(std::move(open_[i]));
-    open_.erase(open_.begin() + static_cast<std::ptrdiff_t>(i));
-    break;
-  }
+  std::optional<Open> scope = open_.end(e.label);
+  if (scope && ended_.size() < kMaxScopes) ended_.push_back(std::move(*scope));
   if (open_.empty()) inside_.clear();
 }
 
 void ScopePeaks::finish(ProcessReport& out) {
-  for (Open& scope : open_) ended_.push_back(std::move(scope));
-  open_.clear();
+  for (Open& scope : open_.open()) ended_.push_back(std::move(scope));
+  open_.open().clear();
   std::multimap<std::pair<std::string, uint64_t>, uint64_t> peaks;
   for (const Open& scope : ended_) peaks.emplace(std::make_pair(scope.name, scope.begin_time), scope.result());
   for (ScopeReport& report : out.scopes) {

@@ -22,6 +22,7 @@
 
 #include "report/analyses/memory_model.h"
 #include "report/analyses/node_pool.h"
+#include "report/analyses/open_scopes.h"
 #include "report/analyses/roles.h"
 
 namespace gpumemtrace::report {
@@ -55,8 +56,7 @@ class ScopePeaks : public ModelListener {
   static uint64_t key_of(const Holding& h);
 
   const Roles& roles_;
-  std::vector<Open> open_;
-  uint64_t untracked_open_ = 0;
+  OpenScopes<Open> open_;
   NodePool nodes_;  // before the map it serves
   std::pmr::unordered_map<uint64_t, Counted> inside_{&nodes_};
   // (name, begin time) -> peak of each scope that ended or is still open at the end.

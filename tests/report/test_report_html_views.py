@@ -155,11 +155,17 @@ class HtmlViews(ReportTestCase):
           }}
           return null; }})()""")
 
-    def test_hover_a_band_shows_its_size_times_and_stack(self):
+    def train_page(self):
+        """The demo training trace's page, its allocation view in sight."""
         trace = os.path.join(self.dir, "train.jsonl")
-        write_training_trace(trace, steps=6)
+        if not os.path.exists(trace):
+            write_training_trace(trace, steps=6)
         page = self.open("train", trace)
         page.scroll_into_view(".alloc-view")
+        return page
+
+    def test_hover_a_band_shows_its_size_times_and_stack(self):
+        page = self.train_page()
         band = self.locate(page, "cache_embeddings")
         self.assertIsNotNone(band, "the leaked cache has no band")
         page.hover(band["x"], band["y"])
@@ -171,10 +177,7 @@ class HtmlViews(ReportTestCase):
         self.assertEqual(page.errors, [])
 
     def test_click_a_moment_shows_the_segment_map_then(self):
-        trace = os.path.join(self.dir, "train.jsonl")
-        write_training_trace(trace, steps=6)
-        page = self.open("train", trace)
-        page.scroll_into_view(".alloc-view")
+        page = self.train_page()
         band = self.locate(page, "conv2d")
         page.click(band["x"], band["y"])
         title = self.text(page, ".segment-view h4")

@@ -100,7 +100,7 @@
         let off = 0, k = 0;
         for (let j = 0; j < active.length; j++) {
           const b = active[j];
-          if (D.end[b] <= t) { close(b, c); continue; }
+          if (!GM.isLiveAt(D, b, t)) { close(b, c); continue; }
           active[k++] = b;
           if (open[b] < 0) { open[b] = c; openOff[b] = off; } else if (openOff[b] !== off) { close(b, c); open[b] = c; openOff[b] = off; }
           off += D.size[b];

@@ -45,7 +45,9 @@
     return { raw: level, n, start, end, size, addr, stack, role, flags, liveMaxTop: top };
   };
 
-  GM.isLiveAt = (L, i, t) => L.start[i] <= t && t < L.end[i];
+  // Live at t: allocated at or before it and freed after it; what is live at the end is live up to
+  // and at the trace's last moment.
+  GM.isLiveAt = (L, i, t) => L.start[i] <= t && (t < L.end[i] || (t === L.end[i] && (L.flags[i] & FLAG_LIVE_AT_END) !== 0));
   GM.isSegment = (L, i) => (L.flags[i] & FLAG_SEGMENT) !== 0;
   GM.isPhysical = (L, i) => (L.flags[i] & FLAG_PHYSICAL) !== 0;
   GM.liveAtEnd = (L, i) => (L.flags[i] & FLAG_LIVE_AT_END) !== 0;
@@ -55,7 +57,7 @@
     const out = [];
     if (!L) return out;
     for (let i = 0; i < L.n && L.start[i] <= t; i++) {
-      if (t < L.end[i]) out.push(i);
+      if (GM.isLiveAt(L, i, t)) out.push(i);
     }
     return out;
   };
