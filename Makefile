@@ -73,6 +73,10 @@ deps-check: deps
 test: all $(TEST_BINS) $(UNIT_TESTS)
 	@$(PYTHON) tests/run_tests.py --build $(BUILD) $(UNIT_TESTS)
 
+## check-docs: run the commands README.md and docs/*.md show, check their names, figures and links (tests/docs/check_docs.py)
+check-docs: all $(TEST_BINS)
+	@$(PYTHON) tests/docs/check_docs.py --build $(BUILD)
+
 ## bench: run every benchmark (figures for docs/performance.md)
 bench: all
 	@$(MAKE) --no-print-directory $(BENCH_TARGETS)
@@ -89,7 +93,7 @@ help:
 ## clean: remove the build folder
 clean:
 	rm -rf $(BUILD) $(CLEAN_EXTRA)
-.PHONY: test help clean
+.PHONY: test check-docs help clean
 
 # Order-only on deps-check: with -j, nothing compiles before the packages are installed.
 $(BUILD)/%.o: %.cpp | deps-check

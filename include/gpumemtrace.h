@@ -14,6 +14,9 @@
  * it, gpumem-report tells cached from leaked memory and explains fragmentation (free bytes inside
  * segments vs. the largest free block). `pool` names the allocator's pool (copied, truncated to 47
  * bytes), may be NULL. `device` is the CUDA device ordinal, or -1 when unknown.
+ * Any argument is safe to pass: a device below -1 is recorded as unknown, a size or range the trace
+ * format cannot hold is clamped with the exact value kept (docs/trace-format.md, "Limits"), and a
+ * name is read only as far as its memory is readable (one that runs into an unmapped page is cut).
  *
  * A scope brackets a part of the run (a test, an evaluation pass) so that gpumem-report can check it
  * for leaks on its own. Scopes nest and may be opened and closed on any thread; an end closes the

@@ -4,6 +4,7 @@
 // Exit status: 0 fine, 1 a gate failed, 2 bad input or usage, 3 a gate met a cut trace (no verdict).
 #include <fcntl.h>
 #include <sys/ioctl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -24,8 +25,11 @@
 #include "report/outputs/json_output.h"
 #include "report/outputs/perfetto_output.h"
 #include "report/outputs/text_output.h"
+#include "util/terminal_text.h"
 
 using namespace gpumemtrace::report;
+using gpumemtrace::util::printable;
+using gpumemtrace::util::TerminalStreambuf;
 
 namespace {
 
@@ -49,7 +53,7 @@ std::vector<ProcessReport> analyze_all(const std::vector<TraceInput>& inputs, co
                               options.jobs ? options.jobs : default_jobs(), what_if);
   }  // the line is cleared here, before any warning or report is written
   // Empty traces among several: a warning each, not an error.
-  for (const std::string& warning : analyzed.skipped) std::cerr << "gpumem-report: warning: " << warning << "\n";
+  for (const std::string& warning : analyzed.skipped) std::cerr << "gpumem-report: warning: " << printable(warning) << "\n";
   if (analyzed.reports.empty()) throw std::runtime_error("no trace to report on: every trace given is empty");
   return std::move(analyzed.reports);
 }
@@ -89,7 +93,11 @@ int run(const Options& options) {
   }
   std::ofstream file;
   if (!options.output.empty()) {
-    refuse_output_among_inputs(options.output, input_paths);
+    std::vector<FileId> sources = input_set.stream_sources();
+    struct stat st;
+    if (!options.suppressions.empty() && ::stat(options.suppressions.c_str(), &st) == 0)
+      sources.push_back({st.st_dev, st.st_ino, "the suppressions file (--suppressions)"});
+    refuse_output_among_inputs(options.output, input_paths, sources);
     // A new report file is private (0600, less the umask's bits), as a trace is: it shows the traced
     // programs' command lines, paths and stacks. An existing one keeps its mode (as with `>`).
     // O_NONBLOCK: never waits here for a FIFO's reader (the stream's open below does, as it always did).
@@ -98,7 +106,13 @@ int run(const Options& options) {
     file.open(options.output);
     if (!file) throw std::runtime_error(options.output + ": cannot write");
   }
-  std::ostream& out = options.output.empty() ? std::cout : file;
+  std::ostream& destination = options.output.empty() ? std::cout : file;
+  // Text for people (text, folded, a diff's text) reaches a terminal or a CI log: control characters
+  // from the trace are escaped on the way (util/terminal_text.h). JSON, HTML and Perfetto escape their own.
+  const bool for_people = options.format == OutputFormat::Text || options.format == OutputFormat::Folded;
+  TerminalStreambuf escaped(destination.rdbuf());
+  std::ostream filtered(&escaped);
+  std::ostream& out = for_people ? filtered : destination;
   TextOptions text{options.stacks, options.max_items};
   text.top_sites = options.top_sites;
   if (!options.width_given && options.output.empty()) {
@@ -116,7 +130,8 @@ int run(const Options& options) {
     std::vector<ProcessReport> reports = analyze_all(groups[0], suppressions, options);
     for (const ProcessReport& r : reports) {
       if (options.format == OutputFormat::Text) break;  // the text report prints its warnings itself
-      for (const std::string& warning : r.warnings) std::cerr << "gpumem-report: " << r.file << ": warning: " << warning << "\n";
+      for (const std::string& warning : r.warnings)
+        std::cerr << "gpumem-report: " << printable(r.file) << ": warning: " << printable(warning) << "\n";
     }
     write_report(out, reports, options, text);
     failures = check_gates(reports, options);
@@ -125,8 +140,9 @@ int run(const Options& options) {
   // A report that cannot be written (disk full, closed pipe) is an error, not a silent success.
   errno = 0;
   out.flush();
+  destination.flush();
   if (file.is_open()) file.close();
-  if (!out) {  // for -o, `out` is the file: close() failing sets its failbit
+  if (!out || !destination) {  // for -o, `destination` is the file: close() failing sets its failbit
     const int error = errno;
     throw std::runtime_error((options.output.empty() ? std::string("standard output") : options.output) +
                              ": cannot write the report" + (error ? std::string(": ") + strerror(error) : ""));
@@ -139,6 +155,13 @@ int run(const Options& options) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Everything said on stderr (warnings, FAILED and INCOMPLETE lines, errors quoting the trace) has
+  // its control characters escaped; the original buffer is back before static destructors flush it.
+  TerminalStreambuf escaped_stderr(std::cerr.rdbuf());
+  struct Restore {
+    std::streambuf* original;
+    ~Restore() { std::cerr.rdbuf(original); }
+  } restore{std::cerr.rdbuf(&escaped_stderr)};
   Options options;
   try {
     options = parse_options(std::vector<std::string>(argv + 1, argv + argc));
@@ -157,7 +180,7 @@ int main(int argc, char** argv) {
   try {
     return run(options);
   } catch (const std::exception& error) {  // TraceError (file:line: what), I/O, suppressions, -o among the inputs
-    std::cerr << "gpumem-report: error: " << error.what() << "\n";
+    std::cerr << "gpumem-report: error: " << printable(error.what()) << "\n";
     return kExitBadInput;
   }
 }

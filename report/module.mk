@@ -72,20 +72,5 @@ ifneq ($(REPORT_UNIT_SRCS),)
 UNIT_TESTS += $(REPORT_UNIT_BIN)
 endif
 
-# --- libFuzzer target for the reader and the analyses (clang); tests/report runs it briefly ---
-# Built from the sources (not the g++ library) so that clang instruments every line it fuzzes.
-REPORT_FUZZ_BIN := $(BUILD)/report/fuzz_report_reader
-$(REPORT_FUZZ_BIN): report/fuzz/fuzz_reader.cpp $(REPORT_SRCS) $(HTML_ASSETS_SRC) | $(LIBRARY_RULES_INC)
-	@mkdir -p $(@D)
-	$(CLANGXX) -std=c++17 -O1 -g -I. -I$(BUILD)/gen -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
-	  $^ -o $@ $(REPORT_LDLIBS)
-TEST_BINS += $(REPORT_FUZZ_BIN)
-
-FUZZ_SECONDS ?= 300
-report-fuzz: $(REPORT_FUZZ_BIN)
-	@mkdir -p $(BUILD)/report/fuzz-corpus
-	$(REPORT_FUZZ_BIN) -max_total_time=$(FUZZ_SECONDS) -max_len=4096 -timeout=10 \
-	  $(BUILD)/report/fuzz-corpus tests/report/golden tests/report/malformed
-FUZZ_TARGETS += report-fuzz
-
-.PHONY: report-fuzz
+# --- libFuzzer targets for the reader and the analyses (clang): report/fuzz/module.mk ---
+include report/fuzz/module.mk

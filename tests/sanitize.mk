@@ -17,7 +17,7 @@ TSAN_FLAGS := -fsanitize=thread
 ASAN_SUITES ?=
 TSAN_SUITES ?=
 # The fuzzers are built by clang with sanitizers of their own: not rebuilt here.
-SANITIZED_BINS = $(LIBS) $(PROGRAMS) $(UNIT_TESTS) $(filter-out $(REPORT_FUZZ_BIN) $(SNAPSHOT_FUZZER),$(TEST_BINS))
+SANITIZED_BINS = $(LIBS) $(PROGRAMS) $(UNIT_TESTS) $(filter-out $(REPORT_FUZZ_BIN) $(REPORT_DIFF_FUZZ_BIN) $(SNAPSHOT_FUZZER),$(TEST_BINS))
 
 ## asan: the unit and end-to-end tests under AddressSanitizer + UndefinedBehaviorSanitizer ($(BUILD)-asan)
 asan: deps-check

@@ -15,6 +15,9 @@ namespace gpumemtrace {
 
 std::string demangle(const char* name) {
   if (!name) return "";
+  // Only a mangled name: __cxa_demangle also reads a bare type encoding, so a C function named `v`, `f`
+  // or `i` would become "void", "float", "int".
+  if (std::strncmp(name, "_Z", 2) != 0) return name;
   int status = 0;
   char* d = abi::__cxa_demangle(name, nullptr, nullptr, &status);
   if (status != 0 || !d) return name;

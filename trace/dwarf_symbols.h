@@ -32,7 +32,8 @@ struct Symbolized {
   std::vector<SourceLocation> inlined; // functions inlined at the address, innermost first
 };
 
-// A C++ symbol demangled; any other name as it is; "" for null.
+// A C++ symbol (an Itanium mangled name, "_Z...") demangled; any other name as it is ("v" stays "v");
+// "" for null.
 std::string demangle(const char* name);
 
 // The compile units of modules whose DWARF has no .debug_aranges, by address. clang writes none

@@ -292,4 +292,28 @@ inline constexpr End parse_end(std::string_view name) {
 // (before compression), and the cap:
 inline constexpr const char* kFieldMaxBytes = "max_bytes";
 
+// ---- limits (docs/trace-format.md "Limits"; docs/security.md lists each with its test) ----
+// The writer never writes past them; a reader refuses a longer line and cuts a longer string.
+// Integers that count bytes or events (size, free, total, count, ...): exact in a double.
+inline constexpr uint64_t kMaxInteger = (uint64_t{1} << 53) - 1;
+// Any string value, once unescaped (UTF-8 bytes): a longer one is cut at a character boundary and
+// ends with kCutMark, the whole at most kMaxStringBytes.
+inline constexpr uint64_t kMaxStringBytes = 4096;
+inline constexpr const char* kCutMark = "...[cut]";
+// Any line, '\n' excluded. The writer's longest (a frame with kMaxInlinedLevels levels of names at
+// kMaxStringBytes, every byte escaped) stays below it.
+inline constexpr uint64_t kMaxLineBytes = uint64_t{4} << 20;
+inline constexpr int kMaxInlinedLevels = 64;   // a frame's "inlined" list
+inline constexpr int kMaxCmdlineArgs = 64;     // the header's "cmdline": further ones become one last
+                                               // element "...[N more arguments cut]"
+
+// A value the program passed that the format cannot hold is clamped into its field (size to
+// kMaxInteger, and to the end of the address space from addr; device to -1; free, total to
+// kMaxInteger) and kept exactly beside it, as a decimal string (docs/trace-format.md):
+inline constexpr const char* kFieldSizeExact = "size_exact";      // or kOutOfRange: above 2^64 - 1
+inline constexpr const char* kFieldDeviceExact = "device_exact";  // a device below -1
+inline constexpr const char* kFieldFreeExact = "free_exact";
+inline constexpr const char* kFieldTotalExact = "total_exact";
+inline constexpr const char* kOutOfRange = "out of range";
+
 }  // namespace gpumemtrace::format

@@ -101,7 +101,8 @@ class JsonLine {
   }
 
   // Appends `s` to `out` as a JSON string literal (quotes included), escaping what JSON requires.
-  // Bytes that are not valid UTF-8 become U+FFFD, so every reader accepts the line.
+  // Bytes that are not valid UTF-8 become U+FFFD, so every reader accepts the line; a string longer
+  // than format::kMaxStringBytes is cut and marked (format.h), as every reader would cut it.
   static void append_string(std::string* out, const char* s) {
     JsonLine j(out);
     j.append_escaped(s);

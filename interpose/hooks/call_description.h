@@ -47,15 +47,20 @@ class Outcome {
 inline uint64_t address(const void* p) noexcept { return reinterpret_cast<uint64_t>(p); }
 
 // ---- size rules ----
+// Products of the arguments saturate (event::Bytes): a request too large for 64 bits is recorded as
+// such ("size_exact":"out of range" in the trace), not as the few bytes a wrapped product would say.
 // Pitched allocations: the real footprint is pitch * rows; on failure (or before the call) only the
 // requested width * rows is known.
-inline uint64_t pitched_bytes(const Outcome& o, const size_t* pitch, uint64_t width, uint64_t rows) noexcept {
-  return o.ok() && pitch ? *pitch * rows : width * rows;
+inline Bytes pitched_bytes(const Outcome& o, const size_t* pitch, uint64_t width, Bytes rows) noexcept {
+  return product(rows, o.ok() && pitch ? *pitch : width);
+}
+inline Bytes pitched_bytes(const Outcome& o, const size_t* pitch, uint64_t width, uint64_t rows) noexcept {
+  return pitched_bytes(o, pitch, width, Bytes{rows, false});
 }
 
 // Arrays have an opaque layout: width * height * element bytes is a lower bound of the footprint.
-inline uint64_t array_bytes(uint64_t element_bytes, uint64_t width, uint64_t height) noexcept {
-  return element_bytes * width * (height ? height : 1);
+inline Bytes array_bytes(uint64_t element_bytes, uint64_t width, uint64_t height) noexcept {
+  return product(product(element_bytes, width), height ? height : 1);
 }
 
 // A free-memory query (cudaMemGetInfo, cuMemGetInfo_v2) is a meminfo event when it succeeded.

@@ -5,6 +5,9 @@
 #include <cstdint>
 #include <cstring>
 
+#include "interpose/hooks/program_strings.h"
+#include "interpose/recorder/event_record.h"
+#include "interpose/recorder/label_table.h"
 #include "interpose/recorder/recorder.h"
 
 using gpumemtrace::HookScope;
@@ -16,14 +19,21 @@ void report_block(f::Op op, const char* api, const void* ptr, size_t size, const
                   const char* pool) {
   HookScope scope;
   if (!scope.recording()) return;
+  // The pool's name is the program's pointer: read without faulting, as far as it goes (program_strings.h).
+  char pool_copy[gpumemtrace::kPoolNameBytes];
   gpumemtrace::record(gpumemtrace::event::block(op, api, reinterpret_cast<uint64_t>(ptr), size,
-                                                reinterpret_cast<uint64_t>(segment), device, pool));
+                                                reinterpret_cast<uint64_t>(segment), device,
+                                                gpumemtrace::copy_program_string(pool, pool_copy, sizeof pool_copy)));
 }
 
 // A mark or a scope event: no memory, a text (the mark's label, the scope's name); `result` nonzero
 // on a scope_end whose work failed.
 void report_labelled(f::Op op, const char* label, const char* api, int32_t result = 0) {
-  gpumemtrace::record_labelled(op, label ? label : "", api, 0, result);
+  // A copy read without faulting (program_strings.h), one byte longer than a scope name is kept, so
+  // that the recorder still sees a name it must cut.
+  char copy[gpumemtrace::kMaxScopeNameBytes + 2];
+  gpumemtrace::record_labelled(op, label ? gpumemtrace::copy_program_string(label, copy, sizeof copy) : "", api, 0,
+                               result);
 }
 
 // `api` must be static for the recorder (it keeps the pointer): the openers docs/trace-format.md

@@ -34,6 +34,7 @@
 #include <utility>
 
 #include "interpose/hooks/nvtx_memory.h"
+#include "interpose/hooks/program_strings.h"
 #include "interpose/recorder/config.h"
 #include "interpose/recorder/label_table.h"
 #include "interpose/recorder/recorder.h"
@@ -52,22 +53,34 @@ bool g_attach = false;
 
 // ---- labels ----
 
+// The text of a domain or registered-string handle: handles are the interned names handed out
+// below (or kUnnamedRange); anything else the program passes is not dereferenced (null).
+const char* handle_text(const void* handle) {
+  if (handle == kUnnamedRange || gpumemtrace::is_interned_label(handle)) return static_cast<const char*>(handle);
+  return nullptr;
+}
+
 // Builds "domain: message" (or "message" for the default domain) into `out`, UTF-8, NUL-terminated,
 // cut at a character boundary; returns its length. `domain` is a handle from domain_create (an
-// interned name) or null.
+// interned name) or null. The program's strings are read without faulting (program_strings.h): a
+// message that runs into an unmapped page ends there.
 class LabelBuilder {
  public:
   explicit LabelBuilder(nvtxDomainHandle_t domain) {
-    if (domain) {
-      append(reinterpret_cast<const char*>(domain));
+    if (const char* name = handle_text(domain)) {
+      append(name);
       append(": ");
     }
   }
   void append(const char* text) {
-    for (; text && *text && length_ < kCapacity; ++text) out_[length_++] = *text;
+    const size_t n = gpumemtrace::program_strnlen(text, kCapacity - length_, &pages_);
+    for (size_t i = 0; i < n; ++i) out_[length_++] = text[i];
   }
   void append(const wchar_t* text) {  // UTF-32 -> UTF-8
-    for (; text && *text; ++text) {
+    // At most one character per byte of room: no more of the program's array is read.
+    const size_t readable = gpumemtrace::program_readable_bytes(text, (kCapacity + 1) * sizeof(wchar_t), &pages_);
+    const wchar_t* const end = text + readable / sizeof(wchar_t);
+    for (; text && text < end && *text; ++text) {
       const uint32_t c = static_cast<uint32_t>(*text);
       char bytes[4];
       int n = 0;
@@ -94,7 +107,7 @@ class LabelBuilder {
     switch (type) {
       case NVTX_MESSAGE_TYPE_ASCII: return append(message.ascii);
       case NVTX_MESSAGE_TYPE_UNICODE: return append(message.unicode);
-      case NVTX_MESSAGE_TYPE_REGISTERED: return append(reinterpret_cast<const char*>(message.registered));
+      case NVTX_MESSAGE_TYPE_REGISTERED: return append(handle_text(message.registered));
       default: return;
     }
   }
@@ -118,6 +131,7 @@ class LabelBuilder {
   static constexpr size_t kCapacity = gpumemtrace::kMaxScopeNameBytes;
   char out_[kCapacity + 1];
   size_t length_ = 0;
+  gpumemtrace::PageCache pages_;
 };
 
 void record_nvtx(f::Op op, const char* label, uint64_t range) {
@@ -302,7 +316,9 @@ bool is_this_library(const char* path, const char* own_path) {
 // where it is not preloaded (a child that dropped LD_PRELOAD but kept the variable) does not attach:
 // it would record NVTX events and no memory.
 __attribute__((constructor)) void register_as_nvtx_injection() {
-  const gpumemtrace::NvtxMode mode = gpumemtrace::parse_nvtx_mode(getenv(gpumemtrace::var::kNvtx), gpumemtrace::log_line);
+  // Quietly: this runs in every process the library is loaded into, CUDA or not; an invalid value is
+  // said once by the recorder's start (recorder.cpp), in the processes that trace.
+  const gpumemtrace::NvtxMode mode = gpumemtrace::parse_nvtx_mode(getenv(gpumemtrace::var::kNvtx), [](const char*) {});
   if (mode == gpumemtrace::NvtxMode::Off) return;
   // Other settings' warnings are left to the recorder's start, which says them once.
   if (gpumemtrace::parse_config([](const char* name) -> const char* { return getenv(name); }, [](const char*) {})

@@ -27,7 +27,7 @@ inline uint64_t element_bytes(const cudaChannelFormatDesc* d) noexcept {
 
 // cudaMalloc3D: a pitched allocation of height * depth rows.
 inline EventFacts allocation_3d(const Outcome& o, const cudaPitchedPtr* p, const cudaExtent& extent) noexcept {
-  const uint64_t rows = extent.height * (extent.depth ? extent.depth : 1);
+  const Bytes rows = product(extent.height, extent.depth ? extent.depth : 1);
   return allocation(Kind::Device, o.ok() && p ? address(p->ptr) : 0,
                     pitched_bytes(o, p ? &p->pitch : nullptr, extent.width, rows));
 }

@@ -15,16 +15,20 @@
 // gpumemtrace_record_sync() so that readers can merge them into the timeline by time.
 //
 // Input is validated, never trusted: null pointers, a layout that is not this build's (the sizes
-// the caller passes), counts out of range, unterminated-looking strings (bounded reads) are refused
-// or skipped, never dereferenced blindly. No allocation, lock or stdio here beyond the recorder's own
+// the caller passes), counts out of range are refused; the arrays and every string are read only
+// where the kernel confirmed the pages readable (program_strings.h: a name that runs into an unmapped
+// page is cut there, an array that does is refused), never dereferenced blindly. No allocation, lock or stdio here beyond the recorder's own
 // rules.
 // Thread-safety: any thread, any time; the recorder's rules apply (record() never blocks except in
 // GPUMEMTRACE_ON_FULL=wait mode). Never throws.
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 
+#include "interpose/hooks/program_strings.h"
 #include "interpose/python/python_stack.h"
+#include "interpose/recorder/event_record.h"
 #include "interpose/recorder/recorder.h"
 #include "trace/torch_actions.h"
 
@@ -70,30 +74,37 @@ constexpr size_t kMaxNameBytes = 4096;       // the code table keeps no more of 
 constexpr int32_t kMaxDevice = 1 << 16;
 
 // The action of a name, looked up among the rows the live trace records; nullptr otherwise.
-const ta::ActionInfo* live_action(const char* name) {
+const ta::ActionInfo* live_action(const char* name, gpumemtrace::PageCache* pages) {
   if (!name) return nullptr;
-  const ta::ActionInfo* a = ta::info(ta::parse(std::string_view(name, strnlen(name, 64))));
+  const ta::ActionInfo* a = ta::info(ta::parse(std::string_view(name, gpumemtrace::program_strnlen(name, 64, pages))));
   return a && (a->where & ta::kLive) && a->op ? a : nullptr;
 }
 
-int collect_frames(const GpumemtraceTorchEntry& e, gpumemtrace::python::PythonFrameRef* refs) {
+int collect_frames(const GpumemtraceTorchEntry& e, gpumemtrace::python::PythonFrameRef* refs,
+                   gpumemtrace::PageCache* pages) {
   if (!e.frames || e.frame_count == 0) return 0;
-  const uint32_t count = e.frame_count < gpumemtrace::python::kMaxPythonFrames
-                             ? e.frame_count
-                             : static_cast<uint32_t>(gpumemtrace::python::kMaxPythonFrames);
+  uint32_t count = e.frame_count < gpumemtrace::python::kMaxPythonFrames
+                       ? e.frame_count
+                       : static_cast<uint32_t>(gpumemtrace::python::kMaxPythonFrames);
+  // Only the frames on readable pages (the rest of a garbage array is left out).
+  count = static_cast<uint32_t>(std::min<size_t>(
+      count, gpumemtrace::program_readable_bytes(e.frames, count * sizeof(GpumemtraceTorchFrame), pages) /
+                 sizeof(GpumemtraceTorchFrame)));
   int n = 0;
   for (uint32_t i = 0; i < count; ++i) {
     const GpumemtraceTorchFrame& fr = e.frames[i];
     if (!fr.file || !fr.function) continue;
-    if (gpumemtrace::python::make_external_frame(fr.file, strnlen(fr.file, kMaxNameBytes), fr.function,
-                                                 strnlen(fr.function, kMaxNameBytes), fr.line, &refs[n]))
+    if (gpumemtrace::python::make_external_frame(fr.file, gpumemtrace::program_strnlen(fr.file, kMaxNameBytes, pages),
+                                                 fr.function,
+                                                 gpumemtrace::program_strnlen(fr.function, kMaxNameBytes, pages),
+                                                 fr.line, &refs[n]))
       ++n;
   }
   return n;
 }
 
-bool record_entry(const GpumemtraceTorchEntry& e) {
-  const ta::ActionInfo* action = live_action(e.action);
+bool record_entry(const GpumemtraceTorchEntry& e, gpumemtrace::PageCache* pages) {
+  const ta::ActionInfo* action = live_action(e.action, pages);
   if (!action || e.device < -1 || e.device >= kMaxDevice) return false;
   gpumemtrace::python::PythonFrameRef refs[gpumemtrace::python::kMaxPythonFrames];
   EventFacts facts;
@@ -101,7 +112,7 @@ bool record_entry(const GpumemtraceTorchEntry& e) {
   facts.kind = action->kind;
   facts.api = action->api;
   facts.frames = refs;
-  facts.frame_count = collect_frames(e, refs);
+  facts.frame_count = collect_frames(e, refs, pages);
   facts.addr = e.addr;
   facts.size = e.size;
   facts.device = e.device;
@@ -114,7 +125,8 @@ bool record_entry(const GpumemtraceTorchEntry& e) {
     facts.has_meminfo = true;
     facts.free_bytes = e.free_bytes;
   }
-  facts.pool_name = e.pool;  // copied (bounded) by record()
+  char pool[gpumemtrace::kPoolNameBytes];
+  facts.pool_name = gpumemtrace::copy_program_string(e.pool, pool, sizeof pool, pages);
   facts.time_ns = e.time_ns;  // PyTorch's own time (converted by the caller); 0 = now
   return gpumemtrace::record(facts);
 }
@@ -132,10 +144,14 @@ __attribute__((visibility("default"))) int64_t gpumemtrace_record_torch(const Gp
                                                                         uint32_t frame_size) {
   if (entry_size != sizeof(GpumemtraceTorchEntry) || frame_size != sizeof(GpumemtraceTorchFrame)) return -1;
   if (count > kMaxEntriesPerCall || (count != 0 && !entries)) return -1;
+  gpumemtrace::PageCache pages;
+  if (count && gpumemtrace::program_readable_bytes(entries, count * sizeof(GpumemtraceTorchEntry), &pages) <
+                   count * sizeof(GpumemtraceTorchEntry))
+    return -1;  // the array runs into memory that cannot be read
   HookScope scope;
   if (!scope.recording()) return 0;
   int64_t recorded = 0;
-  for (uint64_t i = 0; i < count; ++i) recorded += record_entry(entries[i]) ? 1 : 0;
+  for (uint64_t i = 0; i < count; ++i) recorded += record_entry(entries[i], &pages) ? 1 : 0;
   return recorded;
 }
 

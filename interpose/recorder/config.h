@@ -33,10 +33,11 @@ namespace gpumemtrace {
   X(kPytestSummary, "GPUMEMTRACE_PYTEST_SUMMARY")                                                        \
   /* the launcher (tools/gpumemtrace.cpp) */                                                             \
   X(kLibrary, "GPUMEMTRACE_LIBRARY") X(kReport, "GPUMEMTRACE_REPORT")                                    \
-  /* the simulated CUDA runtime and driver (tests/sim), the test harness (tests/run_tests.py) */          \
+  /* the simulated CUDA runtime and driver (tests/sim), the test harness (tests/run_tests.py, tests/gpu) */ \
   X(kSimCapacity, "GPUMEMTRACE_SIM_CAPACITY") X(kSimDevices, "GPUMEMTRACE_SIM_DEVICES")                  \
   X(kSimNoDevice, "GPUMEMTRACE_SIM_NO_DEVICE") X(kBuild, "GPUMEMTRACE_BUILD")                            \
-  X(kTestPreload, "GPUMEMTRACE_TEST_PRELOAD") X(kFuzzBriefSeconds, "GPUMEMTRACE_FUZZ_BRIEF_SECONDS")
+  X(kTestPreload, "GPUMEMTRACE_TEST_PRELOAD") X(kFuzzBriefSeconds, "GPUMEMTRACE_FUZZ_BRIEF_SECONDS")     \
+  X(kGpuChecksHome, "GPUMEMTRACE_HOME")
 
 namespace var {
 #define GPUMEMTRACE_VARIABLE_NAME(id, text) inline constexpr char id[] = text;

@@ -29,6 +29,7 @@ enum EventFlags : uint16_t {
   kDelayed = 1 << 8,       // recorded after the fact with its own time (EventFacts::time_ns != 0)
   kLabelInterned = 1 << 9, // kHasLabel, text too long for the slot: interned_label points to it
   kHasRange = 1 << 10,     // a scope event of a cross-thread range: `range` is its id
+  kSizeOverflow = 1 << 11, // `size` is saturated: the size the arguments say passed 2^64 - 1
 };
 
 struct EventRecord {

@@ -40,6 +40,13 @@ bool same_text(const char* entry, const char* text, size_t length) {
 
 }  // namespace
 
+bool is_interned_label(const void* p) noexcept {
+  const size_t used = g_arena_used.load(std::memory_order_acquire);
+  const char* const end = g_arena + (used < kLabelArenaBytes ? used : kLabelArenaBytes);
+  const char* const at = static_cast<const char*>(p);
+  return at >= g_arena && at < end;
+}
+
 const char* intern_label(const char* text, size_t length) noexcept {
   if (length > kMaxScopeNameBytes) return nullptr;
   const uint64_t hash = fnv1a(text, length);

@@ -30,6 +30,11 @@ inline constexpr size_t kLabelArenaBytes = size_t{8} << 20;
 // Precondition: length <= kMaxScopeNameBytes.
 const char* intern_label(const char* text, size_t length) noexcept;
 
+// True when `p` points into the interned names (a pointer intern_label handed out, or one inside
+// such a name): readable, and NUL-terminated before the arena ends. For handles the program hands
+// back (NVTX domain and registered-string handles), which must never be read unless they are ours.
+bool is_interned_label(const void* p) noexcept;
+
 // `length` shortened, if needed, so that text[0, result) does not end inside a UTF-8 sequence.
 size_t utf8_cut(const char* text, size_t length) noexcept;
 

@@ -34,6 +34,7 @@
 #include "interpose/recorder/label_table.h"
 #include "interpose/recorder/line_queue.h"
 #include "interpose/recorder/recorder_state.h"
+#include "interpose/recorder/thread_check.h"
 #include "interpose/recorder/unwind.h"
 #include "interpose/writer/trace_file.h"
 #include "interpose/writer/writer.h"
@@ -155,6 +156,7 @@ void start() {
     auto* shared = new (std::nothrow) RecorderShared();
     if (!shared) return disable("out of memory at start; tracing disabled");
     shared->config = config_from_environment(log_line);
+    (void)parse_nvtx_mode(getenv(var::kNvtx), log_line);  // read at load time (hooks/nvtx.cpp), said here
     warn_unknown_variables(environ, log_line);  // a misspelt setting would otherwise go unnoticed
     shared->ring = new (std::nothrow) EventRing();
     if (!shared->ring || !shared->ring->init(shared->config.ring_events))
@@ -166,6 +168,13 @@ void start() {
   }
   const Config& cfg = g_shared->config;
   if (cfg.disabled) return disable(nullptr);
+
+  // A seccomp filter may refuse what a new thread needs (thread_check.h): then never start one.
+  const std::string refusal = thread_start_refusal();
+  if (!refusal.empty()) {
+    errno = saved_errno;
+    return disable((refusal + "; running untraced").c_str());
+  }
 
   // The writer thread opens the trace, in a descriptor table of its own. Never overwrite a trace (the
   // same name comes back after exec, or with pid reuse), never follow or open what someone planted at
@@ -273,6 +282,7 @@ void fill_record(EventRecord& r, uint64_t seq, const EventFacts& f, uint64_t t, 
   optional(f.has_meminfo, kHasMemInfo, &r.total_bytes, f.total_bytes);
   optional(f.range != 0, kHasRange, &r.range, f.range);
   if (f.has_result) flags |= kHasResult;
+  if (f.size_overflow) flags |= kSizeOverflow;
   if (interned) {
     flags |= kHasLabel | kLabelInterned;
     r.interned_label = interned;
@@ -521,6 +531,14 @@ bool flush_now(int timeout_ms) noexcept {
   const bool flushed = w && w->flush(timeout_ms);
   print_queued_lines();
   return flushed;
+}
+
+void drain_before_unload() noexcept {
+  if (t_internal || getpid() != g_trace_pid) return;
+  Writer* w = g_state.load(std::memory_order_acquire) == kActive ? g_writer : nullptr;
+  if (!w) return;
+  KeepErrno keep;
+  (void)w->flush(kUnloadDrainMs);
 }
 
 // Flush everything at exit. An ELF destructor of a preloaded library runs after the program's atexit

@@ -47,6 +47,7 @@ struct EventFacts {
   const char* api = nullptr;
   uint64_t addr = 0;
   uint64_t size = 0;
+  bool size_overflow = false;  // the size computed from the arguments (width * rows) passed 2^64 - 1
   int32_t device = -1;     // -1: unknown; kCurrentDevice: resolved by record_call()
   const void* context = nullptr;  // kCurrentDevice: the device is this CUDA context's (not recorded)
   int32_t result = 0;      // CUDA error code the call returned
@@ -117,6 +118,19 @@ struct EventFacts {
 // the call's description (interpose/hooks/call_description.h) adds the api and the result.
 namespace event {
 
+// A byte count computed from a call's arguments (width * rows, pitch * rows * depth): saturated at
+// 2^64 - 1, and flagged, when the true product does not fit in 64 bits.
+struct Bytes {
+  uint64_t value = 0;
+  bool overflow = false;
+};
+inline Bytes product(Bytes a, uint64_t b) noexcept {
+  if (a.overflow) return b ? a : Bytes{};
+  const unsigned __int128 p = static_cast<unsigned __int128>(a.value) * b;
+  return p >> 64 ? Bytes{UINT64_MAX, true} : Bytes{static_cast<uint64_t>(p), false};
+}
+inline Bytes product(uint64_t a, uint64_t b) noexcept { return product(Bytes{a, false}, b); }
+
 inline EventFacts with_op(format::Op op, format::Kind kind, uint64_t addr, uint64_t size, bool has_result) noexcept {
   EventFacts e;
   e.op = op;
@@ -137,6 +151,11 @@ inline EventFacts nothing() noexcept {
 // Memory obtained: `addr` 0 when the call failed; `size` what was asked for, or the footprint.
 inline EventFacts allocation(format::Kind kind, uint64_t addr, uint64_t size) noexcept {
   return with_op(format::Op::Alloc, kind, addr, size, true);
+}
+inline EventFacts allocation(format::Kind kind, uint64_t addr, Bytes size) noexcept {
+  EventFacts e = with_op(format::Op::Alloc, kind, addr, size.value, true);
+  e.size_overflow = size.overflow;
+  return e;
 }
 // Memory given back, before the call (no result). Freeing null is a no-op in CUDA (and a common way to
 // initialise the context): no event.
@@ -319,6 +338,12 @@ void recorder_exec_failed() noexcept;
 bool flush_now(int timeout_ms) noexcept;
 // The absolute path of this process's trace; "" when it writes none (gpumemtrace_trace_path()).
 const char* trace_path() noexcept;
+
+// Before a library is unloaded (dlclose): the writer serializes every event recorded so far, naming
+// their frames while the library is still mapped (at most kUnloadDrainMs). Nothing when the recorder
+// is not active, on the writer's own thread, or in a vfork child.
+inline constexpr int kUnloadDrainMs = 1000;
+void drain_before_unload() noexcept;
 
 // True once the recorder has been disabled (configuration, unwritable output, internal failure): hooks
 // are then pure pass-throughs.

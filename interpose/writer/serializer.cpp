@@ -4,11 +4,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 #include <iterator>
 
 #include "cupti/backend.h"
 #include "interpose/recorder/recorder_state.h"
+#include "interpose/writer/format_limits.h"
 #include "trace/json_line.h"
 #include "trace/format.h"
 #include "util/monotonic_clock.h"
@@ -30,7 +32,7 @@ void append_location(std::string* out, const SourceLocation& loc) {
     out->append(",\"file\":");
     JsonLine::append_string(out, loc.file.c_str());
     out->append(",\"line\":");
-    JsonLine::append_uint(out, static_cast<uint64_t>(loc.line));
+    JsonLine::append_uint(out, static_cast<uint64_t>(loc.line < 0 ? 0 : loc.line));
   }
   out->push_back('}');
 }
@@ -106,10 +108,16 @@ TraceSerializer::TraceSerializer(std::string* out, bool symbolize) : out_(out), 
 }
 
 void TraceSerializer::header(const HeaderInfo& info) {
+  // At most kMaxCmdlineArgs arguments (the line stays under format::kMaxLineBytes), then a count.
   std::string cmd = "[";
-  for (size_t i = 0; i < info.cmdline.size(); ++i) {
+  const size_t args = std::min<size_t>(info.cmdline.size(), f::kMaxCmdlineArgs);
+  for (size_t i = 0; i < args; ++i) {
     if (i) cmd.push_back(',');
     JsonLine::append_string(&cmd, info.cmdline[i].c_str());
+  }
+  if (args < info.cmdline.size()) {
+    cmd += ",";
+    JsonLine::append_string(&cmd, ("...[" + std::to_string(info.cmdline.size() - args) + " more arguments cut]").c_str());
   }
   cmd.push_back(']');
   JsonLine j(out_);
@@ -172,10 +180,10 @@ uint32_t TraceSerializer::native_frame_id(uintptr_t ip) {
   if (symbolizer_) {
     const Symbolized s = symbolizer_->symbolize(ip);
     j.str(f::kFieldFunction, s.outer.function);
-    if (!s.outer.file.empty()) j.str(f::kFieldFile, s.outer.file).num(f::kFieldLine, s.outer.line);
+    if (!s.outer.file.empty()) j.str(f::kFieldFile, s.outer.file).num(f::kFieldLine, std::max(s.outer.line, 0));
     if (!s.inlined.empty()) {
       std::string list = "[";
-      for (size_t i = 0; i < s.inlined.size(); ++i) {
+      for (size_t i = 0; i < s.inlined.size() && i < static_cast<size_t>(f::kMaxInlinedLevels); ++i) {
         if (i) list.push_back(',');
         append_location(&list, s.inlined[i]);
       }
@@ -201,7 +209,7 @@ uint32_t TraceSerializer::python_frame_id(const python::PythonFrameRef& ref) {
       .str(f::kFieldLang, f::kLangPython)
       .str(f::kFieldFunction, frame.function)
       .str(f::kFieldFile, frame.file)
-      .num(f::kFieldLine, frame.line)
+      .num(f::kFieldLine, std::max<int64_t>(frame.line, 0))
       .end();
   return id;
 }
@@ -255,7 +263,8 @@ uint32_t TraceSerializer::stack_id(const EventRecord& r) {
 }
 
 uint32_t TraceSerializer::site_id(const EventRecord& r, uint32_t stack) {
-  const SiteKey key{r.api ? r.api : "", r.driver_api, r.tid, stack, r.device, r.op, r.kind, (r.flags & kDelayed) != 0};
+  const SiteKey key{r.api ? r.api : "", r.driver_api, r.tid, stack, limits::device(r.device), r.op, r.kind,
+                    (r.flags & kDelayed) != 0};
   auto it = sites_.find(key);
   if (it != sites_.end()) return it->second;
   const uint32_t id = next_site_id_++;
@@ -281,7 +290,10 @@ uint32_t TraceSerializer::event(const EventRecord& r, uint32_t stack) {
   last_seq_ = r.seq;
   last_time_ns_ = r.time_ns;
   if (f::op_has_addr(r.op)) j.hex(f::kFieldShortAddr, r.addr);
-  if (f::op_has_size(r.op) && r.size) j.unum(f::kFieldShortSize, r.size);  // frees: 0 when the API does not say
+  if (f::op_has_size(r.op))  // frees: 0 when the API does not say; beyond the format: clamped, kept exactly
+    limits::write_size(j, f::kFieldShortSize, r.size, limits::size_limit(f::op_has_addr(r.op), r.addr),
+                       (r.flags & kSizeOverflow) != 0, true);
+  limits::write_device_exact(j, r.device);
   if (r.flags & kHasStream) j.hex(f::kFieldStream, r.stream);
   if (r.flags & kHasPoolName)
     j.str(f::kFieldPool, r.pool_name);
@@ -289,7 +301,10 @@ uint32_t TraceSerializer::event(const EventRecord& r, uint32_t stack) {
     j.hex(f::kFieldPool, r.pool);
   if (r.flags & kHasSegment) j.hex(f::kFieldSegment, r.segment);
   if (r.flags & kHasHandle) j.hex(f::kFieldHandle, r.handle);
-  if (r.flags & kHasMemInfo) j.unum(f::kFieldFree, r.free_bytes).unum(f::kFieldTotal, r.total_bytes);
+  if (r.flags & kHasMemInfo) {
+    limits::write_count(j, f::kFieldFree, f::kFieldFreeExact, r.free_bytes);
+    limits::write_count(j, f::kFieldTotal, f::kFieldTotalExact, r.total_bytes);
+  }
   if (r.flags & kHasLabel) j.str(f::kFieldLabel, r.label_text());
   if (r.flags & kHasRange) j.unum(f::kFieldRange, r.range);
   if ((r.flags & kHasResult) && r.result) j.num(f::kFieldShortResult, r.result);
@@ -299,13 +314,11 @@ uint32_t TraceSerializer::event(const EventRecord& r, uint32_t stack) {
 }
 
 void TraceSerializer::device(int32_t device, const char* name, uint64_t total, uint64_t free_bytes) {
-  JsonLine(out_)
-      .begin(f::kTypeDevice)
-      .num(f::kFieldDevice, device)
-      .str(f::kFieldName, name)
-      .unum(f::kFieldTotal, total)
-      .unum(f::kFieldFree, free_bytes)
-      .end();
+  JsonLine j(out_);
+  j.begin(f::kTypeDevice).num(f::kFieldDevice, limits::device(device)).str(f::kFieldName, name);
+  limits::write_count(j, f::kFieldTotal, f::kFieldTotalExact, total);
+  limits::write_count(j, f::kFieldFree, f::kFieldFreeExact, free_bytes);
+  j.end();
 }
 
 void TraceSerializer::dropped(uint64_t count, uint64_t total) {
@@ -323,19 +336,19 @@ void TraceSerializer::capped(const EventRecord& r, uint64_t bytes, uint64_t max_
 }
 
 void TraceSerializer::live(const LiveAllocation& a) {
-  JsonLine(out_)
-      .begin(f::kTypeLive)
+  JsonLine j(out_);
+  j.begin(f::kTypeLive)
       .unum(f::kFieldSeq, a.seq)
       .unum(f::kFieldTime, a.time_ns)
       .unum(f::kFieldTid, a.tid)
       .str(f::kFieldApi, a.api ? a.api : "")
       .str(f::kFieldOp, f::op_name(a.op))
       .str(f::kFieldKind, f::kind_name(a.kind))
-      .hex(f::kFieldAddr, a.addr)
-      .unum(f::kFieldSize, a.size)
-      .num(f::kFieldDevice, a.device)
-      .unum(f::kFieldStack, a.stack)
-      .end();
+      .hex(f::kFieldAddr, a.addr);
+  limits::write_size(j, f::kFieldSize, a.size, limits::size_limit(true, a.addr), false, false);
+  j.num(f::kFieldDevice, limits::device(a.device)).unum(f::kFieldStack, a.stack);
+  limits::write_device_exact(j, a.device);
+  j.end();
 }
 
 void TraceSerializer::footer(uint64_t events, uint64_t dropped_total, uint64_t end_time_ns, uint64_t not_written,

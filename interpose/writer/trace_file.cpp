@@ -106,8 +106,12 @@ Named open_named_existing(const std::string& path, const ProgramStreams& streams
 
 std::string numbered_path(const std::string& path, int n) {
   const size_t slash = path.rfind('/');
-  const size_t dot = path.find(".jsonl", slash == std::string::npos ? 0 : slash + 1);
-  const size_t at = dot == std::string::npos ? path.size() : dot;
+  const size_t base = slash == std::string::npos ? 0 : slash + 1;
+  size_t at = path.find(".jsonl", base);
+  // A name with ".zst" but no ".jsonl" (out/x.%p.zst) keeps ".zst" last: still compressed, still read.
+  if (at == std::string::npos && path.size() > base + 4 && path.compare(path.size() - 4, 4, ".zst") == 0)
+    at = path.size() - 4;
+  if (at == std::string::npos) at = path.size();
   return path.substr(0, at) + "-" + std::to_string(n) + path.substr(at);
 }
 
@@ -133,6 +137,7 @@ bool open_trace_file(const std::string& path, bool named, TraceFile* file, std::
       *error = "cannot open " + candidate + ": " + strerror(errno);
       return false;
     }
+    const bool created = fd >= 0;  // a new file of ours (not a FIFO or stream the user named)
     if (fd < 0 && attempt == 0 && named) {
       const Named r = open_named_existing(candidate, *streams, &fd, &nonblock, note, error);
       if (r == Named::Failed) return false;
@@ -145,8 +150,10 @@ bool open_trace_file(const std::string& path, bool named, TraceFile* file, std::
     if (fstat(fd, &st) != 0) {
       *error = "cannot open " + candidate + ": " + strerror(errno);
       ::close(fd);
+      if (created) ::unlink(candidate.c_str());  // the empty file just made: nothing is left behind
       return false;
     }
+    file->created_ = created;
     file->path_ = candidate;
     file->fd_ = fd;
     file->dev_ = st.st_dev;
@@ -213,6 +220,15 @@ bool TraceFile::write_all(const char* data, size_t size, std::string* error) {
     return false;
   }
   return true;
+}
+
+bool TraceFile::remove_if_empty() {
+  struct stat st;
+  if (!created_ || !still_ours() || fstat(fd_, &st) != 0 || st.st_size != 0) return false;
+  // Only when the name still is this file: another may have taken it since.
+  struct stat at_path;
+  if (lstat(path_.c_str(), &at_path) != 0 || at_path.st_dev != dev_ || at_path.st_ino != ino_) return false;
+  return ::unlink(path_.c_str()) == 0;
 }
 
 void TraceFile::close_if_ours() {

@@ -51,6 +51,10 @@ class TraceFile {
   // Closes the descriptor when it is still ours (a number the program reused is left alone).
   void close_if_ours();
 
+  // Removes the file when it is one we created and nothing could be written into it (the disk was
+  // full at start): no empty trace is left behind. True when removed.
+  bool remove_if_empty();
+
   static constexpr int kStallMs = 10000;
 
  private:
@@ -65,6 +69,7 @@ class TraceFile {
   ino_t ino_ = 0;
   bool named_ = false;     // the user named this path: symlinks on it may be followed on reopen
   bool nonblock_ = false;  // a FIFO or device opened O_NONBLOCK
+  bool created_ = false;   // made by open_trace_file (O_EXCL), not a path the user named that existed
 };
 
 // Opens the trace for `path` (already expanded). `named`: the user named this exact path (see
@@ -74,8 +79,9 @@ class TraceFile {
 bool open_trace_file(const std::string& path, bool named, TraceFile* file, std::string* note,
                      std::string* error, const ProgramStreams* streams = nullptr);
 
-// "dir/name.jsonl.zst", 2 -> "dir/name-2.jsonl.zst": the number goes before the trace suffix, so
-// readers still recognise the file by its extension.
+// "dir/name.jsonl.zst", 2 -> "dir/name-2.jsonl.zst", "dir/x.42.zst" -> "dir/x.42-2.zst": the number goes
+// before the trace suffix (".jsonl...", else a final ".zst"), so the file is still compressed and
+// readers still recognise it by its extension.
 std::string numbered_path(const std::string& path, int n);
 
 }  // namespace gpumemtrace

@@ -220,7 +220,8 @@ void Writer::run() {
   const Config& cfg = shared_->config;
   max_bytes_ = trace_cap_bytes(cfg, file_.fd());
   serializer_->header(current_process_header(cfg.stack_depth, cfg.on_full == OnFull::Drop));
-  flush_buffer(true);
+  // Nothing could be written (a full disk, a file size limit): leave no empty trace behind.
+  if (!flush_buffer(true) && file_.remove_if_empty()) log_line(("removed the empty trace " + file_.path()).c_str());
 
   const uint64_t flush_interval_ns = static_cast<uint64_t>(cfg.flush_ms) * 1000000ull;
   uint64_t last_flush = util::monotonic_ns();

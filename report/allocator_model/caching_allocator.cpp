@@ -7,6 +7,8 @@
 
 #include <algorithm>
 
+#include "trace/format.h"
+
 namespace gpumemtrace::report::allocator_model {
 
 namespace {
@@ -242,6 +244,12 @@ uint64_t CachingAllocatorModel::largest_free_block() const {
 // [A][B] malloc: search the cache; else (GC under a memory fraction, then) get a new segment, else free
 // the oversize blocks that would make room and retry, else free the whole cache and retry.
 Placement CachingAllocatorModel::malloc(uint64_t requested, uint64_t stream) {
+  // A request beyond the trace format's sizes (a clamped value given back exactly, docs/trace-format.md
+  // "Limits": 16 EiB) fits no device: out of memory, before its rounding could wrap to a few bytes.
+  if (requested > format::kMaxInteger) {
+    ++stats_.ooms;
+    return Placement{};
+  }
   Params p;
   p.stream = stream;
   p.size = round_size(requested, settings_);

@@ -42,6 +42,9 @@ const char* cuda_error_name(std::string_view api, int64_t result) {
     case 2: return driver ? "CUDA_ERROR_OUT_OF_MEMORY" : "cudaErrorMemoryAllocation";
     case 3: return driver ? "CUDA_ERROR_NOT_INITIALIZED" : "cudaErrorInitializationError";
     case 4: return driver ? "CUDA_ERROR_DEINITIALIZED" : "cudaErrorCudartUnloading";
+    // 34-35: a machine without a GPU driver (the toolkit's stub libcuda, or none at all).
+    case 34: return driver ? "CUDA_ERROR_STUB_LIBRARY" : "cudaErrorStubLibrary";
+    case 35: return driver ? "unknown error" : "cudaErrorInsufficientDriver";
     case 100: return driver ? "CUDA_ERROR_NO_DEVICE" : "cudaErrorNoDevice";
     case 101: return driver ? "CUDA_ERROR_INVALID_DEVICE" : "cudaErrorInvalidDevice";
     case 201: return driver ? "CUDA_ERROR_INVALID_CONTEXT" : "cudaErrorDeviceUninitialized";

@@ -1,7 +1,13 @@
 // report/analyses/suppressions.cpp — parsing and matching of suppression files.
 #include "report/analyses/suppressions.h"
 
-#include <fstream>
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 #include <sstream>
 #include <stdexcept>
 
@@ -99,18 +105,43 @@ Suppressions Suppressions::parse(const std::string& text, const std::string& nam
           LibraryRule{entry.substr(held.size(), colon - held.size()), entry.substr(colon + 1)});
       continue;
     }
+    // The line as given, cut: a 50 MB line is not echoed whole.
+    const std::string shown = entry.size() > 80 ? entry.substr(0, 80) + "..." : entry;
     throw std::runtime_error(name + ":" + std::to_string(number) +
-                             ": expected `leak:PATTERN` or `held:LIBRARY:PATTERN`, got `" + entry + "`");
+                             ": expected `leak:PATTERN` or `held:LIBRARY:PATTERN`, got `" + shown + "`");
   }
   return out;
 }
 
 Suppressions Suppressions::load(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw std::runtime_error(path + ": cannot open suppressions file");
-  std::stringstream text;
-  text << in.rdbuf();
-  return parse(text.str(), path);
+  // A regular file, or a pipe (--suppressions <(...)), of at most kMaxFileBytes: not /dev/zero (it
+  // never ends), not a FIFO nobody writes to (opening it would wait forever).
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+  if (fd < 0) throw std::runtime_error(path + ": cannot open suppressions file: " + std::strerror(errno));
+  std::string text;
+  auto fail = [&](const std::string& why) {
+    ::close(fd);
+    throw std::runtime_error(path + ": " + why);
+  };
+  struct stat st;
+  if (::fstat(fd, &st) != 0) fail("cannot read suppressions file");
+  if (!S_ISREG(st.st_mode) && !S_ISFIFO(st.st_mode)) fail("not a suppressions file (not a regular file or a pipe)");
+  if (S_ISFIFO(st.st_mode)) {
+    pollfd ready{fd, POLLIN, 0};
+    if (::poll(&ready, 1, kPipeWaitMs) == 0) fail("nothing written to the pipe in " + std::to_string(kPipeWaitMs / 1000) + " s");
+    ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+  }
+  char buffer[65536];
+  for (;;) {
+    const ssize_t n = ::read(fd, buffer, sizeof buffer);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) fail(std::string("cannot read suppressions file: ") + std::strerror(errno));
+    if (n == 0) break;
+    text.append(buffer, static_cast<size_t>(n));
+    if (text.size() > kMaxFileBytes) fail("larger than " + std::to_string(kMaxFileBytes >> 20) + " MiB: not a suppressions file");
+  }
+  ::close(fd);
+  return parse(text, path);
 }
 
 bool frame_matches(const std::string& pattern, const LogicalFrame& frame) {

@@ -19,7 +19,11 @@ class Suppressions {
  public:
   // Parses the text of a suppressions file; throws std::runtime_error naming the bad line.
   static Suppressions parse(const std::string& text, const std::string& name);
+  // A regular file or a pipe of at most kMaxFileBytes; a pipe nobody writes to for kPipeWaitMs, a
+  // device or anything larger is refused with one line (docs/security.md).
   static Suppressions load(const std::string& path);
+  static constexpr size_t kMaxFileBytes = size_t{1} << 20;
+  static constexpr int kPipeWaitMs = 10000;
 
   // The rules shipped with gpumem-report (report/analyses/library_rules.supp).
   static Suppressions library_defaults();

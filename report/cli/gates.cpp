@@ -8,12 +8,28 @@
 #include "report/outputs/text_output.h"
 #include "report/outputs/units.h"
 #include "report/outputs/what_if_output.h"
+#include "util/terminal_text.h"
 
 namespace gpumemtrace::report {
+
+using util::printable;
+
+namespace {
+
+// A trace the recorder dropped events from (GPUMEMTRACE_ON_FULL=drop) is incomplete: a dropped free is
+// a false leak, a dropped allocation a missed one. Its gates give no verdict (check_incomplete) unless
+// --allow-incomplete, and then every failure says so.
+std::string incomplete_note(const ProcessReport& r) {
+  return r.dropped_events ? " (incomplete: the recorder dropped " + std::to_string(r.dropped_events) + " events)" : "";
+}
+
+}  // namespace
 
 std::vector<std::string> check_gates(const std::vector<ProcessReport>& reports, const Options& options) {
   std::vector<std::string> failures;
   for (const ProcessReport& r : reports) {
+    if (r.dropped_events && !options.allow_incomplete) continue;  // no verdict: check_incomplete says why
+    const std::string file = printable(r.file) + incomplete_note(r);
     // Leaked memory, and on request the PyTorch blocks still referenced at exit. A process killed by a
     // signal, or whose trace was cut, leaked nothing: what it held then is "live when killed/cut".
     const uint64_t alive = options.count_alive_at_exit && !r.ended_early() ? r.alive_at_exit_bytes() : 0;
@@ -27,7 +43,7 @@ std::vector<std::string> check_gates(const std::vector<ProcessReport>& reports, 
         if (!largest_stack) largest_stack = &leak.stack, largest_bytes = leak.bytes, largest_count = leak.count;
         ++groups;
       }
-      message << r.file << ": leaked " << format_bytes(r.leaked_bytes()) << " in " << r.leaked_count()
+      message << file << ": leaked " << format_bytes(r.leaked_bytes()) << " in " << r.leaked_count()
               << (r.leaked_count() == 1 ? " allocation" : " allocations");
       if (alive) message << ", plus " << format_bytes(alive) << " of PyTorch blocks alive at exit";
       if (*options.fail_on_leak) message << " (limit " << format_bytes(*options.fail_on_leak) << ")";
@@ -50,7 +66,7 @@ std::vector<std::string> check_gates(const std::vector<ProcessReport>& reports, 
       if (r.ended_early() && !scope.closed) continue;  // cut or killed inside it: no verdict
       if (scope.failed) continue;  // the test failed: not checked (Scopes)
       std::ostringstream message;
-      message << r.file << ": " << scope.name << " leaked " << format_bytes(scope.leaked_bytes) << " in "
+      message << file << ": " << printable(scope.name) << " leaked " << format_bytes(scope.leaked_bytes) << " in "
               << scope.leaked_count << (scope.leaked_count == 1 ? " allocation" : " allocations")
               << " (still live when the scope ended";
       if (*options.fail_on_leak) message << "; limit " << format_bytes(*options.fail_on_leak);
@@ -66,7 +82,7 @@ std::vector<std::string> check_gates(const std::vector<ProcessReport>& reports, 
     if (options.fail_on_growth) {
       for (const GrowthReport& g : r.growth) {
         std::ostringstream message;
-        message << r.file << ": memory keeps growing: " << format_bytes(g.first_bytes) << " -> "
+        message << file << ": memory keeps growing: " << format_bytes(g.first_bytes) << " -> "
                 << format_bytes(g.peak_bytes) << " over " << g.rises << " rises, allocated here:\n";
         write_stack(message, g.stack, "    ", options.stacks);
         failures.push_back(message.str());
@@ -76,7 +92,7 @@ std::vector<std::string> check_gates(const std::vector<ProcessReport>& reports, 
       for (const TimeToOomReport& t : r.time_to_oom) {
         if (t.seconds_left < 0 || t.seconds_left >= *options.fail_on_oom_within) continue;
         std::ostringstream message;
-        message << r.file << ": device " << t.device << " would be full in " << format_duration(t.seconds_left)
+        message << file << ": device " << t.device << " would be full in " << format_duration(t.seconds_left)
                 << " at the rate memory grows here (" << format_bytes(t.bytes_per_step) << " per step, "
                 << format_bytes(t.free_bytes) << " left; limit " << format_duration(*options.fail_on_oom_within)
                 << "), allocated here:\n";
@@ -94,9 +110,15 @@ std::vector<std::string> check_incomplete(const std::vector<ProcessReport>& repo
     return incomplete;
   }
   for (const ProcessReport& r : reports) {
+    if (r.dropped_events && !r.cut()) {
+      incomplete.push_back(printable(r.file) + ": the recorder dropped " + std::to_string(r.dropped_events) +
+                           " events (GPUMEMTRACE_ON_FULL=drop): no verdict on an incomplete trace "
+                           "(--allow-incomplete gates it on what it recorded)");
+      continue;
+    }
     if (!r.cut()) continue;
     const std::string at = format_seconds(r.last_time_ns - r.first_time_ns);
-    incomplete.push_back(r.file + ": cut at " + at + " (" + (r.truncated ? "cut-short last line" : "no footer") +
+    incomplete.push_back(printable(r.file) + ": cut at " + at + " (" + (r.truncated ? "cut-short last line" : "no footer") +
                          "): no verdict on a cut trace (--allow-incomplete gates it on what it recorded)");
   }
   return incomplete;

@@ -104,6 +104,10 @@ std::vector<TraceInput> InputSet::resolve(const std::string& arg) {
                         }());
   if (is_stdin && stdin_read_) throw std::runtime_error(arg + ": standard input can be read only once");
   std::string path;
+  // What the stream is read from, by identity: -o must not empty it (`gpumem-report -o T - < T`).
+  struct stat source;
+  if (is_stdin ? ::fstat(STDIN_FILENO, &source) == 0 : ::stat(arg.c_str(), &source) == 0)
+    stream_sources_.push_back({source.st_dev, source.st_ino, (is_stdin ? std::string("standard input") : arg) + ", read as a trace"});
   if (is_stdin) {
     stdin_read_ = true;
     path = spool(STDIN_FILENO, arg);
@@ -123,9 +127,15 @@ std::vector<TraceInput> InputSet::resolve(const std::string& arg) {
   return {{path, arg, path}};
 }
 
-void refuse_output_among_inputs(const std::string& output, const std::vector<std::string>& inputs) {
+void refuse_output_among_inputs(const std::string& output, const std::vector<std::string>& inputs,
+                                const std::vector<FileId>& sources) {
   struct stat out;
   const bool output_exists = ::stat(output.c_str(), &out) == 0;
+  for (const FileId& source : sources) {
+    if (output_exists && source.dev == out.st_dev && source.ino == out.st_ino) {
+      throw std::invalid_argument("-o " + output + " is " + source.name + ": it would be emptied before it is read");
+    }
+  }
   for (const std::string& input : inputs) {
     struct stat in;
     const bool same_file = output_exists && ::stat(input.c_str(), &in) == 0 && in.st_dev == out.st_dev &&

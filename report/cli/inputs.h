@@ -4,6 +4,8 @@
 // check reads its first bytes) and a stream cannot be opened again.
 #pragma once
 
+#include <sys/types.h>
+
 #include <string>
 #include <vector>
 
@@ -18,6 +20,13 @@ struct TraceInput {
   std::string spooled;  // the temporary copy of a stream ("" for a file); removed by ~InputSet
 };
 
+// A file by identity (st_dev, st_ino), and what the command line called it.
+struct FileId {
+  dev_t dev = 0;
+  ino_t ino = 0;
+  std::string name;
+};
+
 class InputSet {
  public:
   InputSet() = default;
@@ -30,8 +39,12 @@ class InputSet {
   // standard input named twice.
   std::vector<TraceInput> resolve(const std::string& arg);
 
+  // The files the streams read so far came from: standard input's (`gpumem-report - < TRACE`), a FIFO.
+  const std::vector<FileId>& stream_sources() const { return stream_sources_; }
+
  private:
   std::vector<std::string> temporaries_;
+  std::vector<FileId> stream_sources_;
   bool stdin_read_ = false;
 };
 
@@ -39,8 +52,10 @@ class InputSet {
 bool is_stream_input(const std::string& arg);
 
 // Throws std::invalid_argument when `output` is one of `inputs` (the same path, or the same file by
-// st_dev/st_ino): opening it for writing would empty the trace before it is read.
-void refuse_output_among_inputs(const std::string& output, const std::vector<std::string>& inputs);
+// st_dev/st_ino) or one of `sources` (standard input's file, by identity): opening it for writing
+// would empty a trace or the suppressions file before it is read.
+void refuse_output_among_inputs(const std::string& output, const std::vector<std::string>& inputs,
+                                const std::vector<FileId>& sources = {});
 
 // analyze_file on `input`, with errors and the report naming `input.name`.
 ProcessReport analyze_input(const TraceInput& input, const Suppressions& suppressions, ReadObserver* observer,

@@ -163,12 +163,32 @@ class Converter {
     snprintf(buf, sizeof buf, "%s (device %d, addr 0x%" PRIx64 ", size %" PRIu64 ")", what, e.device, e.addr, e.size);
     warn(buf);
   }
-  uint64_t u64(uint32_t dict, std::string_view key, uint64_t fallback = 0) const {
+  // An integer field of a segment, block or history entry; `fallback` when it is absent. An address
+  // or stream may be a negative int64 (PyTorch's C++ pickler writes them so); a size may not. Anything
+  // else present (a float, NaN, a negative size, a string) is read as `fallback` too, and counted: one
+  // warning says so (run()), instead of a silent 0.
+  uint64_t u64(uint32_t dict, std::string_view key, uint64_t fallback = 0, bool is_size = false) {
+    const uint32_t value = doc_.get(dict, key);
+    if (value == kNoNode) return fallback;
     uint64_t v;
-    if (doc_.as_u64(doc_.get(dict, key), &v)) return v;
-    int64_t s;  // streams and addresses are pickled as signed int64 by the C++ pickler
-    if (doc_.as_i64(doc_.get(dict, key), &s)) return static_cast<uint64_t>(s);
+    if (doc_.as_u64(value, &v)) return v;
+    int64_t s;
+    if (!is_size && doc_.as_i64(value, &s)) return static_cast<uint64_t>(s);
+    if (bad_numbers_++ == 0) first_bad_number_ = std::string(key) + " = " + describe_number(value);
     return fallback;
+  }
+  uint64_t size_of(uint32_t dict, std::string_view key, uint64_t fallback = 0) { return u64(dict, key, fallback, true); }
+  // How a value that is not a size looks, for the warning.
+  std::string describe_number(uint32_t value) const {
+    const pickle::Node& node = doc_.node(value);
+    if (node.kind == Kind::Float) {
+      char text[32];
+      std::snprintf(text, sizeof text, "%g", node.real);
+      return text;
+    }
+    int64_t s;
+    if (doc_.as_i64(value, &s)) return std::to_string(s);
+    return std::string("a ") + pickle::kind_name(node.kind);
   }
   void read_segments(uint32_t segments);
   void read_traces(uint32_t traces);
@@ -229,6 +249,8 @@ class Converter {
   const uint64_t max_output_bytes_;
   uint64_t items_visited_ = 0;
   uint64_t output_bytes_ = 0;
+  uint64_t bad_numbers_ = 0;        // integer fields that held something else (u64)
+  std::string first_bad_number_;
   std::unordered_map<std::string, uint32_t> frame_ids_;
   std::map<std::vector<uint32_t>, uint32_t> stack_ids_;
   std::unordered_map<uint32_t, uint32_t> stack_by_node_;
@@ -255,7 +277,7 @@ void Converter::read_segments(uint32_t segments) {
     if (device < -1 || device > 1 << 20) device = 0;
     DeviceState& d = dev(static_cast<int>(device));
     uint64_t base = u64(seg, "address");
-    uint64_t total = u64(seg, "total_size");
+    uint64_t total = size_of(seg, "total_size");
     uint32_t expandable = doc_.get(seg, "is_expandable");
     bool is_expandable = doc_.is(expandable, Kind::Bool) && doc_.node(expandable).boolean;
     if (is_expandable) {
@@ -274,7 +296,7 @@ void Converter::read_segments(uint32_t segments) {
     for (uint32_t blk : doc_.items(doc_.get(seg, "blocks"))) {
       if (!doc_.is(blk, Kind::Dict)) continue;
       uint64_t addr = u64(blk, "address", cursor);
-      uint64_t size = u64(blk, "size");
+      uint64_t size = size_of(blk, "size");
       cursor = addr + size;
       std::string_view state = doc_.str(doc_.get(blk, "state"));
       // active_awaiting_free (Python binding) / active_pending_free (C++ pickler): the program freed it,
@@ -282,7 +304,7 @@ void Converter::read_segments(uint32_t segments) {
       if (state != "active_allocated" && state != "active_awaiting_free" && state != "active_pending_free")
         continue;
       Block b;
-      b.size = u64(blk, "requested_size", 0);
+      b.size = size_of(blk, "requested_size", 0);
       if (b.size == 0) b.size = size;
       b.frames = doc_.get(blk, "frames");
       if (b.frames == kNoNode) {  // PyTorch < 2.1: "history": [{addr, real_size, frames}], newest last
@@ -310,9 +332,9 @@ void Converter::read_traces(uint32_t traces) {
       e.device = static_cast<int>(device);
       e.action = ta::parse(doc_.str(doc_.get(te, "action")));
       e.addr = u64(te, "addr");
-      e.size = u64(te, "size");
+      e.size = size_of(te, "size");
       e.stream = u64(te, "stream");
-      e.device_free = u64(te, "device_free", e.addr);
+      e.device_free = size_of(te, "device_free", e.addr);
       if (!doc_.as_i64(doc_.get(te, "time_us"), &e.time_us)) {
         double t;
         e.time_us = doc_.as_double(doc_.get(te, "time_us"), &t) && t > 0 && t < 9e15 ? static_cast<int64_t>(t) : 0;
@@ -625,6 +647,11 @@ void Converter::run() {
     if (!doc_.is(per_device, Kind::List)) fail("not a PyTorch memory snapshot: 'device_traces' must be a list of lists");
   read_segments(segments);
   read_traces(traces);
+  if (bad_numbers_) {
+    warn(std::to_string(bad_numbers_) + (bad_numbers_ == 1 ? " value" : " values") +
+         " where a whole number of bytes, an address or a stream belongs held something else (a float, NaN, "
+         "a negative size; the first: " + first_bad_number_ + "): read as 0, the figures around them may be off");
+  }
   reverse_replay();
 
   // Merge the devices' histories by time (each device's own order is kept).

@@ -8,9 +8,14 @@
 
 #include "report/outputs/top_sites_output.h"
 #include "report/outputs/units.h"
+#include "util/terminal_text.h"
 
 namespace gpumemtrace::report {
 namespace {
+
+// Names from the trace are the traced program's: shown with control characters escaped
+// (util/terminal_text.h), so a name cannot clear the screen, overwrite a line or start one.
+using util::printable;
 
 std::string percent(uint64_t part, uint64_t whole) {
   char text[16];
@@ -28,7 +33,7 @@ std::string at(uint64_t time_ns, const ProcessReport& r) {
 }
 
 std::string phase_note(const std::string& phase) {
-  return phase.empty() ? std::string() : ", phase \"" + phase + "\"";
+  return phase.empty() ? std::string() : ", phase \"" + printable(phase) + "\"";
 }
 
 std::string plural(uint64_t n, const char* word) {
@@ -78,20 +83,20 @@ std::string ending(const ProcessReport& r) {
 }
 
 void write_header(std::ostream& out, const ProcessReport& r) {
-  out << "== " << r.file << ": pid " << r.header.pid;
+  out << "== " << printable(r.file) << ": pid " << r.header.pid;
   if (r.header.rank >= 0) {
     out << ", rank " << r.header.rank;
     if (r.header.world_size > 0) out << " of " << r.header.world_size;
   }
   if (!r.header.cmdline.empty()) {
     out << " (";
-    for (size_t i = 0; i < r.header.cmdline.size(); ++i) out << (i ? " " : "") << r.header.cmdline[i];
+    for (size_t i = 0; i < r.header.cmdline.size(); ++i) out << (i ? " " : "") << printable(r.header.cmdline[i]);
     out << ")";
   }
   const std::string duration = format_seconds(r.last_time_ns - r.first_time_ns);
   out << ", " << r.events << " events over " << duration << ", " << ending(r) << "\n";
   if (r.cut()) out << "INCOMPLETE: cut at " << duration << ": the analysis covers up to " << duration << "\n";
-  for (const std::string& warning : r.warnings) out << "warning: " << warning << "\n";
+  for (const std::string& warning : r.warnings) out << "warning: " << printable(warning) << "\n";
   if (r.dropped_events) {
     out << "INCOMPLETE: the recorder dropped " << r.dropped_events
         << " events; every figure below may be off\n";
@@ -100,7 +105,7 @@ void write_header(std::ostream& out, const ProcessReport& r) {
 
 void write_summary(std::ostream& out, const ProcessReport& r) {
   for (const DeviceSummary& d : r.devices) {
-    out << "  " << device_name(d.device) << (d.name.empty() ? "" : " (" + d.name + ")") << ": "
+    out << "  " << device_name(d.device) << (d.name.empty() ? "" : " (" + printable(d.name) + ")") << ": "
         << plural(d.allocations, "allocation") << ", " << plural(d.frees, "free") << ", "
         << d.failed_allocations << " failed";
     if (d.block_allocations) out << ", " << plural(d.block_allocations, "block allocation");
@@ -166,7 +171,7 @@ void write_held_at_exit(std::ostream& out, const ProcessReport& r, const TextOpt
   if (library) {
     out << " " << format_bytes(library) << " by libraries (";
     for (size_t i = 0; i < libraries.size(); ++i) {
-      out << (i ? ", " : "") << libraries[i].first << " " << format_bytes(libraries[i].second);
+      out << (i ? ", " : "") << printable(libraries[i].first) << " " << format_bytes(libraries[i].second);
     }
     out << ")" << (alive ? ";" : "");
   }
@@ -175,7 +180,7 @@ void write_held_at_exit(std::ostream& out, const ProcessReport& r, const TextOpt
   for_top(r.held_at_exit, options.max_items, [&](const HeldAtExit& held) {
     out << "  " << format_bytes(held.bytes) << " in " << plural(held.count, "allocation") << " ("
         << device_name(held.device) << ", "
-        << (held.reason == "library" ? "held by " + held.library : std::string("alive at exit"))
+        << (held.reason == "library" ? "held by " + printable(held.library) : std::string("alive at exit"))
         << "), allocated here:\n";
     write_stack(out, held.stack, "      ", options.stacks);
   });
@@ -269,14 +274,14 @@ void write_peaks(std::ostream& out, const ProcessReport& r, const TextOptions& o
 void write_ooms(std::ostream& out, const ProcessReport& r, const TextOptions& options) {
   for_top(r.ooms, options.max_items, [&](const OomReport& oom) {
     out << "OOM (" << device_name(oom.device) << "): " << format_bytes(oom.requested) << " requested at "
-        << at(oom.time_ns, r) << " (" << (oom.api.empty() ? oom.op : oom.api) << phase_note(oom.phase)
+        << at(oom.time_ns, r) << " (" << printable(oom.api.empty() ? oom.op : oom.api) << phase_note(oom.phase)
         << "): " << verdict_name(oom.verdict) << "\n";
     if (!oom.explanation.empty()) write_wrapped(out, "  ", "why: ", oom.explanation, options.stacks.width);
     if (oom.attempts_total > 1) {
       out << "  one request, " << oom.attempts_total << " attempts:";
       for (size_t i = 0; i < oom.attempts.size(); ++i) {
         const OomAttempt& a = oom.attempts[i];
-        out << (i ? ", " : " ") << a.api << " " << format_bytes(a.size) << " at " << at(a.time_ns, r);
+        out << (i ? ", " : " ") << printable(a.api) << " " << format_bytes(a.size) << " at " << at(a.time_ns, r);
       }
       if (oom.attempts_total > oom.attempts.size()) out << ", ...";
       out << "\n";
@@ -306,7 +311,7 @@ void write_failed_calls(std::ostream& out, const ProcessReport& r, const TextOpt
   for (const FailedCall& call : r.failed_calls) total += call.count;
   out << "failed calls (not out-of-memory): " << total << "\n";
   for_top(r.failed_calls, options.max_items, [&](const FailedCall& call) {
-    out << "  " << call.api << " " << format_bytes(call.size) << ": " << call.error << " (" << call.result << "), "
+    out << "  " << printable(call.api) << " " << format_bytes(call.size) << ": " << call.error << " (" << call.result << "), "
         << plural(call.count, "time") << ", " << device_name(call.device) << ", first at "
         << at(call.first_time_ns, r) << ":\n";
     write_stack(out, call.stack, "      ", options.stacks);
@@ -327,7 +332,7 @@ void write_scopes(std::ostream& out, const ProcessReport& r, const TextOptions& 
   out << "\n";
   auto leaked = [](const ScopeReport& scope) { return scope.leaked_bytes != 0; };
   for_top(r.scopes, options.max_items, leaked, [&](const ScopeReport& scope) {
-    out << (verdict(scope) ? "  LEAK " : "  LIVE ") << scope.name << ": " << format_bytes(scope.leaked_bytes)
+    out << (verdict(scope) ? "  LEAK " : "  LIVE ") << printable(scope.name) << ": " << format_bytes(scope.leaked_bytes)
         << " in " << plural(scope.leaked_count, "allocation") << " still live at its "
         << (scope.closed ? "end"
             : verdict(scope) ? "trace's end (the scope never closed)"
@@ -342,7 +347,7 @@ void write_scopes(std::ostream& out, const ProcessReport& r, const TextOptions& 
   });
   auto not_checked = [](const ScopeReport& scope) { return scope.failed; };
   for_top(r.scopes, options.max_items, not_checked, [&](const ScopeReport& scope) {
-    out << "  not checked: " << (scope.api == "pytest" ? "the test failed: " : "the scope failed: ") << scope.name
+    out << "  not checked: " << (scope.api == "pytest" ? "the test failed: " : "the scope failed: ") << printable(scope.name)
         << "\n";
   });
 }
@@ -369,7 +374,7 @@ std::string pair_name(const ProcessPair& pair) {
 }
 
 void write_stack(std::ostream& out, const Stack& stack, const std::string& indent, const StackViewOptions& options) {
-  for (const std::string& line : stack_lines(stack, options, indent.size())) out << indent << line << "\n";
+  for (const std::string& line : stack_lines(stack, options, indent.size())) out << indent << printable(line) << "\n";
 }
 
 void write_text(std::ostream& out, const std::vector<ProcessReport>& reports, const TextOptions& options) {
@@ -404,15 +409,15 @@ void write_text(std::ostream& out, const std::vector<ProcessReport>& reports, co
 }
 
 void write_diff_text(std::ostream& out, const DiffReport& diff, const TextOptions& options) {
-  for (const std::string& warning : diff.warnings) out << "warning: " << warning << "\n";
+  for (const std::string& warning : diff.warnings) out << "warning: " << printable(warning) << "\n";
   auto signed_bytes = [](int64_t delta) {
     return (delta < 0 ? "-" : "+") + format_bytes(static_cast<uint64_t>(delta < 0 ? -delta : delta));
   };
   // Which process was compared with which, when there is a choice to show.
   if (diff.pairs.size() > 1 || !diff.only_base.empty() || !diff.only_new.empty()) {
     for (const ProcessPair& pair : diff.pairs) {
-      out << "pair " << pair_name(pair) << ": " << pair.base.file << " (pid " << pair.base.pid << ") -> "
-          << pair.next.file << " (pid " << pair.next.pid << ")\n";
+      out << "pair " << pair_name(pair) << ": " << printable(pair.base.file) << " (pid " << pair.base.pid << ") -> "
+          << printable(pair.next.file) << " (pid " << pair.next.pid << ")\n";
     }
   }
   for (const PeakDelta& p : diff.peaks) {

@@ -41,6 +41,7 @@ class ZstdSource : public ByteSource {
         input_buffer_(ZSTD_DStreamInSize()) {
     if (!stream_) throw std::runtime_error("zstd: out of memory");
     ZSTD_initDStream(stream_);
+    ZSTD_DCtx_setParameter(stream_, ZSTD_d_windowLogMax, kMaxZstdWindowLog);
   }
   ~ZstdSource() override { ZSTD_freeDStream(stream_); }
   ZstdSource(const ZstdSource&) = delete;

@@ -20,6 +20,11 @@ class ByteSource {
   virtual bool truncated() const { return false; }
 };
 
+// The largest zstd window a trace may ask for (2^27 = 128 MiB, libzstd's own default for streaming):
+// a frame that asks for more is an error ("Frame requires too much memory for decoding"), not an
+// allocation of gigabytes. The recorder's frames use a few MiB at most.
+inline constexpr int kMaxZstdWindowLog = 27;
+
 // Opens `path`, decompressing when the name ends in ".zst". Throws std::runtime_error when the
 // file cannot be opened.
 std::unique_ptr<ByteSource> open_byte_source(const std::string& path);

@@ -1,7 +1,8 @@
 // report/reader/event_merger.cpp — merges delayed (PyTorch history) events into the timeline by time.
 #include "report/reader/event_merger.h"
 
-#include <iterator>
+#include <algorithm>
+#include <cstring>
 
 #include "report/reader/trace_reader.h"
 
@@ -10,11 +11,44 @@ namespace gpumemtrace::report {
 std::string_view EventMerger::keep(std::string_view text) {
   if (text.empty()) return {};
   auto found = strings_.find(text);
-  if (found != strings_.end()) return *found;
-  // Deque elements never move: the view stays valid until string_store_ is cleared.
-  std::string_view stored = string_store_.emplace_back(text);
-  strings_.insert(stored);
-  return stored;
+  if (found != strings_.end()) {
+    ++found->second.refs;
+    return found->first;
+  }
+  Stored stored;
+  stored.text.reset(new char[text.size()]);
+  std::memcpy(stored.text.get(), text.data(), text.size());
+  stored.refs = 1;
+  const std::string_view key(stored.text.get(), text.size());  // the buffer does not move with the node
+  strings_.emplace(key, std::move(stored));
+  held_bytes_ += text.size();
+  return key;
+}
+
+void EventMerger::drop(std::string_view text) {
+  if (text.empty()) return;
+  auto found = strings_.find(text);
+  if (found == strings_.end() || --found->second.refs) return;
+  held_bytes_ -= text.size();
+  strings_.erase(found);
+}
+
+Event EventMerger::hold(const Event& event) {
+  Event held = event;
+  held.api = keep(event.api);
+  held.pool = keep(event.pool);
+  held.label = keep(event.label);
+  held_bytes_ += sizeof(Event);
+  return held;
+}
+
+// Hands `event` on, then lets go of its texts (the handler sees them while they are still held).
+void EventMerger::release(Event event) {
+  out_.on_event(event);
+  drop(event.api);
+  drop(event.pool);
+  drop(event.label);
+  held_bytes_ -= sizeof(Event);
 }
 
 void EventMerger::push(const Event& event) {
@@ -22,24 +56,18 @@ void EventMerger::push(const Event& event) {
     out_.on_event(event);
     return;
   }
-  Held held{event};
-  held.event.api = keep(event.api);
-  held.event.pool = keep(event.pool);
-  held.event.label = keep(event.label);
   if (event.delayed) {
     if (event.t <= synced_) ++late_;
-    // Drains deliver their events nearly sorted: the place is found from the back.
-    auto it = delayed_.end();
-    while (it != delayed_.begin() && std::prev(it)->event.t > event.t) --it;
-    delayed_.insert(it, std::move(held));
+    delayed_.push_back(Delayed{hold(event), next_order_++});
+    std::push_heap(delayed_.begin(), delayed_.end(), Later{});
   } else {
-    live_.push_back(std::move(held));
+    live_.push_back(hold(event));
   }
-  if (buffered() > max_buffered_) {
+  if (buffered() > max_held_) max_held_ = buffered();
+  while (over_limits() && buffered() > 0) {
     ++forced_;
     release_one(live_first());
   }
-  if (buffered() > max_held_) max_held_ = buffered();
 }
 
 void EventMerger::sync(uint64_t time_ns) {
@@ -54,26 +82,28 @@ void EventMerger::finish() { release_until(0, true); }
 bool EventMerger::live_first() const {
   if (delayed_.empty()) return true;
   if (live_.empty()) return false;
-  return live_.front().event.t <= delayed_.front().event.t;
+  return live_.front().t <= delayed_.front().event.t;
 }
 
 void EventMerger::release_one(bool from_live) {
-  std::deque<Held>& queue = from_live ? live_ : delayed_;
-  Held held = std::move(queue.front());
-  queue.pop_front();
-  out_.on_event(held.event);
+  if (from_live) {
+    Event event = live_.front();
+    live_.pop_front();
+    release(event);
+    return;
+  }
+  std::pop_heap(delayed_.begin(), delayed_.end(), Later{});
+  Event event = delayed_.back().event;
+  delayed_.pop_back();
+  release(event);
 }
 
 void EventMerger::release_until(uint64_t bound, bool everything) {
   for (;;) {
-    const bool live = !live_.empty() && (everything || live_.front().event.t <= bound);
+    const bool live = !live_.empty() && (everything || live_.front().t <= bound);
     const bool delayed = !delayed_.empty() && (everything || delayed_.front().event.t <= bound);
     if (!live && !delayed) break;
     release_one(live && (!delayed || live_first()));
-  }
-  if (live_.empty() && delayed_.empty()) {
-    strings_.clear();
-    string_store_.clear();
   }
 }
 

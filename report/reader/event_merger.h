@@ -15,23 +15,28 @@
 //    microseconds, rounded down: a delayed event stamped t happened at or after t).
 // Before the first sync and in traces without any, events pass straight through: no buffering,
 // no cost. After it, memory is bounded by the events of one drain interval (what lies between two
-// syncs), and at most `max_buffered` events: beyond that the oldest are handed on early (counted;
-// the order around them may then be off).
+// syncs), and at most `max_buffered` events or kMaxHeldBytes of them (their strings included):
+// beyond either, the oldest are handed on early (counted; the order around them may then be off).
+//
+// Time: O(log n) per event whatever the order of the delayed events' times (they wait in a binary
+// heap keyed by (t, file order); a drain in reverse time order costs what a sorted one does).
 //
 // A delayed event whose t is at or below a sync already seen (a broken promise, or a delayed event
 // before the first sync) is handed on at the next release point and counted as late.
 //
-// Lifetime: the string_views of an Event handed to push() need not outlive the call (buffered
-// events keep their own copies); those handed on are valid during the handler's callback only.
+// Lifetime: the string_views of an Event handed to push() need not outlive the call (held events
+// keep their own copies, shared between the events that hold the same text and freed with the last
+// of them); those handed on are valid during the handler's callback only.
 // Single-threaded.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <deque>
-#include <string>
+#include <memory>
 #include <string_view>
-#include <unordered_set>
+#include <unordered_map>
+#include <vector>
 
 #include "report/reader/records.h"
 
@@ -41,10 +46,14 @@ class TraceHandler;
 
 class EventMerger {
  public:
-  static constexpr size_t kDefaultMaxBuffered = size_t{1} << 22;
+  // Limits on what is held between two syncs (docs/security.md): a PyTorch drain delivers at most
+  // its history ring (GPUMEMTRACE_TORCH_ENTRIES, 65,536 by default) per interval.
+  static constexpr size_t kDefaultMaxBuffered = size_t{1} << 20;
+  static constexpr size_t kMaxHeldBytes = size_t{256} << 20;
 
-  explicit EventMerger(TraceHandler& out, size_t max_buffered = kDefaultMaxBuffered)
-      : out_(out), max_buffered_(max_buffered ? max_buffered : 1) {}
+  explicit EventMerger(TraceHandler& out, size_t max_buffered = kDefaultMaxBuffered,
+                       size_t max_held_bytes = kMaxHeldBytes)
+      : out_(out), max_buffered_(max_buffered ? max_buffered : 1), max_held_bytes_(max_held_bytes) {}
 
   void push(const Event& event);  // event.delayed says which kind it is
   void sync(uint64_t time_ns);    // a sync event at t = time_ns
@@ -53,28 +62,47 @@ class EventMerger {
   bool merging() const { return merging_; }  // a sync was seen
   size_t buffered() const { return live_.size() + delayed_.size(); }
   size_t max_held() const { return max_held_; }
+  size_t held_bytes() const { return held_bytes_; }
   uint64_t late() const { return late_; }       // delayed events older than a sync already seen
-  uint64_t forced() const { return forced_; }   // handed on early (max_buffered reached)
+  uint64_t forced() const { return forced_; }   // handed on early (max_buffered or the bytes reached)
 
  private:
-  struct Held {
-    Event event;  // its string_views point into string_store_
+  struct Delayed {
+    Event event;     // its string_views point into strings_
+    uint64_t order;  // file order, for ties on t
   };
+  // A min-heap on (t, order) through std::push_heap / pop_heap, which build max-heaps.
+  struct Later {
+    bool operator()(const Delayed& a, const Delayed& b) const {
+      return a.event.t != b.event.t ? a.event.t > b.event.t : a.order > b.order;
+    }
+  };
+  // One copy of a held text, shared by every held event that has it.
+  struct Stored {
+    std::unique_ptr<char[]> text;
+    size_t refs = 0;
+  };
+
   std::string_view keep(std::string_view text);
+  void drop(std::string_view text);
+  Event hold(const Event& event);
+  void release(Event event);
   bool live_first() const;
   void release_one(bool from_live);
   void release_until(uint64_t bound, bool everything);
+  bool over_limits() const { return buffered() > max_buffered_ || held_bytes_ > max_held_bytes_; }
 
   TraceHandler& out_;
   size_t max_buffered_;
+  size_t max_held_bytes_;
   bool merging_ = false;          // a sync was seen
   uint64_t synced_ = 0;           // highest sync time seen
-  std::deque<Held> live_;         // file order
-  std::deque<Held> delayed_;      // sorted by t, file order on ties
-  // api, pool, label of held events (few distinct ones): looked up by view (no allocation per
-  // event), stored once in string_store_ (a deque: its elements never move).
-  std::unordered_set<std::string_view> strings_;
-  std::deque<std::string> string_store_;
+  uint64_t next_order_ = 0;
+  std::deque<Event> live_;        // file order
+  std::vector<Delayed> delayed_;  // a heap (Later): the earliest at the front
+  // api, pool, label of held events, by their text (the key views the Stored copy).
+  std::unordered_map<std::string_view, Stored> strings_;
+  size_t held_bytes_ = 0;         // sizeof each held event, and each stored text once
   size_t max_held_ = 0;
   uint64_t late_ = 0;
   uint64_t forced_ = 0;

@@ -32,14 +32,15 @@
 #include <vector>
 
 #include "report/reader/byte_source.h"
+#include "trace/format.h"
 
 namespace gpumemtrace::report {
 
 inline constexpr size_t kLinePadding = 64;  // >= SIMDJSON_PADDING (checked in trace_reader.cpp)
-// The longest line accepted: a trace line is a few hundred bytes (a deep stack with long names a few
-// KiB), so a longer one is not a trace (a binary file without newlines would otherwise be read
-// into memory whole).
-inline constexpr size_t kMaxLineBytes = size_t{64} << 20;
+// The longest line accepted (format.h): a trace line is a few hundred bytes (a deep stack with long
+// names a few KiB) and the writer never writes one longer, so a longer one is not a trace (a binary
+// file without newlines would otherwise be read into memory whole).
+inline constexpr size_t kMaxLineBytes = format::kMaxLineBytes;
 
 // The CPUs this process may run on (its affinity mask), at least 1.
 size_t usable_cpus();

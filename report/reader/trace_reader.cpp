@@ -3,11 +3,13 @@
 
 #include <simdjson.h>
 
+#include <algorithm>
 #include <array>
 #include <cstring>
 #include <deque>
 
 #include "report/reader/event_merger.h"
+#include "report/reader/json_checks.h"
 #include "report/reader/line_reader.h"
 #include "report/reader/offline_symbolizer.h"
 
@@ -21,15 +23,12 @@ namespace {
 
 // The largest values accepted (inclusive, as get_u64's `max`).
 // Sizes and counters are written as integers below 2^53 (format.h); anything larger is corrupt.
-constexpr uint64_t kMaxSize = (uint64_t{1} << 53) - 1;
+constexpr uint64_t kMaxSize = fmt::kMaxInteger;
 // Ids are "small positive integers" held as uint32_t; this bound keeps a corrupt id from looking
 // valid (or from wrapping to another id).
 constexpr uint64_t kMaxId = UINT32_MAX;
 
-// Thrown inside one line's parse; read_trace adds the file and line number.
-struct LineError {
-  std::string message;
-};
+using LineError = JsonLineError;  // thrown inside one line's parse; read_trace adds file and line
 
 [[noreturn]] void fail(std::string message) { throw LineError{std::move(message)}; }
 
@@ -60,6 +59,7 @@ struct Fields {
     kSize = 1u << 5, kDevice = 1u << 6, kFree = 1u << 7, kTotal = 1u << 8, kFrames = 1u << 9,
     kSegment = 1u << 10, kHandle = 1u << 11, kCount = 1u << 12, kModule = 1u << 13,
     kFormat = 1u << 14, kFunction = 1u << 15, kSite = 1u << 16, kSeqJump = 1u << 17,
+    kSizeExact = 1u << 18, kDeviceExact = 1u << 19, kFreeExact = 1u << 20, kTotalExact = 1u << 21,
   };
   uint32_t present = 0;
   bool has(Bit bit) const { return (present & bit) != 0; }
@@ -80,22 +80,31 @@ struct Fields {
   // which an event line does not use).
   uint64_t site = 0, seq_jump = 0, short_addr = 0, short_size = 0;
   int64_t short_result = 0;
+  // Values the recorder clamped (format.h, kFieldSizeExact...): what the program passed.
+  uint64_t size_exact = 0, free_exact = 0, total_exact = 0;
+  int64_t device_exact = 0;
+  bool size_out_of_range = false;  // size_exact is kOutOfRange: above 2^64 - 1
   std::vector<uint32_t> frames;
   std::vector<SymbolTable::InlinedCall> inlined;
   std::vector<std::string> cmdline;
+  // Strings of this line and of the whole trace cut at kMaxStringBytes (json_checks.h).
+  StringLimit strings;
 
   void clear() {
     // The vectors keep their capacity: no allocation per line in the steady state.
     frames.clear();
     inlined.clear();
     cmdline.clear();
+    strings.next_line();
     std::vector<uint32_t> f = std::move(frames);
     std::vector<SymbolTable::InlinedCall> i = std::move(inlined);
     std::vector<std::string> c = std::move(cmdline);
+    StringLimit s = std::move(strings);
     *this = Fields{};
     frames = std::move(f);
     inlined = std::move(i);
     cmdline = std::move(c);
+    strings = std::move(s);
   }
   // clear() for a version 2 event line read by CompactEventScanner: only what such a line sets and
   // the dispatcher then reads (the presence bits, the short-keyed and the optional event fields).
@@ -105,20 +114,40 @@ struct Fields {
     short_result = 0;
     t_negative = false;
     pool = label = std::string_view();
+    strings.next_line();
   }
 };
 
+// The line being parsed (parse_line sets it; one reader per thread): where get_str puts the strings
+// it cuts, and how many values the field parsers have read, so that a field none of them read (an
+// unknown one) is still checked to be valid JSON.
+struct LineContext {
+  StringLimit* strings = nullptr;
+  uint64_t values_read = 0;
+};
+thread_local LineContext t_line;
+
+// `text` within the string limit (json_checks.h).
+std::string_view limited(std::string_view text) {
+  return t_line.strings ? t_line.strings->cut(text) : text;
+}
+
+// The key, unescaped: the recorder writes keys without escapes, read in place; a key with one
+// ("\u0073" is "s") is unescaped like any JSON reader does, and an invalid escape is an error.
 std::string_view key_of(od::field& field) {
-  // Keys in this format never contain escapes; a key that does simply matches no known name.
-  // Keys are short: a plain scan beats a memchr call. The line's padding guarantees readable bytes
-  // (simdjson validated the document: the closing quote is there).
+  // Keys are short: a plain scan beats a memchr call. simdjson validated the document's strings, so
+  // the closing quote is there.
   const char* raw = field.key().raw();
   size_t n = 0;
-  while (n < 256 && raw[n] != '"') ++n;
-  return n < 256 ? std::string_view(raw, n) : std::string_view();
+  while (raw[n] != '"' && raw[n] != '\\') ++n;
+  if (raw[n] == '"') return std::string_view(raw, n);
+  std::string_view key;
+  if (field.unescaped_key().get(key)) fail("not valid JSON (a key with an invalid escape)");
+  return key;
 }
 
 uint64_t get_u64(od::value& value, std::string_view key, uint64_t max = kMaxSize) {
+  ++t_line.values_read;
   uint64_t out = 0;
   // Fast path: plain digits read in place (at most 19: no overflow), ended by a JSON delimiter.
   // Anything else (a sign, a fraction, 20 digits, a non-number) goes through simdjson, which gives
@@ -138,21 +167,24 @@ uint64_t get_u64(od::value& value, std::string_view key, uint64_t max = kMaxSize
 }
 
 int64_t get_i64(od::value& value, std::string_view key) {
+  ++t_line.values_read;
   int64_t out = 0;
   check(value.get_int64().get(out), key, "an integer");
   return out;
 }
 
 bool get_bool(od::value& value, std::string_view key) {
+  ++t_line.values_read;
   bool out = false;
   check(value.get_bool().get(out), key, "true or false");
   return out;
 }
 
 std::string_view get_str(od::value& value, std::string_view key) {
+  ++t_line.values_read;
   std::string_view out;
   check(value.get_string().get(out), key, "a string");
-  return out;
+  return limited(out);
 }
 
 // A string without escapes, read in place (no copy into simdjson's string buffer); one with
@@ -166,10 +198,13 @@ std::string_view get_plain_str(od::value& value, std::string_view key) {
   if (raw.size() < 2 || raw.front() != '"' || raw.back() != '"') return get_str(value, key);  // the type error
   raw = raw.substr(1, raw.size() - 2);
   if (raw.find('\\') != std::string_view::npos) return get_str(value, key);
-  return raw;
+  ++t_line.values_read;
+  return limited(raw);
 }
 
 void parse_inlined(od::value& value, Fields& f) {
+  ++t_line.values_read;
+  f.inlined.clear();  // a repeated key: the last one counts, as in any JSON reader
   od::array calls;
   check(value.get_array().get(calls), "inlined", "a list");
   for (auto element : calls) {
@@ -184,12 +219,15 @@ void parse_inlined(od::value& value, Fields& f) {
       if (key == fmt::kFieldFunction) parsed.function = std::string(get_str(v, key));
       else if (key == fmt::kFieldFile) parsed.file = std::string(get_str(v, key));
       else if (key == fmt::kFieldLine) parsed.line = static_cast<uint32_t>(get_u64(v, key, UINT32_MAX));
+      else validate_value(v);
     }
     f.inlined.push_back(std::move(parsed));
   }
 }
 
 void parse_frames(od::value& v, std::string_view key, Fields& f) {
+  ++t_line.values_read;
+  f.frames.clear();  // a repeated key: the last one counts
   od::array ids;
   check(v.get_array().get(ids), key, "a list of frame ids");
   for (auto element : ids) {
@@ -201,12 +239,14 @@ void parse_frames(od::value& v, std::string_view key, Fields& f) {
 }
 
 void parse_cmdline(od::value& v, std::string_view key, Fields& f) {
+  ++t_line.values_read;
+  f.cmdline.clear();  // a repeated key: the last one counts
   od::array args;
   check(v.get_array().get(args), key, "a list of strings");
   for (auto element : args) {
     std::string_view arg;
     check(element.get_string().get(arg), key, "a list of strings");
-    f.cmdline.emplace_back(arg);
+    f.cmdline.emplace_back(limited(arg));
   }
 }
 
@@ -230,6 +270,7 @@ void parse_field(std::string_view key, od::value& v, Fields& f, int version) {
             f.t_negative = true;
           } else {
             f.t = get_u64(v, key, UINT64_MAX);
+            f.t_negative = false;  // a repeated "t": the last one counts
           }
           return;
         case 'e': f.site = get_u64(v, key, kMaxId); f.present |= B::kSite; return;
@@ -338,12 +379,25 @@ void parse_field(std::string_view key, od::value& v, Fields& f, int version) {
       else if (is(fmt::kFieldRankFrom)) f.rank_from = get_str(v, key);
       return;
     case 10:
-      if (is(fmt::kFieldLocalRank)) f.local_rank = get_i64(v, key);
-      else if (is(fmt::kFieldWorldSize)) f.world_size = get_i64(v, key);
+      if (is(fmt::kFieldLocalRank)) {
+        f.local_rank = get_i64(v, key);
+      } else if (is(fmt::kFieldWorldSize)) {
+        f.world_size = get_i64(v, key);
+      } else if (is(fmt::kFieldSizeExact)) {
+        f.size_exact = parse_exact_size(get_str(v, key), key, &f.size_out_of_range);
+        f.present |= B::kSizeExact;
+      } else if (is(fmt::kFieldFreeExact)) {
+        f.free_exact = parse_exact_size(get_str(v, key), key, nullptr);
+        f.present |= B::kFreeExact;
+      }
       return;
     case 11:
       if (is(fmt::kFieldNotWritten)) f.not_written = get_u64(v, key, UINT64_MAX);
       else if (is(fmt::kFieldExitStatus)) f.exit_status = get_u64(v, key, 255);
+      else if (is(fmt::kFieldTotalExact)) { f.total_exact = parse_exact_size(get_str(v, key), key, nullptr); f.present |= B::kTotalExact; }
+      return;
+    case 12:
+      if (is(fmt::kFieldDeviceExact)) { f.device_exact = parse_exact_device(get_str(v, key)); f.present |= B::kDeviceExact; }
       return;
     case 13:
       if (is(fmt::kFieldDroppedTotal)) f.dropped_total = get_u64(v, key);
@@ -367,15 +421,20 @@ void parse_line(od::parser& parser, const Line& line, Fields& f, int version) {
   }
   od::object object;
   if (doc.get_object().get(object)) fail("not a JSON object");
+  t_line.strings = &f.strings;
   for (auto field_result : object) {
     od::field field;
     if (std::move(field_result).get(field)) fail("not valid JSON");
     std::string_view key = key_of(field);
     od::value value = field.value();
+    const uint64_t read_before = t_line.values_read;
+    f.strings.begin_field(key);
     parse_field(key, value, f, version);
+    if (t_line.values_read == read_before) validate_value(value);  // a field not read: valid JSON still
   }
   // After the object, only the end of the line may remain.
   if (!doc.current_location().error()) fail("not valid JSON (characters after the object)");
+  f.strings.end_line();
 }
 
 // Version 2 event lines without simdjson. Nearly every line of a version 2 trace is an event line in
@@ -486,12 +545,13 @@ class CompactEventScanner {
     *out = *negative ? ~magnitude + 1 : magnitude;
     return true;
   }
+  // A string past the length limit goes through simdjson too, which cuts it (json_checks.h).
   bool read_string(std::string_view* out) {
     if (!literal('"')) return false;
     const char* start = p_;
     while (p_ != end_ && *p_ >= 0x20 && *p_ < 0x7f && *p_ != '"' && *p_ != '\\') ++p_;
     *out = std::string_view(start, static_cast<size_t>(p_ - start));
-    return literal('"');
+    return out->size() <= fmt::kMaxStringBytes && literal('"');
   }
   // As parse_hex: "0x" and 1 to 16 hex digits, read in one pass.
   bool read_hex(uint64_t* out) {
@@ -549,14 +609,25 @@ class Dispatcher {
     if (merger_.forced()) {
       result_.warnings.push_back(std::to_string(merger_.forced()) +
                                  " events handed on before their sync (more than " +
-                                 std::to_string(EventMerger::kDefaultMaxBuffered) +
-                                 " between two syncs): the order around them is approximate");
+                                 std::to_string(EventMerger::kDefaultMaxBuffered) + " events or " +
+                                 std::to_string(EventMerger::kMaxHeldBytes >> 20) +
+                                 " MiB between two syncs): the order around them is approximate");
+    }
+    if (!clamped_first_.empty()) {
+      result_.warnings.push_back(std::to_string(clamped_) + (clamped_ == 1 ? " value" : " values") +
+                                 " the trace format cannot hold, clamped by the recorder (the first: " + clamped_first_ +
+                                 "); failed requests are reported with their exact size");
     }
   }
+
+  // True when the last line dispatched was a record this reader ignores (an unknown type).
+  bool ignored() const { return ignored_; }
 
   int version() const { return version_; }
 
   void dispatch(const Fields& f, uint64_t line_number) {
+    ignored_ = false;
+    line_ = line_number;
     using B = Fields::Bit;
     // Version 2 event lines have no "type": their first key is the site (version_ is 0 until the
     // header is read).
@@ -592,6 +663,8 @@ class Dispatcher {
       info.total = f.total;
       info.free = f.free;
       info.has_free = f.has(B::kFree);
+      if (f.has(B::kTotalExact)) note_clamped(fmt::kFieldTotalExact, std::to_string(f.total_exact));
+      if (f.has(B::kFreeExact)) note_clamped(fmt::kFieldFreeExact, std::to_string(f.free_exact));
       return handler_.on_device(info);
     }
     if (f.type == fmt::kTypeDropped) {
@@ -615,6 +688,7 @@ class Dispatcher {
     if (f.type == fmt::kTypeLive) return live(f);
     if (f.type == fmt::kTypeHeader) fail("a second header");
     // Unknown record types are skipped: version 1 readers ignore what they do not know.
+    ignored_ = true;
   }
 
   void set_first_line(uint64_t line) { first_line_ = line; }
@@ -740,6 +814,7 @@ class Dispatcher {
     e.size = f.short_size;
     e.result = f.short_result;
     fill_optional(f, e);
+    exact_values(f, e);
     if (e.op == Op::Sync) return merger_.sync(e.t);
     ++result_.events;
     merger_.push(e);
@@ -779,7 +854,27 @@ class Dispatcher {
     e.api = f.api;
     e.delayed = f.delayed;
     fill_optional(f, e);
+    exact_values(f, e);
     return e;
+  }
+
+  // The values the recorder clamped (format.h, "*_exact"): counted for the warning; a failed request
+  // (an allocation that failed, an allocator's OOM: no memory range) gets its exact size back, so the
+  // report names what the program asked for.
+  void exact_values(const Fields& f, Event& e) {
+    using B = Fields::Bit;
+    if (f.has(B::kSizeExact)) {
+      note_clamped(fmt::kFieldSizeExact, f.size_out_of_range ? std::string(fmt::kOutOfRange) : std::to_string(f.size_exact));
+      const bool request = e.op == Op::BlockOom || (e.op == Op::Alloc && e.result != 0);
+      if (request && f.size_exact > e.size && e.addr <= UINT64_MAX - f.size_exact) e.size = f.size_exact;
+    }
+    if (f.has(B::kDeviceExact)) note_clamped(fmt::kFieldDeviceExact, std::to_string(f.device_exact));
+    if (f.has(B::kFreeExact)) note_clamped(fmt::kFieldFreeExact, std::to_string(f.free_exact));
+    if (f.has(B::kTotalExact)) note_clamped(fmt::kFieldTotalExact, std::to_string(f.total_exact));
+  }
+
+  void note_clamped(const char* field, const std::string& value) {
+    if (clamped_++ == 0) clamped_first_ = std::string(field) + " " + value + " on line " + std::to_string(line_);
   }
 
   // The optional event fields, named alike in both versions.
@@ -810,6 +905,10 @@ class Dispatcher {
   std::vector<Event> sites_;                 // version 2: site id - 1 -> the fields it gives events
   std::deque<std::string> site_strings_;     // their api names (a deque: elements never move)
   bool warned_after_footer_ = false;
+  bool ignored_ = false;     // the last record dispatched was one this reader skips
+  uint64_t line_ = 0;        // the line being dispatched
+  uint64_t clamped_ = 0;     // values the recorder clamped (format.h, "*_exact")
+  std::string clamped_first_;
 };
 
 }  // namespace
@@ -823,13 +922,26 @@ ReadResult read_trace(ByteSource& source, const std::string& name, SymbolTable& 
   Dispatcher dispatcher(symbols, handler, result);
   Line line;
   bool seen_header = false;
+  // Bytes read since the last record this reader uses: blank lines and skipped records. A stream
+  // that goes on without one (a zstd "newline bomb": a few KB that expand to gigabytes of '\n') is
+  // stopped within a second or so, not read to its end.
+  uint64_t without_record = 0;
+  auto idle = [&](const Line& l) {
+    without_record += l.text.size() + 1;
+    if (without_record > kMaxBytesWithoutRecord) {
+      throw LineError{"no record in the last " + std::to_string(kMaxBytesWithoutRecord >> 20) +
+                      " MiB (blank lines or records this reader skips): not a gpumemtrace trace"};
+    }
+  };
   try {
     while (lines.next(line)) {
       result.lines = line.number;
       if (blank(line.text)) {
         if (!seen_header) dispatcher.set_first_line(line.number + 1);
+        idle(line);
         continue;
       }
+      fields.strings.set_line(line.number);
       try {
         const bool compact = dispatcher.version() >= fmt::kVersion2 && line.text.substr(0, 5) == "{\"e\":" &&
                              CompactEventScanner(line.text).scan(fields);
@@ -842,11 +954,13 @@ ReadResult read_trace(ByteSource& source, const std::string& name, SymbolTable& 
                                     ": truncated last line ignored (process killed?)");
           break;
         }
-        if (!seen_header) throw LineError{"not a gpumemtrace trace (the first line is not a JSON header)"};
+        if (!seen_header) throw LineError{"not a gpumemtrace trace (the first line is not a JSON header: " + error.message + ")"};
         throw;
       }
       dispatcher.dispatch(fields, line.number);
       seen_header = true;
+      if (dispatcher.ignored()) idle(line);
+      else without_record = 0;
     }
   } catch (const LineError& error) {
     throw TraceError(name, line.number, error.message);
@@ -856,6 +970,7 @@ ReadResult read_trace(ByteSource& source, const std::string& name, SymbolTable& 
   }
   if (!seen_header) throw TraceError(name, 1, "empty file: not a gpumemtrace trace");
   dispatcher.finish();
+  if (fields.strings.count()) result.warnings.push_back(fields.strings.warning());
   if (source.truncated() && !result.truncated) {
     result.truncated = true;
     result.warnings.push_back("compressed stream cut short after line " + std::to_string(result.lines) +

@@ -4,7 +4,8 @@
 // into the timeline by time (event_merger.h). Events reach the handler in time order; `sync` events
 // themselves are consumed by the reader.
 //
-// Errors: any malformed line except a cut-short last one throws TraceError (file and line).
+// Errors: any malformed line except a cut-short last one throws TraceError (file and line); so does a
+// line that is not valid JSON anywhere, even in a field the reader does not use. Keys are unescaped.
 // A last line without '\n' that does not parse is the mark of a killed writer: it becomes a
 // warning and reading ends normally.
 #pragma once
@@ -32,6 +33,11 @@ class TraceHandler {
   virtual void on_capped(const Capped&) {}
   virtual void on_live(const Event&) {}
 };
+
+// Limits of the reader (docs/security.md): a line longer than kMaxLineBytes (line_reader.h) and a
+// stream that yields no record the reader uses for kMaxBytesWithoutRecord bytes (blank lines, records
+// of unknown types) are errors; a string longer than format::kMaxStringBytes is cut (json_checks.h).
+inline constexpr uint64_t kMaxBytesWithoutRecord = uint64_t{16} << 20;
 
 struct ReadResult {
   uint64_t lines = 0;

@@ -5,7 +5,7 @@
 //   ROUTE_DLSYM     dlopen("libcuda.so.1") + dlsym of each symbol (JAX)       (drv_dlsym)
 //   ROUTE_PROCADDR  dlopen + dlsym("cuGetProcAddress_v2") + cuGetProcAddress  (drv_procaddr; the
 //                   CUDA runtime's way, static or shared). "--ptsz" asks for per-thread variants.
-// Usage: drv_X SCENARIO [--ptsz]; SCENARIO = basic | oom | vmm | async | ctx | errors.
+// Usage: drv_X SCENARIO [--ptsz]; SCENARIO = basic | oom | vmm | async | ctx | errors | extreme.
 // Prints one line per call: "<what> rc=<CUresult> [addr=0x..] [size=N]" so that a run under
 // LD_PRELOAD can be compared line by line with a run without (transparency) and with the trace.
 // Allocation sizes are distinctive and every scenario step is a named, non-inlined function, so that
@@ -372,6 +372,54 @@ void scenario_errors() {
   report("release_bogus", d.MemRelease(0x42), 0x42);
 }
 
+// ---- extreme: every hooked driver call with arguments past the trace format's limits ----
+// (tests/e2e/test_extreme_args.py: the trace must read, and the report name each failed request.)
+void scenario_extreme() {
+  const size_t kMax = SIZE_MAX;
+  const size_t k2pow53 = size_t{1} << 53;
+  CUdeviceptr p = 0;
+  report("alloc_max", d.MemAlloc(&p, kMax), p, kMax);
+  report("alloc_2pow53", d.MemAlloc(&p, k2pow53), p, k2pow53);
+  size_t pitch = 0;
+  report("pitch_overflowing", d.MemAllocPitch(&p, &pitch, size_t{1} << 40, size_t{1} << 40, 4), p, 0);
+  report("pitch_max_width", d.MemAllocPitch(&p, &pitch, kMax, 3, 4), p, 0);
+  report("managed_max", d.MemAllocManaged(&p, kMax, 1), p, kMax);
+  void* h = nullptr;
+  report("host_alloc_max", d.MemHostAlloc(&h, kMax, 0), 0, kMax);
+  report("alloc_host_max", d.MemAllocHost(&h, kMax), 0, kMax);
+  CUstream stream = nullptr;
+  d.StreamCreate(&stream, 0);
+  report("async_max", d.MemAllocAsync(&p, kMax, stream), p, kMax);
+  CUmemPoolProps props{};
+  props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+  props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  props.location.id = 0;
+  CUmemoryPool pool = nullptr;
+  d.MemPoolCreate(&pool, &props);
+  report("pool_async_max", d.MemAllocFromPoolAsync(&p, kMax, pool, stream), p, kMax);
+  report("trim_max", d.MemPoolTrimTo(pool, kMax), 0, kMax);
+  report("free_async_garbage", d.MemFreeAsync(UINT64_MAX, stream), UINT64_MAX);
+  report("reserve_max", d.MemAddressReserve(&p, kMax & ~((size_t{2} << 20) - 1), 0, 0, 0), p, 0);
+  report("address_free_wrapping", d.MemAddressFree(UINT64_MAX - 4095, kMax), UINT64_MAX - 4095, kMax);
+  CUmemAllocationProp prop{};
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  prop.location.id = -7;  // not a device
+  CUmemGenericAllocationHandle handle = 0;
+  report("create_bad_device", d.MemCreate(&handle, size_t{2} << 20, &prop, 0), handle, size_t{2} << 20);
+  prop.location.id = 0;
+  report("create_huge", d.MemCreate(&handle, kMax & ~((size_t{2} << 20) - 1), &prop, 0), handle, 0);
+  report("map_wrapping", d.MemMap(UINT64_MAX - 4095, kMax, 0, 0x42, 0), UINT64_MAX - 4095, kMax);
+  report("unmap_wrapping", d.MemUnmap(UINT64_MAX - 4095, kMax), UINT64_MAX - 4095, kMax);
+  report("release_garbage", d.MemRelease(UINT64_MAX), UINT64_MAX);
+  report("free_garbage", d.MemFree(UINT64_MAX), UINT64_MAX);
+  report("free_host_garbage", d.MemFreeHost(reinterpret_cast<void*>(UINTPTR_MAX)), UINTPTR_MAX);
+  size_t free_bytes = 0, total = 0;
+  report("get_info", d.MemGetInfo(&free_bytes, &total), 0, free_bytes);
+  report("ctx_reset_bad_device", d.DevicePrimaryCtxReset(-7));
+  report("ctx_destroy_garbage", d.CtxDestroy(reinterpret_cast<CUcontext>(0x8)));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -392,6 +440,7 @@ int main(int argc, char** argv) {
   else if (strcmp(scenario, "oom") == 0) scenario_oom();
   else if (strcmp(scenario, "vmm") == 0) scenario_vmm();
   else if (strcmp(scenario, "async") == 0) scenario_async();
+  else if (strcmp(scenario, "extreme") == 0) scenario_extreme();
   else {
     printf("unknown scenario %s\n", scenario);
     return 2;

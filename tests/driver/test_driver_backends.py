@@ -16,7 +16,7 @@ from test_driver_capture import GIB, PROGS, ROUTES, SIM, SIM_TOTAL, mask_host, r
 
 FAKE_CUPTI = os.path.join(SIM, "libfakecupti.so")
 CUPTI_ENV = {"GPUMEMTRACE_BACKEND": "cupti", "GPUMEMTRACE_CUPTI_PATH": FAKE_CUPTI}
-SCENARIOS = [["basic"], ["oom"], ["vmm"], ["async"], ["async", "--ptsz"], ["ctx"], ["errors"]]
+SCENARIOS = [["basic"], ["oom"], ["vmm"], ["async"], ["async", "--ptsz"], ["ctx"], ["errors"], ["extreme"]]
 MUST_DIFFER = {"t", "tid", "stack"}
 
 

@@ -140,6 +140,24 @@ class NvtxWithAnotherTool(unittest.TestCase):
                                  "NVTX ranges go to it and are not recorded"])
 
 
+class NvtxFromACarelessProgram(unittest.TestCase):
+    def test_bogus_handles_and_unterminated_messages_do_not_crash(self):
+        proc, files = run_nvtx_phases(args=("bogus",))
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        self.assertIn("survived", proc.stdout)
+        events = nvtx_events(Trace(files[0]))
+        # A handle NVTX never handed out names nothing; the message ends where the readable bytes end.
+        self.assertEqual([(e["op"], e.get("label")) for e in events],
+                         [("mark", "io: "), ("mark", ""), ("scope_begin", "xxxxxx"), ("scope_end", "xxxxxx")])
+
+    def test_an_invalid_setting_is_said_only_by_processes_that_trace(self):
+        env = dict(os.environ, LD_PRELOAD=LIB, GPUMEMTRACE_NVTX="bogus")
+        quiet = subprocess.run(["/bin/true"], env=env, capture_output=True, text=True, timeout=60)
+        self.assertEqual(quiet.stderr, "")  # no CUDA call: nothing said
+        proc, _ = run_nvtx_phases({"GPUMEMTRACE_NVTX": "bogus"})
+        self.assertEqual(proc.stderr.count("GPUMEMTRACE_NVTX=bogus"), 1, proc.stderr)
+
+
 class NvtxLeftAlone(unittest.TestCase):
     def test_gpumemtrace_nvtx_0_leaves_nvtx_without_a_tool(self):
         proc, files = run_nvtx_phases({"GPUMEMTRACE_NVTX": "0"})

@@ -1,6 +1,7 @@
 # tests/e2e/test_recorder_e2e.py — the recorder end to end: traces of simulated-runtime programs.
 """End-to-end tests of the recorder: programs on the simulated CUDA runtime, run under LD_PRELOAD,
 their traces checked event by event (count, sizes, order, stacks naming the functions)."""
+import json
 import os
 import signal
 import subprocess
@@ -8,7 +9,7 @@ import time
 import collections
 import unittest
 
-from recorder_testlib import (FORK_UNDER_SANITIZER, LIB, SIM, Trace, fork_deadlocks_under_sanitizer, program,
+from recorder_testlib import (BUILD, FORK_UNDER_SANITIZER, LIB, SIM, Trace, fork_deadlocks_under_sanitizer, program,
                               read_zst, recorder_preload, run_traced, tempdir, trace_files)
 
 
@@ -300,15 +301,43 @@ class Processes(unittest.TestCase, TraceInvariants):
                     self.check_invariants(t)
                 self.assertEqual(len({t.header["pid"] for t in traces}), 1)  # same pid, two files
 
-    def test_library_loaded_later_gets_a_module_line_and_symbols(self):
+    def test_exec_with_a_template_without_jsonl_keeps_the_zst_suffix(self):
         out = tempdir()
-        plugin = program("libplugin_alloc.so")
-        proc = run_traced([program("scenarios"), "dlopen", plugin], out)
+        proc = run_traced([program("scenarios"), "exec", program("scenarios"), "depth"], out,
+                          env={"GPUMEMTRACE_OUTPUT": os.path.join(out, "x.%p.zst")})
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        names = sorted(os.listdir(out))
+        self.assertEqual(len(names), 2, names)
+        self.assertTrue(all(n.endswith(".zst") for n in names), names)  # was x.PID.zst-1, uncompressed
+        for name in names:
+            with open(os.path.join(out, name), "rb") as f:
+                self.assertEqual(f.read(4), b"\x28\xb5\x2f\xfd")  # zstd
+        report = subprocess.run([os.path.join(BUILD, "gpumem-report"), "--format", "json", out], capture_output=True,
+                                text=True, timeout=120)
+        self.assertEqual(report.returncode, 0, report.stderr)
+        self.assertEqual(len(json.loads(report.stdout)["processes"]), 2)
+
+    def plugin_frame(self, mode):
+        """The trace of `scenarios MODE libplugin_alloc.so`, and the innermost frame of its 8008-byte
+        allocation (made in the plugin)."""
+        out = tempdir()
+        proc = run_traced([program("scenarios"), mode, program("libplugin_alloc.so")], out)
         self.assertEqual(proc.returncode, 0, proc.stderr)
         t = only_trace(self, out)
         self.check_invariants(t)
         event = [e for e in t.allocs() if e["size"] == 8008][0]
-        frame = t.frames[t.stacks[event["stack"]]["frames"][0]]
+        return t, t.frames[t.stacks[event["stack"]]["frames"][0]]
+
+    def test_frames_of_a_library_closed_at_once_keep_their_module_and_names(self):
+        # dlclose right after the allocation: the writer names the frames before the library goes
+        # (issue 20: they became [unknown code], though their module and offset were known).
+        t, frame = self.plugin_frame("dlclose")
+        self.assertEqual(frame["function"], "plugin_allocate")
+        self.assertEqual(t.modules[frame["module"]]["path"], program("libplugin_alloc.so"))
+
+    def test_library_loaded_later_gets_a_module_line_and_symbols(self):
+        t, frame = self.plugin_frame("dlopen")
+        plugin = program("libplugin_alloc.so")
         self.assertEqual(frame["function"], "plugin_allocate")
         self.assertTrue(frame["file"].endswith("plugin_alloc.cpp"))
         module = t.modules[frame["module"]]

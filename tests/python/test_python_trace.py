@@ -8,6 +8,7 @@ with file and line, merged with the native frames; the program's output and exit
 """
 import glob
 import os
+import signal
 import subprocess
 import tempfile
 import unittest
@@ -99,6 +100,54 @@ class PythonTraceTest(unittest.TestCase):
         self.assertTrue(allocs)
         self.assertFalse([f for f in stack_of(allocs[0]) if f.get("lang") == "python"])
 
+
+
+@unittest.skipUnless(os.path.exists(LIB) and os.path.exists(SIM),
+                     "needs build/libgpumemtrace.so and build/sim/libcudart.so.13")
+class PythonKillsItself(unittest.TestCase):
+    """A Python program that ends by killing itself after putting the signal's default action back
+    (CPython does so for an uncaught KeyboardInterrupt, after its exit handlers, without exit()) still
+    leaves a whole trace whose footer names the signal (interpose/hooks/self_kill.cpp)."""
+
+    CODE = ("import ctypes, os, signal, sys\n"
+            "ctypes.CDLL(sys.argv[1], mode=ctypes.RTLD_GLOBAL)\n"
+            "rt = ctypes.CDLL(None)\n"
+            "p = ctypes.c_void_p()\n"
+            "assert rt.cudaMalloc(ctypes.byref(p), 6161) == 0\n"
+            "if sys.argv[2] == 'interrupt':\n"
+            "    raise KeyboardInterrupt\n"
+            "signal.signal(signal.SIGTERM, signal.SIG_DFL)\n"
+            "os.kill(os.getpid(), signal.SIGTERM)\n")
+
+    def run_prog(self, how):
+        with tempfile.TemporaryDirectory() as d:
+            out = os.path.join(d, "trace.jsonl")
+            env = dict(os.environ, LD_PRELOAD=python_testlib.PRELOAD, GPUMEMTRACE_OUTPUT=out,
+                       GPUMEMTRACE_QUIET="1")
+            proc = subprocess.run(["python3", "-c", self.CODE, SIM, how], capture_output=True, text=True,
+                                  env=env, timeout=120)
+            records = [r for r in tracefile_records(out)]
+            return proc, records
+
+    def check(self, how, sig):
+        proc, records = self.run_prog(how)
+        self.assertEqual(proc.returncode, -sig, proc.stderr[-3000:])
+        footers = [r for r in records if r["type"] == "footer"]
+        self.assertEqual(len(footers), 1, records[-3:])
+        self.assertEqual((footers[0]["end"], footers[0]["signal"]), ("signal", sig))
+        sizes = [r["size"] for r in records if r["type"] == "event" and r.get("op") == "alloc"]
+        self.assertIn(6161, sizes)
+
+    def test_uncaught_keyboard_interrupt(self):
+        self.check("interrupt", signal.SIGINT)
+
+    def test_kill_self_after_restoring_the_default(self):
+        self.check("kill", signal.SIGTERM)
+
+
+def tracefile_records(path):
+    import tracefile
+    return tracefile.read_records(path)[0]
 
 if __name__ == "__main__":
     unittest.main()

@@ -135,3 +135,22 @@ class SnapshotWarnings(ReportTestCase):
         self.assertIn("free of a block live after it", proc.stderr)
         text = run_report(path)
         self.assertIn("free of a block live after it", text.stdout)
+
+
+class SnapshotOddNumbers(ReportTestCase):
+    def test_float_nan_and_negative_sizes_are_warned_about(self):
+        # Sizes that are not whole numbers of bytes used to become 0 without a word (issue 20).
+        work = tempfile.mkdtemp(prefix="gpumem-report-snapshot-")
+        self.addCleanup(shutil.rmtree, work, True)
+        for odd in (1.5e6, float("nan"), -4096):
+            with self.subTest(value=odd):
+                snap = samples.planted_leak()
+                snap["device_traces"][0][1]["size"] = odd  # the 4 MiB block's alloc entry
+                path = os.path.join(work, "odd.pickle")
+                samples.dump(snap, path)
+                proc = run_report("--format", "json", path)
+                self.assertEqual(proc.returncode, 0, proc.stderr)
+                import json
+                warnings = json.loads(proc.stdout)["processes"][0]["warnings"]
+                self.assertTrue(any("held something else" in w and "the first: size = " in w for w in warnings),
+                                warnings)

@@ -65,10 +65,13 @@ cudaError_t device_alloc(void** out, size_t size) {
   if (!out) return fail(cudaErrorInvalidValue);
   *out = nullptr;
   if (size == 0) return cudaSuccess;
-  const uint64_t want = (size + kAlign - 1) & ~(kAlign - 1);
   Sim& s = sim();
   std::lock_guard<std::mutex> lock(s.mu);
   Device& dev = s.devices[t_device];
+  // More than the device holds, whatever its rounding: refused before the rounding can wrap (the real
+  // runtime says out of memory for cudaMalloc(&p, SIZE_MAX)).
+  if (size > dev.capacity) return fail(cudaErrorMemoryAllocation);
+  const uint64_t want = (size + kAlign - 1) & ~(kAlign - 1);
   for (auto it = dev.free_ranges.begin(); it != dev.free_ranges.end(); ++it) {
     if (it->second < want) continue;
     const uint64_t start = it->first, rest = it->second - want;
@@ -225,14 +228,23 @@ cudaError_t cudaMemPoolTrimTo(cudaMemPool_t, size_t) { return cudaSuccess; }
 
 cudaError_t cudaMallocPitch(void** p, size_t* pitch, size_t width, size_t height) {
   if (!pitch) return fail(cudaErrorInvalidValue);
+  size_t bytes;
+  if (width > (uint64_t{1} << 48) || __builtin_mul_overflow((width + kAlign - 1) & ~(kAlign - 1), height, &bytes)) {
+    if (p) *p = nullptr;
+    return fail(cudaErrorMemoryAllocation);
+  }
   *pitch = (width + kAlign - 1) & ~(kAlign - 1);
-  return device_alloc(p, *pitch * height);
+  return device_alloc(p, bytes);
 }
 cudaError_t cudaMalloc3D(cudaPitchedPtr* pp, cudaExtent e) {
   if (!pp) return fail(cudaErrorInvalidValue);
   size_t pitch = (e.width + kAlign - 1) & ~(kAlign - 1);
+  size_t rows, bytes;
+  if (e.width > (uint64_t{1} << 48) || __builtin_mul_overflow(e.height, e.depth ? e.depth : 1, &rows) ||
+      __builtin_mul_overflow(pitch, rows, &bytes))
+    return fail(cudaErrorMemoryAllocation);
   void* p = nullptr;
-  cudaError_t rc = device_alloc(&p, pitch * e.height * (e.depth ? e.depth : 1));
+  cudaError_t rc = device_alloc(&p, bytes);
   if (rc != cudaSuccess) return rc;
   pp->ptr = p;
   pp->pitch = pitch;
@@ -255,7 +267,7 @@ cudaError_t cudaFreeHost(void* p) {
 
 cudaError_t cudaMallocArray(cudaArray_t* array, const cudaChannelFormatDesc* desc, size_t width, size_t height,
                             unsigned int) {
-  if (!array || !desc) return fail(cudaErrorInvalidValue);
+  if (!array || !desc || width > (1u << 17) || height > (1u << 16)) return fail(cudaErrorInvalidValue);  // 2D limits
   *array = reinterpret_cast<cudaArray_t>(new FakeArray{width * (height ? height : 1)});
   return cudaSuccess;
 }

@@ -30,6 +30,7 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <set>
 
 #include "tests/sim/sim_settings.h"
 
@@ -79,6 +80,7 @@ struct State {
   std::map<uint64_t, uint64_t> reservations;                 // va -> size
   std::map<uint64_t, std::pair<uint64_t, int>> handles;      // handle -> (size, device)
   std::map<uint64_t, std::pair<uint64_t, uint64_t>> mappings;  // va -> (size, handle)
+  std::set<const FakeCtx*> contexts;                           // made by cuCtxCreate, not destroyed yet
 };
 
 State& st() {
@@ -99,6 +101,9 @@ State& st() {
 thread_local FakeCtx* t_current = nullptr;
 
 uint64_t round_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
+// A request no device holds, whatever its rounding: refused before any arithmetic can wrap (the real
+// driver says out of memory for cuMemAlloc(&p, SIZE_MAX)).
+bool too_large(uint64_t bytes, const State& s) { return bytes > s.capacity; }
 
 // Precondition for the memory calls: initialized, a current context. Lock held by the caller.
 CUresult check_ctx(State& s) {
@@ -110,6 +115,7 @@ CUresult check_ctx(State& s) {
 CUresult device_alloc(State& s, CUdeviceptr* dptr, size_t bytesize, Allocation::Kind kind) {
   if (CUresult r = check_ctx(s)) return r;
   if (!dptr || bytesize == 0) return CUDA_ERROR_INVALID_VALUE;
+  if (too_large(bytesize, s)) return CUDA_ERROR_OUT_OF_MEMORY;
   const int d = t_current->device;
   const uint64_t size = round_up(bytesize, kAlign);
   if (kind != Allocation::Managed && s.used[d] + size > s.capacity) return CUDA_ERROR_OUT_OF_MEMORY;
@@ -237,6 +243,7 @@ CUresult f_cuCtxCreate_v2(CUcontext* pctx, unsigned int, CUdevice dev) {
   if (!s.initialized) return CUDA_ERROR_NOT_INITIALIZED;
   if (!pctx || dev < 0 || dev >= s.devices) return CUDA_ERROR_INVALID_VALUE;
   t_current = new FakeCtx{dev, false};
+  s.contexts.insert(t_current);
   *pctx = reinterpret_cast<CUcontext>(t_current);
   return CUDA_SUCCESS;
 }
@@ -245,9 +252,10 @@ CUresult f_cuCtxDestroy_v2(CUcontext ctx) {
   State& s = st();
   std::lock_guard<std::mutex> l(s.mu);
   auto* c = reinterpret_cast<FakeCtx*>(ctx);
-  if (!c || c->primary) return CUDA_ERROR_INVALID_CONTEXT;
+  if (!s.contexts.count(c)) return CUDA_ERROR_INVALID_CONTEXT;  // a handle, checked as the driver does
   drop_device_memory(s, c->device);  // simplification: one context per device at a time
   if (t_current == c) t_current = nullptr;
+  s.contexts.erase(c);
   delete c;
   return CUDA_SUCCESS;
 }
@@ -273,7 +281,14 @@ CUresult f_cuCtxGetDevice(CUdevice* dev) {
 CUresult f_cuCtxGetDevice_v2(CUdevice* dev, CUcontext ctx) {
   if (!ctx) return f_cuCtxGetDevice(dev);
   if (!dev) return CUDA_ERROR_INVALID_VALUE;
-  *dev = reinterpret_cast<FakeCtx*>(ctx)->device;
+  State& s = st();
+  const auto* c = reinterpret_cast<const FakeCtx*>(ctx);
+  {
+    std::lock_guard<std::mutex> l(s.mu);
+    const bool primary = c >= s.primary && c < s.primary + kMaxDevices;
+    if (!primary && !s.contexts.count(c)) return CUDA_ERROR_INVALID_CONTEXT;
+  }
+  *dev = c->device;
   return CUDA_SUCCESS;
 }
 
@@ -308,8 +323,11 @@ CUresult f_cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pitch, size_t width, si
   if (!pitch || (elem != 4 && elem != 8 && elem != 16)) return CUDA_ERROR_INVALID_VALUE;
   State& s = st();
   std::lock_guard<std::mutex> l(s.mu);
+  if (too_large(width, s)) return CUDA_ERROR_OUT_OF_MEMORY;
   const size_t p = round_up(width, 512);
-  CUresult r = device_alloc(s, dptr, p * height, Allocation::Device);
+  size_t bytes;
+  if (__builtin_mul_overflow(p, height, &bytes)) return CUDA_ERROR_OUT_OF_MEMORY;
+  CUresult r = device_alloc(s, dptr, bytes, Allocation::Device);
   if (r == CUDA_SUCCESS) *pitch = p;
   return r;
 }
@@ -349,6 +367,7 @@ CUresult f_cuMemHostAlloc(void** pp, size_t bytesize, unsigned int) {
   State& s = st();
   if (!s.initialized) return CUDA_ERROR_NOT_INITIALIZED;
   if (!pp || bytesize == 0) return CUDA_ERROR_INVALID_VALUE;
+  if (bytesize > (uint64_t{1} << 46)) return CUDA_ERROR_OUT_OF_MEMORY;  // no host holds it
   void* p = aligned_alloc(4096, round_up(bytesize, 4096));
   if (!p) return CUDA_ERROR_OUT_OF_MEMORY;
   std::lock_guard<std::mutex> l(s.mu);
@@ -371,6 +390,7 @@ CUresult pool_alloc(CUdeviceptr* dptr, size_t bytesize, FakePool* pool) {
   std::lock_guard<std::mutex> l(s.mu);
   if (CUresult r = check_ctx(s)) return r;
   if (!dptr || bytesize == 0) return CUDA_ERROR_INVALID_VALUE;
+  if (too_large(bytesize, s)) return CUDA_ERROR_OUT_OF_MEMORY;
   if (!pool) pool = &s.default_pool[t_current->device];
   const int d = pool->device;
   const uint64_t size = round_up(bytesize, kAlign);
@@ -410,6 +430,7 @@ CUresult f_cuMemPoolTrimTo(CUmemoryPool handle, size_t keep) {
   std::lock_guard<std::mutex> l(s.mu);
   auto* pool = reinterpret_cast<FakePool*>(handle);
   if (!pool) return CUDA_ERROR_INVALID_VALUE;
+  if (keep >= pool->reserved) return CUDA_SUCCESS;  // keeps all it has (and no rounding of keep can wrap)
   const uint64_t floor = pool->used > keep ? round_up(pool->used, kGranularity) : round_up(keep, kGranularity);
   if (pool->reserved > floor) {
     s.used[pool->device] -= pool->reserved - floor;
@@ -455,6 +476,7 @@ CUresult f_cuMemAddressReserve(CUdeviceptr* ptr, size_t size, size_t, CUdevicept
   std::lock_guard<std::mutex> l(s.mu);
   if (!s.initialized) return CUDA_ERROR_NOT_INITIALIZED;
   if (!ptr || size == 0 || size % kGranularity) return CUDA_ERROR_INVALID_VALUE;
+  if (size > (uint64_t{1} << 44)) return CUDA_ERROR_OUT_OF_MEMORY;  // more address space than there is
   *ptr = s.next_va;
   s.reservations[s.next_va] = size;
   s.next_va += size;
@@ -479,7 +501,7 @@ CUresult f_cuMemCreate(CUmemGenericAllocationHandle* handle, size_t size, const 
       prop->location.id < 0 || prop->location.id >= s.devices)
     return CUDA_ERROR_INVALID_VALUE;
   const int d = prop->location.id;
-  if (s.used[d] + size > s.capacity) return CUDA_ERROR_OUT_OF_MEMORY;
+  if (too_large(size, s) || s.used[d] + size > s.capacity) return CUDA_ERROR_OUT_OF_MEMORY;
   s.used[d] += size;
   *handle = s.next_handle;
   s.handles[s.next_handle] = {size, d};
@@ -502,11 +524,13 @@ CUresult f_cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAll
   State& s = st();
   std::lock_guard<std::mutex> l(s.mu);
   auto h = s.handles.find(handle);
-  if (h == s.handles.end() || offset + size > h->second.first) return CUDA_ERROR_INVALID_VALUE;
+  uint64_t end;
+  if (h == s.handles.end() || __builtin_add_overflow(offset, size, &end) || end > h->second.first)
+    return CUDA_ERROR_INVALID_VALUE;
   auto r = s.reservations.upper_bound(ptr);
   if (r == s.reservations.begin()) return CUDA_ERROR_INVALID_VALUE;
   --r;
-  if (ptr + size > r->first + r->second) return CUDA_ERROR_INVALID_VALUE;
+  if (__builtin_add_overflow(ptr, size, &end) || end > r->first + r->second) return CUDA_ERROR_INVALID_VALUE;
   s.mappings[ptr] = {size, handle};
   return CUDA_SUCCESS;
 }

@@ -43,6 +43,10 @@ TEST(TraceFile, NumberedNameKeepsTheTraceSuffix) {
   EXPECT_EQ(numbered_path("d/gpumemtrace.x.1.jsonl", 2), "d/gpumemtrace.x.1-2.jsonl");
   EXPECT_EQ(numbered_path("d/run.jsonl.zst", 1), "d/run-1.jsonl.zst");
   EXPECT_EQ(numbered_path("d.jsonl/out", 3), "d.jsonl/out-3");
+  // A template without .jsonl (out/x.%p.zst): the name stays a .zst (issue 20: was x.42.zst-1,
+  // written uncompressed and skipped by gpumem-report out/).
+  EXPECT_EQ(numbered_path("out/x.42.zst", 1), "out/x.42-1.zst");
+  EXPECT_EQ(numbered_path("out/.zst", 1), "out/.zst-1");
 }
 
 TEST(TraceFile, NewFileIsPrivateWithAHighCloseOnExecDescriptor) {

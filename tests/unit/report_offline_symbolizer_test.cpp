@@ -12,6 +12,7 @@
 #include <string>
 
 #include "report/reader/offline_symbolizer.h"
+#include "trace/dwarf_symbols.h"
 
 using namespace gpumemtrace::report;
 
@@ -86,3 +87,14 @@ TEST(OfflineSymbolizer, NotElfAndUnknownModules) {
 }
 
 }  // namespace
+
+// trace/dwarf_symbols.h demangle(), which names the frames of both the writer and the offline
+// symbolizer: a C function whose name is a type's encoding is named as it is (issue 20: `v` became
+// "void", and `leak:v` / `--user-code v` no longer matched it).
+TEST(Demangle, OnlyMangledNamesAreDemangled) {
+  for (const char* c_name : {"v", "f", "i", "w", "d", "St", "Ss"}) EXPECT_EQ(gpumemtrace::demangle(c_name), c_name);
+  EXPECT_EQ(gpumemtrace::demangle("_Z1fv"), "f()");
+  EXPECT_EQ(gpumemtrace::demangle("_ZN2ns5trainEi"), "ns::train(int)");
+  EXPECT_EQ(gpumemtrace::demangle("_Zgarbage"), "_Zgarbage");  // not demangleable: as it is
+  EXPECT_EQ(gpumemtrace::demangle(nullptr), "");
+}

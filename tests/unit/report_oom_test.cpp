@@ -58,6 +58,16 @@ TEST(Oom, SameRequestSizeFollowsPyTorchsRounding) {
   EXPECT_FALSE(same_request_size(200ull * 1024 * MiB, 20 * MiB, false));
 }
 
+// Failed calls are named as CUDA names them, by the API's layer; the runtime's error on a machine
+// without a driver too (docs/troubleshooting.md), and a code we do not know is said to be unknown.
+TEST(Oom, ErrorNamesFollowTheApisLayer) {
+  EXPECT_STREQ(cuda_error_name("cudaMalloc", 2), "cudaErrorMemoryAllocation");
+  EXPECT_STREQ(cuda_error_name("cuMemAlloc_v2", 2), "CUDA_ERROR_OUT_OF_MEMORY");
+  EXPECT_STREQ(cuda_error_name("cudaMalloc", 35), "cudaErrorInsufficientDriver");
+  EXPECT_STREQ(cuda_error_name("cuMemAlloc_v2", 34), "CUDA_ERROR_STUB_LIBRARY");
+  EXPECT_STREQ(cuda_error_name("cudaMalloc", 12345), "unknown error");
+}
+
 // A CUDA failure joins the open incident only as the same request: same size, and nothing its
 // thread allocated since the last attempt still held.
 TEST(Oom, AFailureOfAnotherSizeIsAnotherIncident) {

@@ -12,7 +12,12 @@
 // It prints the values NVTX returned ("levels: ...") and exits 1 when a CUDA call fails.
 // `nvtx_phases deep`: 40 nested ranges "d0".."d39" around one allocation, deeper than the recorder
 // keeps; prints the level of the innermost push and of each pop, innermost first.
+// `nvtx_phases bogus`: NVTX calls a careless program makes: a registered-string handle and a domain
+// handle that NVTX never handed out, and a message that runs into an unmapped page; then one
+// allocation, and "survived".
 #include <cuda_runtime_api.h>
+#include <sys/mman.h>
+#include <unistd.h>
 #include <nvtx3/nvToolsExt.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -52,8 +57,31 @@ static int deep(void) {
   return g_failed;
 }
 
+static int bogus(void) {
+  nvtxEventAttributes_t mark;
+  memset(&mark, 0, sizeof(mark));
+  mark.version = NVTX_VERSION;
+  mark.size = NVTX_EVENT_ATTRIB_STRUCT_SIZE;
+  mark.messageType = NVTX_MESSAGE_TYPE_REGISTERED;
+  mark.message.registered = (nvtxStringHandle_t)(uintptr_t)0x10;  /* never handed out */
+  nvtxDomainHandle_t io = nvtxDomainCreateA("io");
+  nvtxDomainMarkEx(io, &mark);
+  nvtxDomainMarkEx((nvtxDomainHandle_t)(uintptr_t)0x20, &mark);  /* nor this domain */
+  const long page = sysconf(_SC_PAGESIZE);
+  char* two = mmap(NULL, 2 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (two == MAP_FAILED) return 1;
+  munmap(two + page, page);
+  memset(two + page - 6, 'x', 6);  /* "xxxxxx" with no NUL before the unmapped page */
+  nvtxRangePushA(two + page - 6);
+  cudaFree(allocate(4096));
+  nvtxRangePop();
+  printf("survived\n");
+  return g_failed;
+}
+
 int main(int argc, char** argv) {
   if (argc > 1 && strcmp(argv[1], "deep") == 0) return deep();
+  if (argc > 1 && strcmp(argv[1], "bogus") == 0) return bogus();
   int levels[8];
   int n = 0;
   levels[n++] = nvtxRangePushA("load");

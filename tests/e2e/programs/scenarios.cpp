@@ -128,13 +128,15 @@ int main(int argc, char** argv) {
   if (mode == "killed" && argc == 3) return run_killed(atoi(argv[2]));
   if (mode == "exit_thread") return run_exit_thread();
   if (mode == "none") return 0;
-  if (mode == "dlopen" && argc == 3) {
+  if ((mode == "dlopen" || mode == "dlclose") && argc == 3) {
     void* p = nullptr;
     cudaMalloc(&p, 1);  // the trace starts before the plugin is loaded ...
     if (auto flush = reinterpret_cast<int (*)()>(dlsym(RTLD_DEFAULT, "gpumemtrace_flush"))) flush();  // ... for sure
     void* plugin = dlopen(argv[2], RTLD_NOW | RTLD_LOCAL);
     if (!plugin) return 3;
     reinterpret_cast<void (*)()>(dlsym(plugin, "plugin_allocate"))();
+    // dlclose: unloaded at once, before the writer thread has seen the allocation's frames.
+    if (mode == "dlclose" && dlclose(plugin) != 0) return 4;
     return 0;
   }
   if (mode == "flush") {
