@@ -95,6 +95,7 @@ TRACE_FIXTURES = REPORT_FIXTURES + (
     "RANK=3 LOCAL_RANK=1 WORLD_SIZE=8 LD_PRELOAD=$P GPUMEMTRACE_OUTPUT=rank.jsonl ../build/examples/train_loop 2 >/dev/null; "
     "for p in runtime_apis inlined/chain_O2 nvtx_phases; do "
     "  LD_PRELOAD=$P GPUMEMTRACE_OUTPUT=$(basename $p).jsonl ../build/tests/programs/$p >/dev/null 2>&1 || true; done; "
+    "LD_PRELOAD=$P GPUMEMTRACE_OUTPUT=extreme.jsonl ../build/tests/programs/extreme_args runtime >/dev/null 2>&1 || true; "
     "LD_PRELOAD=$P PYTHONPATH=../tools/python GPUMEMTRACE_OUTPUT=python.jsonl python ../train.py >/dev/null; "
     "GPUMEMTRACE_SIM_CAPACITY=1G LD_PRELOAD=$P GPUMEMTRACE_OUTPUT=oom.jsonl ../build/tests/programs/report_oom >/dev/null || true")
 
