@@ -73,3 +73,10 @@ bench-what-if: $(BUILD)/gpumem-report $(BUILD)/bench/what_if_replay_bench
 	$(PYTHON) bench/what_if_bench.py --build $(BUILD) --events $(BENCH_WHAT_IF_EVENTS)
 .PHONY: bench-what-if
 BENCH_TARGETS += bench-what-if
+
+## bench-html: the HTML report of a 100M-event run: page size, bands kept, gpumem-report's time and memory, time to
+## draw in headless Chromium, beside memory_viz's page for the same run (BENCH_HTML_ARGS: e.g. --events 10000000 --runs 3)
+bench-html: $(BUILD)/gpumem-report
+	$(PYTHON) bench/html_bench.py --build $(BUILD) $(BENCH_HTML_ARGS)
+.PHONY: bench-html
+BENCH_TARGETS += bench-html

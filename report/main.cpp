@@ -114,6 +114,7 @@ int run(const Options& options) {
   std::ostream filtered(&escaped);
   std::ostream& out = for_people ? filtered : destination;
   TextOptions text{options.stacks, options.max_items};
+  text.top_sites = options.top_sites;
   if (!options.width_given && options.output.empty()) {
     if (size_t columns = terminal_columns(STDOUT_FILENO)) text.stacks.width = columns;
   }

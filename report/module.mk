@@ -23,7 +23,10 @@ HTML_VENDOR_FILES := $(addprefix vendor/node_modules/, \
   d3-time-format/dist/d3-time-format.min.js d3-scale/dist/d3-scale.min.js d3-ease/dist/d3-ease.min.js \
   d3-timer/dist/d3-timer.min.js d3-transition/dist/d3-transition.min.js \
   d3-flame-graph/dist/d3-flamegraph.umd.min.js)
-HTML_ASSET_FILES := $(HTML_VENDOR_FILES) report/outputs/html/app.js report/outputs/html/app.css
+# The report's own views (each file adds to window.GpuMem) come before app.js, which draws the page.
+HTML_VIEW_FILES := $(addprefix report/outputs/html/, timeline_data.js tables.js allocations_view.js segment_view.js \
+  sites_view.js tests_view.js views.css)
+HTML_ASSET_FILES := $(HTML_VENDOR_FILES) $(HTML_VIEW_FILES) report/outputs/html/app.js report/outputs/html/app.css
 HTML_ASSETS_SRC := $(BUILD)/report/outputs/html_assets.cpp
 
 $(HTML_VENDOR_FILES): vendor/package-lock.json | deps-check

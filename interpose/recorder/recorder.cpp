@@ -49,6 +49,9 @@ std::atomic<int> g_state{kUninit};
 RecorderShared* g_shared = nullptr;  // set once in start(); never freed (threads may still read it)
 Writer* g_writer = nullptr;
 pid_t g_trace_pid = 0;  // the process g_writer's trace belongs to (set in start())
+// The trace's absolute path, for gpumemtrace_trace_path() (the pytest plugin reads its own trace).
+// Written in start() before g_trace_pid names this process, read only after that.
+char g_trace_path[4096] = "";
 
 // Hook-path thread state: trivially destructible, initial-exec (no allocation on first access).
 // depth: HookScope nesting; internal: the writer thread; tid: cached gettid() (reset in a fork child).
@@ -184,6 +187,13 @@ void start() {
   if (!g_writer) {
     errno = saved_errno;
     return disable((opening.error + "; running untraced").c_str());
+  }
+  g_trace_path[0] = '\0';
+  char cwd[4096];
+  const std::string& opened = opening.opened_path;
+  if (opened.empty() || opened[0] == '/' || getcwd(cwd, sizeof cwd)) {
+    const std::string full = opened.empty() || opened[0] == '/' ? opened : std::string(cwd) + "/" + opened;
+    if (full.size() < sizeof g_trace_path) std::memcpy(g_trace_path, full.c_str(), full.size() + 1);
   }
   g_trace_pid = getpid();
   install_signal_flush();
@@ -520,6 +530,8 @@ void recorder_exec_failed() noexcept {
   start();
 }
 
+const char* trace_path() noexcept { return getpid() == g_trace_pid ? g_trace_path : ""; }
+
 bool flush_now(int timeout_ms) noexcept {
   if (getpid() != g_trace_pid) return false;  // a vfork child: the trace is the parent's
   Writer* w = g_state.load(std::memory_order_acquire) == kActive ? g_writer : nullptr;
@@ -548,4 +560,10 @@ __attribute__((destructor)) void gpumemtrace_shutdown() {
 // For programs and language bindings (the PyTorch hook's SIGTERM path): see flush_now().
 extern "C" __attribute__((visibility("default"))) int gpumemtrace_flush(void) {
   return gpumemtrace::flush_now(2000) ? 0 : -1;
+}
+
+// For language bindings (the pytest plugin analyses its own trace after gpumemtrace_flush()): the
+// absolute path of this process's trace, "" when it writes none (untraced, a fork child, a stream).
+extern "C" __attribute__((visibility("default"))) const char* gpumemtrace_trace_path(void) {
+  return gpumemtrace::trace_path();
 }

@@ -350,6 +350,8 @@ void recorder_exec_failed() noexcept;
 // Makes everything recorded so far readable in the trace file now (drained, written, flushed), waiting
 // at most `timeout_ms`. True when done in time. For a process about to die (SIGTERM handlers).
 bool flush_now(int timeout_ms) noexcept;
+// The absolute path of this process's trace; "" when it writes none (gpumemtrace_trace_path()).
+const char* trace_path() noexcept;
 
 // Before a library is unloaded (dlclose): the writer serializes every event recorded so far, naming
 // their frames while the library is still mapped (at most kUnloadDrainMs). Nothing when the recorder

@@ -145,19 +145,34 @@ Ledger& MemoryModel::ledger_of(DeviceState& state, Level level) {
   return level == Level::Block ? state.allocated : level == Level::Host ? host_.ledger : state.reserved;
 }
 
+namespace {
+
+Holding holding_of(Level level, uint64_t key, const MemoryModel::Allocation& a, uint64_t addr) {
+  return Holding{level, a.device, key, a.size, a.site, a.position, a.torch, a.time_ns, addr, a.has_blocks || a.torch};
+}
+
+Holding holding_of(uint64_t key, const MemoryModel::Block& b) {
+  return Holding{Level::Block, b.device, key, b.size, b.site, b.position, b.torch, b.time_ns, key, false};
+}
+
+}  // namespace
+
 void MemoryModel::acquire(DeviceState& state, Level level, uint64_t key, const Allocation& a) {
   Ledger& ledger = ledger_of(state, level);
   if (history_ended_) ledger.add_live(a.site, a.size);
   else ledger.add(a.site, a.size, seq_, time_, window_);
-  Holding h{level, a.device, key, a.size, a.site, a.position, a.torch};
+  const Holding h = holding_of(level, key, a, level == Level::Physical ? 0 : key);
   for (ModelListener* listener : listeners_) listener->on_acquire(h);
 }
 
-void MemoryModel::release(Level level, uint64_t key, uint64_t size, SiteId site, uint64_t position,
-                          int32_t device, bool torch) {
-  ledger_of(device_state(device), level).remove(site, size, phase_);
-  Holding h{level, device, key, size, site, position, torch};
+void MemoryModel::release(const Holding& h) {
+  ledger_of(device_state(h.device), h.level).remove(h.site, h.size, phase_);
   for (ModelListener* listener : listeners_) listener->on_release(h);
+}
+
+uint64_t MemoryModel::mapped_at(uint64_t handle) const {
+  auto mapped = handle_at_.find(handle);
+  return mapped == handle_at_.end() ? 0 : mapped->second;
 }
 
 int32_t MemoryModel::pool_index(std::string_view name, int32_t device) {
@@ -197,6 +212,7 @@ void MemoryModel::on_alloc(const Event& e, SiteId site, DeviceState& state) {
   allocation.size = e.size;
   allocation.site = site;
   allocation.position = position_;
+  allocation.time_ns = time_;
   allocation.device = e.device;
   allocation.kind = e.kind;
   allocation.torch = torch;
@@ -206,9 +222,9 @@ void MemoryModel::on_alloc(const Event& e, SiteId site, DeviceState& state) {
     auto existing = physical_.find(e.addr);
     if (existing != physical_.end()) {
       ++replaced_live_;
-      const Allocation old = existing->second;
+      const Holding old = holding_of(Level::Physical, e.addr, existing->second, mapped_at(e.addr));
       physical_.erase(existing);
-      release(Level::Physical, e.addr, old.size, old.site, old.position, old.device, old.torch);
+      release(old);
     }
     physical_.emplace(e.addr, allocation);
     acquire(state, Level::Physical, e.addr, allocation);
@@ -235,8 +251,7 @@ void MemoryModel::end_allocation(AllocationIt it) {
   if (allocation.has_blocks && allocation.block_bytes) end_blocks_in(addr, allocation.size, allocation.device);
   if (allocation.pool >= 0) pools_[static_cast<size_t>(allocation.pool)].cached += allocation.size;
   allocations_.erase(addr);
-  release(level_of(allocation), addr, allocation.size, allocation.site, allocation.position, allocation.device,
-          allocation.torch);
+  release(holding_of(level_of(allocation), addr, allocation, addr));
 }
 
 void MemoryModel::on_free(const Event& e, DeviceState& state) {
@@ -250,10 +265,10 @@ void MemoryModel::on_free(const Event& e, DeviceState& state) {
   if (it != allocations_.end()) return end_allocation(it);
   auto handle = physical_.find(e.addr);
   if (handle != physical_.end()) {
-    const Allocation old = handle->second;
+    const Holding old = holding_of(Level::Physical, e.addr, handle->second, mapped_at(e.addr));
     handle_at_.erase(handle->first);
     physical_.erase(handle);
-    release(Level::Physical, e.addr, old.size, old.site, old.position, old.device, old.torch);
+    release(old);
     return;
   }
   if (e.kind == Kind::Block) return on_block_free(e, state);
@@ -283,6 +298,7 @@ void MemoryModel::on_block_alloc(const Event& e, SiteId site, DeviceState& state
   block.size = e.size;
   block.site = site;
   block.position = position_;
+  block.time_ns = time_;
   block.device = e.device;
   block.torch = is_torch_api(e.api);
   auto segment = segment_of(e);
@@ -298,6 +314,7 @@ void MemoryModel::on_block_alloc(const Event& e, SiteId site, DeviceState& state
   as_allocation.size = block.size;
   as_allocation.site = site;
   as_allocation.position = position_;
+  as_allocation.time_ns = time_;
   as_allocation.device = e.device;
   as_allocation.torch = block.torch;
   acquire(state, Level::Block, e.addr, as_allocation);
@@ -323,7 +340,7 @@ void MemoryModel::on_block_free(const Event& e, DeviceState& state) {
   }
   gaps_around(it, false);
   blocks_.erase(it);
-  release(Level::Block, e.addr, block.size, block.site, block.position, block.device, block.torch);
+  release(holding_of(e.addr, block));
 }
 
 bool MemoryModel::usable_reading(const Event& e) {
@@ -357,22 +374,16 @@ void MemoryModel::on_meminfo(const Event& e, DeviceState& state) {
 
 namespace {
 
-Level holding_level(const MemoryModel::Allocation& a, Level level) {
-  return a.kind == Kind::Host ? Level::Host : level;
-}
-Level holding_level(const MemoryModel::Block&, Level level) { return level; }
-
 // Erases every entry of `device` from `live` (allocations, physical handles or blocks), noting each
-// as a holding that ended.
-template <typename Map>
-void take_device(Map& live, Level level, int32_t device, std::vector<Holding>& gone) {
+// as a holding that ended (`holding` makes it).
+template <typename Map, typename Make>
+void take_device(Map& live, int32_t device, std::vector<Holding>& gone, Make holding) {
   for (auto it = live.begin(); it != live.end();) {
     if (it->second.device != device) {
       ++it;
       continue;
     }
-    gone.push_back(Holding{holding_level(it->second, level), device, it->first, it->second.size, it->second.site,
-                           it->second.position, it->second.torch});
+    gone.push_back(holding(it->first, it->second));
     it = live.erase(it);
   }
 }
@@ -383,9 +394,12 @@ void MemoryModel::on_reset(int32_t device, DeviceState& state) {
   state.reserved.clear_live(phase_);  // takes a pending peak snapshot first
   state.allocated.clear_live(phase_);
   std::vector<Holding> gone;
-  take_device(allocations_, Level::Allocation, device, gone);
-  take_device(physical_, Level::Physical, device, gone);
-  take_device(blocks_, Level::Block, device, gone);
+  take_device(allocations_, device, gone,
+              [](uint64_t addr, const Allocation& a) { return holding_of(level_of(a), addr, a, addr); });
+  take_device(physical_, device, gone, [this](uint64_t handle, const Allocation& a) {
+    return holding_of(Level::Physical, handle, a, mapped_at(handle));
+  });
+  take_device(blocks_, device, gone, [](uint64_t addr, const Block& b) { return holding_of(addr, b); });
   for (Pool& pool : pools_) {
     if (pool.device == device) pool.cached = 0;
   }
@@ -417,7 +431,7 @@ void MemoryModel::end_blocks_in(uint64_t start, uint64_t size, int32_t device) {
     orphan_bytes_ += block.size;
     gaps_around(it, false);
     it = blocks_.erase(it);
-    release(Level::Block, addr, block.size, block.site, block.position, device, block.torch);
+    release(holding_of(addr, block));
   }
 }
 

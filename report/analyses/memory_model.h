@@ -46,6 +46,9 @@ struct Holding {
   SiteId site = 0;
   uint64_t position = 0;   // stream position (1-based) of the event that acquired it
   bool torch = false;      // reported by PyTorch (api "torch.*")
+  uint64_t time_ns = 0;    // when it was acquired
+  uint64_t addr = 0;       // where it lies: the key, or a physical handle's mapped address (0: not mapped)
+  bool segment = false;    // on release of an allocation: it was a caching allocator's segment
 };
 
 class ModelListener {
@@ -61,6 +64,7 @@ class MemoryModel {
     uint64_t size = 0;
     SiteId site = 0;
     uint64_t position = 0;
+    uint64_t time_ns = 0;      // when it was acquired
     int32_t device = -1;
     Kind kind = Kind::Device;
     bool has_blocks = false;   // a caching allocator's segment: its free part is cached, not leaked;
@@ -74,6 +78,7 @@ class MemoryModel {
     uint64_t size = 0;
     SiteId site = 0;
     uint64_t position = 0;
+    uint64_t time_ns = 0;
     int32_t device = -1;
     uint64_t segment = 0;      // start of the containing allocation; 0 = none known
     bool in_segment = false;
@@ -170,6 +175,9 @@ class MemoryModel {
   uint64_t replaced_live() const { return replaced_live_; }
   uint64_t orphan_blocks() const { return orphan_blocks_; }
   uint64_t orphan_bytes() const { return orphan_bytes_; }
+  // The event being applied: its stream position and time (listeners read them in their callbacks).
+  uint64_t position() const { return position_; }
+  uint64_t time_ns() const { return time_; }
 
   // A physical chunk (cuMemCreate, or a snapshot's segment_map) that belongs to a caching
   // allocator; *block_bytes: the live block bytes mapped inside it.
@@ -177,6 +185,8 @@ class MemoryModel {
   // True when the live allocation at `addr` is a caching allocator's segment (block data inside,
   // or PyTorch said so).
   bool is_segment(uint64_t addr) const;
+  // Where a physical handle is mapped (the last cuMemMap of it), 0 when it is not.
+  uint64_t mapped_at(uint64_t handle) const;
   FragmentationPoint measure_fragmentation(int32_t device) const;
   // Whether the last meminfo (or block_oom with free bytes) applied was a usable reading: one whose
   // free bytes do not exceed the device's total (its own, else the device's known total). Others are
@@ -193,8 +203,7 @@ class MemoryModel {
   static Level level_of(const Allocation& a) { return a.kind == Kind::Host ? Level::Host : Level::Allocation; }
   Ledger& ledger_of(DeviceState& state, Level level);
   void acquire(DeviceState& state, Level level, uint64_t key, const Allocation& a);
-  void release(Level level, uint64_t key, uint64_t size, SiteId site, uint64_t position, int32_t device,
-               bool torch);
+  void release(const Holding& h);
 
   bool merges_with_live_segment(const Event& e);
   void apply_after_history(const Event& e, SiteId site, DeviceState& state);

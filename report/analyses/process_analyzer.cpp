@@ -16,9 +16,13 @@ ProcessAnalyzer::ProcessAnalyzer(const SymbolTable& symbols, const Suppressions&
     : symbols_(symbols),
       suppressions_(suppressions),
       roles_(symbols, suppressions),
-      scopes_(model_, symbols, suppressions) {
+      scopes_(model_, symbols, suppressions),
+      scope_peaks_(roles_),
+      timeline_(model_, roles_, symbols, &top_sites_) {
+  model_.add_listener(&timeline_);  // before roles_: it asks a released block's role
   model_.add_listener(&roles_);
   model_.add_listener(&scopes_);
+  model_.add_listener(&scope_peaks_);  // after roles_: it asks an acquired holding's class
   model_.add_listener(&incidents_);
 }
 
@@ -99,6 +103,7 @@ void ProcessAnalyzer::on_event(const Event& e) {
   if (e.op == Op::BlockOom || (e.op == Op::Alloc && e.result != 0)) {
     incidents_.on_failure(e, model_, roles_, settings_.cap(e.device));
   }
+  if (is_out_of_memory(e)) timeline_.on_oom(e.device);
   if (e.op == Op::MemInfo && model_.reading_used()) incidents_.on_meminfo(e);
 }
 
@@ -121,6 +126,7 @@ void ProcessAnalyzer::on_scope(const Event& e) {
     return;
   }
   scopes_.on_scope(e, events_);
+  scope_peaks_.on_scope(e, events_);
 }
 
 ProcessReport ProcessAnalyzer::finish(const std::string& file, const ReadResult& read) {
@@ -174,6 +180,8 @@ ProcessReport ProcessAnalyzer::finish(const std::string& file, const ReadResult&
     for (DeviceSummary& d : out.devices) d.leaked_bytes = 0;
   }
   collect_growth(model_, clock_.windows_used(), symbols_, out.growth);
+  timeline_.finish(out);
+  top_sites_.finish(model_, symbols_, out);
   collect_time_to_oom(model_, out);
   incidents_.finish(out, symbols_);
   for (DeviceSummary& d : out.devices) {
@@ -187,6 +195,7 @@ ProcessReport ProcessAnalyzer::finish(const std::string& file, const ReadResult&
     }
   }
   scopes_.finish(out);
+  scope_peaks_.finish(out);
   nvtx_.finish(out.last_time_ns, out);
   add_advice(out);
   return out;

@@ -5,9 +5,12 @@
 //   autograd_attribution  frameless PyTorch blocks -> the backward() call that allocated them
 //   roles                 live memory by role, at each peak and each OOM
 //   scopes                per-scope (per-test) leak checks
+//   scope_peaks           each scope's own high-water mark (a test's peak)
 //   nvtx_phases           NVTX ranges: the phase of each event's thread (marks name it otherwise)
 //   oom_incidents         one incident per failed request, with a verdict; other failed calls
 //   growth                call sites that keep growing (its clock ticks here)
+//   allocation_timeline   every allocation that matters as a band, the rest aggregated (HTML)
+//   top_sites             call sites by bytes, count and temporary allocations (fed by the timeline)
 // and, from the model at the end: peaks, fragmentation, leaks (leaks.h), then advice.
 //
 // Memory: the model's and each analysis's own bounds; nothing per event. Single-threaded.
@@ -19,6 +22,7 @@
 #include <vector>
 
 #include "report/allocator_model/recorded_settings.h"
+#include "report/analyses/allocation_timeline.h"
 #include "report/analyses/autograd_attribution.h"
 #include "report/analyses/growth.h"
 #include "report/analyses/memory_model.h"
@@ -26,8 +30,10 @@
 #include "report/analyses/oom_incidents.h"
 #include "report/analyses/report_model.h"
 #include "report/analyses/roles.h"
+#include "report/analyses/scope_peaks.h"
 #include "report/analyses/scopes.h"
 #include "report/analyses/suppressions.h"
+#include "report/analyses/top_sites.h"
 #include "report/reader/trace_reader.h"
 
 namespace gpumemtrace::report {
@@ -81,6 +87,9 @@ class ProcessAnalyzer : public TraceHandler {
   NvtxPhases nvtx_;
   OomIncidents incidents_;
   allocator_model::RecordedSettings settings_;
+  ScopePeaks scope_peaks_;
+  TopSites top_sites_;
+  AllocationTimelineAnalysis timeline_;  // after roles_ and top_sites_, which it reads
 };
 
 }  // namespace gpumemtrace::report

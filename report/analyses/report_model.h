@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "report/analyses/timeline_model.h"
 #include "report/reader/records.h"
 #include "report/reader/symbols.h"
 
@@ -227,6 +228,7 @@ struct ScopeReport {
   uint64_t leaked_count = 0;
   std::vector<StackBytes> leaks;    // largest first, at most kMaxCulprits
   std::string advice;
+  uint64_t peak_bytes = 0;          // its own high-water mark (scope_peaks.h)
 };
 
 struct DeviceSummary {
@@ -373,6 +375,8 @@ struct ProcessReport {
   uint64_t nvtx_ranges_total = 0;
   std::vector<WhatIfReport> what_if;   // per device with PyTorch events, when a replay ran
   std::vector<TimeToOomReport> time_to_oom;
+  std::vector<TopSitesReport> top_sites;  // per device and level (top_sites.h)
+  AllocationTimeline allocation_timeline;  // for the HTML report (allocation_timeline.h)
 
   uint64_t leaked_bytes() const;    // unsuppressed; 0 when ended_early()
   uint64_t leaked_count() const;

@@ -157,6 +157,21 @@ void Roles::on_backward_end() {
   pending_.clear();
 }
 
+Role Roles::role_of(const Holding& h) const {
+  if (h.level == Level::Block) {
+    auto it = live_blocks_.find(h.key);
+    return it == live_blocks_.end() ? Role::Other : it->second.role;
+  }
+  auto it = live_raw_.find(raw_key(h));
+  if (it == live_raw_.end()) return Role::Other;
+  switch (it->second) {
+    case Raw::Library: return Role::LibraryWorkspaces;
+    case Raw::Segment: return Role::AllocatorCache;
+    case Raw::Other: return Role::Other;
+  }
+  return Role::Other;
+}
+
 RoleSplit Roles::split(int32_t device_id) const {
   RoleSplit out;
   const DeviceRoles* found = devices_.find(device_id);

@@ -51,6 +51,9 @@ class Roles : public ModelListener {
   void on_backward_begin() { in_backward_ = true; }
   void on_backward_end();
 
+  // The role of a live holding: a block's as split() counts it now, a CUDA-level holding's by its
+  // class (library workspace, caching allocator segment, other). Other when it is not live here.
+  Role role_of(const Holding& h) const;
   // Live memory of `device` by role now.
   RoleSplit split(int32_t device) const;
   // At the device's peak (see above); false when it never held memory.

@@ -23,25 +23,10 @@ void Scopes::on_release(const Holding& h) {
 
 void Scopes::on_scope(const Event& e, uint64_t position) {
   if (e.op == Op::ScopeBegin) {
-    if (open_.size() >= kMaxOpenScopes) {
-      ++untracked_open_;
-      ++untracked_total_;
-      return;
-    }
-    open_.push_back(OpenScope{std::string(e.label), std::string(e.api), position, e.t});
+    open_.begin(OpenScope{std::string(e.label), std::string(e.api), position, e.t});
     return;
   }
-  if (untracked_open_) {
-    --untracked_open_;
-    return;
-  }
-  for (size_t i = open_.size(); i-- > 0;) {
-    if (open_[i].name != e.label) continue;
-    OpenScope scope = std::move(open_[i]);
-    open_.erase(open_.begin() + static_cast<std::ptrdiff_t>(i));
-    close(scope, e.t, true, e.result != 0);
-    break;
-  }
+  if (std::optional<OpenScope> scope = open_.end(e.label)) close(*scope, e.t, true, e.result != 0);
   if (open_.empty()) inside_.clear();  // no scope can claim them any more
 }
 
@@ -102,12 +87,12 @@ void Scopes::close(const OpenScope& scope, uint64_t end_time, bool closed, bool 
 void Scopes::finish(ProcessReport& out) {
   // Scopes the trace ended inside: what was live at the end.
   while (!open_.empty()) {
-    OpenScope scope = std::move(open_.back());
-    open_.pop_back();
+    OpenScope scope = std::move(open_.open().back());
+    open_.open().pop_back();
     close(scope, out.last_time_ns, false, false);
   }
-  if (untracked_total_) {
-    out.warnings.push_back(std::to_string(untracked_total_) + " scopes opened while " + std::to_string(kMaxOpenScopes) +
+  if (open_.untracked_total()) {
+    out.warnings.push_back(std::to_string(open_.untracked_total()) + " scopes opened while " + std::to_string(kMaxOpenScopes) +
                            " were open were not checked (limit)");
   }
   out.scopes = std::move(reports_);

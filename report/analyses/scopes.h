@@ -24,12 +24,11 @@
 
 #include "report/analyses/memory_model.h"
 #include "report/analyses/node_pool.h"
+#include "report/analyses/open_scopes.h"
 #include "report/analyses/suppressions.h"
 #include "report/reader/symbols.h"
 
 namespace gpumemtrace::report {
-
-inline constexpr size_t kMaxOpenScopes = 64;
 
 class Scopes : public ModelListener {
  public:
@@ -55,11 +54,7 @@ class Scopes : public ModelListener {
   const MemoryModel& model_;
   const SymbolTable& symbols_;
   const Suppressions& suppressions_;
-  // At most kMaxOpenScopes, so memory and the search at scope_end do not grow with a trace that
-  // opens scopes without closing them; deeper ones are counted in untracked_open_ (ended LIFO first).
-  std::vector<OpenScope> open_;
-  uint64_t untracked_open_ = 0;
-  uint64_t untracked_total_ = 0;
+  OpenScopes<OpenScope> open_;
   // Live holdings acquired while a scope was open, by (level, key): one entry per event inside a
   // scope (a test), so nodes from a pool.
   NodePool nodes_;  // before the map it serves

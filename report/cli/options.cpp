@@ -116,6 +116,9 @@ struct Parser {
         ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
     app.add_option("--top", raw.top, "entries per section in text output (default 5; 0 = none)")
         ->type_name("N");
+    app.add_flag("--top-sites", options.top_sites,
+                 "text output: also the call sites by bytes at the peak, total bytes, allocations and "
+                 "temporary allocations (always in json and html)");
     app.add_flag("--no-progress", raw.no_progress, "no progress line on stderr (shown only when it is a terminal)");
     app.add_option("-j,--jobs", raw.jobs,
                    "traces analysed at once (default: one per CPU; 1 = one after another); same report either way")

@@ -38,6 +38,7 @@ struct Options {
   StackViewOptions stacks;  // text output: --frames, --native, --full-names, --width, --user-code, --library
   bool width_given = false;  // --width: else the terminal's width when the report goes to one
   size_t max_items = 5;
+  bool top_sites = false;           // text output: the "top sites" section
   std::vector<std::string> inputs;  // traces ("-" = standard input); for diff: BASE NEW
   bool progress = true;             // a progress line on stderr while reading (only when it is a tty)
   size_t jobs = 0;                  // -j: traces analysed at once; 0 = one per CPU (default_jobs())

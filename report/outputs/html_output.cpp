@@ -3,6 +3,7 @@
 #include "report/outputs/html_output.h"
 
 #include "report/outputs/html_assets.h"
+#include "report/outputs/html_data.h"
 #include "report/outputs/json_output.h"
 
 namespace gpumemtrace::report {
@@ -27,9 +28,14 @@ std::string script_safe_json(const std::string& json_text) {
 }
 
 void write_html(std::ostream& out, const std::vector<ProcessReport>& reports) {
+  // The JSON report, each stack with its view, and the allocation timelines (html_data.h).
+  nlohmann::json data = reports_to_json(reports);
+  compact_for_page(data, StackViewOptions{});
+  nlohmann::json timelines = nlohmann::json::array();
+  for (const ProcessReport& r : reports) timelines.push_back(allocation_timeline_json(r));
+  data["allocation_timelines"] = std::move(timelines);
   // Trace text need not be UTF-8: invalid bytes become U+FFFD, as in --format json.
-  const std::string document =
-      reports_to_json(reports).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  const std::string document = data.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   out << "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
          "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
          // Nothing may leave the page: the report is opened offline and attached to CI runs.

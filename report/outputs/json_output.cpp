@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "report/outputs/units.h"
+#include "report/outputs/top_sites_output.h"
 
 namespace gpumemtrace::report {
 using nlohmann::json;
@@ -162,7 +163,8 @@ json reports_to_json(const std::vector<ProcessReport>& reports) {
                   {"live_when_killed_bytes", 0}};
   json processes = json::array(), leaks = json::array(), peaks = json::array(), ooms = json::array(),
        growth = json::array(), fragmentation = json::array(), held = json::array(),
-       failed_calls = json::array(), scopes = json::array(), what_if = json::array(), time_to_oom = json::array();
+       failed_calls = json::array(), scopes = json::array(), what_if = json::array(), time_to_oom = json::array(),
+       top_sites = json::array();
   auto bump = [&summary](const char* key, uint64_t value) {
     summary[key] = summary[key].get<uint64_t>() + value;
   };
@@ -215,10 +217,12 @@ json reports_to_json(const std::vector<ProcessReport>& reports) {
       entry.update({{"name", scope.name}, {"api", scope.api}, {"closed", scope.closed}, {"checked", !scope.failed},
                     {"begin_time_ns", scope.begin_time_ns}, {"end_time_ns", scope.end_time_ns},
                     {"leaked_bytes", scope.leaked_bytes}, {"leaked_count", scope.leaked_count},
+                    {"peak_bytes", scope.peak_bytes},
                     {"leaks", stack_bytes_list(scope.leaks, 0)}, {"advice", advice_json(scope.advice)}});
       scopes.push_back(std::move(entry));
     }
     processes.push_back(process_json(r));
+    append_top_sites_json(r, who, top_sites);
     for (const LeakGroup& leak : r.leaks) {
       json entry = who;
       entry.update({{"device", leak.device}, {"level", level_name(leak.level)}, {"kind", leak.kind},
@@ -294,7 +298,7 @@ json reports_to_json(const std::vector<ProcessReport>& reports) {
   json out = {{"summary", summary}, {"processes", processes}, {"leaks", leaks}, {"held_at_exit", held},
               {"scopes", scopes}, {"peaks", peaks}, {"ooms", ooms}, {"failed_calls", failed_calls},
               {"growth", growth}, {"fragmentation", fragmentation}, {"what_if", what_if},
-              {"time_to_oom", time_to_oom}};
+              {"time_to_oom", time_to_oom}, {"top_sites", top_sites}};
   if (reports.size() > 1) {
     out["spread"] = {{"peak_bytes", spread_of(reports, [](const ProcessReport& r) { return r.peak_bytes(); })},
                      {"leaked_bytes", spread_of(reports, [](const ProcessReport& r) { return r.leaked_bytes(); })}};

@@ -260,6 +260,7 @@ struct ViewLine {
   std::string name;
   std::string location;
   size_t frames = 1;  // frames this line stands for (a fold line stands for several)
+  const LogicalFrame* frame = nullptr;  // the frame it shows; null for a fold line
 };
 
 ViewLine fold_line(const std::string& group, size_t frames) {
@@ -267,7 +268,7 @@ ViewLine fold_line(const std::string& group, size_t frames) {
 }
 
 ViewLine frame_line(const LogicalFrame& frame, const StackViewOptions& options) {
-  return ViewLine{frame_name(frame, options.full_names), frame_location(frame), 1};
+  return ViewLine{frame_name(frame, options.full_names), frame_location(frame), 1, &frame};
 }
 
 struct Judged {
@@ -452,9 +453,11 @@ std::string fit_line(const std::string& name, const std::string& location, size_
   return cut(line, width);
 }
 
-std::vector<std::string> stack_lines(const Stack& stack, const StackViewOptions& options, size_t indent) {
-  size_t width = options.width == 0 ? 0 : options.width > indent ? options.width - indent : 1;
-  if (stack.empty()) return {fit_line("(no stack recorded)", "", width)};
+namespace {
+
+// The lines of the view, at most options.max_frames of them and then one "... N more frames" line.
+std::vector<ViewLine> view_lines(const Stack& stack, const StackViewOptions& options) {
+  if (stack.empty()) return {ViewLine{"(no stack recorded)", "", 0}};
   std::vector<ViewLine> lines;
   const char* empty_reason = "";
   if (options.native) {
@@ -462,15 +465,30 @@ std::vector<std::string> stack_lines(const Stack& stack, const StackViewOptions&
   } else {
     lines = default_view(stack, options, &empty_reason);
   }
-  if (lines.empty()) return {fit_line(empty_reason, "", width)};
-  std::vector<std::string> out;
+  if (lines.empty()) return {ViewLine{empty_reason, "", 0}};
   size_t more = 0;
-  for (size_t i = 0; i < lines.size(); ++i) {
-    if (i < options.max_frames) out.push_back(fit_line(lines[i].name, lines[i].location, width));
-    else more += lines[i].frames;
+  for (size_t i = options.max_frames; i < lines.size(); ++i) more += lines[i].frames;
+  if (lines.size() > options.max_frames) {
+    lines.resize(options.max_frames);
+    lines.push_back(ViewLine{"... " + std::to_string(more) + (more == 1 ? " more frame" : " more frames"), "", more});
   }
-  if (more) {
-    out.push_back(fit_line("... " + std::to_string(more) + (more == 1 ? " more frame" : " more frames"), "", width));
+  return lines;
+}
+
+}  // namespace
+
+std::vector<std::string> stack_lines(const Stack& stack, const StackViewOptions& options, size_t indent) {
+  size_t width = options.width == 0 ? 0 : options.width > indent ? options.width - indent : 1;
+  std::vector<std::string> out;
+  for (const ViewLine& line : view_lines(stack, options)) out.push_back(fit_line(line.name, line.location, width));
+  return out;
+}
+
+std::vector<StackViewLine> stack_view(const Stack& stack, const StackViewOptions& options) {
+  std::vector<StackViewLine> out;
+  for (const ViewLine& line : view_lines(stack, options)) {
+    if (line.frame) out.push_back(StackViewLine{static_cast<size_t>(line.frame - stack.data()), ""});
+    else out.push_back(StackViewLine{StackViewLine::kText, line.name});
   }
   return out;
 }

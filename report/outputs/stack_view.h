@@ -80,4 +80,14 @@ std::string fit_line(const std::string& name, const std::string& location, size_
 // saying why.
 std::vector<std::string> stack_lines(const Stack& stack, const StackViewOptions& options, size_t indent);
 
+// The same lines before they are fitted to a width: each a frame of the stack (its index), or a
+// text (a fold line, "... N more frames", or why nothing is shown). For outputs that draw frames
+// themselves (the HTML report).
+struct StackViewLine {
+  static constexpr size_t kText = static_cast<size_t>(-1);
+  size_t frame = kText;  // index into the stack, or kText
+  std::string text;      // when frame is kText
+};
+std::vector<StackViewLine> stack_view(const Stack& stack, const StackViewOptions& options);
+
 }  // namespace gpumemtrace::report

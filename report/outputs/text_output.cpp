@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <string>
 
+#include "report/outputs/top_sites_output.h"
 #include "report/outputs/units.h"
 #include "util/terminal_text.h"
 
@@ -390,6 +391,7 @@ void write_text(std::ostream& out, const std::vector<ProcessReport>& reports, co
     if (r.growth.empty()) out << "growth: none\n";
     write_time_to_oom_text(out, r, options);
     write_what_if_text(out, r, options);
+    if (options.top_sites) write_top_sites(out, r, options);
     out << "\n";
   }
   if (reports.size() > 1) {

@@ -15,6 +15,7 @@ namespace gpumemtrace::report {
 struct TextOptions {
   StackViewOptions stacks;  // how each stack is shown
   size_t max_items = 5;   // leak groups, culprits, growth sites per section
+  bool top_sites = false; // --top-sites: the "top sites" section (top_sites_output.h)
 };
 
 void write_text(std::ostream& out, const std::vector<ProcessReport>& reports, const TextOptions& options);

@@ -218,7 +218,7 @@ def normalized_report(report_bin, path):
     data = json.loads(proc.stdout)
     # Paths differ between checkouts: keep the file name only.
     for section in ("processes", "leaks", "held_at_exit", "scopes", "peaks", "ooms", "failed_calls", "growth",
-                    "fragmentation", "what_if", "time_to_oom"):
+                    "fragmentation", "what_if", "time_to_oom", "top_sites"):
         for entry in data.get(section, []):
             entry["file"] = os.path.basename(entry["file"])
     return data

@@ -35,6 +35,10 @@ import gpumemtrace
 API = "pytest"
 _OFF = ("0", "off", "no", "false")
 
+# Each test's leak and peak in pytest's terminal summary, and the gpu_memory_limit / gpu_leak_limit
+# markers: a plugin of its own, loaded with this one.
+pytest_plugins = ["gpumemtrace_pytest_results"]
+
 # Node ids of the tests whose scope is open (call phase started, teardown not reported), and of those
 # among them that failed. pytest runs the phases of one item on one thread; the sets are only guards
 # against ending what never began.

@@ -1,6 +1,8 @@
 // report/outputs/html/app.js — draws the HTML report from the `--format json` document embedded in
 // the page (element #gpumem-data): per process, per device timelines (uPlot), flame graphs of the
-// memory live at the peak, leaked and grown (d3-flame-graph), and tables.
+// memory live at the peak, leaked and grown (d3-flame-graph), and tables. The views of the
+// allocation timeline, the segment map, the top sites and the tests are in their own files
+// (allocations_view.js, segment_view.js, sites_view.js, tests_view.js: window.GpuMem), called from here.
 //
 // Invariant: text from the trace (function names, files, labels) reaches the page only through
 // textContent or d3's .text(), never as HTML. Keys this app does not know yet are shown as generic
@@ -10,7 +12,29 @@
 
   const doc = JSON.parse(document.getElementById("gpumem-data").textContent);
   const root = document.getElementById("report");
-  const KNOWN_TOP = ["summary", "processes", "leaks", "peaks", "ooms", "growth", "fragmentation", "spread", "what_if", "time_to_oom"];
+  const KNOWN_TOP = ["summary", "processes", "leaks", "peaks", "ooms", "growth", "fragmentation", "spread", "what_if",
+    "time_to_oom", "scopes", "top_sites", "stack_table", "allocation_timelines"];
+  const GM = window.GpuMem || {};
+
+  // The page's document keeps each distinct stack once (html_data.h): "stack" is an index into
+  // stack_table. Put the frames back, with the text report's view of them as the array's `view`.
+  (function restoreStacks(value) {
+    const table = doc.stack_table || [];
+    const visit = (v) => {
+      if (Array.isArray(v)) { v.forEach(visit); return; }
+      if (!v || typeof v !== "object") return;
+      for (const [key, item] of Object.entries(v)) {
+        if (key === "stack" && typeof item === "number" && table[item]) {
+          const frames = table[item].frames.slice();
+          frames.view = table[item].view;
+          v.stack = frames;
+        } else if (key !== "stack_table") {
+          visit(item);
+        }
+      }
+    };
+    visit(value);
+  })(doc);
   const KNOWN_PROCESS = ["file", "pid", "ppid", "exe", "cmdline", "host", "complete", "killed", "end", "exit_status",
     "signal", "truncated",
     "incomplete", "cut", "cut_at_ns", "events", "dropped_events", "duration_ns", "leaked_bytes", "warnings", "devices", "marks",
@@ -60,19 +84,25 @@
   const INTERNAL = /libgpumemtrace|libcudart|libcuda\.so|libcupti/;
   const isInternal = (f) => !f.lang && INTERNAL.test(f.module || "");
   function headline(stack) {
+    if (stack && stack.view && stack.view.length) return stack.view[0];  // the text report's first line
     const frames = stack || [];
     const own = frames.find((f) => !isInternal(f));
     return own ? frameText(own) : frames.length ? frameText(frames[0]) : "(no stack)";
   }
 
+  // A stack: its first line (the user's code, as the text report shows it); open, the text report's
+  // view (libraries folded), and every recorded frame below that.
   function stackCell(stack) {
     const frames = stack || [];
     if (!frames.length) return h("span", { class: "muted" }, "(no stack)");
+    const all = h("ol", {}, frames.map((f) => h("li", { class: f.lang === "python" ? "py" : isInternal(f) ? "internal" : "" },
+      h("span", { class: "fn" }, f.function || "??"),
+      f.file ? h("span", { class: "where" }, ` ${f.file}${f.line ? ":" + f.line : ""}`) :
+        f.module ? h("span", { class: "where" }, ` ${f.module}`) : null)));
+    if (!frames.view) return h("details", { class: "stack" }, h("summary", {}, headline(frames)), all);
     return h("details", { class: "stack" }, h("summary", {}, headline(frames)),
-      h("ol", {}, frames.map((f) => h("li", { class: f.lang === "python" ? "py" : isInternal(f) ? "internal" : "" },
-        h("span", { class: "fn" }, f.function || "??"),
-        f.file ? h("span", { class: "where" }, ` ${f.file}${f.line ? ":" + f.line : ""}`) :
-          f.module ? h("span", { class: "where" }, ` ${f.module}`) : null))));
+      h("ul", { class: "view" }, frames.view.map((line) => h("li", { class: /^\[/.test(line) ? "fold" : "" }, line))),
+      h("details", { class: "frames" }, h("summary", {}, `all ${frames.length} frames`), all));
   }
 
   function table(headers, rows, emptyText) {
@@ -106,8 +136,12 @@
   const section = (title, ...body) => h("section", { class: "card" }, h("h3", {}, title), ...body);
   const stat = (label, value, tone) => h("div", { class: `stat ${tone || ""}` }, h("div", { class: "label" }, label),
     h("div", { class: "value" }, value));
+  // What the views in the other files (window.GpuMem) draw with.
+  const ui = { h, bytes, seconds, table, section, stat, stackCell, headline };
 
   // --- timeline -----------------------------------------------------------------------------------
+  const stepped = uPlot.paths.stepped({ align: 1 });
+
   // Vertical markers (peak, OOMs, phases) drawn over the plot; labels only while they stay legible.
   function markersPlugin(markers) {
     return {
@@ -145,19 +179,23 @@
   function timelineSamples(process, device) {
     if (Array.isArray(device.timeline) && device.timeline.length) return device.timeline;
     const frag = doc.fragmentation.find((f) => f.pid === process.pid && f.file === process.file && f.device === device.device);
-    return frag && frag.timeline.length ? frag.timeline : null;
+    return frag && frag.timeline && frag.timeline.length ? frag.timeline : null;
   }
 
   function timelineChart(el, samples, t0, markers) {
     const order = (k) => (k === "reserved" ? 0 : k === "allocated" ? 1 : 2);
+    // A level that never held memory (allocated bytes in a trace without block data) is not a line.
     const keys = Object.keys(samples[0]).filter((k) => k !== "time_ns" && typeof samples[0][k] === "number")
+      .filter((k) => k === "reserved" || samples.some((s) => s[k] > 0))
       .sort((a, b) => order(a) - order(b));
     const palette = { reserved: "#3867d6", allocated: "#f0932b" };
     const extra = ["#20bf6b", "#8854d0", "#eb3b5a", "#0fb9b1", "#4b6584"];
     const data = [samples.map((s) => (s.time_ns - t0) / 1e9), ...keys.map((k) => samples.map((s) => s[k]))];
     const series = [{ label: "time", value: (u, v) => (v === null ? "–" : seconds(v * 1e9)) }, ...keys.map((k, i) => {
       const color = palette[k] || extra[i % extra.length];
-      return { label: k, stroke: color, width: 1.5, fill: color + "1f", value: (u, v) => (v === null ? "–" : bytes(v)) };
+      // Memory stays at a level until the next event changes it: steps, never slopes.
+      return { label: k, stroke: color, width: 1.5, fill: color + "1f", paths: stepped,
+        value: (u, v) => (v === null ? "–" : bytes(v)) };
     })];
     const width = Math.max(320, el.clientWidth || 900);
     const opts = {
@@ -183,7 +221,7 @@
     const cumulative = own.map((_, i) => withRoles.map((s, j) => own.slice(0, i + 1).reduce((a, r) => a + r[j], 0)));
     const order = names.map((_, i) => names.length - 1 - i);
     const series = [{ label: "time", value: (u, v) => (v === null ? "–" : seconds(v * 1e9)) }, ...order.map((i) => ({
-      label: names[i], stroke: colors[i % colors.length], width: 1, fill: colors[i % colors.length] + "99",
+      label: names[i], stroke: colors[i % colors.length], width: 1, fill: colors[i % colors.length] + "99", paths: stepped,
       value: (u, v, si, di) => (di === null || di === undefined ? "–" : bytes(own[i][di])),
     }))];
     const width = Math.max(320, el.clientWidth || 900);
@@ -208,7 +246,7 @@
       const path = [...(item.prefix || []), ...[...(item.stack || [])].reverse()];
       if (!path.length) path.push({ function: "(no stack)" });
       for (const f of path) {
-        const key = `${f.function}\u0000${f.file || f.module || ""}\u0000${f.line || ""}`;
+        const key = `${f.function}\u0000${f.file || f.where || f.module || ""}\u0000${f.line || ""}`;
         let child = node.map.get(key);
         if (!child) {
           child = { name: f.function || "??", frame: f, value: 0, count: 0, children: [], map: new Map() };
@@ -227,19 +265,22 @@
   function flameColor(d) {
     const f = d.data.frame;
     if (!f) return "#b8c2cc";
+    if (f.kind) return { p: "#6a9fd8", u: "#f39c6b", l: "#f6c177", i: "#c8ced6" }[f.kind] || "#d6dbe0";
     if (f.lang === "python") return "#6a9fd8";
     if (isInternal(f)) return "#c8ced6";
     if (/^\[/.test(f.function || "")) return "#d6dbe0";
     return /\.so/.test(f.module || "") ? "#f6c177" : "#f39c6b";
   }
 
-  function flameGraph(el, tree) {
+  function flameGraph(el, tree, unit) {
+    const amount = (v) => (unit ? `${v.toLocaleString("en")} ${unit}` : bytes(v));
     if (!tree.value) { el.appendChild(h("p", { class: "muted" }, "Nothing to show.")); return; }
     const describe = (d) => {
       const f = d.data.frame;
-      const where = f && f.file ? `\n${f.file}${f.line ? ":" + f.line : ""}` : f && f.module ? `\n${f.module}` : "";
+      const where = f && f.file ? `\n${f.file}${f.line ? ":" + f.line : ""}` : f && f.where ? `\n${f.where}` : f && f.module ? `\n${f.module}` : "";
       const share = tree.value ? ` (${(100 * d.data.value / tree.value).toFixed(1)}%)` : "";
-      return `${d.data.name}${where}\n${bytes(d.data.value)}${share} in ${d.data.count} allocation${d.data.count === 1 ? "" : "s"}`;
+      return unit ? `${d.data.name}${where}\n${amount(d.data.value)}${share}`
+        : `${d.data.name}${where}\n${bytes(d.data.value)}${share} in ${d.data.count} allocation${d.data.count === 1 ? "" : "s"}`;
     };
     const tip = flamegraph.tooltip.defaultFlamegraphTooltip().text(describe);
     const chart = flamegraph.default()
@@ -252,8 +293,11 @@
   }
 
   // Tabs over one flame graph area: peak (reserved / allocated), leaks, growth.
+  // A view's items may be a function, called each time its tab is shown (the moment chosen on the
+  // allocation timeline changes what it holds); `refresh` redraws the tab shown.
   function flameTabs(views) {
-    const available = views.filter((v) => v.items.some((i) => i.bytes > 0));
+    const itemsOf = (v) => (typeof v.items === "function" ? v.items() : v.items);
+    const available = views.filter((v) => typeof v.items === "function" || v.items.some((i) => i.bytes > 0));
     if (!available.length) return h("p", { class: "muted" }, "No stacks hold memory at the peak, at exit or in growth.");
     const area = h("div", { class: "flame" });
     const buttons = available.map((v) => h("button", { type: "button" }, v.title));
@@ -263,10 +307,13 @@
       area.appendChild(h("p", { class: "hint" }, available[i].caption));
       const graph = h("div", {});
       area.appendChild(graph);
-      flameGraph(graph, stackTree(available[i].items, available[i].root));
+      flameGraph(graph, stackTree(itemsOf(available[i]), available[i].root), available[i].unit);
+      shown = i;
     };
+    let shown = 0;
     buttons.forEach((b, i) => b.addEventListener("click", () => show(i)));
     const wrap = h("div", {}, h("div", { class: "tabs" }, buttons), area);
+    wrap.refresh = (title) => { if (available[shown] && available[shown].title === title) show(shown); };
     requestAnimationFrame(() => show(0));
     return wrap;
   }
@@ -275,8 +322,15 @@
   function ofProcess(list, p) {
     return (list || []).filter((x) => x.pid === p.pid && x.file === p.file);
   }
+  const timelineOf = (p) => ofProcess(doc.allocation_timelines, p)[0] || null;
+  function leakingTests(p) {
+    const n = ofProcess(doc.scopes, p).filter((s) => s.leaked_bytes > 0).length;
+    return n ? `${n} test${n === 1 ? "" : "s"} or scope${n === 1 ? "" : "s"}` : "";
+  }
 
   function processT0(p, peaks, ooms) {
+    const detail = timelineOf(p);
+    if (detail) return detail.t0_ns;  // the allocation timeline's times count from the first event
     const times = [];
     for (const d of p.devices) {
       const s = timelineSamples(p, d);
@@ -292,7 +346,7 @@
     const stats = h("div", { class: "stats" },
       stat("Peak reserved", bytes(d.peak_bytes), "accent"),
       d.peak_allocated_bytes ? stat("Peak allocated", bytes(d.peak_allocated_bytes)) : null,
-      stat("Leaked", bytes(d.leaked_bytes), d.leaked_bytes ? "bad" : "good"),
+      stat("Leaked at exit", bytes(d.leaked_bytes), d.leaked_bytes ? "bad" : "good"),
       stat("OOMs / failed", String(ooms.length), ooms.length ? "bad" : "good"),
       d.total ? stat("Device memory", bytes(d.total)) : null,
       stat("Allocations", String(d.allocations + (d.block_allocations || 0))));
@@ -399,9 +453,12 @@
     if (p.incomplete) flags.push(`${p.dropped_events} events were dropped: figures are incomplete`);
     for (const w of flags.concat(p.warnings || [])) el.appendChild(h("p", { class: "warning" }, w));
 
+    const moment = { t: null, level: "blocks", listeners: [] };  // the moment chosen on an allocation timeline
     for (const d of p.devices) {
       const peak = peaks.find((k) => k.device === d.device);
       el.appendChild(section(`Memory over time`, deviceBlock(p, d, peak, ooms.filter((o) => o.device === d.device), t0)));
+      const allocations = allocationsSection(p, d, ooms.filter((o) => o.device === d.device), t0, moment);
+      if (allocations) el.appendChild(allocations);
     }
 
     // Where a caching allocator reports its blocks, they (not its segments) say who holds memory.
@@ -417,24 +474,26 @@
       { title: "Growth", root: "growth", caption: "How much each growing call site rose from its first high-water mark to its highest.",
         items: growth.map((g) => ({ ...g, prefix: devicePrefix(g) })) },
     ];
-    el.appendChild(section("Flame graphs", flameTabs(views)));
+    const flames = flameTabs(detailFlames(p, views, ooms, t0, moment, devicePrefix));
+    moment.listeners.push(() => flames.refresh("At the chosen moment"));
+    el.appendChild(section("Flame graphs", flames));
 
     const leaksTitle = p.end === "signal" ? "Live when killed, not leaks" : p.cut ? "Live when the trace was cut, not leaks" : "Leaks";
     el.appendChild(section(`${leaksTitle} (${leaks.filter((l) => !l.suppressed).length})`, table(
       ["Bytes", "Count", "GPU", "Level", "Kind", "Stack"],
       leaks.map((l) => [bytes(l.bytes), String(l.count), String(l.device), l.level, l.kind || "",
         l.suppressed ? h("span", {}, h("span", { class: "badge" }, `suppressed by ${l.suppressed_by}`), stackCell(l.stack)) : stackCell(l.stack)]),
-      "No leaks.")));
+      leakingTests(p) ? `Nothing leaked at exit; ${leakingTests(p)} leaked during the run (see Tests).` : "No leaks.")));
 
     el.appendChild(section(`OOMs and failed allocations (${ooms.length})`, table(
-      ["At", "GPU", "Call", "Requested", "Live", "Device free", "Verdict", "Evidence and advice", "Stack", "Top holders"],
+      ["At", "GPU", "Call", "Requested", "Live", "Device free", "Verdict", "Why, and advice", "Stack", "Top holders"],
       ooms.map((o) => [seconds(o.time_ns - t0), String(o.device), `${o.api || o.op}${o.result ? ` → error ${o.result}` : ""}`,
         bytes(o.requested), bytes(o.live_bytes) + (o.allocated_bytes ? ` (${bytes(o.allocated_bytes)} in blocks)` : ""),
         o.device_free === null ? "unknown" : `${bytes(o.device_free)}${o.device_total ? ` of ${bytes(o.device_total)}` : ""}`,
         h("span", { class: `verdict ${o.verdict}` }, o.verdict),
         h("div", {}, o.phase ? h("div", {}, `phase “${o.phase}”`) : null,
           o.fragmentation ? h("div", {}, `largest free block ${bytes(o.fragmentation.largest_free_block)} of ${bytes(o.fragmentation.free_in_reserved)} free in reserved`) : null,
-          o.evidence ? h("div", {}, generic(o.evidence, "evidence")) : null,
+          o.explanation ? h("div", { class: "why" }, o.explanation) : null,
           o.advice ? h("div", { class: "advice" }, generic(o.advice, "advice")) : null),
         stackCell(o.stack),
         h("div", {}, (o.top_holders || []).slice(0, 3).map((t) => h("div", {}, `${bytes(t.bytes)} · ${headline(t.stack)}`)))]),
@@ -463,6 +522,10 @@
           t.seconds_per_step ? seconds(t.seconds_per_step * 1e9) : "–", bytes(t.free_bytes) + (t.free_known ? "" : " (if nothing else uses the device)"),
           `${Math.round(t.steps_left).toLocaleString("en")} steps` + (t.seconds_left === null ? "" : ` (${seconds(t.seconds_left * 1e9)})`)]))));
     }
+    const tests = ofProcess(doc.scopes, p);
+    if (tests.length && GM.testsView) el.appendChild(section(`Tests and scopes (${tests.length})`, GM.testsView(ui, tests, t0)));
+    const sites = ofProcess(doc.top_sites, p);
+    if (sites.length && GM.sitesView) el.appendChild(section("Top call sites", GM.sitesView(ui, sites)));
     if (p.marks.length) {
       el.appendChild(section(`Marks (${p.marks_total})`, h("details", {}, h("summary", {}, "Show the marks"),
         table(["At", "Label"], p.marks.map((m) => [seconds(m.time_ns - t0), m.label])))));
@@ -478,6 +541,71 @@
       }
     }
     return el;
+  }
+
+  // --- the allocation timeline's views (allocations_view.js, segment_view.js) ------------------------
+  function allocationsSection(p, d, ooms, t0, moment) {
+    const tl = timelineOf(p);
+    const detail = tl && tl.devices.find((x) => x.device === d.device);
+    if (!detail || !GM.allocationsView) return null;
+    const view = GM.allocationsView(ui, {
+      timeline: tl, device: detail,
+      marks: p.marks.map((m) => ({ time: m.time_ns - t0, label: m.label })),
+      ooms: ooms.map((o) => ({ time: o.time_ns - t0, requested: o.requested, verdict: o.verdict })),
+      scopes: ofProcess(doc.scopes, p).map((s) => ({ name: s.name, begin: s.begin_time_ns - t0, end: s.end_time_ns - t0, leaked: s.leaked_bytes > 0 })),
+      onSelect: (t, level) => { moment.t = t; moment.level = level; moment.device = d.device; moment.listeners.forEach((f) => f()); },
+    });
+    return section(`Every allocation · GPU ${d.device}`, view.element);
+  }
+
+  // Flame graphs from the allocation timeline, where the page has one: every allocation live at the
+  // peaks (not only the largest culprits), at each OOM and at a moment chosen on the timeline, and
+  // each call site's bytes, allocations and temporary allocations over the run.
+  function detailFlames(p, views, ooms, t0, moment, devicePrefix) {
+    const tl = timelineOf(p);
+    if (!tl || !GM.decodeLevel) return views;
+    const decoded = new Map();
+    const levelOf = (dev, key) => {
+      const id = `${dev.device}/${key}`;
+      if (!decoded.has(id)) decoded.set(id, GM.decodeLevel(dev[key]));
+      return decoded.get(id);
+    };
+    const byStack = (dev, key, t) => {
+      const L = levelOf(dev, key), sums = new Map();
+      for (const i of GM.liveAt(L, t)) {
+        const s = sums.get(L.stack[i]) || { bytes: 0, count: 0 };
+        s.bytes += L.size[i]; s.count += 1;
+        sums.set(L.stack[i], s);
+      }
+      return [...sums].map(([stack, s]) => ({ bytes: s.bytes, count: s.count, prefix: devicePrefix(dev), stack: GM.stackFrames(tl, stack) }));
+    };
+    const atPeaks = (key) => tl.devices.filter((dev) => dev[key]).flatMap((dev) => byStack(dev, key, dev[key].peak.time));
+    const out = views.slice();
+    if (tl.devices.some((dev) => dev.blocks)) {
+      out[0] = { ...views[0], caption: "Every caching-allocator block live at the allocated peak, by stack (root at the top).", items: atPeaks("blocks") };
+    }
+    out[1] = { ...views[1], caption: "Every CUDA allocation live at the reserved peak, by stack (root at the top).", items: atPeaks("memory") };
+    ooms.forEach((o, i) => {
+      const dev = tl.devices.find((x) => x.device === o.device);
+      if (!dev) return;
+      const key = dev.blocks ? "blocks" : "memory";
+      out.push({ title: `At OOM ${i + 1}`, root: `live at OOM ${i + 1}`, caption: `What was live when ${bytes(o.requested)} could not be allocated (${o.verdict}).`,
+        items: byStack(dev, key, o.time_ns - t0) });
+    });
+    const sites = (what) => tl.devices.flatMap((dev) => ["blocks", "memory"].filter((k) => dev[k]).flatMap((k) =>
+      dev[k].sites.map((s) => ({ bytes: what(s), count: s[2], prefix: devicePrefix(dev).concat(tl.devices.some((x) => x.blocks) ? [{ function: k === "blocks" ? "tensors" : "CUDA level" }] : []),
+        stack: GM.stackFrames(tl, s[0]) }))));
+    out.push({ title: "Bytes allocated", root: "allocated over the run", caption: "Bytes each call site allocated over the whole run.", items: sites((s) => s[1]) });
+    out.push({ title: "Allocations", root: "allocations", unit: "allocations", caption: "How many allocations each call site made (a frame's width: its count).", items: sites((s) => s[2]) });
+    out.push({ title: "Temporary", root: "temporary allocations", caption: "Bytes of allocations freed within 1 ms of being made (churn), by call site.", items: sites((s) => s[3]) });
+    out.push({ title: "At the chosen moment", root: "live at the chosen moment",
+      caption: "What was live at the moment chosen on an allocation timeline (click one); at first, the peak.",
+      items: () => {
+        const dev = tl.devices.find((x) => x.device === moment.device) || tl.devices[0];
+        const key = dev[moment.level] ? moment.level : dev.blocks ? "blocks" : "memory";
+        return byStack(dev, key, moment.t === null ? dev[key].peak.time : moment.t);
+      } });
+    return out;
   }
 
   // How the process ended (docs/report.md, "How the process ended").
@@ -512,7 +640,11 @@
       h("p", { class: "meta" }, `gpumemtrace · ${s.processes} process${s.processes === 1 ? "" : "es"} · ${s.events} events`)));
     root.appendChild(h("div", { class: "stats top" },
       stat("Peak", bytes(s.peak_bytes), "accent"),
-      stat("Leaked", `${bytes(s.leaked_bytes)} in ${s.leaked_count}`, s.leaked_bytes ? "bad" : "good"),
+      stat("Leaked at exit", `${bytes(s.leaked_bytes)} in ${s.leaked_count}`, s.leaked_bytes ? "bad" : "good"),
+      // A test's leak is freed by the end of the run, so it is not among the leaks at exit: its own card.
+      s.scopes ? stat("Tests that leaked", `${s.leaking_scopes} of ${s.scopes}` +
+        (s.leaking_scopes ? ` · ${bytes((doc.scopes || []).reduce((a, x) => a + (x.leaked_bytes || 0), 0))}` : ""),
+      s.leaking_scopes ? "bad" : "good") : null,
       stat("OOMs / failed", String(doc.ooms.length), doc.ooms.length ? "bad" : "good"),
       stat("Growing sites", String(doc.growth.length), doc.growth.length ? "warn" : "good"),
       stat("Cached at exit", bytes(s.cached_bytes)),

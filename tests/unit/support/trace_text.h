@@ -19,10 +19,15 @@ class TraceText {
   TraceText& ev(const char* op, const char* kind, uint64_t addr, uint64_t size, const std::string& extra = "",
                 const char* api = "") {
     ++seq_;
-    text_ += "{\"type\":\"event\",\"seq\":" + std::to_string(seq_) + ",\"t\":" + std::to_string(seq_ * 10) +
+    text_ += "{\"type\":\"event\",\"seq\":" + std::to_string(seq_) + ",\"t\":" + std::to_string(seq_ * 10 + waited_) +
              ",\"op\":\"" + op + "\",\"kind\":\"" + kind + "\",\"addr\":\"0x" + hex(addr) +
              "\",\"size\":" + std::to_string(size) + ",\"device\":0" + (*api ? ",\"api\":\"" + std::string(api) + "\"" : "") +
              extra + "}\n";
+    return *this;
+  }
+  // Time passes: later events are `ns` later than the 10 ns per event.
+  TraceText& wait(uint64_t ns) {
+    waited_ += ns;
     return *this;
   }
   // With a footer: a complete trace, so what is live at the end is a leak (a cut trace has none).
@@ -40,6 +45,7 @@ class TraceText {
   }
   std::string text_;
   uint64_t seq_ = 0;
+  uint64_t waited_ = 0;
 };
 
 }  // namespace gpumemtrace::report::test_support

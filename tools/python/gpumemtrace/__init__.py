@@ -22,7 +22,7 @@ import contextlib
 import ctypes
 import threading
 
-__all__ = ["scope", "scope_begin", "scope_end", "active"]
+__all__ = ["scope", "scope_begin", "scope_end", "active", "flush", "trace_path"]
 
 API = "gpumemtrace.scope"
 
@@ -73,6 +73,28 @@ def scope_end(name, api=API, failed=False):
     fn = _function()
     if fn is not None:
         fn(2 if failed else 1, _encode(name), _encode(api))
+
+
+def flush():
+    """Makes everything recorded so far readable in the trace file now (gpumemtrace_flush(): waits at
+    most 2 s for the writer). True when done; False without the library or when it timed out."""
+    try:
+        fn = ctypes.CDLL(None).gpumemtrace_flush
+    except (OSError, AttributeError):
+        return False
+    fn.restype = ctypes.c_int
+    return fn() == 0
+
+
+def trace_path():
+    """The absolute path of this process's trace, or None (no library, or it writes no file)."""
+    try:
+        fn = ctypes.CDLL(None).gpumemtrace_trace_path
+    except (OSError, AttributeError):
+        return None
+    fn.restype = ctypes.c_char_p
+    path = fn()
+    return path.decode("utf-8", "surrogateescape") if path else None
 
 
 class scope(contextlib.ContextDecorator):
