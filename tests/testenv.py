@@ -31,11 +31,20 @@ def signal_handlers_wait_for_waitpid():
     next leaves one of the calls it treats as blocking, and waitpid is not one of them: a program
     waiting in waitpid with SA_RESTART (the launcher forwarding signals to its command) never runs the
     handler while it waits."""
+    return under_tsan()
+
+
+SIGNALS_UNDER_TSAN = "ThreadSanitizer runs a signal's handler only after waitpid returns (tests/testenv.py)"
+
+
+def under_tsan():
+    """True when the recorder under test is ThreadSanitizer's build."""
     runtime = sanitizer_runtime()
     return runtime is not None and os.path.basename(runtime).startswith("libtsan")
 
 
-SIGNALS_UNDER_TSAN = "ThreadSanitizer runs a signal's handler only after waitpid returns (tests/testenv.py)"
+PROBE_UNDER_TSAN = ("make tsan's recorder does not probe a seccomp filter: ThreadSanitizer cannot follow the probe's "
+                    "CLONE_VM child (interpose/recorder/thread_check.cpp)")
 
 
 def recorder_preload(lib, *more):
