@@ -705,6 +705,7 @@ class Dispatcher {
     }
     if (f.type == fmt::kTypeLive) return live(f);
     if (f.type == fmt::kTypeAllocatorSettings) return allocator_settings(f);
+    if (f.type == fmt::kTypeGc) return gc(f);
     if (f.type == fmt::kTypeHeader) fail("a second header");
     // Unknown record types are skipped: version 1 readers ignore what they do not know.
     ignored_ = true;
@@ -875,6 +876,27 @@ class Dispatcher {
     e.label = f.conf;
     e.fraction = f.fraction;
     e.has_fraction = f.has_fraction;
+    merger_.push(e);
+  }
+
+  // A "gc" record: a garbage collection from t to end_time on thread tid, recorded when it ended (its
+  // seq). Merged into the timeline as a live event, like allocator_settings, handed on through on_gc.
+  void gc(const Fields& f) {
+    using B = Fields::Bit;
+    if (!f.has(B::kSeq)) fail("gc record without \"seq\"");
+    if (f.t_negative) fail("field \"t\": expected an unsigned integer");
+    if (f.seq <= last_seq_) {
+      fail("gc seq " + std::to_string(f.seq) + " does not increase (previous " + std::to_string(last_seq_) + ")");
+    }
+    if (f.end_time < f.t) fail("gc record ends (end_time) before it begins (t)");
+    if (result_.capped) fail("gc record after the capped record");
+    Event e;
+    e.op = Op::Gc;
+    e.kind = Kind::None;
+    e.seq = f.seq;
+    e.t = f.t;
+    e.end_time = f.end_time;
+    e.tid = f.tid;
     merger_.push(e);
   }
 

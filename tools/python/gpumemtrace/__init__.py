@@ -16,13 +16,14 @@ Without the library (the program runs untraced) everything here does nothing and
 
 scope_begin()/scope_end() are the plain calls; `api` says who opened the scope ("pytest" for the
 pytest plugin, "torch.backward" for the PyTorch hook; docs/trace-format.md lists them).
+gc_reporter() gives the call that records a garbage collection (the pytest plugin's gc.callbacks).
 Thread-safety: every function may be called from any thread.
 """
 import contextlib
 import ctypes
 import threading
 
-__all__ = ["scope", "scope_begin", "scope_end", "active", "flush", "trace_path"]
+__all__ = ["scope", "scope_begin", "scope_end", "active", "flush", "trace_path", "gc_reporter"]
 
 API = "gpumemtrace.scope"
 
@@ -95,6 +96,21 @@ def trace_path():
     fn.restype = ctypes.c_char_p
     path = fn()
     return path.decode("utf-8", "surrogateescape") if path else None
+
+
+def gc_reporter():
+    """The library's gpumemtrace_report_gc(began_ns), or None (no library, or an older one): called
+    when a garbage collection that freed objects ends, with time.monotonic_ns() taken when it began,
+    it writes a "gc" record (docs/trace-format.md). The ctypes function itself, so that a caller on
+    a hot path (a gc callback) pays one foreign call and nothing else; it returns 1 when recorded, 0
+    when the recorder is off, -1 for a start of 0 or in the future, and never raises."""
+    try:
+        fn = ctypes.CDLL(None).gpumemtrace_report_gc
+    except (OSError, AttributeError):
+        return None
+    fn.argtypes = [ctypes.c_uint64]
+    fn.restype = ctypes.c_int
+    return fn
 
 
 class scope(contextlib.ContextDecorator):
