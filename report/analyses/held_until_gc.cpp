@@ -6,7 +6,7 @@
 namespace gpumemtrace::report {
 
 void HeldUntilGc::on_window(const Event& gc) {
-  if (windows_.size() >= kMaxWindows) {
+  if (windows_.size() >= max_windows_) {
     ++dropped_windows_;
     return;
   }
@@ -14,7 +14,7 @@ void HeldUntilGc::on_window(const Event& gc) {
 }
 
 void HeldUntilGc::note_leak(const Holding& h, uint32_t report) {
-  if (live_.size() + released_.size() >= kMaxCandidates) {
+  if (live_.size() + released_.size() >= max_candidates_) {
     ++unchecked_leaks_;
     return;
   }
@@ -55,11 +55,11 @@ void HeldUntilGc::finish(const std::function<void(uint32_t, SiteId, uint64_t)>& 
   }
   if (unchecked_leaks_) {
     warnings.push_back(std::to_string(unchecked_leaks_) + " leaks of scopes past the first " +
-                       std::to_string(kMaxCandidates) + " were not checked against garbage collections (limit)");
+                       std::to_string(max_candidates_) + " were not checked against garbage collections (limit)");
   }
   if (dropped_windows_) {
     warnings.push_back(std::to_string(dropped_windows_) + " garbage collections past the first " +
-                       std::to_string(kMaxWindows) + " were not read (limit): what they freed counts as leaked");
+                       std::to_string(max_windows_) + " were not read (limit): what they freed counts as leaked");
   }
 }
 

@@ -29,9 +29,10 @@
 // after the frees inside it, and PyTorch's frees reach the trace later still, at its next drain.
 //
 // Memory: one entry per leak a closed scope counted while it is live (the model holds the holding
-// itself), and one per such leak released since; together at most kMaxCandidates (past it, further
-// leaks are not checked against collections: they stay leaks, with one warning). The windows: at most
-// kMaxWindows (past it, the newest are dropped, with one warning: their frees stay leaks).
+// itself), and one per such leak released since; together at most kMaxCandidates, under 64 MiB (past
+// it, further leaks are not checked against collections: they stay leaks, with one warning). The
+// windows: at most kMaxWindows, 24 MiB (past it, the newest are dropped, with one warning: their
+// frees stay leaks).
 // Single-threaded.
 #pragma once
 
@@ -54,6 +55,9 @@ class HeldUntilGc {
   static constexpr uint64_t kTorchSlackNs = 100'000;  // 100 us
   static constexpr size_t kMaxCandidates = size_t{1} << 20;
   static constexpr size_t kMaxWindows = size_t{1} << 20;
+
+  explicit HeldUntilGc(size_t max_candidates = kMaxCandidates, size_t max_windows = kMaxWindows)
+      : max_candidates_(max_candidates), max_windows_(max_windows) {}
 
   // The event the model is about to apply: a release it causes happens then, on its thread.
   void at(const Event& e) {
@@ -93,6 +97,8 @@ class HeldUntilGc {
   };
   bool in_a_window(const Released& r) const;
 
+  size_t max_candidates_;
+  size_t max_windows_;
   uint64_t now_ = 0;
   uint64_t tid_ = 0;
   bool delayed_ = false;

@@ -5,8 +5,11 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "report/analyses/analyze.h"
+#include "report/analyses/held_until_gc.h"
 #include "report/reader/records.h"
 
 using namespace gpumemtrace::report;
@@ -134,4 +137,41 @@ TEST(HeldUntilGc, ReaderRefusesAMalformedRecord) {
   EXPECT_EQ(error(R"({"type":"capped","seq":4,"t":400,"size":10,"max_bytes":10})" "\n" + gc_window(5, 1000, 2000)),
             "gc record after the capped record");
   EXPECT_EQ(error(gc_window(4, 1000, 1000)), "");  // an instant
+}
+
+// Memory stays bounded: past its limits the analysis checks no further leaks and reads no further
+// collections, says so, and what it did not check stays a leak.
+TEST(HeldUntilGc, LimitsAreWarnedAbout) {
+  HeldUntilGc gc(/*max_candidates=*/2, /*max_windows=*/1);
+  auto holding = [](uint64_t addr) {
+    Holding h;
+    h.level = Level::Allocation;
+    h.key = addr;
+    h.size = 64;
+    h.site = 1;
+    return h;
+  };
+  for (uint64_t addr : {0x1000, 0x2000, 0x3000}) gc.note_leak(holding(addr), 0);
+  Event window;
+  window.op = Op::Gc;
+  window.tid = 5;
+  for (uint64_t begin : {100, 300}) {
+    window.t = begin;
+    window.end_time = begin + 100;
+    gc.on_window(window);
+  }
+  Event free;
+  free.tid = 5;
+  for (auto [addr, t] : {std::pair<uint64_t, uint64_t>{0x1000, 150}, {0x2000, 350}, {0x3000, 150}}) {
+    free.t = t;
+    gc.at(free);
+    gc.on_release(holding(addr));
+  }
+  std::vector<uint64_t> held;
+  std::vector<std::string> warnings;
+  gc.finish([&](uint32_t, SiteId, uint64_t size) { held.push_back(size); }, warnings);
+  EXPECT_EQ(held, std::vector<uint64_t>{64});  // 0x1000 only: 0x2000's window was not kept, 0x3000 not noted
+  ASSERT_EQ(warnings.size(), 2u);
+  EXPECT_EQ(warnings[0], "1 leaks of scopes past the first 2 were not checked against garbage collections (limit)");
+  EXPECT_EQ(warnings[1], "1 garbage collections past the first 1 were not read (limit): what they freed counts as leaked");
 }

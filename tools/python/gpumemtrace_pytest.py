@@ -82,8 +82,9 @@ def _gc_callback(report, clock=time.monotonic_ns):
     two. Cost: every collection calls this twice (CPython's gc invokes callbacks at "start" and
     "stop" of each collection, generation 0 included); a start reads the clock, a stop reads
     info["collected"] and only when it is nonzero (most collections free nothing) makes the one
-    foreign call (bench/python_gc_callback.py measures it). A collection that freed nothing ran no
-    finalizer and no dealloc, so it cannot have freed memory.
+    foreign call (`make bench-pytest-gc`, bench/pytest_gc_bench.py, measures it). A collection that
+    collected nothing freed no object (a finalizer that resurrected its object may have run: what it
+    freed is not recorded as the collection's, and stays a leak if a test left it).
     Thread-safety: CPython runs callbacks on the collecting thread with the GIL held, and
     collections never nest (gcmodule.c, gcstate->collecting), so one `began` serves them all."""
     began = 0
