@@ -431,7 +431,7 @@ def check_links(docs):
 
 
 # Paths the docs write that are examples, not files of this repository, or files other targets make.
-EXAMPLE_PATHS = re.compile(r"tests/(test_model|test_m|test_x)\.py|tests/gpu$|tests/$|build/(demo|bench|fuzz)\b|build/report/differential-(corpus|crash)|build-")
+EXAMPLE_PATHS = re.compile(r"tests/(test_model|test_m|test_x)\.py|tests/gpu$|tests/$|build/(demo|bench|fuzz)\b|build/report/(differential-(corpus|crash)|fuzz_report_differential)|build-")
 REPO_PATH = re.compile(r"(?<![\w./~-])((?:bench|cupti|docs|examples|include|interpose|packaging|report|tests|tools|trace|"
                        r"util|vendor|build)/[\w./*-]*[\w*/])")
 # A file named without its folder (`test_report_jobs.py`) must be somewhere in the repository, but

@@ -255,6 +255,9 @@ cudaError_t cudaMalloc3D(cudaPitchedPtr* pp, cudaExtent e) {
 
 cudaError_t cudaMallocManaged(void** p, size_t size, unsigned int) {
   if (!p) return fail(cudaErrorInvalidValue);
+  // As the simulated driver's host allocations: no host holds more (and AddressSanitizer's malloc
+  // aborts on a size past its maximum instead of returning null).
+  if (size > (size_t{1} << 40)) return fail(cudaErrorMemoryAllocation);
   *p = malloc(size ? size : 1);
   return *p ? cudaSuccess : fail(cudaErrorMemoryAllocation);
 }
