@@ -108,6 +108,8 @@ _on_gc = None  # the registered gc callback, while the session runs
 
 def _start_gc_windows():
     global _on_gc
+    if time.get_clock_info("monotonic").implementation != "clock_gettime(CLOCK_MONOTONIC)":
+        return  # not the trace's clock: its times would not compare (no gc records then)
     report = gpumemtrace.gc_reporter()
     if report is None or _on_gc is not None:
         return  # an older library: no gc records (the report then counts cyclic garbage as leaks)
@@ -164,7 +166,7 @@ def pytest_configure(config):
 # trace: gpumem-report then shows it as held until garbage collection, and the terminal summary, which
 # pytest's terminal reporter writes after this hook (a hook wrapper around it), does too.
 # Without this the interpreter would free it at exit, after the trace's last drain: Python's
-# finalization collects whatever gc's state (Python/pylifecycle.c, finalize_modules:
+# finalization collects, gc.disable() or not (Python/pylifecycle.c, finalize_modules:
 # _PyGC_CollectNoFail), and pytest >= 8.4 collects at unconfigure itself (src/_pytest/
 # unraisableexception.py: gc_collect_harder in `cleanup` at 8.4.0, 315b3ae798fe; in
 # pytest_unconfigure at df87db7b0462); Debian's pytest 7.2 does not (7.2.0, 3af3f569d539). So this
