@@ -8,7 +8,7 @@ interpreter under the recorder (LD_PRELOAD=libgpumemtrace.so, the same in both v
   none     no callback (the plugin before the gc records, or GPUMEMTRACE_PYTEST=0)
   noop     a callback that does nothing: what CPython itself spends on any gc callback (it builds
            the info dict and makes the call, twice per collection)
-  plugin   the plugin's callback, reporting to the library (gpumemtrace_pytest._gc_callback)
+  plugin   the plugin's callback, reporting to the library (gpumemtrace.gc_callback())
 
 and two kinds of collection, gc.collect(0) in a loop:
 
@@ -38,11 +38,11 @@ ctypes.CDLL(None).gpumemtrace_report_mark(b"bench start")
 if variant == "noop":
     gc.callbacks.append(lambda phase, info: None)
 if variant == "plugin":
-    import gpumemtrace, gpumemtrace_pytest
-    report = gpumemtrace.gc_reporter()
-    if report is None:
+    import gpumemtrace
+    callback = gpumemtrace.gc_callback()
+    if callback is None:
         sys.exit("no gpumemtrace_report_gc in this process (is libgpumemtrace.so preloaded?)")
-    gc.callbacks.append(gpumemtrace_pytest._gc_callback(report))
+    gc.callbacks.append(callback)
 gc.disable()       # only the loop's own collections
 gc.collect()
 collect = gc.collect
@@ -73,8 +73,7 @@ def main():
     ap.add_argument("--build", default=os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "build"))
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--collections", type=int, default=200000)
-    ap.add_argument("--python", default="/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable,
-                    help="an interpreter that imports pytest (the plugin does)")
+    ap.add_argument("--python", default=sys.executable, help="the interpreter to measure")
     args = ap.parse_args()
     print("load average before: %s" % load_average())
     records = {}

@@ -104,7 +104,7 @@ TRACE_FIXTURES = REPORT_FIXTURES + (
     "python ../tests/python/progs/torch_prog.py settings >/dev/null 2>&1 || true; "
     # a garbage collection as the pytest plugin's gc callback reports it: a gc record
     "LD_PRELOAD=$P PYTHONPATH=../tools/python GPUMEMTRACE_OUTPUT=gc.jsonl "
-    "python -c 'import time, gpumemtrace; gpumemtrace.gc_reporter()(time.monotonic_ns())' >/dev/null")
+    "python -c 'import gc, gpumemtrace; gc.callbacks.append(gpumemtrace.gc_callback()); a = []; a.append(a); del a; gc.collect()' >/dev/null")
 
 # Fields the docs' examples show that the recorder writes only with a GPU, PyTorch or a full ring:
 # (record type, field); "event" is the expanded form of an event (docs/trace-format.md).

@@ -17,7 +17,7 @@ import sys
 import tempfile
 import unittest
 
-from python_testlib import BUILD, LIB, ROOT, SIM, python_with_pytest, sanitizer_runtime
+from python_testlib import BUILD, LIB, ROOT, SIM, sanitizer_runtime
 
 BENCH = os.path.join(ROOT, "bench")
 FAKE = os.path.join(ROOT, "tests", "python", "fake_torch")
@@ -129,11 +129,8 @@ class PytestGcBenchTest(unittest.TestCase):
     collection that freed its cycle (none for the empty collections)."""
 
     def test_variants_and_their_records(self):
-        python = python_with_pytest()
-        if not python:
-            self.skipTest("needs pytest (make deps installs python3-pytest)")
         p = subprocess.run([sys.executable, os.path.join(BENCH, "pytest_gc_bench.py"), "--build", BUILD, "--rounds", "2",
-                            "--collections", "300", "--python", python], capture_output=True, text=True, timeout=300)
+                            "--collections", "300"], capture_output=True, text=True, timeout=300)
         self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
         rows = {line.split("|")[1].strip(): line.split("|")[2:5] for line in p.stdout.splitlines()
                 if line.startswith("| ") and not line.startswith("| variant")}

@@ -11,8 +11,9 @@ gc.collect() between tests (the one it used to call freed test_a's cycles before
 test_b failed). The trace has "gc" records; gpumem-report does not call test_a a leak but lists its
 memory as held until garbage collection (text, JSON, the pytest summary), freed by the plugin's collect
 at the session's end; test_leaks is still a leak and fails --fail-on-leak. GPUMEMTRACE_PYTEST_GC=1
-brings back the per-test collect (test_b fails, as it did). And gpumemtrace_report_gc() refuses a start
-of 0 or in the future.
+brings back the per-test collect (test_b fails, as it did). Outside pytest, gpumemtrace.gc_callback()
+writes one record per collection that freed objects, and gpumemtrace_report_gc() refuses a start of 0
+or in the future.
 """
 import json
 import os
@@ -191,26 +192,47 @@ class PytestGarbageCollectionTest(unittest.TestCase):
 
 
 @unittest.skipUnless(os.path.exists(LIB), "needs build/libgpumemtrace.so")
-class GcReporterTest(unittest.TestCase):
-    def test_refuses_a_start_of_zero_or_in_the_future(self):
+class GcCallbackTest(unittest.TestCase):
+    """gpumemtrace.gc_callback() outside pytest, and the library's gpumemtrace_report_gc()."""
+
+    def run_python(self, code, preload=True):
         out = os.path.join(tempfile.mkdtemp(prefix="gpumemtrace-gc-"), "t.jsonl")
-        code = ("import time, gpumemtrace\n"
-                "r = gpumemtrace.gc_reporter()\n"
-                "now = time.monotonic_ns()\n"
-                "print(r(0), r(now + 10**12), r(now))\n")
-        env = set_preload(dict(os.environ, GPUMEMTRACE_OUTPUT=out, GPUMEMTRACE_QUIET="1", PYTHONPATH=TOOLS))
+        env = dict(os.environ, GPUMEMTRACE_OUTPUT=out, GPUMEMTRACE_QUIET="1", PYTHONPATH=TOOLS)
+        set_preload(env, recorder=preload)
         p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
-        self.assertEqual(p.stdout.split(), ["-1", "-1", "1"], p.stderr)
-        (window,) = [r for r in tracefile.read_records(out)[0] if r["type"] == "gc"]
+        self.assertEqual(p.returncode, 0, p.stderr)
+        return p.stdout.split(), [r for r in tracefile.read_records(out)[0] if r["type"] == "gc"] if preload else []
+
+    def test_one_record_per_collection_that_freed_objects(self):
+        out, windows = self.run_python(
+            "import gc, gpumemtrace\n"
+            "gc.disable(); gc.collect()\n"
+            "gc.callbacks.append(gpumemtrace.gc_callback())\n"
+            "print(gc.collect())\n"            # nothing to free: no record
+            "for _ in range(3):\n"
+            "    a = []; a.append(a); del a\n"
+            "    print(gc.collect())\n")       # a cycle each time: a record each
+        self.assertEqual(out, ["0", "1", "1", "1"])
+        self.assertEqual(len(windows), 3)
+        for w in windows:
+            self.assertLessEqual(w["t"], w["end_time"])
+        self.assertEqual(len({w["tid"] for w in windows}), 1)
+
+    def test_report_refuses_a_start_of_zero_or_in_the_future(self):
+        out, windows = self.run_python(
+            "import ctypes, time\n"
+            "r = ctypes.CDLL(None).gpumemtrace_report_gc\n"
+            "r.argtypes = [ctypes.c_uint64]\n"
+            "now = time.monotonic_ns()\n"
+            "print(r(0), r(now + 10**12), r(now))\n")
+        self.assertEqual(out, ["-1", "-1", "1"])
+        (window,) = windows
         self.assertLessEqual(window["t"], window["end_time"])
         self.assertLess(window["end_time"] - window["t"], 10 * 10**9)
 
     def test_none_without_the_library(self):
-        env = dict(os.environ, PYTHONPATH=TOOLS)
-        env.pop("LD_PRELOAD", None)
-        p = subprocess.run([sys.executable, "-c", "import gpumemtrace; print(gpumemtrace.gc_reporter())"],
-                           capture_output=True, text=True, env=env, timeout=60)
-        self.assertEqual(p.stdout.strip(), "None", p.stderr)
+        out, _ = self.run_python("import gpumemtrace; print(gpumemtrace.gc_callback())", preload=False)
+        self.assertEqual(out, ["None"])
 
 
 if __name__ == "__main__":

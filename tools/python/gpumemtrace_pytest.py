@@ -43,7 +43,6 @@ default implementation, and without libgpumemtrace.so in the process it does not
 import gc
 import os
 import sys
-import time
 
 import pytest
 
@@ -72,49 +71,18 @@ def _collect_per_test():
     return os.environ.get("GPUMEMTRACE_PYTEST_GC", "0").lower() not in _OFF
 
 
-def _gc_callback(report, clock=time.monotonic_ns):
-    """A gc.callbacks entry that reports each collection that freed objects: report(began_ns) at its
-    end, with clock() read at its start.
-
-    The clock: time.monotonic_ns() is clock_gettime(CLOCK_MONOTONIC) on Linux (CPython,
-    Python/pytime.c, py_get_monotonic_clock), the clock of every time in the trace
-    (util/monotonic_clock.h), so a free the recorder stamps during the collection lies between the
-    two. Cost: every collection calls this twice (CPython's gc invokes callbacks at "start" and
-    "stop" of each collection, generation 0 included); a start reads the clock, a stop reads
-    info["collected"] and only when it is nonzero (most collections free nothing) makes the one
-    foreign call (`make bench-pytest-gc`, bench/pytest_gc_bench.py, measures it). A collection that
-    collected nothing freed no object (a finalizer that resurrected its object may have run: what it
-    freed is not recorded as the collection's, and stays a leak if a test left it).
-    Thread-safety: CPython runs callbacks on the collecting thread with the GIL held, and
-    collections never nest (gcmodule.c, gcstate->collecting), so one `began` serves them all."""
-    began = 0
-
-    def on_gc(phase, info):
-        nonlocal began
-        if phase == "start":
-            began = clock()
-        elif began and info.get("collected"):
-            try:
-                report(began)
-            except Exception:
-                pass  # never into the program's collection: CPython would print it as unraisable
-            began = 0
-
-    return on_gc
-
-
-_on_gc = None  # the registered gc callback, while the session runs
+_on_gc = None  # the registered gc callback (gpumemtrace.gc_callback()), while the session runs
 
 
 def _start_gc_windows():
     global _on_gc
-    if time.get_clock_info("monotonic").implementation != "clock_gettime(CLOCK_MONOTONIC)":
-        return  # not the trace's clock: its times would not compare (no gc records then)
-    report = gpumemtrace.gc_reporter()
-    if report is None or _on_gc is not None:
-        return  # an older library: no gc records (the report then counts cyclic garbage as leaks)
-    _on_gc = _gc_callback(report)
-    gc.callbacks.append(_on_gc)
+    if _on_gc is not None:
+        return
+    # None: an older library, or not the trace's clock; no gc records then (the report counts what
+    # only a cycle held as the test's leak, as before).
+    _on_gc = gpumemtrace.gc_callback()
+    if _on_gc is not None:
+        gc.callbacks.append(_on_gc)
 
 
 def _stop_gc_windows():
