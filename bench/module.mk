@@ -80,3 +80,9 @@ bench-html: $(BUILD)/gpumem-report
 	$(PYTHON) bench/html_bench.py --build $(BUILD) $(BENCH_HTML_ARGS)
 .PHONY: bench-html
 BENCH_TARGETS += bench-html
+
+## bench-pytest-gc: ns per garbage collection that the pytest plugin's gc callback adds (none, a no-op callback, the plugin's)
+bench-pytest-gc: $(BUILD)/libgpumemtrace.so
+	$(PYTHON) bench/pytest_gc_bench.py --build $(BUILD) $(BENCH_PYTEST_GC_ARGS)
+.PHONY: bench-pytest-gc
+BENCH_TARGETS += bench-pytest-gc

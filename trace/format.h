@@ -19,6 +19,8 @@
 //                 {"type":"allocator_settings", ...}  PyTorch's caching-allocator settings in force, or
 //                                          changed, at its seq and t (a record of its own, not an
 //                                          event line: readers that do not know it skip it)
+//                 {"type":"gc", ...}       a garbage collection of the program's language runtime
+//                                          (Python's) that freed objects: from t to end_time
 //   last line     {"type":"footer", ...}   how the process ended ("end": exit, _exit, signal, exec);
 //                                          its absence means the process died otherwise
 //
@@ -72,6 +74,12 @@ inline constexpr const char* kTypeSite = "site";      // version 2: id, tid, api
 // "live": it does not move the event lines' deltas. Added within version 2 (unknown record types are
 // skipped by every reader of version 2).
 inline constexpr const char* kTypeAllocatorSettings = "allocator_settings";
+// A garbage collection that freed objects (docs/trace-format.md, "gc"), reported by the pytest plugin
+// through gpumemtrace_report_gc(): seq (when it was reported, at its end), t (when it began), end_time
+// (when it ended), tid (the collecting thread). What was freed between t and end_time on that thread
+// was freed by the collector: cyclic garbage, not memory a program held on purpose. Added within
+// version 2, like allocator_settings.
+inline constexpr const char* kTypeGc = "gc";
 
 // ---- event operations ("op" field of an event) ----
 // Each op says what happened to the address range [addr, addr+size).
@@ -106,6 +114,8 @@ enum class Op : uint8_t {
   // "allocator_settings" record is while it travels through the recorder's ring and the reader's
   // merger, so that it keeps its place in the timeline.
   AllocatorSettings,
+  // Not an event op either: a "gc" record on the same way.
+  Gc,
 };
 
 inline constexpr const char* op_name(Op op) {
@@ -117,6 +127,8 @@ inline constexpr const char* op_name(Op op) {
 #undef GPUMEMTRACE_OP_CASE
     case Op::AllocatorSettings:
       return kTypeAllocatorSettings;
+    case Op::Gc:
+      return kTypeGc;
   }
   return "unknown";
 }
@@ -125,7 +137,7 @@ inline constexpr const char* op_name(Op op) {
 // range carry neither; trim carries a size (the bytes the pool keeps) and no address.
 inline constexpr bool op_has_size(Op op) {
   return op != Op::Mark && op != Op::MemInfo && op != Op::Reset && op != Op::Sync && op != Op::ScopeBegin &&
-         op != Op::ScopeEnd && op != Op::AllocatorSettings;
+         op != Op::ScopeEnd && op != Op::AllocatorSettings && op != Op::Gc;
 }
 inline constexpr bool op_has_addr(Op op) { return op_has_size(op) && op != Op::Trim; }
 
@@ -294,7 +306,7 @@ inline constexpr const char* kFieldEnvHipAllocConf = "pytorch_hip_alloc_conf";  
 inline constexpr const char* kFieldCount = "count";         // dropped: events lost since last record
 inline constexpr const char* kFieldDroppedTotal = "dropped_total";
 inline constexpr const char* kFieldEvents = "events";       // footer: events written
-inline constexpr const char* kFieldEndTime = "end_time";    // footer: CLOCK_MONOTONIC ns
+inline constexpr const char* kFieldEndTime = "end_time";    // footer, gc: CLOCK_MONOTONIC ns
 inline constexpr const char* kFieldNotWritten = "not_written";  // footer of a capped trace: events
                                                                 // consumed after the cap, not written
 // How the process ended (footer): "end" one of kEndNames below; "exit_status" the status its

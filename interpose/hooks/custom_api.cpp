@@ -1,6 +1,7 @@
 // interpose/hooks/custom_api.cpp — the library side of include/gpumemtrace.h: a caching allocator's
 // own sub-allocations, the program's phase markers and named scopes, recorded like any other event
-// (same ring, same sequence, stacks of the caller).
+// (same ring, same sequence, stacks of the caller); and the garbage collections the pytest plugin
+// reports (gpumemtrace_report_gc).
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -9,6 +10,7 @@
 #include "interpose/recorder/event_record.h"
 #include "interpose/recorder/label_table.h"
 #include "interpose/recorder/recorder.h"
+#include "util/monotonic_clock.h"
 
 using gpumemtrace::HookScope;
 namespace f = gpumemtrace::format;
@@ -87,6 +89,20 @@ __attribute__((visibility("default"))) void gpumemtrace_report_scope_end(const c
 __attribute__((visibility("default"))) void gpumemtrace_report_scope(int end, const char* name,
                                                                      const char* api) {
   report_labelled(end ? f::Op::ScopeEnd : f::Op::ScopeBegin, name, static_scope_api(api), end == 2 ? 1 : 0);
+}
+
+// A garbage collection of the program's language runtime that freed objects, reported when it ends
+// (the pytest plugin's gc.callbacks, tools/python/gpumemtrace_pytest.py): it began at `began_ns`
+// (CLOCK_MONOTONIC, the clock of every trace time; Python's time.monotonic_ns() reads it on Linux)
+// and ends now, on this thread. A "gc" record (docs/trace-format.md): gpumem-report does not count as
+// a test's leak what was still live at the test's end and was freed inside it (cyclic garbage).
+// Returns 1 when recorded, 0 when not (the recorder is off), -1 when refused (0, or a start not yet
+// reached: the record's end is taken after the check, so it is never before its start).
+__attribute__((visibility("default"))) int gpumemtrace_report_gc(uint64_t began_ns) {
+  if (began_ns == 0 || began_ns > gpumemtrace::util::monotonic_ns()) return -1;
+  HookScope scope;
+  if (!scope.recording()) return 0;
+  return gpumemtrace::record(gpumemtrace::event::gc_window(began_ns)) ? 1 : 0;
 }
 
 }  // extern "C"

@@ -31,6 +31,7 @@ enum EventFlags : uint16_t {
   kHasRange = 1 << 10,     // a scope event of a cross-thread range: `range` is its id
   kSizeOverflow = 1 << 11, // `size` is saturated: the size the arguments say passed 2^64 - 1
   kHasFraction = 1 << 12,  // allocator settings: `fraction` is set_per_process_memory_fraction's
+  kHasBegan = 1 << 13,     // a span (format::Op::Gc): `began_ns` is when it began; time_ns when it ended
 };
 
 struct EventRecord {
@@ -64,6 +65,7 @@ struct EventRecord {
   uint64_t total_bytes = 0;
   uint64_t range = 0;      // kHasRange
   double fraction = 0.0;   // kHasFraction
+  uint64_t began_ns = 0;   // kHasBegan: CLOCK_MONOTONIC
   union {
     char label[kLabelBytes] = {};      // the text itself, unless kLabelInterned
     const char* interned_label;        // kLabelInterned: a name from intern_label(), never freed

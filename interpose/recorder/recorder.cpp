@@ -281,6 +281,7 @@ void fill_record(EventRecord& r, uint64_t seq, const EventFacts& f, uint64_t t, 
   optional(f.has_meminfo, kHasMemInfo, &r.free_bytes, f.free_bytes);
   optional(f.has_meminfo, kHasMemInfo, &r.total_bytes, f.total_bytes);
   optional(f.range != 0, kHasRange, &r.range, f.range);
+  optional(f.began_ns != 0, kHasBegan, &r.began_ns, f.began_ns);
   if (f.has_fraction) {
     flags |= kHasFraction;
     r.fraction = f.fraction;
@@ -375,11 +376,12 @@ bool record(const EventFacts& facts) noexcept {
   const Config& cfg = g_shared->config;
   // Releases get no stack unless asked for (like heaptrack's frees): no analysis uses where memory
   // was given back, and skipping the unwind halves the cost of an allocate/free pair. A sync marker
-  // is bookkeeping of the PyTorch hook's drain thread: its stack says nothing.
+  // is bookkeeping of the PyTorch hook's drain thread: its stack says nothing; nor does a gc record's
+  // (the pytest plugin's callback, wherever the collection happened to start).
   const bool releases = facts.op == format::Op::Free || facts.op == format::Op::BlockFree ||
                         facts.op == format::Op::Unmap || facts.op == format::Op::Unreserve;
   const bool stackless = facts.op == format::Op::Sync || facts.op == format::Op::AllocatorSettings ||
-                         (releases && !cfg.free_stacks);
+                         facts.op == format::Op::Gc || (releases && !cfg.free_stacks);
   const int depth = stackless ? 0 : cfg.stack_depth;
   uintptr_t native[kMaxNativeFrames];
   python::PythonFrameRef captured[python::kMaxPythonFrames];

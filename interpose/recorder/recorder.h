@@ -73,6 +73,7 @@ struct EventFacts {
   double fraction = 0.0;
   uint64_t time_ns = 0;             // CLOCK_MONOTONIC of the event; 0 = now (events reported late,
                                     // e.g. drained from PyTorch's history, carry their own time)
+  uint64_t began_ns = 0;            // a span reported at its end (Op::Gc): CLOCK_MONOTONIC of its start
   // Events reported late carry the stack recorded when they happened: `frame_count` >= 0 frames
   // (innermost first) replace the stack of the reporting thread, which is not captured at all.
   const python::PythonFrameRef* frames = nullptr;
@@ -229,6 +230,16 @@ inline EventFacts allocator_settings(const char* source, const char* conf, int32
   EventFacts e = with_op(format::Op::AllocatorSettings, format::Kind::None, 0, 0, false).on_device(device);
   e.api = source;
   e.label = conf;
+  return e;
+}
+
+// A garbage collection that freed objects (format::Op::Gc: a record of its own in the trace,
+// docs/trace-format.md), reported when it ended (now, on the collecting thread): it began at
+// `began_ns` (CLOCK_MONOTONIC). No memory, no stack.
+inline EventFacts gc_window(uint64_t began_ns) noexcept {
+  EventFacts e = with_op(format::Op::Gc, format::Kind::None, 0, 0, false).on_device(-1);
+  e.api = format::kTypeGc;
+  e.began_ns = began_ns;
   return e;
 }
 

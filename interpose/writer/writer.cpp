@@ -150,6 +150,7 @@ void Writer::write_event(const EventRecord& r) {
                  .c_str());
   }
   if (!capped_ && r.op == format::Op::AllocatorSettings) return serializer_->allocator_settings(r);
+  if (!capped_ && r.op == format::Op::Gc) return serializer_->gc(r);
   if (!capped_) {
     const uint32_t stack = serializer_->event(r, stack_of(r));
     if (max_bytes_) live_.apply(r, stack);

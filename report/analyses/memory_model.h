@@ -51,6 +51,13 @@ struct Holding {
   bool segment = false;    // on release of an allocation: it was a caching allocator's segment
 };
 
+// One id per holding across levels: an allocation, a block at the same address and a physical
+// handle of the same value are different holdings (the analyses that key holdings by it: scopes,
+// scope_peaks, held_until_gc).
+inline uint64_t holding_id(const Holding& h) {
+  return h.level == Level::Physical ? h.key ^ (1ull << 63) : (h.level == Level::Block ? h.key ^ (1ull << 62) : h.key);
+}
+
 class ModelListener {
  public:
   virtual ~ModelListener() = default;

@@ -33,6 +33,7 @@ void ProcessAnalyzer::end_live_set_at_cap() {
   live_set_replaced_ = true;
   model_.end_history();
   roles_.end_history();
+  scopes_.at_no_event();  // what the cap's resets release was not freed by anything seen
   incidents_.close_all();
   std::vector<int32_t> devices;
   for (const auto& [device, state] : model_.devices()) devices.push_back(device);
@@ -97,6 +98,7 @@ void ProcessAnalyzer::on_event(const Event& e) {
     if (phase != model_.phase()) model_.set_phase(phase);
   }
   roles_.set_time(e.t);
+  scopes_.at(e);
   if (incidents_.tracking()) incidents_.before_event(e);
   model_.apply(e, events_, autograd_.site_for(e));
   sample(e);

@@ -4,7 +4,8 @@
 // (memory_model.h) and hands each to the analyses that need it, each in its own file:
 //   autograd_attribution  frameless PyTorch blocks -> the backward() call that allocated them
 //   roles                 live memory by role, at each peak and each OOM
-//   scopes                per-scope (per-test) leak checks
+//   scopes                per-scope (per-test) leak checks, apart from what a garbage collection
+//                         freed later (held_until_gc)
 //   scope_peaks           each scope's own high-water mark (a test's peak)
 //   nvtx_phases           NVTX ranges: the phase of each event's thread (marks name it otherwise)
 //   oom_incidents         one incident per failed request, with a verdict; other failed calls
@@ -55,6 +56,8 @@ class ProcessAnalyzer : public TraceHandler {
   void on_live(const Event& live) override;
   // The allocator's settings (the memory-fraction cap an OOM verdict names).
   void on_allocator_settings(const Event& e) override { settings_.apply(e); }
+  // A garbage collection that freed objects (what a test left live and it freed was no leak).
+  void on_gc(const Event& e) override { scopes_.on_gc(e); }
 
   ProcessReport finish(const std::string& file, const ReadResult& read);
 

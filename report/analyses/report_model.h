@@ -227,6 +227,11 @@ struct ScopeReport {
   uint64_t leaked_bytes = 0;
   uint64_t leaked_count = 0;
   std::vector<StackBytes> leaks;    // largest first, at most kMaxCulprits
+  // Live at its end and freed later by a garbage collection (held_until_gc.h): cyclic garbage, not
+  // counted in leaked_*.
+  uint64_t held_until_gc_bytes = 0;
+  uint64_t held_until_gc_count = 0;
+  std::vector<StackBytes> held_until_gc;  // largest first, at most kMaxCulprits
   std::string advice;
   uint64_t peak_bytes = 0;          // its own high-water mark (scope_peaks.h)
 };

@@ -8,15 +8,11 @@
 
 namespace gpumemtrace::report {
 
-uint64_t ScopePeaks::key_of(const Holding& h) {
-  return h.level == Level::Physical ? h.key ^ (1ull << 63) : (h.level == Level::Block ? h.key ^ (1ull << 62) : h.key);
-}
-
 void ScopePeaks::on_acquire(const Holding& h) {
   if (open_.empty() || h.level == Level::Host) return;
   const bool block = h.level == Level::Block;
   if (!block && roles_.role_of(h) != Role::Other) return;  // a segment known as such, a library's
-  inside_[key_of(h)] = Counted{h.position, h.size, block};
+  inside_[holding_id(h)] = Counted{h.position, h.size, block};
   for (Open& scope : open_.open()) {
     scope.blocks |= block;
     scope.live[block ? 0 : 1] += h.size;
@@ -26,7 +22,7 @@ void ScopePeaks::on_acquire(const Holding& h) {
 
 void ScopePeaks::on_release(const Holding& h) {
   if (inside_.empty()) return;
-  auto it = inside_.find(key_of(h));
+  auto it = inside_.find(holding_id(h));
   if (it == inside_.end()) return;
   const int level = it->second.block ? 0 : 1;
   for (Open& scope : open_.open()) {

@@ -53,7 +53,6 @@ class ScopePeaks : public ModelListener {
     uint64_t size = 0;
     bool block = false;
   };
-  static uint64_t key_of(const Holding& h);
 
   const Roles& roles_;
   OpenScopes<Open> open_;

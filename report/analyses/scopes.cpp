@@ -7,18 +7,28 @@
 namespace gpumemtrace::report {
 namespace {
 
-uint64_t holding_key(Level level, uint64_t key) {
-  return level == Level::Physical ? key ^ (1ull << 63) : (level == Level::Block ? key ^ (1ull << 62) : key);
+// The largest first, at most kMaxCulprits, with their stacks.
+std::vector<StackBytes> top_sites(const std::map<SiteId, StackCount>& by_site, const SymbolTable& symbols) {
+  std::vector<StackCount> sites;
+  for (const auto& [site, c] : by_site) {
+    if (c.count) sites.push_back(c);
+  }
+  std::stable_sort(sites.begin(), sites.end(), [](const StackCount& a, const StackCount& b) { return a.bytes > b.bytes; });
+  if (sites.size() > kMaxCulprits) sites.resize(kMaxCulprits);
+  std::vector<StackBytes> out;
+  for (const StackCount& c : sites) out.push_back(StackBytes{c.bytes, c.count, resolve_site(symbols, c.site)});
+  return out;
 }
 
 }  // namespace
 
 void Scopes::on_acquire(const Holding& h) {
-  if (!open_.empty()) inside_[holding_key(h.level, h.key)] = h;
+  if (!open_.empty()) inside_[holding_id(h)] = h;
 }
 
 void Scopes::on_release(const Holding& h) {
-  if (!inside_.empty()) inside_.erase(holding_key(h.level, h.key));
+  if (!inside_.empty()) inside_.erase(holding_id(h));
+  gc_.on_release(h);
 }
 
 void Scopes::on_scope(const Event& e, uint64_t position) {
@@ -62,11 +72,13 @@ void Scopes::close(const OpenScope& scope, uint64_t end_time, bool closed, bool 
   report.end_time_ns = end_time;
   report.closed = closed;
   report.failed = failed;
+  // Its leaks by site; which of them a garbage collection frees later is known only at the end.
+  const uint32_t index = static_cast<uint32_t>(reports_.size());
+  std::map<SiteId, StackCount>& by_site = leak_sites_.emplace_back();
   if (failed) {  // not checked: what the failure keeps alive (a traceback's locals) is no leak
     reports_.push_back(std::move(report));
     return;
   }
-  std::map<SiteId, StackCount> by_site;
   for (const auto& [key, h] : inside_) {
     if (h.position < scope.begin_position || !counts(h)) continue;
     StackCount& c = by_site[h.site];
@@ -75,12 +87,8 @@ void Scopes::close(const OpenScope& scope, uint64_t end_time, bool closed, bool 
     c.count += 1;
     report.leaked_bytes += h.size;
     report.leaked_count += 1;
+    if (closed) gc_.note_leak(h, index);  // an unclosed scope's leaks are what was live at the trace's end
   }
-  std::vector<StackCount> sites;
-  for (const auto& [site, c] : by_site) sites.push_back(c);
-  std::stable_sort(sites.begin(), sites.end(), [](const StackCount& a, const StackCount& b) { return a.bytes > b.bytes; });
-  if (sites.size() > kMaxCulprits) sites.resize(kMaxCulprits);
-  for (const StackCount& c : sites) report.leaks.push_back(StackBytes{c.bytes, c.count, resolve_site(symbols_, c.site)});
   reports_.push_back(std::move(report));
 }
 
@@ -94,6 +102,29 @@ void Scopes::finish(ProcessReport& out) {
   if (open_.untracked_total()) {
     out.warnings.push_back(std::to_string(open_.untracked_total()) + " scopes opened while " + std::to_string(kMaxOpenScopes) +
                            " were open were not checked (limit)");
+  }
+  // What a garbage collection freed after its scope ended: moved from the scope's leaks to the
+  // memory it held until garbage collection.
+  std::vector<std::map<SiteId, StackCount>> gc_sites(reports_.size());
+  gc_.finish(
+      [&](uint32_t index, SiteId site, uint64_t size) {
+        ScopeReport& report = reports_[index];
+        StackCount& leak = leak_sites_[index][site];
+        leak.bytes -= size;
+        leak.count -= 1;
+        report.leaked_bytes -= size;
+        report.leaked_count -= 1;
+        StackCount& held = gc_sites[index][site];
+        held.site = site;
+        held.bytes += size;
+        held.count += 1;
+        report.held_until_gc_bytes += size;
+        report.held_until_gc_count += 1;
+      },
+      out.warnings);
+  for (size_t i = 0; i < reports_.size(); ++i) {
+    reports_[i].leaks = top_sites(leak_sites_[i], symbols_);
+    reports_[i].held_until_gc = top_sites(gc_sites[i], symbols_);
   }
   out.scopes = std::move(reports_);
   out.scopes_total = total_;

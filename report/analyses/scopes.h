@@ -10,18 +10,22 @@
 // open scope of the same name. A scope the trace ends inside is reported as not closed, with what
 // was live at the end. A scope whose end carries a nonzero result (the work inside failed: a pytest
 // test that failed or errored) is listed as failed and not checked, as PyTorch's CudaMemoryLeakCheck
-// does not check a test that raised.
+// does not check a test that raised. What a scope left live and a garbage collection freed later is
+// not its leak: it is listed apart, as held until garbage collection (held_until_gc.h).
 //
-// Memory: the open scopes, and the holdings acquired while any scope is open and still live.
-// Cost: each scope end walks those holdings once.
+// Memory: the open scopes, the holdings acquired while any scope is open and still live, and per
+// reported scope its leaks by site (until the end, when the garbage collections are all known; plus
+// held_until_gc.h's own). Cost: each scope end walks those holdings once.
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory_resource>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
+#include "report/analyses/held_until_gc.h"
 #include "report/analyses/memory_model.h"
 #include "report/analyses/node_pool.h"
 #include "report/analyses/open_scopes.h"
@@ -39,6 +43,11 @@ class Scopes : public ModelListener {
   void on_release(const Holding& h) override;
   // scope_begin / scope_end events (not the autograd ones).
   void on_scope(const Event& e, uint64_t position);
+  // The event the model applies next (the time and thread of the releases it causes), or none.
+  void at(const Event& e) { gc_.at(e); }
+  void at_no_event() { gc_.at_no_event(); }
+  // A "gc" record: a garbage collection that freed objects.
+  void on_gc(const Event& e) { gc_.on_window(e); }
   void finish(ProcessReport& out);
 
  private:
@@ -61,6 +70,9 @@ class Scopes : public ModelListener {
   std::pmr::unordered_map<uint64_t, Holding> inside_{&nodes_};
   std::unordered_map<StackId, bool> excluded_stacks_;  // held by a library or suppressed
   std::vector<ScopeReport> reports_;
+  // Per report: its leaks by site, and what of them a garbage collection freed later (at the end).
+  std::vector<std::map<SiteId, StackCount>> leak_sites_;
+  HeldUntilGc gc_;
   uint64_t total_ = 0;
 };
 

@@ -218,7 +218,11 @@ json reports_to_json(const std::vector<ProcessReport>& reports) {
                     {"begin_time_ns", scope.begin_time_ns}, {"end_time_ns", scope.end_time_ns},
                     {"leaked_bytes", scope.leaked_bytes}, {"leaked_count", scope.leaked_count},
                     {"peak_bytes", scope.peak_bytes},
-                    {"leaks", stack_bytes_list(scope.leaks, 0)}, {"advice", advice_json(scope.advice)}});
+                    {"leaks", stack_bytes_list(scope.leaks, 0)},
+                    {"held_until_gc_bytes", scope.held_until_gc_bytes},
+                    {"held_until_gc_count", scope.held_until_gc_count},
+                    {"held_until_gc", stack_bytes_list(scope.held_until_gc, 0)},
+                    {"advice", advice_json(scope.advice)}});
       scopes.push_back(std::move(entry));
     }
     processes.push_back(process_json(r));

@@ -322,12 +322,14 @@ void write_scopes(std::ostream& out, const ProcessReport& r, const TextOptions& 
   if (r.scopes_total == 0) return;
   // A scope still open when the trace was cut or the process killed has no verdict (gates.cpp).
   auto verdict = [&](const ScopeReport& scope) { return scope.closed || !r.ended_early(); };
-  size_t leaking = 0, unchecked = 0;
+  size_t leaking = 0, unchecked = 0, holding = 0;
   for (const ScopeReport& scope : r.scopes) {
     if (scope.failed || !verdict(scope)) ++unchecked;
     else if (scope.leaked_bytes) ++leaking;
+    if (scope.held_until_gc_bytes) ++holding;
   }
   out << "scopes: " << r.scopes_total - unchecked << " checked, " << leaking << " leaked";
+  if (holding) out << ", " << holding << " held memory until garbage collection";
   if (unchecked) out << ", " << unchecked << " not checked";
   out << "\n";
   auto leaked = [](const ScopeReport& scope) { return scope.leaked_bytes != 0; };
@@ -344,6 +346,17 @@ void write_scopes(std::ostream& out, const ProcessReport& r, const TextOptions& 
       write_stack(out, leak.stack, "        ", options.stacks);
     });
     write_advice(out, scope.advice, "    ", options);
+  });
+  // Not leaks: only a reference cycle kept it, until a garbage collection after the scope's end.
+  auto held = [](const ScopeReport& scope) { return scope.held_until_gc_bytes != 0; };
+  for_top(r.scopes, options.max_items, held, [&](const ScopeReport& scope) {
+    out << "  held until garbage collection: " << printable(scope.name) << ": "
+        << format_bytes(scope.held_until_gc_bytes) << " in " << plural(scope.held_until_gc_count, "allocation")
+        << " still live at its end, freed by a later collection (cyclic garbage, not a leak), allocated here:\n";
+    for_top(scope.held_until_gc, options.max_items, [&](const StackBytes& site) {
+      out << "    " << format_bytes(site.bytes) << " in " << plural(site.count, "allocation") << ":\n";
+      write_stack(out, site.stack, "        ", options.stacks);
+    });
   });
   auto not_checked = [](const ScopeReport& scope) { return scope.failed; };
   for_top(r.scopes, options.max_items, not_checked, [&](const ScopeReport& scope) {

@@ -51,9 +51,11 @@ void EventMerger::release(Event event) {
   held_bytes_ -= sizeof(Event);
 }
 
-// Allocator settings ride in the timeline like a live event, and leave it to a callback of their own.
+// Allocator settings and gc records ride in the timeline like a live event, and leave it to a callback
+// of their own.
 void EventMerger::emit(const Event& event) {
   if (event.op == Op::AllocatorSettings) return out_.on_allocator_settings(event);
+  if (event.op == Op::Gc) return out_.on_gc(event);
   out_.on_event(event);
 }
 

@@ -13,8 +13,8 @@
 //  - delayed events are ordered by t among themselves (file order on equal t);
 //  - between the two, by t; on equal t the live event comes first (PyTorch's times are whole
 //    microseconds, rounded down: a delayed event stamped t happened at or after t).
-// "allocator_settings" records (Op::AllocatorSettings) are merged as live events and handed on through
-// TraceHandler::on_allocator_settings.
+// "allocator_settings" records (Op::AllocatorSettings) and "gc" records (Op::Gc) are merged as live
+// events and handed on through TraceHandler::on_allocator_settings and on_gc.
 // Before the first sync and in traces without any, events pass straight through: no buffering,
 // no cost. After it, memory is bounded by the events of one drain interval (what lies between two
 // syncs), and at most `max_buffered` events or kMaxHeldBytes of them (their strings included):

@@ -94,6 +94,9 @@ struct Event {
   // set_per_process_memory_fraction's fraction when has_fraction.
   double fraction = 0.0;
   bool has_fraction = false;
+  // Op::Gc (a "gc" record): a garbage collection that freed objects on thread `tid`, from `t` to
+  // `end_time` (CLOCK_MONOTONIC ns).
+  uint64_t end_time = 0;
 };
 
 struct Footer {

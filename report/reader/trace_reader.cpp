@@ -705,6 +705,7 @@ class Dispatcher {
     }
     if (f.type == fmt::kTypeLive) return live(f);
     if (f.type == fmt::kTypeAllocatorSettings) return allocator_settings(f);
+    if (f.type == fmt::kTypeGc) return gc(f);
     if (f.type == fmt::kTypeHeader) fail("a second header");
     // Unknown record types are skipped: version 1 readers ignore what they do not know.
     ignored_ = true;
@@ -851,30 +852,45 @@ class Dispatcher {
     handler_.on_live(e);
   }
 
-  // An "allocator_settings" record: merged into the timeline as a live event at its t (it was recorded
-  // live), handed on through on_allocator_settings. Its seq must follow the event lines before it; it
-  // does not move their deltas (as a "live" record does not).
-  void allocator_settings(const Fields& f) {
+  // What the records placed in the timeline as live events share (allocator_settings, gc): absolute
+  // seq and t; the seq above the event lines' before it (they do not move the lines' deltas, as a
+  // "live" record does not); none after the capped record.
+  Event timeline_record(const Fields& f, const std::string& type, Op op) {
     using B = Fields::Bit;
-    if (!f.has(B::kSeq)) fail("allocator_settings record without \"seq\"");
+    if (!f.has(B::kSeq)) fail(type + " record without \"seq\"");
     if (f.t_negative) fail("field \"t\": expected an unsigned integer");
     if (f.seq <= last_seq_) {
-      fail("allocator_settings seq " + std::to_string(f.seq) + " does not increase (previous " +
-           std::to_string(last_seq_) + ")");
+      fail(type + " seq " + std::to_string(f.seq) + " does not increase (previous " + std::to_string(last_seq_) + ")");
     }
-    if (result_.capped) fail("allocator_settings record after the capped record");
-    if (f.has_fraction && !(f.fraction >= 0.0 && f.fraction <= 1.0)) fail("field \"fraction\": expected 0 to 1");
+    if (result_.capped) fail(type + " record after the capped record");
     Event e;
-    e.op = Op::AllocatorSettings;
+    e.op = op;
     e.kind = Kind::None;
     e.seq = f.seq;
     e.t = f.t;
     e.tid = f.tid;
+    return e;
+  }
+
+  // An "allocator_settings" record: merged into the timeline as a live event at its t (it was recorded
+  // live), handed on through on_allocator_settings.
+  void allocator_settings(const Fields& f) {
+    Event e = timeline_record(f, fmt::kTypeAllocatorSettings, Op::AllocatorSettings);
+    if (f.has_fraction && !(f.fraction >= 0.0 && f.fraction <= 1.0)) fail("field \"fraction\": expected 0 to 1");
     e.device = static_cast<int32_t>(f.device);
     e.api = f.source;
     e.label = f.conf;
     e.fraction = f.fraction;
     e.has_fraction = f.has_fraction;
+    merger_.push(e);
+  }
+
+  // A "gc" record: a garbage collection from t to end_time on thread tid, recorded when it ended (its
+  // seq). Merged into the timeline as a live event, like allocator_settings, handed on through on_gc.
+  void gc(const Fields& f) {
+    Event e = timeline_record(f, fmt::kTypeGc, Op::Gc);
+    if (f.end_time < f.t) fail("gc record ends (end_time) before it begins (t)");
+    e.end_time = f.end_time;
     merger_.push(e);
   }
 

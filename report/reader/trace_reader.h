@@ -35,6 +35,9 @@ class TraceHandler {
   // An "allocator_settings" record, in its place in the timeline (Op::AllocatorSettings; `api` its
   // source, `label` its conf, `fraction`): not an event, and not counted as one.
   virtual void on_allocator_settings(const Event&) {}
+  // A "gc" record, in its place in the timeline among the live events (Op::Gc; `t` when the
+  // collection began, `end_time` when it ended, `tid` its thread): not an event, not counted as one.
+  virtual void on_gc(const Event&) {}
 };
 
 // Limits of the reader (docs/security.md): a line longer than kMaxLineBytes (line_reader.h) and a

@@ -101,7 +101,10 @@ TRACE_FIXTURES = REPORT_FIXTURES + (
     # the PyTorch hook on the stand-in torch: allocator_settings records (and the header's variable)
     "FAKE_TORCH_CUDART=../build/sim/libcudart.so.13 PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:128 LD_PRELOAD=$P "
     "PYTHONPATH=../tools/python:../tests/python/fake_torch GPUMEMTRACE_OUTPUT=torch.jsonl "
-    "python ../tests/python/progs/torch_prog.py settings >/dev/null 2>&1 || true")
+    "python ../tests/python/progs/torch_prog.py settings >/dev/null 2>&1 || true; "
+    # a garbage collection as the pytest plugin's gc callback reports it: a gc record
+    "LD_PRELOAD=$P PYTHONPATH=../tools/python GPUMEMTRACE_OUTPUT=gc.jsonl "
+    "python -c 'import gc, gpumemtrace; gc.callbacks.append(gpumemtrace.gc_callback()); a = []; a.append(a); del a; gc.collect()' >/dev/null")
 
 # Fields the docs' examples show that the recorder writes only with a GPU, PyTorch or a full ring:
 # (record type, field); "event" is the expanded form of an event (docs/trace-format.md).

@@ -19,6 +19,10 @@ tests/gpu/run.sh; SKIP without PyTorch and a GPU). Traces and logs under OUT/his
   dataloader    a fork DataLoader with 2 workers: the run ends, the main trace has its blocks
   no_inductor   the exit drain of a traced 2-line script does not import torch._inductor
                 (python -X importtime)
+  gc_cycle      a tensor in a reference cycle left by a scope (api pytest) and freed by a later
+                collection (gpumemtrace.gc_callback(), as the pytest plugin registers it): the scope
+                holds it until garbage collection, not as a leak; the figure is how far PyTorch's
+                time of the free lies from the collection's window (held_until_gc.h allows 100 us)
 The programs of own_*, long, reset, record_stream, expandable are tests/python/progs/torch_sharing_prog.py,
 the same the stand-in runs in make test.
 """
@@ -87,6 +91,23 @@ print(json.dumps({"batches": n}))
 '''
 
 TWO_LINES = 'import torch\nx = torch.ones(1, device="cuda")\n'
+
+GC_CYCLE = r'''
+import gc, json, torch, gpumemtrace, gpumemtrace_torch
+gc.disable(); gc.collect()
+gc.callbacks.append(gpumemtrace.gc_callback())
+torch.empty(1, device="cuda")
+class Holder:
+    def __init__(self):
+        self.tensor = torch.empty(1 << 20, device="cuda")
+        self.me = self                       # only the collector frees it
+gpumemtrace.scope_begin("test_gc_cycle", "pytest")
+Holder()
+gpumemtrace_torch.drain_now()
+gpumemtrace.scope_end("test_gc_cycle", "pytest")
+print(json.dumps({"collected": gc.collect()}))
+gpumemtrace_torch.drain_now()
+'''
 
 
 def child(name, code=None, argv=(), env_extra=None, timeout=300, python_flags=()):
@@ -199,7 +220,31 @@ def main():
         R.say("no_inductor", p.returncode == 0 and not imported and len(torch_blocks(ev, "block_alloc")) >= 1,
               "exit %d, torch._inductor imported: %s, block_alloc %d"
               % (p.returncode, bool(imported), len(torch_blocks(ev, "block_alloc"))))
+    if R.budget("gc_cycle", 40):
+        check_gc_cycle()
     return R.exit_code()
+
+
+def check_gc_cycle():
+    import tracefile
+    p, r, ev, d = child("gc_cycle", GC_CYCLE)
+    records = tracefile.read_records(os.path.join(d, "trace.jsonl"))[0] if p.returncode == 0 else []
+    windows = [x for x in records if x["type"] == "gc"]
+    rep = subprocess.run([gpuenv.REPORT, "--format", "json", "--no-progress", os.path.join(d, "trace.jsonl")],
+                         capture_output=True, text=True)
+    scope = next((s for s in json.loads(rep.stdout or "{}").get("scopes", []) if s["name"] == "test_gc_cycle"), {})
+    begin = next((e for e in ev if e["op"] == "scope_begin" and e.get("label") == "test_gc_cycle"), None)
+    end = next((e for e in ev if e["op"] == "scope_end" and e.get("label") == "test_gc_cycle"), None)
+    inside = [e for e in torch_blocks(ev, "block_alloc") if begin and end and begin["t"] < e["t"] < end["t"]]
+    frees = [e for e in torch_blocks(ev, "block_free") if any(e["addr"] == a["addr"] for a in inside)]
+    # How far each free's (PyTorch) time lies outside the nearest window: 0 inside it.
+    outside = [min(max(w["t"] - f["t"], f["t"] - w["end_time"], 0) for w in windows) for f in frees] if windows else []
+    held = sum(a["size"] for a in inside)
+    R.say("gc_cycle", bool(r and r["collected"]) and held > 0 and scope.get("held_until_gc_bytes") == held
+          and scope.get("leaked_bytes") == 0,
+          "held until gc %s of %d B allocated in the scope, leaked %s; %d gc records; PyTorch's free %s ns "
+          "outside the window" % (scope.get("held_until_gc_bytes"), held, scope.get("leaked_bytes"), len(windows),
+                                  outside))
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 # tests/python/test_bench_harness.py — the PyTorch benchmarks' harness (bench/benchlib.py,
-# process_bench.py, torch_step_bench.py, torch_drain_bench.py) run on the CPU: their variants engage
-# what they claim to.
+# process_bench.py, torch_step_bench.py, torch_drain_bench.py) and the pytest plugin's gc callback bench
+# (pytest_gc_bench.py) run on the CPU: their variants engage what they claim to.
 """The GPU benchmarks cannot be timed here, but their harness can be checked: the medians and ratios of
 bench/benchlib.py, the interleaving of variants, bench/torch_drain_bench.py (CPU-only, its trace
 checked), and bench/process_bench.py and torch_step_bench.py (its allocation-only model) end to end
@@ -120,6 +120,25 @@ class GpuBenchOnStandInTest(unittest.TestCase):
             p = self.run_bench(script, fake=False)
             self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
             self.assertTrue(p.stdout.startswith("SKIP: needs PyTorch with a CUDA GPU"), p.stdout)
+
+
+@unittest.skipUnless(os.path.exists(LIB), "needs build/libgpumemtrace.so")
+@unittest.skipIf(sanitizer_runtime(), "the benchmarks set LD_PRELOAD to the recorder alone")
+class PytestGcBenchTest(unittest.TestCase):
+    """bench/pytest_gc_bench.py: every variant runs, and only the plugin's writes gc records, one per
+    collection that freed its cycle (none for the empty collections)."""
+
+    def test_variants_and_their_records(self):
+        p = subprocess.run([sys.executable, os.path.join(BENCH, "pytest_gc_bench.py"), "--build", BUILD, "--rounds", "2",
+                            "--collections", "300"], capture_output=True, text=True, timeout=300)
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        rows = {line.split("|")[1].strip(): line.split("|")[2:5] for line in p.stdout.splitlines()
+                if line.startswith("| ") and not line.startswith("| variant")}
+        self.assertEqual(list(rows), ["none", "noop", "plugin", "plugin - none (medians)", "plugin - noop (medians)"])
+        records = {v: int(rows[v][2]) for v in ("none", "noop", "plugin")}
+        self.assertEqual((records["none"], records["noop"]), (0, 0))
+        self.assertIn(records["plugin"], (300, 301))  # the 300 cycles, and the full collect before the loops
+        self.assertRegex(p.stdout, r"load average before: [\d.]+ [\d.]+ [\d.]+")
 
 
 if __name__ == "__main__":

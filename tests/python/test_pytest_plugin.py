@@ -1,8 +1,10 @@
 # tests/python/test_pytest_plugin.py — the pytest plugin: one scope per test, checked on a generated suite.
 """The pytest plugin (tools/python/gpumemtrace_pytest.py) on a small generated suite with the
 stand-in torch, under LD_PRELOAD=libgpumemtrace.so and the simulated CUDA runtime: one scope per test
-named by its node id, opened after fixture setup and closed after teardown; before each end a
-gc.collect, torch.cuda.synchronize, clearCublasWorkspaces and a drain of PyTorch's history; a leaking
+named by its node id, opened after fixture setup and closed after teardown; before each end
+torch.cuda.synchronize, clearCublasWorkspaces and a drain of PyTorch's history, and a gc.collect only
+with GPUMEMTRACE_PYTEST_GC=1 (the suite disables automatic collections, so a full collection inside
+a scope is the plugin's; test_pytest_gc.py has why and what the report makes of cycles); a leaking
 test's block inside its scope with no free; a test that failed or errored ends its scope marked
 failed (not checked: pytest keeps its traceback, and its locals with it), unless
 GPUMEMTRACE_PYTEST_CHECK_FAILED=1; the test run itself unchanged, and no plugin effect without the
@@ -21,6 +23,8 @@ PYTHON = python_with_pytest()
 
 CONFTEST = '''
 import gc, os, time
+
+gc.disable()   # so that a full collection inside a test's scope can only be an explicit one
 
 def _note_full_collection(phase, info):
     if phase == "start" and info["generation"] == 2:
@@ -178,8 +182,12 @@ class PytestPluginTest(unittest.TestCase):
         self.assertEqual(p.returncode, 1, p.stdout + p.stderr)
         self.assertNotIn("not checked", p.stdout)
         failed = " ".join(line for line in p.stderr.splitlines() if "FAILED" in line)
-        for node_id in (LEAKS, FAILS, TEARDOWN_ERROR):
+        for node_id in (LEAKS, TEARDOWN_ERROR):
             self.assertIn(node_id + " leaked", failed)
+        # The failed test's tensor: kept by the traceback pytest holds until the next test's call, a
+        # reference cycle once let go, freed by the collect at the session's end: no leak of the test.
+        self.assertNotIn(FAILS + " leaked", failed)
+        self.assertIn("held until garbage collection: " + FAILS + ": 6.0 KiB in 1 allocation", p.stdout)
 
     def test_test_run_unchanged(self):
         bare, events, _ = self.run_suite(plugin=False)
@@ -207,15 +215,31 @@ class PytestPluginTest(unittest.TestCase):
         self.assertLess(leak["seq"], end["seq"])  # drained before the end mark
         self.assertEqual([e for e in self.events if e["op"] == "block_free" and e["addr"] == leak["addr"]], [])
 
+    def calls_inside(self, events, calls, node_id):
+        (begin,) = [e for e in events if e["op"] == "scope_begin" and e["label"] == node_id]
+        (end,) = [e for e in events if e["op"] == "scope_end" and e["label"] == node_id]
+        return [(name, t) for name, t in calls if begin["t"] < t < end["t"]]
+
     def test_settles_memory_before_each_end(self):
         for node_id in (CLEAN, LEAKS):
-            begin, end = self.scope(node_id)
-            inside = [(name, t) for name, t in self.calls if begin["t"] < t < end["t"]]
+            inside = self.calls_inside(self.events, self.calls, node_id)
             names = [name for name, _ in inside]
-            for name in ("gc", "synchronize", "clearCublasWorkspaces"):
+            for name in ("synchronize", "clearCublasWorkspaces"):
                 self.assertIn(name, names, (node_id, inside))
+            self.assertNotIn("gc", names, (node_id, inside))  # garbage collection left as the suite has it
             last = lambda n: max(t for name, t in inside if name == n)  # noqa: E731
-            self.assertLess(last("gc"), last("synchronize"))
+            self.assertLess(last("synchronize"), last("clearCublasWorkspaces"))
+        # The plugin's one collect: at the session's end, after every test's scope.
+        last_end = max(e["t"] for e in self.events if e["op"] == "scope_end")
+        self.assertEqual(len([t for name, t in self.calls if name == "gc" and t > last_end]), 1, self.calls)
+
+    def test_collects_before_each_end_on_request(self):
+        proc, events, calls = self.run_suite(env_extra={"GPUMEMTRACE_PYTEST_GC": "1"})
+        self.assertIn(SUMMARY, proc.stdout)
+        for node_id in (CLEAN, LEAKS):
+            inside = self.calls_inside(events, calls, node_id)
+            last = lambda n: max(t for name, t in inside if name == n)  # noqa: E731
+            self.assertLess(last("gc"), last("synchronize"), (node_id, inside))
             self.assertLess(last("synchronize"), last("clearCublasWorkspaces"))
 
     def test_nothing_without_the_library(self):

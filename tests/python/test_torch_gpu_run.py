@@ -82,7 +82,7 @@ class GpuRunTest(unittest.TestCase):
                      "ThreadSanitizer's build cannot load without its runtime first")
     def test_history_checks_against_the_stand_in(self):
         only = ("reconvert,long,reset,record_stream,own_before_init,own_after,own_off,own_legacy,expandable,"
-                "no_inductor")
+                "no_inductor,gc_cycle")
         out = tempfile.mkdtemp(prefix="gpumemtrace-gpu-out-")
         self.addCleanup(shutil.rmtree, out)
         env = no_gpu_env(OUT=out, GPU_BUNDLE=self.bundle(), GPU_CHECKS_ONLY=only, PYTHONPATH=FAKE,

@@ -53,7 +53,9 @@ def windows(lines, max_bytes, count):
         return []
     header = records[0]
     version = header.get("version", 1)
-    events = [i for i, r in enumerate(records) if "type" not in r or r.get("type") == "event"]
+    # The timeline's lines: events, and the records placed among them ("gc": absolute seq and t, above
+    # the event lines' before it, so a window keeps it valid).
+    events = [i for i, r in enumerate(records) if "type" not in r or r.get("type") in ("event", "gc")]
     if not events:
         return [("\n".join(lines[: max(1, min(len(lines), 40))]) + "\n")]
     by_id = {}  # (type, id) -> index

@@ -206,9 +206,36 @@ def cpp_templates(path):
     t.close()
 
 
+def pytest_gc(path):
+    """A pytest session under the plugin: test_a leaves two buffers in reference cycles, freed by
+    garbage collections after it ended ("gc" records: one during test_b, one at the session's end),
+    held until garbage collection, not leaks; test_b keeps one for good (a leak); a collection
+    during test_b frees memory of test_b's own (no record changes what a scope freed before its end)."""
+    t = Trace(path)
+    cycle = t.stack("Buffer::Buffer", 12, python="test_a")
+    kept = t.stack("keep_forever", 30, python="test_b")
+    scratch = t.stack("scratch", 40, python="test_b")
+    t.scope("scope_begin", "test_gc.py::test_a")
+    t.alloc(0x10000000, 3 * MiB, cycle)
+    t.alloc(0x20000000, 5 * MiB, cycle)
+    t.scope("scope_end", "test_gc.py::test_a")
+    t.scope("scope_begin", "test_gc.py::test_b")
+    t.alloc(0x30000000, 7 * MiB, kept)
+    t.alloc(0x40000000, 1 * MiB, scratch)
+    began = t.t + 500
+    t.free(0x10000000)          # inside the collection below, on its thread
+    t.free(0x40000000)          # the test's own scratch: freed before its end anyway
+    t.gc(began)
+    t.scope("scope_end", "test_gc.py::test_b")
+    began = t.t + 500
+    t.free(0x20000000)          # the plugin's collect at the session's end
+    t.gc(began)
+    t.close()
+
+
 GENERATORS = {"mixed.jsonl": mixed, "blocks.jsonl": blocks, "killed_truncated.jsonl": killed_truncated,
               "pytorch_stacks.jsonl": pytorch_stacks, "stripped_library.jsonl": stripped_library,
-              "cpp_templates.jsonl": cpp_templates}
+              "cpp_templates.jsonl": cpp_templates, "pytest_gc.jsonl": pytest_gc}
 # Traces whose text report (the stack view, docs/report.md) is golden too: NAME.expected.txt.
 TEXT_GOLDENS = ("pytorch_stacks.jsonl", "stripped_library.jsonl", "cpp_templates.jsonl")
 

@@ -146,6 +146,17 @@ class Trace:
         self._write({"type": "event", "seq": self.seq, "t": self.t if t is None else t, "tid": 4243,
                      "api": "torch.sync", "op": "sync", "kind": "none", "device": -1, "stack": 0})
 
+    def scope(self, op, name, api="pytest"):
+        """A scope_begin or scope_end (op) of the scope `name`."""
+        self.event(op, "none", 0, 0, 0, device=-1, api=api, label=name)
+
+    def gc(self, began, dt=1000):
+        """A garbage collection that freed objects, from `began` to now (a "gc" record, written when it
+        ended: every live event inside it is on an earlier line)."""
+        self.seq += 1
+        self.t += dt
+        self._write({"type": "gc", "seq": self.seq, "t": began, "end_time": self.t, "tid": 4243})
+
     def capped(self, max_bytes=65536, dt=1000):
         """The trace reached its size cap: the next event (seq + 1, dt later) was not written."""
         self._write({"type": "capped", "seq": self.seq + 1, "t": self.t + dt, "size": 4096, "max_bytes": max_bytes})

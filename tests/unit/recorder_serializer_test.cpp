@@ -296,6 +296,39 @@ TEST(Serializer, ScopeEventsCarryTheirNameAndNoRange) {
 
 // Version 2 event lines: one site per distinct (thread, api, op, kind, device, stack, delayed), the
 // time as a signed delta, seq only where it jumps, sizes and results at 0 left out.
+// A garbage collection (format::Op::Gc): a standalone "gc" record from its start to its end, which
+// leaves the event lines' deltas as they were.
+TEST(Serializer, GcRecordSpansItsCollection) {
+  std::string out;
+  TraceSerializer s(&out, /*symbolize=*/false);
+  EventRecord a{};
+  a.seq = 1;
+  a.time_ns = 1000;
+  a.api = "cudaFree";
+  a.op = format::Op::Free;
+  a.addr = 0x7000;
+  s.event(a);
+  EventRecord gc{};
+  gc.seq = 2;
+  gc.time_ns = 1400;  // when it ended: the moment it was reported
+  gc.tid = 9;
+  gc.op = format::Op::Gc;
+  gc.kind = format::Kind::None;
+  gc.flags = kHasBegan;
+  gc.began_ns = 900;
+  s.gc(gc);
+  EventRecord b = a;
+  b.seq = 3;
+  b.time_ns = 1010;
+  s.event(b);
+  const std::vector<json> lines = parse_lines(out);
+  ASSERT_EQ(lines.size(), 4u);  // site, event, gc, event
+  EXPECT_EQ(lines[2], json::parse(R"({"type":"gc","seq":2,"t":900,"end_time":1400,"tid":9})"));
+  EXPECT_EQ(lines[3]["t"], 10);
+  EXPECT_EQ(lines[3]["q"], 3);  // the gc record took seq 2
+  EXPECT_EQ(s.events_written(), 2u);
+}
+
 TEST(Serializer, EventLinesAreCompactAndDeltaCoded) {
   std::string out;
   TraceSerializer s(&out, /*symbolize=*/false);

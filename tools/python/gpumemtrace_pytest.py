@@ -5,12 +5,28 @@
 
 The scope is named by the test's node id (api "pytest"). It opens when the test's call phase starts,
 so what fixtures allocate during setup is outside it, and closes after the test's teardown (once its
-report is made), so what a fixture frees at teardown is not a leak. Just before it closes, the plugin does what PyTorch's own
-CudaMemoryLeakCheck does, so that only memory the test really kept is left inside the scope:
-gc.collect(); then, only when the program already imported torch and initialised CUDA,
+report is made), so what a fixture frees at teardown is not a leak. Just before it closes, the plugin
+settles memory: only when the program already imported torch and initialised CUDA,
 torch.cuda.synchronize() and torch._C._cuda_clearCublasWorkspaces(); then it has the PyTorch hook
 (gpumemtrace_torch) drain PyTorch's allocation history, so the test's frees are in the trace before
-the process might die.
+the process might die. None of these runs Python code of the program: synchronize waits for the
+device, clearing the workspaces frees cuBLAS's own buffers, the drain reads PyTorch's history.
+
+Garbage collection is left as the suite has it. The plugin does not call gc.collect() between
+tests: that would run the finalizers of cyclic garbage earlier than the suite would (a conftest that
+calls gc.disable(), a test that relies on an object an earlier test left in a reference cycle, a
+finalizer with side effects a later test checks), so a suite that passes plainly could fail under
+gpumemtrace. GPU memory held only by such a cycle is then still live when its test ends; so that it
+is not called that test's leak, the plugin reports every garbage collection that freed objects (a
+gc.callbacks entry, from configure to unconfigure: its start and end times, a "gc" record in the
+trace, docs/trace-format.md), and gpumem-report lists what a test left live that a collection freed
+later as "held until garbage collection", not as a leak (docs/report.md). At session end, when every
+test's outcome is decided, the plugin runs one gc.collect() (recorded like the others) and drains
+the PyTorch hook, so that such memory is freed while the trace is still written.
+GPUMEMTRACE_PYTEST_GC=1 brings back a gc.collect() before each test's scope ends, as PyTorch's own
+CudaMemoryLeakCheck does (torch/testing/_internal/common_utils.py): what only a cycle held is then
+freed inside the test's scope, at the cost of running finalizers then. A test with a gpu_leak_limit
+marker is measured after such a collect too (gpumemtrace_pytest_results.py).
 
 A test that failed or errored (its call raised, xfail included, or its teardown failed) is not
 checked: its scope ends marked failed and the report lists it as "not checked: the test failed",
@@ -50,10 +66,39 @@ def _enabled():
     return os.environ.get("GPUMEMTRACE_PYTEST", "1").lower() not in _OFF and gpumemtrace.active()
 
 
-def _settle_memory():
-    """Frees what is only waiting to be freed, as PyTorch's CudaMemoryLeakCheck does before it
-    compares, and gets PyTorch's record of it into the trace."""
-    gc.collect()
+def _collect_per_test():
+    """GPUMEMTRACE_PYTEST_GC=1: a gc.collect() before each test's scope ends (off by default)."""
+    return os.environ.get("GPUMEMTRACE_PYTEST_GC", "0").lower() not in _OFF
+
+
+_on_gc = None  # the registered gc callback (gpumemtrace.gc_callback()), while the session runs
+
+
+def _start_gc_windows():
+    global _on_gc
+    if _on_gc is not None:
+        return
+    # None: an older library, or not the trace's clock; no gc records then (the report counts what
+    # only a cycle held as the test's leak, as before).
+    _on_gc = gpumemtrace.gc_callback()
+    if _on_gc is not None:
+        gc.callbacks.append(_on_gc)
+
+
+def _stop_gc_windows():
+    global _on_gc
+    if _on_gc is not None and _on_gc in gc.callbacks:
+        gc.callbacks.remove(_on_gc)
+    _on_gc = None
+
+
+def _settle_memory(collect=None):
+    """Gets what the test freed into the trace: with PyTorch, the device's pending work done,
+    cuBLAS's workspaces freed and PyTorch's history drained. collect (default: GPUMEMTRACE_PYTEST_GC)
+    also frees what only a reference cycle holds first, as PyTorch's CudaMemoryLeakCheck does before
+    it compares; without it, no finalizer of the program runs here."""
+    if _collect_per_test() if collect is None else collect:
+        gc.collect()
     torch = sys.modules.get("torch")
     if torch is None:
         return  # never imported here: the program did not use it
@@ -66,9 +111,50 @@ def _settle_memory():
             clear()
     except Exception:
         pass
+    _drain_torch_hook()
+
+
+def _drain_torch_hook():
     hook = sys.modules.get("gpumemtrace_torch")
     if hook is not None:
         hook.drain_now()
+
+
+def pytest_configure(config):
+    try:
+        if _enabled():
+            _start_gc_windows()
+    except Exception:
+        pass
+
+
+# Once every test's outcome is decided (pytest calls this hook after the last test, with the session's
+# exit status already set; trylast: after the other plugins' own session-end work), free what only
+# reference cycles still hold, inside a recorded collection, and get PyTorch's record of it into the
+# trace: gpumem-report then shows it as held until garbage collection, and the terminal summary, which
+# pytest's terminal reporter writes after this hook (a hook wrapper around it), does too.
+# Without this the interpreter would free it at exit, after the trace's last drain: Python's
+# finalization collects, gc.disable() or not (Python/pylifecycle.c, finalize_modules:
+# _PyGC_CollectNoFail), and pytest >= 8.4 collects at unconfigure itself (src/_pytest/
+# unraisableexception.py: gc_collect_harder in `cleanup` at 8.4.0, 315b3ae798fe; in
+# pytest_unconfigure at df87db7b0462); Debian's pytest 7.2 does not (7.2.0, 3af3f569d539). So this
+# runs the same finalizers a little earlier, never before a test's outcome.
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session):
+    if _on_gc is None:
+        return
+    try:
+        gc.collect()
+        _drain_torch_hook()
+    except Exception:
+        pass
+
+
+def pytest_unconfigure(config):
+    try:
+        _stop_gc_windows()
+    except Exception:
+        pass
 
 
 @pytest.hookimpl(hookwrapper=True, tryfirst=True)

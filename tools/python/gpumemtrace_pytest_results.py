@@ -8,13 +8,18 @@ libgpumemtrace.so in the process or with GPUMEMTRACE_PYTEST=0.
   (allocated during the test and still live when it ended) and its own peak (the most it had
   allocated and live at once; memory held before it began does not count), as gpumem-report finds
   them: `scopes[].leaked_bytes` and `scopes[].peak_bytes` (docs/report.md). Tests that leaked first.
+  A test whose memory only a reference cycle kept, until a later garbage collection freed it, is
+  noted "held until garbage collection" (`scopes[].held_until_gc_bytes`), not LEAKED.
   GPUMEMTRACE_PYTEST_SUMMARY=0 leaves it out.
 - Markers, as pytest-memray's limit_memory and limit_leaks:
       @pytest.mark.gpu_memory_limit("2 GiB")   # the test's own peak may not exceed 2 GiB
       @pytest.mark.gpu_leak_limit("1 MiB")     # it may not keep more than 1 MiB when its function returns
   measured over the test function, as pytest-memray measures its limits: when the call phase ends
-  (before the fixtures' teardown), the plugin settles memory as before a scope's end (gc.collect;
-  with PyTorch, synchronize and a drain of its history), makes the trace readable
+  (before the fixtures' teardown), the plugin settles memory as before a scope's end (with PyTorch,
+  synchronize and a drain of its history; for a test with gpu_leak_limit, a gc.collect() first, so
+  that what only a reference cycle holds is not counted against the limit: the marker asks for that
+  check, and the collect runs the finalizers of such cycles before the test's outcome, as
+  GPUMEMTRACE_PYTEST_GC=1 does for every test), makes the trace readable
   (gpumemtrace.flush()) and reads the test's scope, still open; over a limit, the test fails with a
   message naming the limit, the figure and where the memory was allocated. A test that already
   failed is left as it is. Sizes as gpumem-report reads them: "2 GiB", "512MB", "1.5G", 1048576
@@ -162,7 +167,7 @@ def _limit_failure(item, limits):
     gpumemtrace_pytest = sys.modules.get("gpumemtrace_pytest")
     if gpumemtrace_pytest is not None:
         try:
-            gpumemtrace_pytest._settle_memory()
+            gpumemtrace_pytest._settle_memory(collect="gpu_leak_limit" in wanted or None)
         except Exception:
             pass
     try:
@@ -228,6 +233,8 @@ def pytest_terminal_summary(terminalreporter):
     for s in scopes[:50]:
         note = ("  not checked: the test failed" if s.get("checked") is False
                 else "  LEAKED" if s.get("leaked_bytes") else "")
+        if s.get("held_until_gc_bytes"):
+            note += f"  held until garbage collection: {format_size(s['held_until_gc_bytes'])}"
         write(f"{s['name']:<{width}}  {format_size(s.get('leaked_bytes', 0)):>10}  {format_size(s.get('peak_bytes', 0)):>10}{note}")
     if len(scopes) > 50:
         write(f"... and {len(scopes) - 50} more (gpumem-report --format html shows them all)")

@@ -1,6 +1,7 @@
 // report/outputs/html/tests_view.js — the scoped leak checks (every pytest test under gpumemtrace,
 // gpumemtrace.scope(...)) as one sortable table: the test's name in full, its verdict, what it
-// leaked, its own peak, when it ran; a row opens to the stacks of its leaks.
+// leaked, what it held until a garbage collection (cyclic garbage, not a leak), its own peak, when it
+// ran; a row opens to the stacks of its leaks.
 (function () {
   "use strict";
   const GM = window.GpuMem || (window.GpuMem = {});
@@ -15,10 +16,16 @@
         (s.leaks || []).map((l) => h("div", { class: "leak" }, `${bytes(l.bytes)} in ${l.count}: `, stackCell(l.stack))),
         s.advice ? h("div", { class: "advice" }, s.advice) : null);
     };
+    const held = (s) => {
+      if (!s.held_until_gc_bytes) return h("span", { class: "muted" }, "–");
+      return h("details", { class: "leaks" }, h("summary", {}, `${bytes(s.held_until_gc_bytes)} in ${s.held_until_gc_count}`),
+        (s.held_until_gc || []).map((l) => h("div", { class: "leak" }, `${bytes(l.bytes)} in ${l.count}: `, stackCell(l.stack))));
+    };
     const columns = [
       { title: "Test", value: (s) => s.name, cell: (s) => h("span", { class: "test-name" }, s.name) },
       { title: "Result", value: (s) => (s.leaked_bytes ? 0 : s.checked === false || !s.closed ? 1 : 2), cell: (s) => h("span", { class: `result ${tone(s)}` }, verdict(s)) },
       { title: "Leaked", numeric: true, value: (s) => s.leaked_bytes || 0, cell: leaked },
+      { title: "Held until GC", numeric: true, value: (s) => s.held_until_gc_bytes || 0, cell: held },
       { title: "Peak", numeric: true, value: (s) => s.peak_bytes || 0, cell: (s) => bytes(s.peak_bytes || 0) },
       { title: "Took", numeric: true, value: (s) => s.end_time_ns - s.begin_time_ns, cell: (s) => seconds(s.end_time_ns - s.begin_time_ns) },
       { title: "Started at", numeric: true, value: (s) => s.begin_time_ns, cell: (s) => seconds(Math.max(0, s.begin_time_ns - t0)) },
@@ -26,7 +33,9 @@
     const leaking = scopes.filter((s) => s.leaked_bytes).length;
     return h("div", { class: "tests-view" },
       h("p", {}, `${scopes.length} test${scopes.length === 1 ? "" : "s"} or scope${scopes.length === 1 ? "" : "s"}; ${leaking} leaked. ` +
-        "Leaked: allocated during the test and still live when it ended. Peak: the most it had allocated and live at once " +
+        "Leaked: allocated during the test and still live when it ended. Held until GC: still live when it ended too, " +
+        "but freed by a later garbage collection (only a reference cycle kept it): not a leak. " +
+        "Peak: the most it had allocated and live at once " +
         "(memory held before it began does not count). Click a column to sort."),
       GM.sortableTable(ui, columns, scopes, [2, -1]));
   };

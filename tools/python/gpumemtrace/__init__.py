@@ -16,13 +16,16 @@ Without the library (the program runs untraced) everything here does nothing and
 
 scope_begin()/scope_end() are the plain calls; `api` says who opened the scope ("pytest" for the
 pytest plugin, "torch.backward" for the PyTorch hook; docs/trace-format.md lists them).
+gc_callback() gives a gc.callbacks entry that records each garbage collection that freed objects (the
+pytest plugin registers it).
 Thread-safety: every function may be called from any thread.
 """
 import contextlib
 import ctypes
 import threading
+import time
 
-__all__ = ["scope", "scope_begin", "scope_end", "active", "flush", "trace_path"]
+__all__ = ["scope", "scope_begin", "scope_end", "active", "flush", "trace_path", "gc_callback"]
 
 API = "gpumemtrace.scope"
 
@@ -95,6 +98,50 @@ def trace_path():
     fn.restype = ctypes.c_char_p
     path = fn()
     return path.decode("utf-8", "surrogateescape") if path else None
+
+
+def gc_callback():
+    """A gc.callbacks entry that writes a "gc" record (docs/trace-format.md) for each garbage
+    collection that freed objects, or None: no library, an older one without
+    gpumemtrace_report_gc(), or a time.monotonic_ns() that is not the trace's clock. The pytest plugin
+    registers it (docs/launcher.md): gpumem-report then tells memory a test kept from memory only a
+    reference cycle held until the collector ran.
+
+    The clock: time.monotonic_ns() is clock_gettime(CLOCK_MONOTONIC) on Linux (CPython,
+    Python/pytime.c, py_get_monotonic_clock; time.get_clock_info says so, and is asked), the clock
+    of every time in the trace (util/monotonic_clock.h), so a free the recorder stamps during the
+    collection lies between the two. Cost: CPython calls it at the "start" and the "stop" of every
+    collection, generation 0 included; a start reads the clock, a stop reads info["collected"] and
+    only when it is nonzero (most collections free nothing) makes one foreign call,
+    gpumemtrace_report_gc(began_ns), which takes the end itself (`make bench-pytest-gc`,
+    bench/pytest_gc_bench.py, measures it). A collection that collected nothing freed no object (a
+    finalizer that resurrected its object may have run: what it freed is not recorded as the
+    collection's). It never raises: an exception in a gc callback would be printed as unraisable.
+    Thread-safety: CPython runs callbacks on the collecting thread with the GIL held, and collections
+    never nest (gcmodule.c, gcstate->collecting), so one `began` serves them all."""
+    if time.get_clock_info("monotonic").implementation != "clock_gettime(CLOCK_MONOTONIC)":
+        return None  # not the trace's clock: the times would not compare
+    try:
+        report = ctypes.CDLL(None).gpumemtrace_report_gc
+    except (OSError, AttributeError):
+        return None
+    report.argtypes = [ctypes.c_uint64]
+    report.restype = ctypes.c_int
+    clock = time.monotonic_ns
+    began = 0
+
+    def on_gc(phase, info):
+        nonlocal began
+        if phase == "start":
+            began = clock()
+        elif began and info.get("collected"):
+            try:
+                report(began)
+            except Exception:
+                pass
+            began = 0
+
+    return on_gc
 
 
 class scope(contextlib.ContextDecorator):
