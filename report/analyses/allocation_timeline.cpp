@@ -26,6 +26,13 @@ int rank_of(uint8_t why) {
 }  // namespace
 
 bool AllocationTimelineAnalysis::SmallestOut::push(const Band& band, Band* evicted) {
+  // Full, and the band is no larger than the smallest kept: it is the one that gives way, without the
+  // heap's push and pop (the common case once the budget is full: a loop's equal blocks, each of them
+  // otherwise two walks of the heap).
+  if (capacity_ == 0 || (heap_.size() >= capacity_ && !larger(band, heap_.front()))) {
+    *evicted = band;
+    return true;
+  }
   heap_.push_back(band);
   std::push_heap(heap_.begin(), heap_.end(), [](const Band& a, const Band& b) { return larger(a, b); });
   if (heap_.size() <= capacity_) return false;
