@@ -48,7 +48,8 @@ std::vector<ProcessReport> analyze_all(const std::vector<TraceInput>& inputs, co
   AnalyzedInputs analyzed;
   {
     ProgressLine progress(STDERR_FILENO);
-    WhatIfRequest what_if{options.what_if, options.recorded_settings, !options.diff};
+    AnalysisRequest what_if{options.what_if, options.recorded_settings, !options.diff,
+                            options.format == OutputFormat::Html};  // only the page draws the timeline
     analyzed = analyze_inputs(inputs, suppressions, options.progress ? &progress : nullptr,
                               options.jobs ? options.jobs : default_jobs(), what_if);
   }  // the line is cleared here, before any warning or report is written

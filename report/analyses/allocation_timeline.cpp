@@ -180,7 +180,7 @@ void AllocationTimelineAnalysis::keep(const Band& band) {
 }
 
 void AllocationTimelineAnalysis::on_acquire(const Holding& h) {
-  if (h.level == Level::Host) return;  // pinned host memory: not the device's (memory_model.h)
+  if (h.level == Level::Host || !drawn_) return;  // pinned host memory: not the device's (memory_model.h)
   LevelState& level = level_of(h.device, h.level);
   const uint64_t before = level.live;
   level.live += h.size;
@@ -203,6 +203,10 @@ void AllocationTimelineAnalysis::on_acquire(const Holding& h) {
 
 void AllocationTimelineAnalysis::on_release(const Holding& h) {
   if (h.level == Level::Host) return;
+  if (!drawn_) {
+    if (sites_) sites_->on_lifetime(h.device, h.level, h.site, h.size, std::max(h.time_ns, model_.time_ns()) - h.time_ns, false);
+    return;
+  }
   LevelState& level = level_of(h.device, h.level);
   const uint64_t before = level.live;
   level.live -= std::min(level.live, h.size);
@@ -216,6 +220,7 @@ void AllocationTimelineAnalysis::on_release(const Holding& h) {
 }
 
 void AllocationTimelineAnalysis::on_oom(int32_t device) {
+  if (!drawn_) return;
   DeviceState& d = devices_.get(device);
   d.last_oom_pos = model_.position();
   ++d.ooms_total;
@@ -248,6 +253,10 @@ void AllocationTimelineAnalysis::finish(ProcessReport& out) {
   // What is still live: bands to the end of the trace (the process's last time, ProcessReport).
   const uint64_t end_ns = std::max(model_.time_ns(), out.last_time_ns);
   auto end_band = [&](const Holding& h) {
+    if (!drawn_) {
+      if (sites_) sites_->on_lifetime(h.device, h.level, h.site, h.size, 0, true);
+      return;
+    }
     Band band = band_of(h, true, end_ns);
     band.why |= TimelineBand::kAtEnd;
     const LevelState& level = level_of(h.device, h.level);
@@ -268,6 +277,7 @@ void AllocationTimelineAnalysis::finish(ProcessReport& out) {
   for (const auto& [addr, b] : model_.blocks()) {
     end_band(Holding{Level::Block, b.device, addr, b.size, b.site, b.position, b.torch, b.time_ns, addr, false});
   }
+  if (!drawn_) return;
 
   // Everything kept, most important first; beyond kMaxBands the rest gives way.
   std::vector<Band> all = std::move(ordinary_.bands());

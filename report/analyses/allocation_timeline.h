@@ -48,9 +48,11 @@ class AllocationTimelineAnalysis : public ModelListener {
   static constexpr size_t kMaxOoms = 100;
 
   // `sites`, when given, hears every lifetime (top_sites.h).
+  // `drawn` false: no output draws the timeline (only the HTML page does), so nothing of it is kept;
+  // `sites` still hears every lifetime.
   AllocationTimelineAnalysis(const MemoryModel& model, const Roles& roles, const SymbolTable& symbols,
-                             TopSites* sites)
-      : model_(model), roles_(roles), symbols_(symbols), sites_(sites) {}
+                             TopSites* sites, bool drawn = true)
+      : model_(model), roles_(roles), symbols_(symbols), sites_(sites), drawn_(drawn) {}
 
   void on_acquire(const Holding& h) override;
   void on_release(const Holding& h) override;
@@ -137,6 +139,7 @@ class AllocationTimelineAnalysis : public ModelListener {
   const SymbolTable& symbols_;
   TopSites* sites_;
   DeviceTable<DeviceState> devices_;
+  bool drawn_;
   SmallestOut ordinary_{kMaxOrdinary};
   SmallestOut pinned_{kMaxPinned};
 };

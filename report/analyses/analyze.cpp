@@ -79,20 +79,21 @@ std::unique_ptr<ByteSource> convert_snapshot(const std::string& path, snapshot::
 }  // namespace
 
 ProcessReport analyze_source(ByteSource& source, const std::string& name,
-                             const Suppressions& suppressions) {
+                             const Suppressions& suppressions, bool allocation_timeline) {
   SymbolTable symbols;
-  ProcessAnalyzer analyzer(symbols, suppressions);
+  ProcessAnalyzer analyzer(symbols, suppressions, allocation_timeline);
   ReadResult read = read_trace(source, name, symbols, analyzer);
   return analyzer.finish(name, read);
 }
 
 namespace {
 // analyze_file() without the what-if replays: the report's own pass.
-ProcessReport analyze_file_once(const std::string& path, const Suppressions& suppressions, ReadObserver* observer);
+ProcessReport analyze_file_once(const std::string& path, const Suppressions& suppressions, ReadObserver* observer,
+                                bool allocation_timeline);
 
 // The what-if replays (what_if.h): a second pass over the same file, when the report asks for one. The
 // model is fed by its own handler, so the first pass pays nothing for it.
-void replay_what_if(const std::string& path, const WhatIfRequest& request, ProcessReport& report) {
+void replay_what_if(const std::string& path, const AnalysisRequest& request, ProcessReport& report) {
   const std::vector<std::string> settings = what_if_settings(report, request);
   if (settings.empty()) return;
   std::unique_ptr<ByteSource> source;
@@ -114,14 +115,15 @@ void replay_what_if(const std::string& path, const WhatIfRequest& request, Proce
 }  // namespace
 
 ProcessReport analyze_file(const std::string& path, const Suppressions& suppressions, ReadObserver* observer,
-                           const WhatIfRequest& what_if) {
-  ProcessReport report = analyze_file_once(path, suppressions, observer);
+                           const AnalysisRequest& what_if) {
+  ProcessReport report = analyze_file_once(path, suppressions, observer, what_if.allocation_timeline);
   replay_what_if(path, what_if, report);
   return report;
 }
 
 namespace {
-ProcessReport analyze_file_once(const std::string& path, const Suppressions& suppressions, ReadObserver* observer) {
+ProcessReport analyze_file_once(const std::string& path, const Suppressions& suppressions, ReadObserver* observer,
+                                bool allocation_timeline) {
   if (snapshot::looks_like_pickle(path)) {
     // A PyTorch memory snapshot: converted to an ordinary trace in a temporary file, then read
     // exactly like a trace file.
@@ -129,7 +131,7 @@ ProcessReport analyze_file_once(const std::string& path, const Suppressions& sup
     std::unique_ptr<ByteSource> source = convert_snapshot(path, &stats);
     ProcessReport report;
     try {
-      report = analyze_source(*source, path, suppressions);
+      report = analyze_source(*source, path, suppressions, allocation_timeline);
     } catch (const TraceError& e) {  // a converter bug: name the pickle, not a line of a trace it never saw
       throw TraceError(path, 0, "PyTorch snapshot: converted trace is invalid: " + e.message());
     }
@@ -150,7 +152,7 @@ ProcessReport analyze_file_once(const std::string& path, const Suppressions& sup
     throw TraceError(path, 0, error.what());
   }
   if (observer) source = observed_byte_source(std::move(source), *observer);
-  return analyze_source(*source, path, suppressions);
+  return analyze_source(*source, path, suppressions, allocation_timeline);
 }
 }  // namespace
 
@@ -164,7 +166,7 @@ bool is_trace_name(std::string_view name) {
 
 std::optional<ProcessReport> analyze_one_of_many(const std::string& path, const Suppressions& suppressions,
                                                  ReadObserver* observer, std::vector<std::string>* warnings,
-                                                 const WhatIfRequest& what_if) {
+                                                 const AnalysisRequest& what_if) {
   std::error_code error;
   if (std::filesystem::file_size(path, error) == 0 && !error) {
     warnings->push_back(path + ": empty (0 bytes): the process ended before its trace was written; skipped");

@@ -14,14 +14,16 @@
 namespace gpumemtrace::report {
 
 // Throws TraceError for a malformed trace or one that cannot be read.
+// `allocation_timeline`: AnalysisRequest's (what_if.h).
 ProcessReport analyze_source(ByteSource& source, const std::string& name,
-                             const Suppressions& suppressions);
+                             const Suppressions& suppressions, bool allocation_timeline = true);
 // A file that starts like a binary pickle is a PyTorch memory snapshot: converted with
 // report/import/ and analyzed like a trace; a conversion error is a TraceError naming the file.
 // `observer`, when given, sees a trace file's bytes as they are read (not a snapshot's).
-// `what_if`: the allocator replays to run (what_if.h), as a second pass over the file when any is due.
+// `what_if`: the allocator replays to run (what_if.h), as a second pass over the file when any is due,
+// and whether the allocation timeline is kept.
 ProcessReport analyze_file(const std::string& path, const Suppressions& suppressions,
-                           ReadObserver* observer = nullptr, const WhatIfRequest& what_if = WhatIfRequest{});
+                           ReadObserver* observer = nullptr, const AnalysisRequest& what_if = AnalysisRequest{});
 
 // Files for the command-line arguments: a file stays as is; a directory becomes its traces
 // (*.jsonl, *.jsonl.zst, *.zst, PyTorch snapshots *.pickle/*.pkl; one per process), sorted by
@@ -35,6 +37,6 @@ std::vector<std::string> expand_inputs(const std::vector<std::string>& args);
 // a 0-byte one is an error.)
 std::optional<ProcessReport> analyze_one_of_many(const std::string& path, const Suppressions& suppressions,
                                                  ReadObserver* observer, std::vector<std::string>* warnings,
-                                                 const WhatIfRequest& what_if = WhatIfRequest{});
+                                                 const AnalysisRequest& what_if = AnalysisRequest{});
 
 }  // namespace gpumemtrace::report

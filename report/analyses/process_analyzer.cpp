@@ -12,13 +12,14 @@
 
 namespace gpumemtrace::report {
 
-ProcessAnalyzer::ProcessAnalyzer(const SymbolTable& symbols, const Suppressions& suppressions)
+ProcessAnalyzer::ProcessAnalyzer(const SymbolTable& symbols, const Suppressions& suppressions,
+                                 bool allocation_timeline)
     : symbols_(symbols),
       suppressions_(suppressions),
       roles_(symbols, suppressions),
       scopes_(model_, symbols, suppressions),
       scope_peaks_(roles_),
-      timeline_(model_, roles_, symbols, &top_sites_) {
+      timeline_(model_, roles_, symbols, &top_sites_, allocation_timeline) {
   model_.add_listener(&timeline_);  // before roles_: it asks a released block's role
   model_.add_listener(&roles_);
   model_.add_listener(&scopes_);
@@ -114,7 +115,10 @@ void ProcessAnalyzer::sample(const Event& e) {
   if (e.op == Op::Trim) return;  // a pool's event: no device state
   MemoryModel::DeviceState& state = model_.device_state(e.device);
   if (!state.timeline.due()) return;
-  TimelineSample s{e.t, state.reserved.live(), state.allocated.live()};
+  TimelineSample s;
+  s.time_ns = e.t;
+  s.reserved = state.reserved.live();
+  s.allocated = state.allocated.live();
   s.roles = roles_.split(e.device);
   s.has_roles = s.roles.bytes[static_cast<size_t>(Role::Other)] != s.roles.total();
   state.timeline.store(s);

@@ -42,8 +42,9 @@ namespace gpumemtrace::report {
 class ProcessAnalyzer : public TraceHandler {
  public:
   // `symbols` is filled by the reader as it goes (a stack is defined before its first use);
-  // `suppressions` holds the user's rules and the library rules in force.
-  ProcessAnalyzer(const SymbolTable& symbols, const Suppressions& suppressions);
+  // `suppressions` holds the user's rules and the library rules in force; `allocation_timeline`:
+  // whether the HTML's allocation timeline is kept (AnalysisRequest, what_if.h).
+  ProcessAnalyzer(const SymbolTable& symbols, const Suppressions& suppressions, bool allocation_timeline = true);
 
   void on_header(const Header& header) override { header_ = header; }
   void on_device(const DeviceInfo& info) override;

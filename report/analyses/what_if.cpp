@@ -71,7 +71,7 @@ WhatIfRow make_row(const allocator_model::DeviceReplay& r) {
 
 }  // namespace
 
-std::vector<std::string> what_if_settings(const ProcessReport& report, const WhatIfRequest& request) {
+std::vector<std::string> what_if_settings(const ProcessReport& report, const AnalysisRequest& request) {
   std::vector<std::string> out;
   if (!request.settings.empty()) {
     out.push_back("");
@@ -105,7 +105,7 @@ void WhatIfPass::on_allocator_settings(const Event& e) {
   for (allocator_model::AllocatorReplay& r : replays_) r.on_settings(e);
 }
 
-void WhatIfPass::finish(const WhatIfRequest& request, ProcessReport& report) {
+void WhatIfPass::finish(const AnalysisRequest& request, ProcessReport& report) {
   // results[setting][device]
   std::map<int32_t, std::vector<allocator_model::DeviceReplay>> by_device;
   for (allocator_model::AllocatorReplay& replay : replays_) {

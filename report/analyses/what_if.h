@@ -26,10 +26,13 @@
 
 namespace gpumemtrace::report {
 
-struct WhatIfRequest {
+// What the report asks of the analyses beyond the plain pass: the what-if replays, and whether the
+// HTML's allocation timeline is drawn (its bands cost every event a heap step; no other output uses it).
+struct AnalysisRequest {
   std::vector<std::string> settings;  // --what-if, PYTORCH_CUDA_ALLOC_CONF text (checked when parsed)
   std::string recorded;               // --recorded-settings: what the trace cannot tell
   bool automatic = true;              // try kCandidates on OOMs and fragmented peaks
+  bool allocation_timeline = true;    // keep the bands and buckets of allocation_timeline.h
 };
 
 inline constexpr const char* kCandidates[] = {"expandable_segments:True", "max_split_size_mb:128",
@@ -40,7 +43,7 @@ inline constexpr double kHelpsShare = 0.05;
 inline constexpr uint64_t kHelpsMin = 32ull << 20;
 
 // The settings to replay for this report (the recorded run first, as ""), or none.
-std::vector<std::string> what_if_settings(const ProcessReport& report, const WhatIfRequest& request);
+std::vector<std::string> what_if_settings(const ProcessReport& report, const AnalysisRequest& request);
 
 // The second pass: hands each event to one replay per setting. settings[0] must be "" (the recorded
 // run, checked against the recording).
@@ -51,7 +54,7 @@ class WhatIfPass : public TraceHandler {
   void on_event(const Event& e) override;
   void on_allocator_settings(const Event& e) override;
   // Fills report.what_if, and the advice of its OOMs and peaks.
-  void finish(const WhatIfRequest& request, ProcessReport& report);
+  void finish(const AnalysisRequest& request, ProcessReport& report);
 
  private:
   std::vector<std::string> settings_;

@@ -148,7 +148,7 @@ void refuse_output_among_inputs(const std::string& output, const std::vector<std
 }
 
 ProcessReport analyze_input(const TraceInput& input, const Suppressions& suppressions, ReadObserver* observer,
-                            const WhatIfRequest& what_if) {
+                            const AnalysisRequest& what_if) {
   if (input.spooled.empty()) return analyze_file(input.path, suppressions, observer, what_if);
   ProcessReport report;
   try {

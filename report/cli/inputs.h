@@ -59,6 +59,6 @@ void refuse_output_among_inputs(const std::string& output, const std::vector<std
 
 // analyze_file on `input`, with errors and the report naming `input.name`.
 ProcessReport analyze_input(const TraceInput& input, const Suppressions& suppressions, ReadObserver* observer,
-                            const WhatIfRequest& what_if = WhatIfRequest{});
+                            const AnalysisRequest& what_if = AnalysisRequest{});
 
 }  // namespace gpumemtrace::report

@@ -24,7 +24,7 @@ struct Outcome {
 };
 
 void analyze_one(const TraceInput& input, bool alone, const Suppressions& suppressions, ReadObserver* observer,
-                 const WhatIfRequest& what_if, Outcome& out) {
+                 const AnalysisRequest& what_if, Outcome& out) {
   try {
     if (alone || !input.spooled.empty()) {
       out.report = analyze_input(input, suppressions, observer, what_if);
@@ -39,7 +39,7 @@ void analyze_one(const TraceInput& input, bool alone, const Suppressions& suppre
 }  // namespace
 
 AnalyzedInputs analyze_inputs(const std::vector<TraceInput>& inputs, const Suppressions& suppressions,
-                              ProgressLine* progress, size_t jobs, const WhatIfRequest& what_if) {
+                              ProgressLine* progress, size_t jobs, const AnalysisRequest& what_if) {
   const bool alone = inputs.size() == 1;
   ReadObserver* observer = progress && progress->enabled() ? progress : nullptr;
   std::vector<Outcome> outcomes(inputs.size());

@@ -34,6 +34,6 @@ size_t default_jobs();
 // one thread, the number of traces with more. Throws the first failing input's error.
 // `what_if`: the allocator replays (what_if.h), per trace.
 AnalyzedInputs analyze_inputs(const std::vector<TraceInput>& inputs, const Suppressions& suppressions,
-                              ProgressLine* progress, size_t jobs, const WhatIfRequest& what_if = WhatIfRequest{});
+                              ProgressLine* progress, size_t jobs, const AnalysisRequest& what_if = AnalysisRequest{});
 
 }  // namespace gpumemtrace::report

@@ -23,7 +23,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     SymbolTable symbols;
     WhatIfPass pass({"", "expandable_segments:True", "max_split_size_mb:64,roundup_power2_divisions:4"}, "");
     read_trace(*again, "fuzz", symbols, pass);
-    pass.finish(WhatIfRequest{}, reports[0]);
+    pass.finish(AnalysisRequest{}, reports[0]);
     std::ostringstream sink;
     write_text(sink, reports, TextOptions{});
     sink << reports_to_json(reports).dump();

@@ -116,14 +116,20 @@ TEST(AllocationTimeline, WhatWasLiveAtAnOomStays) {
   EXPECT_GT(blocks.aggregated, 0u);
 }
 
-TEST(TopSites, CountsBytesAllocationsAndTemporaries) {
+namespace {
+TraceText top_sites_trace() {
   TraceText t = with_segment();
   t.ev("block_alloc", "block", kSegment, MiB).ev("block_free", "block", kSegment, 0)  // temporary: 10 ns
       .ev("block_alloc", "block", kSegment, 2 * MiB)
       .wait(2'000'000)                                                                   // lives 2 ms
       .ev("block_free", "block", kSegment, 0)
       .ev("block_alloc", "block", kSegment, 3 * MiB);                                    // live at the end
-  ProcessReport r = t.analyze();
+  return t;
+}
+}  // namespace
+
+TEST(TopSites, CountsBytesAllocationsAndTemporaries) {
+  ProcessReport r = top_sites_trace().analyze();
   const auto blocks = std::find_if(r.top_sites.begin(), r.top_sites.end(), [](const TopSitesReport& s) {
     return s.level == Level::Block;
   });
@@ -138,4 +144,28 @@ TEST(TopSites, CountsBytesAllocationsAndTemporaries) {
   ASSERT_EQ(blocks->by_peak.size(), 1u);
   EXPECT_EQ(blocks->by_peak[0].peak_bytes, 3 * MiB);
   ASSERT_EQ(blocks->by_temporary.size(), 1u);
+}
+
+// Without the HTML page nothing of the timeline is kept, and the top sites (every format's) are the same.
+TEST(TopSites, TheSameWhenTheTimelineIsNotDrawn) {
+  const ProcessReport drawn = top_sites_trace().analyze(true);
+  const ProcessReport not_drawn = top_sites_trace().analyze(false);
+  EXPECT_FALSE(drawn.allocation_timeline.devices.empty());
+  EXPECT_TRUE(not_drawn.allocation_timeline.devices.empty());
+  ASSERT_EQ(drawn.top_sites.size(), not_drawn.top_sites.size());
+  for (size_t i = 0; i < drawn.top_sites.size(); ++i) {
+    const TopSitesReport& a = drawn.top_sites[i];
+    const TopSitesReport& b = not_drawn.top_sites[i];
+    EXPECT_EQ(a.level, b.level);
+    EXPECT_EQ(a.sites, b.sites);
+    ASSERT_EQ(a.by_bytes.size(), b.by_bytes.size());
+    for (size_t j = 0; j < a.by_bytes.size(); ++j) {
+      EXPECT_EQ(a.by_bytes[j].bytes, b.by_bytes[j].bytes);
+      EXPECT_EQ(a.by_bytes[j].count, b.by_bytes[j].count);
+      EXPECT_EQ(a.by_bytes[j].temporary_count, b.by_bytes[j].temporary_count);
+      EXPECT_EQ(a.by_bytes[j].peak_bytes, b.by_bytes[j].peak_bytes);
+    }
+    EXPECT_EQ(a.by_temporary.size(), b.by_temporary.size());
+    EXPECT_EQ(a.by_peak.size(), b.by_peak.size());
+  }
 }

@@ -31,10 +31,11 @@ class TraceText {
     return *this;
   }
   // With a footer: a complete trace, so what is live at the end is a leak (a cut trace has none).
-  ProcessReport analyze() const {
+  // `allocation_timeline`: whether the HTML's allocation timeline is kept (AnalysisRequest).
+  ProcessReport analyze(bool allocation_timeline = true) const {
     const std::string text = text_ + "{\"type\":\"footer\"}\n";
     auto source = memory_byte_source(text);
-    return analyze_source(*source, "mem", Suppressions());
+    return analyze_source(*source, "mem", Suppressions(), allocation_timeline);
   }
 
  private:
