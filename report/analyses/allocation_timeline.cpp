@@ -180,7 +180,8 @@ void AllocationTimelineAnalysis::keep(const Band& band) {
 }
 
 void AllocationTimelineAnalysis::on_acquire(const Holding& h) {
-  if (h.level == Level::Host || !drawn_) return;  // pinned host memory: not the device's (memory_model.h)
+  if (h.level == Level::Host) return;  // pinned host memory: not the device's (memory_model.h)
+  if (!drawn_) return;                 // the top sites hear lifetimes, at release
   LevelState& level = level_of(h.device, h.level);
   const uint64_t before = level.live;
   level.live += h.size;
