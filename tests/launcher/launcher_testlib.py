@@ -19,14 +19,8 @@ PYTHON = os.path.realpath(sys.executable)  # the interpreter itself, not a pyenv
 sys.path.insert(0, os.path.join(ROOT, "tests"))
 from testenv import (SIGNALS_UNDER_TSAN, recorder_preload, sanitizer_runtime,  # noqa: E402,F401
                      signal_handlers_wait_for_waitpid)
-
-
-def is_elf(path):
-    try:
-        with open(path, "rb") as f:
-            return f.read(4) == b"\x7fELF"
-    except OSError:
-        return False
+sys.path.insert(0, os.path.join(ROOT, "packaging"))
+from elfcheck import is_elf  # noqa: E402,F401  (packaging/elfcheck.py: the bundle's ELF checks)
 
 
 class LauncherTestCase(unittest.TestCase):
