@@ -181,7 +181,6 @@ void AllocationTimelineAnalysis::keep(const Band& band) {
 
 void AllocationTimelineAnalysis::on_acquire(const Holding& h) {
   if (h.level == Level::Host) return;  // pinned host memory: not the device's (memory_model.h)
-  if (!drawn_) return;                 // the top sites hear lifetimes, at release
   LevelState& level = level_of(h.device, h.level);
   const uint64_t before = level.live;
   level.live += h.size;
@@ -204,10 +203,6 @@ void AllocationTimelineAnalysis::on_acquire(const Holding& h) {
 
 void AllocationTimelineAnalysis::on_release(const Holding& h) {
   if (h.level == Level::Host) return;
-  if (!drawn_) {
-    if (sites_) sites_->on_lifetime(h.device, h.level, h.site, h.size, std::max(h.time_ns, model_.time_ns()) - h.time_ns, false);
-    return;
-  }
   LevelState& level = level_of(h.device, h.level);
   const uint64_t before = level.live;
   level.live -= std::min(level.live, h.size);
@@ -216,12 +211,10 @@ void AllocationTimelineAnalysis::on_release(const Holding& h) {
   Band band = band_of(h, false, model_.time_ns());
   if (level.peak_pos && band.start_pos <= level.peak_pos) band.why |= TimelineBand::kAtPeak;
   if (band.start_pos <= devices_.get(h.device).last_oom_pos) band.why |= TimelineBand::kAtOom;
-  if (sites_) sites_->on_lifetime(band.device, band.level, band.site, band.size, band.end_ns - band.start_ns, false);
   keep(band);
 }
 
 void AllocationTimelineAnalysis::on_oom(int32_t device) {
-  if (!drawn_) return;
   DeviceState& d = devices_.get(device);
   d.last_oom_pos = model_.position();
   ++d.ooms_total;
@@ -253,32 +246,14 @@ void fill_level(TimelineLevel& out, uint64_t allocations, uint64_t peak, uint64_
 void AllocationTimelineAnalysis::finish(ProcessReport& out) {
   // What is still live: bands to the end of the trace (the process's last time, ProcessReport).
   const uint64_t end_ns = std::max(model_.time_ns(), out.last_time_ns);
-  auto end_band = [&](const Holding& h) {
-    if (!drawn_) {
-      if (sites_) sites_->on_lifetime(h.device, h.level, h.site, h.size, 0, true);
-      return;
-    }
+  model_.for_each_live([&](const Holding& h) {
     Band band = band_of(h, true, end_ns);
     band.why |= TimelineBand::kAtEnd;
     const LevelState& level = level_of(h.device, h.level);
     if (level.peak_pos && band.start_pos <= level.peak_pos) band.why |= TimelineBand::kAtPeak;
     if (band.start_pos <= devices_.get(h.device).last_oom_pos) band.why |= TimelineBand::kAtOom;
-    if (sites_) sites_->on_lifetime(band.device, band.level, band.site, band.size, 0, true);
     keep(band);
-  };
-  for (const auto& [addr, a] : model_.allocations()) {
-    if (a.kind == Kind::Host) continue;
-    end_band(Holding{Level::Allocation, a.device, addr, a.size, a.site, a.position, a.torch, a.time_ns, addr,
-                     a.has_blocks || a.torch});
-  }
-  for (const auto& [handle, a] : model_.physical()) {
-    end_band(Holding{Level::Physical, a.device, handle, a.size, a.site, a.position, a.torch, a.time_ns,
-                     model_.mapped_at(handle), false});
-  }
-  for (const auto& [addr, b] : model_.blocks()) {
-    end_band(Holding{Level::Block, b.device, addr, b.size, b.site, b.position, b.torch, b.time_ns, addr, false});
-  }
-  if (!drawn_) return;
+  });
 
   // Everything kept, most important first; beyond kMaxBands the rest gives way.
   std::vector<Band> all = std::move(ordinary_.bands());

@@ -47,12 +47,11 @@ class AllocationTimelineAnalysis : public ModelListener {
   static constexpr size_t kMaxStacks = 4000;
   static constexpr size_t kMaxOoms = 100;
 
-  // `sites`, when given, hears every lifetime (top_sites.h).
-  // `drawn` false: no output draws the timeline (only the HTML page does), so nothing of it is kept;
-  // `sites` still hears every lifetime.
+  // Registered with the model only when the HTML page is asked for (ProcessAnalyzer): no other
+  // output draws it. `sites`, when given, ranks the stacks it keeps (top_sites.h).
   AllocationTimelineAnalysis(const MemoryModel& model, const Roles& roles, const SymbolTable& symbols,
-                             TopSites* sites, bool drawn = true)
-      : model_(model), roles_(roles), symbols_(symbols), sites_(sites), drawn_(drawn) {}
+                             const TopSites* sites)
+      : model_(model), roles_(roles), symbols_(symbols), sites_(sites) {}
 
   void on_acquire(const Holding& h) override;
   void on_release(const Holding& h) override;
@@ -137,9 +136,8 @@ class AllocationTimelineAnalysis : public ModelListener {
   const MemoryModel& model_;
   const Roles& roles_;
   const SymbolTable& symbols_;
-  TopSites* sites_;
+  const TopSites* sites_;
   DeviceTable<DeviceState> devices_;
-  bool drawn_;
   SmallestOut ordinary_{kMaxOrdinary};
   SmallestOut pinned_{kMaxPinned};
 };

@@ -194,6 +194,23 @@ class MemoryModel {
   bool is_segment(uint64_t addr) const;
   // Where a physical handle is mapped (the last cuMemMap of it), 0 when it is not.
   uint64_t mapped_at(uint64_t handle) const;
+  // Every holding still live on a device (pinned host memory aside), as the listeners heard it
+  // acquired: allocations, physical chunks, then blocks.
+  template <typename Visit>
+  void for_each_live(Visit&& visit) const {
+    for (const auto& [addr, a] : allocations_) {
+      if (a.kind == Kind::Host) continue;
+      visit(Holding{Level::Allocation, a.device, addr, a.size, a.site, a.position, a.torch, a.time_ns, addr,
+                    a.has_blocks || a.torch});
+    }
+    for (const auto& [handle, a] : physical_) {
+      visit(Holding{Level::Physical, a.device, handle, a.size, a.site, a.position, a.torch, a.time_ns,
+                    mapped_at(handle), false});
+    }
+    for (const auto& [addr, b] : blocks_) {
+      visit(Holding{Level::Block, b.device, addr, b.size, b.site, b.position, b.torch, b.time_ns, addr, false});
+    }
+  }
   FragmentationPoint measure_fragmentation(int32_t device) const;
   // Whether the last meminfo (or block_oom with free bytes) applied was a usable reading: one whose
   // free bytes do not exceed the device's total (its own, else the device's known total). Others are

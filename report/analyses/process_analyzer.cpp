@@ -19,9 +19,14 @@ ProcessAnalyzer::ProcessAnalyzer(const SymbolTable& symbols, const Suppressions&
       roles_(symbols, suppressions),
       scopes_(model_, symbols, suppressions),
       scope_peaks_(roles_),
-      timeline_(model_, roles_, symbols, &top_sites_, allocation_timeline) {
-  model_.add_listener(&timeline_);  // before roles_: it asks a released block's role
+      top_sites_(model_),
+      timeline_(model_, roles_, symbols, &top_sites_),
+      allocation_timeline_(allocation_timeline) {
+  // Only the HTML page draws the allocation timeline, and it costs every release a step of its
+  // budgets: kept only when asked for.
+  if (allocation_timeline_) model_.add_listener(&timeline_);  // before roles_: it asks a released block's role
   model_.add_listener(&roles_);
+  model_.add_listener(&top_sites_);
   model_.add_listener(&scopes_);
   model_.add_listener(&scope_peaks_);  // after roles_: it asks an acquired holding's class
   model_.add_listener(&incidents_);
@@ -106,7 +111,7 @@ void ProcessAnalyzer::on_event(const Event& e) {
   if (e.op == Op::BlockOom || (e.op == Op::Alloc && e.result != 0)) {
     incidents_.on_failure(e, model_, roles_, settings_.cap(e.device));
   }
-  if (is_out_of_memory(e)) timeline_.on_oom(e.device);
+  if (allocation_timeline_ && is_out_of_memory(e)) timeline_.on_oom(e.device);
   if (e.op == Op::MemInfo && model_.reading_used()) incidents_.on_meminfo(e);
 }
 
@@ -186,8 +191,8 @@ ProcessReport ProcessAnalyzer::finish(const std::string& file, const ReadResult&
     for (DeviceSummary& d : out.devices) d.leaked_bytes = 0;
   }
   collect_growth(model_, clock_.windows_used(), symbols_, out.growth);
-  timeline_.finish(out);
-  top_sites_.finish(model_, symbols_, out);
+  top_sites_.finish(symbols_, out);              // first: the timeline ranks its stacks by the sites
+  if (allocation_timeline_) timeline_.finish(out);
   collect_time_to_oom(model_, out);
   incidents_.finish(out, symbols_);
   for (DeviceSummary& d : out.devices) {

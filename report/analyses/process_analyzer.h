@@ -94,6 +94,7 @@ class ProcessAnalyzer : public TraceHandler {
   ScopePeaks scope_peaks_;
   TopSites top_sites_;
   AllocationTimelineAnalysis timeline_;  // after roles_ and top_sites_, which it reads
+  bool allocation_timeline_;              // timeline_ is fed and finished (the HTML page asked for)
 };
 
 }  // namespace gpumemtrace::report

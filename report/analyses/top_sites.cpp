@@ -5,8 +5,16 @@
 
 namespace gpumemtrace::report {
 
-void TopSites::on_lifetime(int32_t device, Level level, SiteId site, uint64_t size, uint64_t lifetime_ns, bool live) {
-  const bool blocks = level == Level::Block;
+void TopSites::on_release(const Holding& h) {
+  if (h.level == Level::Host) return;  // pinned host memory: not the device's (memory_model.h)
+  on_lifetime(h, std::max(h.time_ns, model_.time_ns()) - h.time_ns, false);
+}
+
+void TopSites::on_lifetime(const Holding& h, uint64_t lifetime_ns, bool live) {
+  const int32_t device = h.device;
+  const SiteId site = h.site;
+  const uint64_t size = h.size;
+  const bool blocks = h.level == Level::Block;
   if (!last_ || last_site_ != site || last_device_ != device || last_blocks_ != blocks) {
     DeviceSites& d = devices_.get(device);
     last_ = &(blocks ? d.blocks : d.memory)[site];  // unordered_map elements never move
@@ -67,11 +75,12 @@ void TopSites::collect(int32_t device, Level level, const Sites& sites, const Le
   out.top_sites.push_back(std::move(report));
 }
 
-void TopSites::finish(const MemoryModel& model, const SymbolTable& symbols, ProcessReport& out) const {
+void TopSites::finish(const SymbolTable& symbols, ProcessReport& out) {
+  model_.for_each_live([&](const Holding& h) { on_lifetime(h, 0, true); });
   for (const auto& [device, d] : devices_.all()) {
     const MemoryModel::DeviceState* state = nullptr;
-    auto found = model.devices().find(device);
-    if (found != model.devices().end()) state = &found->second;
+    auto found = model_.devices().find(device);
+    if (found != model_.devices().end()) state = &found->second;
     if (!state) continue;
     collect(device, Level::Block, d.blocks, state->allocated, symbols, out);
     collect(device, Level::Allocation, d.memory, state->reserved, symbols, out);

@@ -3,8 +3,8 @@
 // and by temporary allocations (freed within kTemporaryNs of their allocation: churn that costs
 // allocator time, cudaMalloc/cudaFree above all), per device and level (blocks; CUDA level).
 //
-// Fed one lifetime per allocation by the allocation timeline (allocation_timeline.h), which sees
-// each one end; the peak ranking is the ledgers' peak snapshot (ledger.h).
+// A listener of the memory model: one lifetime per holding at its release, and those still live at
+// the end; the peak ranking is the ledgers' peak snapshot (ledger.h).
 // Memory: one entry per call site, device and level; nothing per event. Single-threaded.
 #pragma once
 
@@ -21,12 +21,13 @@ namespace gpumemtrace::report {
 inline constexpr uint64_t kTemporaryNs = 1'000'000;  // 1 ms
 inline constexpr size_t kMaxTopSites = 10;
 
-class TopSites {
+class TopSites : public ModelListener {
  public:
-  // One allocation: freed `lifetime_ns` after it was made, or still live at the end (`live`).
-  void on_lifetime(int32_t device, Level level, SiteId site, uint64_t size, uint64_t lifetime_ns, bool live);
-  // Fills out.top_sites, per device and level that allocated.
-  void finish(const MemoryModel& model, const SymbolTable& symbols, ProcessReport& out) const;
+  explicit TopSites(const MemoryModel& model) : model_(model) {}
+
+  void on_release(const Holding& h) override;
+  // Counts what is still live, then fills out.top_sites, per device and level that allocated.
+  void finish(const SymbolTable& symbols, ProcessReport& out);
 
   struct Totals {
     uint64_t bytes = 0, count = 0, temporary_bytes = 0, temporary_count = 0;
@@ -43,9 +44,12 @@ class TopSites {
   struct DeviceSites {
     Sites blocks, memory;
   };
+  // One holding: freed `lifetime_ns` after it was acquired, or still live at the end (`live`).
+  void on_lifetime(const Holding& h, uint64_t lifetime_ns, bool live);
   void collect(int32_t device, Level level, const Sites& sites, const Ledger& ledger, const SymbolTable& symbols,
                ProcessReport& out) const;
 
+  const MemoryModel& model_;
   DeviceTable<DeviceSites> devices_;
   // The last site counted: allocations come from a few sites in a row.
   Totals* last_ = nullptr;
