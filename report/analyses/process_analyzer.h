@@ -11,7 +11,7 @@
 //   oom_incidents         one incident per failed request, with a verdict; other failed calls
 //   growth                call sites that keep growing (its clock ticks here)
 //   allocation_timeline   every allocation that matters as a band, the rest aggregated (HTML)
-//   top_sites             call sites by bytes, count and temporary allocations (fed by the timeline)
+//   top_sites             call sites by bytes, count and temporary allocations (a model listener)
 // and, from the model at the end: peaks, fragmentation, leaks (leaks.h), then advice.
 //
 // Memory: the model's and each analysis's own bounds; nothing per event. Single-threaded.

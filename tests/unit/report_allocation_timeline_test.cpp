@@ -1,5 +1,5 @@
 // tests/unit/report_allocation_timeline_test.cpp — the allocation timeline's level of detail
-// (report/analyses/allocation_timeline.h) and the top sites it feeds (top_sites.h), through small
+// (report/analyses/allocation_timeline.h) and the top sites beside it (top_sites.h), through small
 // traces: what is kept individually, what gives way, and that the aggregate holds the bytes and time
 // of what gave way.
 #include <gtest/gtest.h>
