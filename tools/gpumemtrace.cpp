@@ -543,6 +543,8 @@ int main(int argc, char** argv) {
   };
   if (!python_dir.empty()) env.push_back({"PYTHONPATH", prepend_path("PYTHONPATH", python_dir)});
   if (g_quiet) env.push_back({var::kQuiet, "1"});  // -q: not even the recorder's line
+  // The launcher says where the traces go (below); the traced processes need not, unless asked.
+  if (!getenv(var::kVerbose)) env.push_back({var::kVerbose, "0"});
   // pytest loads the modules PYTEST_PLUGINS names: the plugin makes every test a scope.
   if (!python_dir.empty() && exists(python_dir + "/gpumemtrace_pytest.py", S_IFREG) &&
       !switched_off(var::kPytest))

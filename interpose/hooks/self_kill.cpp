@@ -8,11 +8,13 @@
 // handlers and without calling exit(), so the trace lost its last events and its footer. Here the
 // footer says "signal" with the signal's number, as for a signal that came from outside.
 //
-// Only kill() is interposed: raise(), abort() and pthread_kill() reach the kernel through tgkill
-// inside libc. The trace is finished only when the signal is certain to end the process at once:
-// aimed at this process (its pid, or 0: its process group), an action of "terminate" or "core" left
-// at SIG_DFL (SIGKILL always), and not blocked by the calling thread (a process-directed signal goes
-// to the sending thread first when it does not block it). Anything else goes through untouched.
+// kill() and killpg() are interposed (glibc's killpg calls its kill internally, not through ours):
+// raise(), abort() and pthread_kill() reach the kernel through tgkill inside libc. The trace is
+// finished only when the signal is certain to end the process at once: aimed at this process (its
+// pid, 0 or -(its process group): killpg(getpgrp(), SIGKILL) ends a whole job at once), an action of
+// "terminate" or "core" left at SIG_DFL (SIGKILL always), and not blocked by the calling thread (a
+// process-directed signal goes to the sending thread first when it does not block it). Anything else
+// goes through untouched.
 // Thread-safety: as finish_trace(); errno is the kernel's answer to kill() alone.
 #include <signal.h>
 #include <sys/syscall.h>
@@ -37,8 +39,13 @@ bool ends_process_by_default(int sig) {
   }
 }
 
+bool aimed_at_this_process(pid_t pid) {
+  // -1 is every process but the caller (kill(2), Linux).
+  return pid == 0 || pid == getpid() || (pid < -1 && -pid == getpgrp());
+}
+
 bool kills_this_process_now(pid_t pid, int sig) {
-  if (!ends_process_by_default(sig) || (pid != 0 && pid != getpid())) return false;
+  if (!ends_process_by_default(sig) || !aimed_at_this_process(pid)) return false;
   if (sig == SIGKILL) return true;
   struct sigaction now;
   if (sigaction(sig, nullptr, &now) != 0 || now.sa_handler != SIG_DFL) return false;
@@ -48,7 +55,9 @@ bool kills_this_process_now(pid_t pid, int sig) {
 
 }  // namespace
 
-extern "C" int kill(pid_t pid, int sig) {
+extern "C" {
+
+int kill(pid_t pid, int sig) {
   const int saved_errno = errno;
   if (kills_this_process_now(pid, sig))
     gpumemtrace::finish_trace("at kill", gpumemtrace::ProcessEnd::killed(sig));
@@ -56,3 +65,10 @@ extern "C" int kill(pid_t pid, int sig) {
   // What glibc's kill does; a raw system call as in exit.cpp (no dlsym from a signal handler).
   return static_cast<int>(syscall(SYS_kill, pid, sig));
 }
+
+int killpg(pid_t pgrp, int sig) {
+  if (pgrp < 0) return errno = EINVAL, -1;  // what glibc's killpg does
+  return kill(-pgrp, sig);
+}
+
+}  // extern "C"

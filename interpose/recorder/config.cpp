@@ -86,6 +86,13 @@ Config parse_config(const char* (*getenv_fn)(const char*), void (*warn)(const ch
   bool_setting(var::kDisable, &c.disabled);
   bool_setting(var::kSymbolize, &c.symbolize);
   bool_setting(var::kQuiet, &c.quiet);
+  if (const char* v = getenv_fn(var::kVerbose); v && strcasecmp(v, "auto") != 0) {
+    bool on = false;
+    if (parse_bool(v, &on))
+      c.verbose = on ? Verbosity::On : Verbosity::Off;
+    else
+      warn_bad(warn, var::kVerbose, v, "auto, 0 or 1");
+  }
   bool_setting(var::kFreeStacks, &c.free_stacks);
   bool_setting(var::kInternStacks, &c.intern_stacks);
   if (const char* v = getenv_fn(var::kPython); v && strcasecmp(v, "auto") != 0 &&

@@ -21,7 +21,8 @@ namespace gpumemtrace {
   X(kOnFull, "GPUMEMTRACE_ON_FULL") X(kRingEvents, "GPUMEMTRACE_RING_EVENTS")                            \
   X(kMaxBytes, "GPUMEMTRACE_MAX_BYTES") X(kFlushMs, "GPUMEMTRACE_FLUSH_MS")                              \
   X(kSymbolize, "GPUMEMTRACE_SYMBOLIZE") X(kExitTimeoutMs, "GPUMEMTRACE_EXIT_TIMEOUT_MS")                \
-  X(kQuiet, "GPUMEMTRACE_QUIET") X(kFreeStacks, "GPUMEMTRACE_FREE_STACKS")                               \
+  X(kQuiet, "GPUMEMTRACE_QUIET") X(kVerbose, "GPUMEMTRACE_VERBOSE")                                     \
+  X(kFreeStacks, "GPUMEMTRACE_FREE_STACKS")                                                              \
   X(kUnwind, "GPUMEMTRACE_UNWIND") X(kInternStacks, "GPUMEMTRACE_INTERN_STACKS")                         \
   X(kDisable, "GPUMEMTRACE_DISABLE") X(kBackend, "GPUMEMTRACE_BACKEND")                                  \
   X(kCuptiPath, "GPUMEMTRACE_CUPTI_PATH") X(kDriverStats, "GPUMEMTRACE_DRIVER_STATS")                    \
@@ -61,6 +62,12 @@ const char* closest_known_variable(const char* name);
 
 enum class OnFull { Wait, Drop };
 
+// Who says where a trace goes ("writing trace to ..."). Auto: only a process whose stderr is a
+// terminal and whose parent is not traced (the one a person started); a child process, whose stderr a
+// test may be comparing, says nothing unless something is wrong. On: every process. Off: none (the
+// launcher says it once itself). GPUMEMTRACE_QUIET=1 silences it whatever this says.
+enum class Verbosity { Auto, On, Off };
+
 // The trace's name when GPUMEMTRACE_OUTPUT gives none (unset, or a directory): zstd-compressed
 // (the writer compresses a name ending in .zst), about 20 times smaller than the text.
 inline constexpr const char* kDefaultTraceName = "gpumemtrace.%e.%p.jsonl.zst";
@@ -81,6 +88,7 @@ struct Config {
   bool symbolize = true;                                  // GPUMEMTRACE_SYMBOLIZE
   bool python_frames = true;                              // GPUMEMTRACE_PYTHON (auto = on)
   bool quiet = false;                                     // GPUMEMTRACE_QUIET
+  Verbosity verbose = Verbosity::Auto;                    // GPUMEMTRACE_VERBOSE
   int exit_timeout_ms = 5000;                             // GPUMEMTRACE_EXIT_TIMEOUT_MS
   // GPUMEMTRACE_MAX_BYTES: the trace size cap. Unset: 10% of the free space of the trace's file
   // system at start, clamped to [1 GiB, 64 GiB] (resolved by the writer, trace_cap_bytes).

@@ -3,7 +3,10 @@
 // Lifecycle, as a state machine in g_state:
 //   Uninit --first record()--> Starting --> Active --exit--> Stopped
 //                                      \--> Disabled (config, unwritable output, internal failure)
+//   Active --exec--> Executing --exec failed--> Active (the same trace goes on)
 //   fork child: Active/Starting --> Uninit (the child starts its own trace on its first event)
+//   a copy made without fork handlers (_Fork, clone): its first hook notices (fork_marker.h) and
+//   passes through from then on, with one line; the parent's state is never touched from there
 // Nothing is constructed before the first CUDA memory call, so a process that never makes one leaves
 // no file, and no ELF constructor ordering matters ("We cannot use a static initializer because that
 // leads to ordering problems of the ELF's constructors." — heapprofd).
@@ -31,8 +34,10 @@
 
 #include "cupti/backend.h"
 #include "interpose/python/python_stack.h"
+#include "interpose/recorder/fork_marker.h"
 #include "interpose/recorder/label_table.h"
 #include "interpose/recorder/line_queue.h"
+#include "interpose/recorder/program_stderr.h"
 #include "interpose/recorder/recorder_state.h"
 #include "interpose/recorder/thread_check.h"
 #include "interpose/recorder/unwind.h"
@@ -43,7 +48,7 @@
 namespace gpumemtrace {
 namespace {
 
-enum State : int { kUninit, kStarting, kActive, kDisabled, kStopped };
+enum State : int { kUninit, kStarting, kActive, kDisabled, kStopped, kExecuting };
 
 std::atomic<int> g_state{kUninit};
 RecorderShared* g_shared = nullptr;  // set once in start(); never freed (threads may still read it)
@@ -67,7 +72,10 @@ uint32_t thread_id() {
   return t_tid;
 }
 
+// Only to the stderr the program started with (program_stderr.h): never into a file of its own that
+// took descriptor 2 after it closed its stderr.
 void write_stderr(const char* text, size_t size) {
+  if (!stderr_is_the_programs()) return;
   const int saved = errno;
   ssize_t ignored = write(STDERR_FILENO, text, size);
   (void)ignored;
@@ -142,7 +150,7 @@ void on_fork_child() {
 
 // Runs once per process image (and again in a fork child). Precondition: this thread won the
 // Uninit -> Starting transition.
-void start() {
+void start_recorder() {
   const int saved_errno = errno;
   static bool process_handlers_registered = false;
   if (!process_handlers_registered) {
@@ -197,25 +205,70 @@ void start() {
   }
   g_trace_pid = getpid();
   install_signal_flush();
-  if (opening.note.empty())
-    log_info(("writing trace to " + opening.opened_path).c_str());
-  else  // a warning, not information: someone or something holds the expected name
+  if (!opening.note.empty())  // a warning, not information: someone or something holds the expected name
     log_line(("writing trace to " + opening.opened_path + " (" + opening.note + ")").c_str());
+  else if (says_where_its_trace_goes(cfg.verbose))
+    log_info(("writing trace to " + opening.opened_path).c_str());
   errno = saved_errno;
   g_state.store(kActive, std::memory_order_release);
 }
 
-// Returns true when the recorder is active (starting it if needed).
+void start() {
+  try {
+    start_recorder();
+  } catch (...) {
+    // Out of memory (RLIMIT_AS): nothing of ours may end the process.
+    disable("out of memory at start; tracing disabled");
+  }
+}
+
+// The first hook of a copy of the address space made without our atfork handler (_Fork, clone
+// without CLONE_VM, a raw fork): the recorder it inherited is the parent's, whose writer thread is not
+// here. Starting a writer of its own is not safe in such a child (locks the parent's threads held at
+// the fork stay held: malloc's, the loader's), so its hooks pass through, and it says so once.
+// Async-signal-safe (the child may only be allowed that much); g_state, which a CLONE_VM child would
+// share with its parent where the marker is only a pid (fork_marker.cpp), is left alone.
+bool untraced_copy() {
+  static std::atomic<bool> said{false};
+  if (!said.exchange(true, std::memory_order_relaxed)) {
+    char pid[24];
+    int n = 0;
+    char digits[24];
+    for (long p = getpid(); p > 0; p /= 10) digits[n++] = static_cast<char>('0' + p % 10);
+    int at = 0;
+    while (n > 0) pid[at++] = digits[--n];
+    pid[at] = '\0';
+    write_stderr_line({"gpumemtrace: process ", pid, " was made without fork handlers (_Fork, clone or a raw fork "
+                       "system call) after tracing began; its CUDA calls are not traced"});
+  }
+  return false;
+}
+
+// Returns true when the recorder is active (starting it if needed). An exec under way counts as active:
+// its events wait in the ring, for the image that replaces this one to drop, or for the trace to go on.
 bool ensure_active() {
   int st = g_state.load(std::memory_order_acquire);
-  if (st == kActive) return true;
-  if (st == kUninit && g_state.compare_exchange_strong(st, kStarting, std::memory_order_acq_rel)) {
-    start();
-    return g_state.load(std::memory_order_acquire) == kActive;
+  if (st == kActive) return !copied_without_fork_handler() || untraced_copy();
+  if (st == kUninit) {
+    arm_fork_marker();  // before any state a copy could inherit
+    if (g_state.compare_exchange_strong(st, kStarting, std::memory_order_acq_rel)) {
+      start();
+      return g_state.load(std::memory_order_acquire) == kActive;
+    }
   }
+  if (copied_without_fork_handler()) return untraced_copy();
   // Another thread is starting the recorder: wait for it (start-up takes well under a second).
-  while ((st = g_state.load(std::memory_order_acquire)) == kStarting) sched_yield();
-  return st == kActive;
+  while ((st = g_state.load(std::memory_order_acquire)) == kStarting) {
+    if (copied_without_fork_handler()) return untraced_copy();
+    sched_yield();
+  }
+  return st == kActive || st == kExecuting;
+}
+
+// Drains the ring and writes everything recorded so far through to the file now (the writer's loop
+// notices within a millisecond), waiting at most GPUMEMTRACE_EXIT_TIMEOUT_MS.
+void write_through() {
+  if (g_shared) (void)flush_now(g_shared->config.exit_timeout_ms);
 }
 
 std::atomic<bool> g_warned_label_table{false};
@@ -414,6 +467,9 @@ bool record(const EventFacts& facts) noexcept {
     for (unsigned spins = 0; !pushed; ++spins) {
       Writer* w = g_writer;
       if (!w || !w->alive()) break;
+      // A writer that no longer exists (its process is gone: a CLONE_VM child outliving its parent)
+      // drains nothing: checked now and then, never waited on.
+      if (spins % 1024 == 1023 && !w->thread_exists()) break;
       if (spins < 64) {
         sched_yield();
       } else {
@@ -427,6 +483,9 @@ bool record(const EventFacts& facts) noexcept {
   // The noted driver call served this event only (not, say, the meminfo recorded after an OOM).
   t_driver_api = nullptr;
   if (g_writer_lines.waiting()) print_queued_lines();
+  // An allocator's OOM reported through the custom API or PyTorch's history: in the file now (a
+  // failed CUDA call is written through by record_call, after its meminfo).
+  if (facts.op == format::Op::BlockOom) write_through();
   errno = saved_errno;
   return pushed;
 }
@@ -481,10 +540,12 @@ void record_call(EventFacts& e, const DeviceQueries& q) noexcept {
   if (e.op == format::Op::MemInfo) return;  // the program's own query: nothing to add
   const int32_t outcome = e.has_result ? e.result : kCudaSuccess;
   uint64_t free_bytes = 0, total_bytes = 0;
-  if (outcome == kCudaSuccess)
-    note_device(e.device, q);
-  else if (outcome == kCudaOutOfMemory && q.memory && q.memory(&free_bytes, &total_bytes))
+  if (outcome == kCudaSuccess) return note_device(e.device, q);
+  if (outcome == kCudaOutOfMemory && q.memory && q.memory(&free_bytes, &total_bytes))
     record_meminfo(e.device, q.meminfo_api, free_bytes, total_bytes);  // how much was really free
+  // A failed allocation is often the program's last act (CUDA_CHECK -> abort(), or a crash in its
+  // error path): it and everything before it are in the file before the call returns.
+  if (e.op == format::Op::Alloc || e.op == format::Op::Reserve || e.op == format::Op::Map) write_through();
 }
 
 void record_device_info(int32_t device, const char* name, uint64_t total_bytes, uint64_t free_bytes) noexcept {
@@ -516,17 +577,38 @@ void finish_trace(const char* when, const ProcessEnd& end) noexcept {
     // another thread. Returning at once would let the caller end the process before the footer is
     // written: wait for that end's writer instead, as long as it may take (waits only on atomics).
     in_time = g_writer->wait_finished(g_shared->config.exit_timeout_ms);
+  } else if (st == kExecuting && g_writer) {
+    // An exec is under way (another thread, or the code this signal interrupted): its checkpoint
+    // ends the trace with a footer; wait for that.
+    in_time = g_writer->wait_exec_checkpoint(g_shared->config.exit_timeout_ms);
   }
   if (!in_time)
     write_stderr_line({"gpumemtrace: the writer did not finish in time ", when, "; the trace may be incomplete"});
   print_queued_lines();
 }
 
-void recorder_before_exec() noexcept { finish_trace("before exec", ProcessEnd::exec()); }
+void recorder_before_exec() noexcept {
+  // A vfork child's exec (posix_spawn's too) replaces the child, not the process the trace is of.
+  if (getpid() != g_trace_pid || copied_without_fork_handler()) return;
+  print_queued_lines();
+  int st = kActive;
+  if (!g_state.compare_exchange_strong(st, kExecuting, std::memory_order_acq_rel) || !g_writer) return;
+  const Writer::ExecCheckpoint c = g_writer->checkpoint_for_exec(g_shared->config.exit_timeout_ms, ProcessEnd::exec());
+  if (c == Writer::ExecCheckpoint::TimedOut)
+    write_stderr_line({"gpumemtrace: the writer did not finish in time before exec; the trace may be incomplete"});
+  print_queued_lines();
+}
 
 void recorder_exec_failed() noexcept {
-  int st = kStopped;
-  if (!g_state.compare_exchange_strong(st, kStarting, std::memory_order_acq_rel)) return;
+  int st = kExecuting;
+  if (!g_state.compare_exchange_strong(st, kActive, std::memory_order_acq_rel)) return;
+  if (g_writer->alive()) {
+    // The same trace goes on: the ending the checkpoint wrote is cut off again (writer.h).
+    g_writer->resume_after_failed_exec();
+    return;
+  }
+  // The trace could not be cut back (a FIFO, a stream) and was finished: a new one starts.
+  g_state.store(kStarting, std::memory_order_release);
   g_writer = nullptr;  // finished; leaked on purpose (a straggling producer may still read it)
   g_shared->ring->reset();
   start();

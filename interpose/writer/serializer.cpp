@@ -9,8 +9,10 @@
 #include <cstdlib>
 #include <fstream>
 #include <iterator>
+#include <new>
 
 #include "cupti/backend.h"
+#include "interpose/recorder/recorder.h"
 #include "interpose/recorder/recorder_state.h"
 #include "interpose/writer/format_limits.h"
 #include "trace/alloc_conf.h"
@@ -135,9 +137,7 @@ HeaderInfo current_process_header(int stack_depth, bool drop_when_full) {
   return h;
 }
 
-TraceSerializer::TraceSerializer(std::string* out, bool symbolize) : out_(out), symbolize_(symbolize) {
-  if (symbolize_) symbolizer_ = std::make_unique<Symbolizer>();
-}
+TraceSerializer::TraceSerializer(std::string* out, bool symbolize) : out_(out), symbolize_(symbolize) {}
 
 void TraceSerializer::header(const HeaderInfo& info) {
   // At most kMaxCmdlineArgs arguments (the line stays under format::kMaxLineBytes), then a count.
@@ -175,7 +175,6 @@ void TraceSerializer::header(const HeaderInfo& info) {
   if (!info.pytorch_cuda_alloc_conf.empty()) j.str(f::kFieldEnvCudaAllocConf, info.pytorch_cuda_alloc_conf);
   if (!info.pytorch_hip_alloc_conf.empty()) j.str(f::kFieldEnvHipAllocConf, info.pytorch_hip_alloc_conf);
   j.end();
-  refresh_modules();
 }
 
 void TraceSerializer::refresh_modules() {
@@ -212,8 +211,8 @@ uint32_t TraceSerializer::native_frame_id(uintptr_t ip) {
   JsonLine j(out_);
   j.begin(f::kTypeFrame).unum(f::kFieldId, id).hex(f::kFieldIp, ip);
   if (mod) j.unum(f::kFieldModule, mod->id).hex(f::kFieldOffset, ip - mod->base);
-  if (symbolizer_) {
-    const Symbolized s = symbolizer_->symbolize(ip);
+  Symbolized s;
+  if (symbolize(ip, &s)) {
     j.str(f::kFieldFunction, s.outer.function);
     if (!s.outer.file.empty()) j.str(f::kFieldFile, s.outer.file).num(f::kFieldLine, std::max(s.outer.line, 0));
     if (!s.inlined.empty()) {
@@ -228,6 +227,25 @@ uint32_t TraceSerializer::native_frame_id(uintptr_t ip) {
   }
   j.end();
   return id;
+}
+
+bool TraceSerializer::symbolize(uintptr_t ip, Symbolized* out) {
+  if (!symbolize_) return false;
+  try {
+    // Made on the first frame, not with the serializer: the trace's header does not wait for it.
+    if (!symbolizer_) symbolizer_ = std::make_unique<Symbolizer>();
+    *out = symbolizer_->symbolize(ip);
+    return true;
+  } catch (const std::bad_alloc&) {
+    // Out of memory (RLIMIT_AS), here or in libdw (whose own handler would exit the process:
+    // symbolizer.h): frames go on with module and offset only, which gpumem-report can name later.
+    // The symbolizer's state is left as the failure left it, never used again.
+    (void)symbolizer_.release();
+    symbolize_ = false;
+    log_line("out of memory while naming frames; symbolization turned off (gpumem-report names them from the "
+             "module files)");
+    return false;
+  }
 }
 
 uint32_t TraceSerializer::python_frame_id(const python::PythonFrameRef& ref) {

@@ -94,6 +94,8 @@ class TraceSerializer {
 
  private:
   uint32_t native_frame_id(uintptr_t ip);
+  // Names `ip` (false: symbolization is off, or has just been turned off for lack of memory).
+  bool symbolize(uintptr_t ip, Symbolized* out);
   uint32_t python_frame_id(const python::PythonFrameRef& ref);
   uint32_t stack_id(const EventRecord& r);
   uint32_t site_id(const EventRecord& r, uint32_t stack);

@@ -4,6 +4,8 @@
 #include <elfutils/libdwfl.h>
 #include <unistd.h>
 
+#include <new>
+
 #include "interpose/writer/private_fds.h"
 
 namespace gpumemtrace {
@@ -30,6 +32,12 @@ int find_elf_fd_high(Dwfl_Module* mod, void** userdata, const char* module_name,
                      char** file_name, Elf** elfp) {
   return move_fd_high(dwfl_linux_proc_find_elf(mod, userdata, module_name, base, file_name, elfp));
 }
+
+// libdw's own handler for an allocation that failed calls error(EXIT_FAILURE): the program would exit
+// with status 1 (its buffered output lost) for lack of memory in our thread. Ours throws instead; the
+// serializer catches it and turns symbolization off (serializer.cpp). libdw calls the handler before it
+// takes any lock, and the Dwfl is never used again afterwards.
+[[noreturn]] void libdw_out_of_memory() { throw std::bad_alloc(); }
 
 const Dwfl_Callbacks kCallbacks = {
     find_elf_fd_high,
@@ -69,6 +77,8 @@ Symbolized Symbolizer::symbolize(uintptr_t return_address) {
   const Dwarf_Addr addr = return_address - 1;
   Dwfl_Module* mod = dwfl_addrmodule(impl_->dwfl, addr);
   if (!mod) return Symbolized{};
+  Dwarf_Addr bias = 0;
+  if (Dwarf* dwarf = dwfl_module_getdwarf(mod, &bias)) dwarf_new_oom_handler(dwarf, libdw_out_of_memory);
   return symbolize_in_module(mod, addr, &impl_->units);
 }
 

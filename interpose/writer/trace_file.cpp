@@ -202,6 +202,7 @@ bool TraceFile::write_all(const char* data, size_t size, std::string* error) {
   while (size > 0) {
     const ssize_t n = ::write(fd_, data, size);
     if (n > 0) {
+      written_ += static_cast<uint64_t>(n);
       data += n;
       size -= static_cast<size_t>(n);
       stalled_ms = 0;
@@ -222,13 +223,28 @@ bool TraceFile::write_all(const char* data, size_t size, std::string* error) {
   return true;
 }
 
-bool TraceFile::remove_if_empty() {
+bool TraceFile::can_cut_back() const {
   struct stat st;
-  if (!created_ || !still_ours() || fstat(fd_, &st) != 0 || st.st_size != 0) return false;
-  // Only when the name still is this file: another may have taken it since.
-  struct stat at_path;
-  if (lstat(path_.c_str(), &at_path) != 0 || at_path.st_dev != dev_ || at_path.st_ino != ino_) return false;
-  return ::unlink(path_.c_str()) == 0;
+  return created_ && still_ours() && fstat(fd_, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+bool TraceFile::cut_back_to(uint64_t size, bool* removed) {
+  *removed = false;
+  if (!can_cut_back()) return false;
+  if (size == 0) {
+    // Only when the name still is this file: another may have taken it since.
+    struct stat at_path;
+    if (lstat(path_.c_str(), &at_path) == 0 && at_path.st_dev == dev_ && at_path.st_ino == ino_ &&
+        ::unlink(path_.c_str()) == 0) {
+      *removed = true;
+      return true;
+    }
+  }
+  // Shrinking is allowed whatever RLIMIT_FSIZE says; the next write lands at `size`, not past it.
+  if (ftruncate(fd_, static_cast<off_t>(size)) != 0 || lseek(fd_, static_cast<off_t>(size), SEEK_SET) < 0)
+    return false;
+  written_ = size;
+  return true;
 }
 
 void TraceFile::close_if_ours() {

@@ -17,6 +17,8 @@
 
 #include <sys/types.h>
 
+#include <cstdint>
+
 #include <string>
 
 namespace gpumemtrace {
@@ -51,9 +53,18 @@ class TraceFile {
   // Closes the descriptor when it is still ours (a number the program reused is left alone).
   void close_if_ours();
 
-  // Removes the file when it is one we created and nothing could be written into it (the disk was
-  // full at start): no empty trace is left behind. True when removed.
-  bool remove_if_empty();
+  // Bytes written through this descriptor since the file was created (its size, for a file we
+  // created: it is never opened O_APPEND).
+  uint64_t written() const { return written_; }
+
+  // True for a regular file we created that is still ours: it can be cut back (cut_back_to).
+  bool can_cut_back() const;
+
+  // Cuts a file we created back to its first `size` bytes (a point where everything before is whole:
+  // the end of a line, of a zstd block or frame) and writes on from there. Where `size` is 0, the file
+  // is removed instead, when its name still is this file (no empty trace is left behind), and
+  // `*removed` is set. False when the file cannot be cut back (not ours, not a regular file).
+  bool cut_back_to(uint64_t size, bool* removed);
 
   static constexpr int kStallMs = 10000;
 
@@ -65,6 +76,7 @@ class TraceFile {
 
   std::string path_;
   int fd_ = -1;
+  uint64_t written_ = 0;
   dev_t dev_ = 0;
   ino_t ino_ = 0;
   bool named_ = false;     // the user named this path: symlinks on it may be followed on reopen

@@ -4,9 +4,12 @@
 #include <pthread.h>
 #include <signal.h>
 #include <sys/statvfs.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 #include <time.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 
 #include "interpose/recorder/recorder.h"
@@ -52,6 +55,7 @@ Writer::~Writer() = default;
 
 Writer* Writer::start(RecorderShared* shared, TraceOpening* opening) {
   Writer* w = new Writer(shared, opening);
+  w->owner_pid_ = getpid();
   // Block every signal in the new thread (the mask is inherited at creation), then restore ours.
   sigset_t all, old;
   sigfillset(&all);
@@ -108,6 +112,16 @@ bool Writer::flush(int timeout_ms) {
          flushes_done_.load(std::memory_order_acquire) >= ticket;
 }
 
+bool Writer::thread_exists() const {
+  const long tid = tid_.load(std::memory_order_acquire);
+  if (tid == 0) return true;  // not running yet: start() is still waiting for it
+  const int saved_errno = errno;
+  // Signal 0 to the thread in the process that started it: ESRCH once that process is gone.
+  const bool exists = syscall(SYS_tgkill, owner_pid_, tid, 0) == 0 || errno != ESRCH;
+  errno = saved_errno;
+  return exists;
+}
+
 bool Writer::flush_buffer(bool sync_sink) {
   if (output_failed_) {
     buffer_.clear();
@@ -118,12 +132,22 @@ bool Writer::flush_buffer(bool sync_sink) {
   buffer_.clear();
   if (ok && sync_sink) ok = sink_->flush();
   if (!ok) {
-    // Keep draining (so no producer waits forever) but stop tracing: hooks become pass-throughs.
-    output_failed_ = true;
-    stop_recording();
-    log_line(("cannot write the trace: " + sink_->error() + "; tracing stopped").c_str());
+    output_failed("cannot write the trace: " + sink_->error());
+  } else if (sync_sink || !zstd_) {
+    whole_bytes_ = file_.written();  // whole lines; for zstd, whole blocks only after a flush
   }
   return ok;
+}
+
+// Keep draining (so no producer waits forever) but stop tracing: hooks become pass-throughs. What
+// was written stays readable: a half line or half zstd block at the end is cut off (a file size limit
+// stops a write in the middle), and a trace with nothing whole in it is removed.
+void Writer::output_failed(const std::string& why) {
+  output_failed_ = true;
+  stop_recording();
+  log_line((why + "; tracing stopped").c_str());
+  bool removed = false;
+  if (file_.cut_back_to(whole_bytes_, &removed) && removed) log_line(("removed the empty trace " + file_.path()).c_str());
 }
 
 void Writer::publish_devices() {
@@ -199,35 +223,117 @@ bool Writer::drain_once(size_t max_records) {
   return n > 0;
 }
 
-// The writer thread's first steps: a descriptor table of its own, then the trace, opened in it. Tells
-// start() how that went; never touches `opening_` afterwards (it belongs to start()).
+// The writer thread's first steps: a descriptor table of its own, then the trace, opened in it, and
+// its header line, written through. Tells start() how that went; never touches `opening_` afterwards
+// (it belongs to start()).
 bool Writer::open_trace() {
   mark_thread_internal();
+  tid_.store(syscall(SYS_gettid), std::memory_order_release);
   TraceOpening& o = *opening_;
   // Its stderr is /dev/null then: its warnings go through a program thread.
   if (make_private_fd_table() == FdTable::Private) route_log_lines_through_program_threads();
   const bool opened = open_trace_file(o.path, o.named, &file_, &o.note, &o.error, &o.streams);
   if (opened) {
     o.opened_path = file_.path();
-    sink_ = make_file_sink(&file_, util::ends_with(file_.path(), ".zst"));
+    zstd_ = util::ends_with(file_.path(), ".zst");
+    sink_ = make_file_sink(&file_, zstd_);
+    // Symbols are looked up from the first frame on, not here: the header is not kept waiting.
+    serializer_ = std::make_unique<TraceSerializer>(&buffer_, shared_->config.symbolize);
+    const Config& cfg = shared_->config;
+    max_bytes_ = trace_cap_bytes(cfg, file_.fd());
+    serializer_->header(current_process_header(cfg.stack_depth, cfg.on_full == OnFull::Drop));
+    // Nothing could be written (a full disk, a file size limit): no empty trace is left behind.
+    flush_buffer(true);
   }
   opening_ = nullptr;
   start_state_.store(opened ? kOpened : kFailed, std::memory_order_release);
   return opened;
 }
 
+// The records a finished trace ends with: what was stranded in the ring (claimed, never published),
+// the live summary of a capped trace, the footer; then the zstd frame's end.
+void Writer::write_ending(uint64_t stranded) {
+  if (stranded) {
+    drops_written_ += stranded;
+    serializer_->dropped(stranded, drops_written_);
+  }
+  if (capped_ && !output_failed_) write_live_summary();
+  serializer_->footer(serializer_->events_written(), drops_written_, util::monotonic_ns(), not_written_, end_);
+  flush_buffer(true);
+  if (!output_failed_ && !sink_->finish()) log_line(("cannot finish the trace: " + sink_->error()).c_str());
+  if (!output_failed_) whole_bytes_ = file_.written();
+}
+
+// An exec asked for a checkpoint (checkpoint_for_exec): serves it until the exec failed. False when
+// the trace was finished instead (it cannot be cut back) and the thread is to end.
+bool Writer::serve_exec() {
+  drain_once(SIZE_MAX);
+  publish_devices();
+  note_drops();
+  serializer_->refresh_modules();
+  if (!file_.can_cut_back() || output_failed_) return false;  // finished as at exit, by run()
+  // The point the trace goes on from: everything written, the zstd frame ended (a decoder reads the
+  // frames that follow as one text).
+  flush_buffer(true);
+  if (!output_failed_ && !sink_->finish()) output_failed("cannot write the trace: " + sink_->error());
+  const uint64_t resume_at = file_.written();
+  const uint64_t bytes_written = bytes_written_, drops_written = drops_written_;
+  write_ending(shared_->ring->approx_size());
+  int phase = kExecRequested;
+  if (exec_phase_.compare_exchange_strong(phase, kExecCheckpointed, std::memory_order_acq_rel)) {
+    // The exec replaces the image (and this thread with it), or fails and says so.
+    while (exec_phase_.load(std::memory_order_acquire) == kExecCheckpointed &&
+           !stop_requested_.load(std::memory_order_acquire))
+      sleep_us(200);
+  }
+  if (exec_phase_.load(std::memory_order_acquire) != kExecResume) return true;  // stopped meanwhile
+  bool removed = false;
+  if (!output_failed_ && !file_.cut_back_to(resume_at, &removed))
+    output_failed("cannot cut the trace back after a failed exec");
+  whole_bytes_ = resume_at;
+  bytes_written_ = bytes_written;
+  drops_written_ = drops_written;
+  exec_phase_.store(kNoExec, std::memory_order_release);
+  return true;
+}
+
+Writer::ExecCheckpoint Writer::checkpoint_for_exec(int timeout_ms, const ProcessEnd& end) {
+  end_ = end;
+  exec_phase_.store(kExecRequested, std::memory_order_release);
+  const bool done = wait_until([&] { return !alive() || exec_phase_.load(std::memory_order_acquire) == kExecCheckpointed; },
+                               timeout_ms);
+  if (!done) return ExecCheckpoint::TimedOut;
+  return alive() ? ExecCheckpoint::Ready : ExecCheckpoint::Finished;
+}
+
+bool Writer::wait_exec_checkpoint(int timeout_ms) {
+  return wait_until([&] { return !alive() || exec_phase_.load(std::memory_order_acquire) == kExecCheckpointed; },
+                    timeout_ms);
+}
+
+void Writer::resume_after_failed_exec() { exec_phase_.store(kExecResume, std::memory_order_release); }
+
 void Writer::run() {
   if (!open_trace()) return;  // start() joins this thread and deletes the writer
-  serializer_ = std::make_unique<TraceSerializer>(&buffer_, shared_->config.symbolize);
-  const Config& cfg = shared_->config;
-  max_bytes_ = trace_cap_bytes(cfg, file_.fd());
-  serializer_->header(current_process_header(cfg.stack_depth, cfg.on_full == OnFull::Drop));
-  // Nothing could be written (a full disk, a file size limit): leave no empty trace behind.
-  if (!flush_buffer(true) && file_.remove_if_empty()) log_line(("removed the empty trace " + file_.path()).c_str());
+  try {
+    run_until_stopped();
+  } catch (...) {
+    // Out of memory (RLIMIT_AS), most likely: nothing of ours may end the process. Tracing stops with
+    // one line; what was written whole stays.
+    if (!output_failed_) output_failed("the writer ran out of memory");
+  }
+  file_.close_if_ours();
+  finished_.store(true, std::memory_order_release);
+}
 
+void Writer::run_until_stopped() {
+  serializer_->refresh_modules();
+  flush_buffer(true);
+  const Config& cfg = shared_->config;
   const uint64_t flush_interval_ns = static_cast<uint64_t>(cfg.flush_ms) * 1000000ull;
   uint64_t last_flush = util::monotonic_ns();
   for (;;) {
+    if (exec_phase_.load(std::memory_order_acquire) != kNoExec && !serve_exec()) break;
     const bool stopping = stop_requested_.load(std::memory_order_acquire);
     const bool got = drain_once(4096);
     publish_devices();
@@ -252,16 +358,9 @@ void Writer::run() {
     }
     if (!got) sleep_us(1000);
   }
-  // Anything still claimed but unpublished is lost: count it so the trace says so.
-  const uint64_t stranded = shared_->ring->approx_size();
-  if (stranded) shared_->dropped.fetch_add(stranded, std::memory_order_relaxed);
+  // Anything still claimed but unpublished is lost: counted, so the trace says so.
   note_drops();
-  if (capped_ && !output_failed_) write_live_summary();
-  serializer_->footer(serializer_->events_written(), drops_written_, util::monotonic_ns(), not_written_, end_);
-  flush_buffer(true);
-  if (!output_failed_ && !sink_->finish()) log_line(("cannot finish the trace: " + sink_->error()).c_str());
-  file_.close_if_ours();
-  finished_.store(true, std::memory_order_release);
+  write_ending(shared_->ring->approx_size());
 }
 
 }  // namespace gpumemtrace

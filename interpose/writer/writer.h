@@ -34,13 +34,17 @@ struct TraceOpening {
 class Writer {
  public:
   // Starts the writer thread (all signals blocked, so it never takes the program's signals), which
-  // takes a descriptor table of its own (private_fds.h) and opens the trace there
-  // (open_trace_file); returns once the trace is open. Null when it could not be opened or the thread
-  // not started, with the reason in `opening->error`.
+  // takes a descriptor table of its own (private_fds.h), opens the trace there (open_trace_file) and
+  // writes its header line through to the file; returns once that is done, so that a process killed
+  // right after its first CUDA call leaves a trace with its header, never an empty file. Null when the
+  // trace could not be opened or the thread not started, with the reason in `opening->error`.
   static Writer* start(RecorderShared* shared, TraceOpening* opening);
 
-  // False once the thread has finished (stopped, or its output failed): producers then stop waiting.
+  // False once the thread has finished (stopped, or its output failed), or no longer exists (the
+  // process that ran it is gone: a CLONE_VM child outliving its parent): producers then stop waiting.
+  // The second check is a system call: for waits, not for the hot path.
   bool alive() const { return !finished_.load(std::memory_order_acquire); }
+  bool thread_exists() const;
 
   // Fork child: the parent's writer thread does not exist here. Closes the trace's descriptor when the
   // child's table has it (a writer that shared the program's table), so that the child can never
@@ -60,17 +64,37 @@ class Writer {
   // `timeout_ms`. True when done in time. Safe from any thread.
   bool flush(int timeout_ms);
 
+  // exec is about to replace the program image. The thread drains and writes everything, ends the
+  // zstd frame (the point a failed exec comes back to), then writes the ending a finished trace has
+  // (footer with `end`) and waits, draining nothing more, for resume_after_failed_exec(); waits at
+  // most `timeout_ms` for that. Where the trace cannot be cut back (a FIFO, a stream, a file that is
+  // no longer ours), the thread finishes the trace as stop() does instead, and ends.
+  enum class ExecCheckpoint { Ready, Finished, TimedOut };
+  ExecCheckpoint checkpoint_for_exec(int timeout_ms, const ProcessEnd& end);
+  // Waits at most `timeout_ms` for a checkpoint asked for before (by the code a signal handler
+  // interrupted) to be written. True when it was. Async-signal-safe.
+  bool wait_exec_checkpoint(int timeout_ms);
+  // The exec failed: the ending is cut off again (the file is cut back to the checkpoint) and the
+  // trace goes on, the same file, the same process. Safe from any thread; returns at once.
+  void resume_after_failed_exec();
+
  private:
   enum StartState : int { kOpening, kOpened, kFailed };
 
   Writer(RecorderShared* shared, TraceOpening* opening);
   ~Writer();
+  enum ExecPhase : int { kNoExec, kExecRequested, kExecCheckpointed, kExecResume };
+
   bool open_trace();
   void run();
+  void run_until_stopped();
   bool drain_once(size_t max_records);
   void publish_devices();
   void note_drops();
   bool flush_buffer(bool sync_sink);
+  void output_failed(const std::string& why);
+  void write_ending(uint64_t stranded);
+  bool serve_exec();
   void write_event(const EventRecord& r);
   uint32_t stack_of(const EventRecord& r);
   void write_live_summary();
@@ -83,6 +107,12 @@ class Writer {
   std::unique_ptr<TraceSerializer> serializer_;  // created in the thread (symbolizer start-up)
   std::string buffer_;
   bool output_failed_ = false;
+  bool zstd_ = false;
+  // The file's size up to which everything is whole (a line's end, a zstd block's end): where a
+  // failed write cuts it back to, so that no half line or half block is left for the reader.
+  uint64_t whole_bytes_ = 0;
+  std::atomic<long> tid_{0};  // the thread's id (gettid), once it runs
+  long owner_pid_ = 0;        // the process that started the thread
   uint64_t drops_written_ = 0;
   uint64_t max_bytes_ = 0;       // the cap on the trace text; 0: none (live_ is then not kept)
   uint64_t bytes_written_ = 0;   // trace text handed to the sink (before compression)
@@ -95,6 +125,7 @@ class Writer {
   std::atomic<uint64_t> flush_requests_{0};  // flush() calls so far
   std::atomic<uint64_t> flushes_done_{0};    // requests the thread has served
   std::atomic<bool> finished_{false};
+  std::atomic<int> exec_phase_{kNoExec};
 };
 
 }  // namespace gpumemtrace
