@@ -604,7 +604,7 @@ void recorder_exec_failed() noexcept {
   if (!g_state.compare_exchange_strong(st, kActive, std::memory_order_acq_rel)) return;
   if (g_writer->alive()) {
     // The same trace goes on: the ending the checkpoint wrote is cut off again (writer.h).
-    g_writer->resume_after_failed_exec();
+    (void)g_writer->resume_after_failed_exec(g_shared->config.exit_timeout_ms);
     return;
   }
   // The trace could not be cut back (a FIFO, a stream) and was finished: a new one starts.

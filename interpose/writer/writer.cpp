@@ -298,6 +298,9 @@ bool Writer::serve_exec() {
 }
 
 Writer::ExecCheckpoint Writer::checkpoint_for_exec(int timeout_ms, const ProcessEnd& end) {
+  // A failed exec's resumption that did not finish in time is finished first.
+  if (!wait_until([&] { return !alive() || exec_phase_.load(std::memory_order_acquire) == kNoExec; }, timeout_ms))
+    return ExecCheckpoint::TimedOut;
   end_ = end;
   exec_phase_.store(kExecRequested, std::memory_order_release);
   const bool done = wait_until([&] { return !alive() || exec_phase_.load(std::memory_order_acquire) == kExecCheckpointed; },
@@ -311,7 +314,11 @@ bool Writer::wait_exec_checkpoint(int timeout_ms) {
                     timeout_ms);
 }
 
-void Writer::resume_after_failed_exec() { exec_phase_.store(kExecResume, std::memory_order_release); }
+bool Writer::resume_after_failed_exec(int timeout_ms) {
+  exec_phase_.store(kExecResume, std::memory_order_release);
+  // Until the ending is cut off: a next exec (os.execvp's next PATH entry) must not find it there.
+  return wait_until([&] { return !alive() || exec_phase_.load(std::memory_order_acquire) == kNoExec; }, timeout_ms);
+}
 
 void Writer::run() {
   if (!open_trace()) return;  // start() joins this thread and deletes the writer

@@ -75,8 +75,9 @@ class Writer {
   // interrupted) to be written. True when it was. Async-signal-safe.
   bool wait_exec_checkpoint(int timeout_ms);
   // The exec failed: the ending is cut off again (the file is cut back to the checkpoint) and the
-  // trace goes on, the same file, the same process. Safe from any thread; returns at once.
-  void resume_after_failed_exec();
+  // trace goes on, the same file, the same process. Waits at most `timeout_ms` for the cut; true when
+  // it was made in time. Safe from any thread.
+  bool resume_after_failed_exec(int timeout_ms);
 
  private:
   enum StartState : int { kOpening, kOpened, kFailed };
