@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "interpose/hooks/program_strings.h"
+#include "interpose/recorder/program_strings.h"
 #include "interpose/recorder/event_record.h"
 #include "interpose/recorder/label_table.h"
 #include "interpose/recorder/recorder.h"

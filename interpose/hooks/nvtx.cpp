@@ -34,7 +34,7 @@
 #include <utility>
 
 #include "interpose/hooks/nvtx_memory.h"
-#include "interpose/hooks/program_strings.h"
+#include "interpose/recorder/program_strings.h"
 #include "interpose/recorder/config.h"
 #include "interpose/recorder/label_table.h"
 #include "interpose/recorder/recorder.h"

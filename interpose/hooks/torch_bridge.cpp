@@ -30,7 +30,7 @@
 
 #include <cmath>
 
-#include "interpose/hooks/program_strings.h"
+#include "interpose/recorder/program_strings.h"
 #include "interpose/python/python_stack.h"
 #include "interpose/recorder/event_record.h"
 #include "interpose/recorder/label_table.h"

@@ -1,32 +1,25 @@
-// interpose/hooks/unwinder_pipe.cpp — pipe and pipe2, so that libunwind's descriptors stay out of the
-// program's way.
+// interpose/hooks/unwinder_pipe.cpp — pipe and pipe2, so that libunwind makes no descriptor of its own.
 //
-// libunwind validates memory it is unsure of by writing it into a pipe of its own, opened on the
-// lowest free descriptor numbers on the first such unwind. When that pipe stops working (the program
-// closed every descriptor, closefrom-style), libunwind closes both numbers and opens a new pipe: by
-// then those numbers may be the program's own files, which it would close under the program's feet.
-// While this thread is inside libunwind for us (in_unwinder), the pipe's descriptors are moved to
-// high numbers, 1000 and up (move_fd_high, writer/private_fds.h), where the program does not open
-// files; the writer thread's private descriptors are kept below that range, so that no number is the
-// pipe's in the program's table and a file's in the writer's at once (ThreadSanitizer models one
-// table). Every other caller gets exactly what libc's pipe/pipe2 give: the same system call, the same
-// errno.
-#include <fcntl.h>
+// libunwind validates memory it is unsure of by writing it into a pipe of its own, which it opens in
+// the program's descriptor table when it initialises: two descriptors the program would see (a child
+// that lists its descriptors, CPython's test_subprocess; a lower RLIMIT_NOFILE), and which libunwind
+// closes and opens again when the program closed them (closefrom), by then maybe on numbers of the
+// program's own files. The recorder checks the memory libunwind reads itself, without a descriptor
+// (interpose/recorder/unwind.cpp, checked_access_mem), so while this thread is inside libunwind for us
+// (in_unwinder) the pipe is refused: libunwind goes on without it. Every other caller gets exactly what
+// libc's pipe/pipe2 give: the same system call, the same errno.
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <cerrno>
+
 #include "interpose/recorder/unwind.h"
-#include "interpose/writer/private_fds.h"
 
 extern "C" {
 
 int pipe2(int fds[2], int flags) {
-  const int rc = static_cast<int>(syscall(SYS_pipe2, fds, flags));
-  if (rc == 0 && gpumemtrace::in_unwinder()) {
-    fds[0] = gpumemtrace::move_fd_high(fds[0]);
-    fds[1] = gpumemtrace::move_fd_high(fds[1]);
-  }
-  return rc;
+  if (gpumemtrace::in_unwinder()) return errno = EMFILE, -1;  // errno: the recorder's caller restores it
+  return static_cast<int>(syscall(SYS_pipe2, fds, flags));
 }
 
 int pipe(int fds[2]) { return pipe2(fds, 0); }

@@ -15,15 +15,19 @@ namespace gpumemtrace {
 namespace {
 
 struct StderrId {
-  enum : int { kClosed, kKnown, kUnknown };  // kUnknown: fstat refused at load (a seccomp filter)
-  std::atomic<int> state{kClosed};
+  // kUnknown: fstat refused at load (a seccomp filter). kNotYet: before the library's constructor ran
+  // (another constructor of ours that says something at load notes it first).
+  enum : int { kNotYet, kClosed, kKnown, kUnknown };
+  std::atomic<int> state{kNotYet};
   dev_t dev = 0;
   ino_t ino = 0;
 };
 StderrId g_stderr;
 
 // Runs when the library is loaded: no ordering needs (one system call, no other state).
-__attribute__((constructor)) void note_stderr_at_load() { remember_program_stderr(); }
+__attribute__((constructor)) void note_stderr_at_load() {
+  if (g_stderr.state.load(std::memory_order_acquire) == StderrId::kNotYet) remember_program_stderr();
+}
 
 // True when `text` (of `size` bytes) holds `needle`.
 bool holds(const char* text, size_t size, const char* needle, size_t needle_size) {
@@ -84,6 +88,7 @@ void remember_program_stderr() noexcept {
 }
 
 bool stderr_is_the_programs() noexcept {
+  if (g_stderr.state.load(std::memory_order_acquire) == StderrId::kNotYet) remember_program_stderr();
   const int state = g_stderr.state.load(std::memory_order_acquire);
   if (state == StderrId::kClosed) return false;
   const int saved_errno = errno;

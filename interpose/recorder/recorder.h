@@ -18,6 +18,8 @@
 // (the first call starts it; see recorder.cpp). They never change errno.
 #pragma once
 
+#include <signal.h>
+
 #include <cerrno>
 #include <cstddef>
 #include <cstdint>
@@ -379,6 +381,14 @@ bool recorder_disabled() noexcept;
 // environment as start-up will read it). For the PyTorch hook, which then need not ask PyTorch to
 // gather a stack at every free.
 bool releases_keep_stacks() noexcept;
+
+// The sigaction hook's answer for `sig` (interpose/hooks/signals.cpp). For a signal whose kernel action
+// the recorder made its own (SIGTERM, SIGINT, SIGHUP, SIGABRT once it started: signal_flush.cpp),
+// `old` gets the program's action and `act` becomes it; true, with the result in `*rc` (errno set
+// when -1). False: not one of those; the caller asks the kernel through libc_sigaction.
+bool program_sigaction(int sig, const struct sigaction* act, struct sigaction* old, int* rc) noexcept;
+// glibc's sigaction itself.
+int libc_sigaction(int sig, const struct sigaction* act, struct sigaction* old) noexcept;
 
 // Logs one line "gpumemtrace: <msg>" on stderr with write(2) (async-signal-safe, keeps errno). On the
 // writer thread, the line is written by the next program thread that records, flushes or finishes

@@ -49,8 +49,8 @@ void mark_thread_internal() noexcept;
 void lock_loader_walks() noexcept;
 void unlock_loader_walks() noexcept;
 
-// Makes SIGTERM, SIGINT and SIGHUP flush the trace before the program's own disposition takes effect
-// (signal_flush.cpp). Called on each start of the recorder; installs once per disposition.
+// Makes SIGTERM, SIGINT, SIGHUP and SIGABRT finish the trace before the program's own action takes
+// effect (signal_flush.cpp). Called on each start of the recorder; installs once per signal.
 void install_signal_flush() noexcept;
 
 // Info line (suppressed by GPUMEMTRACE_QUIET); log_line() in recorder.h is for warnings.

@@ -37,6 +37,7 @@
 #include <atomic>
 
 #include "interpose/recorder/event_record.h"
+#include "interpose/recorder/program_strings.h"
 
 namespace gpumemtrace {
 namespace {
@@ -48,10 +49,48 @@ constexpr int kOwnFramesBudget = 8;
 // Set around every libunwind call of this thread.
 __thread bool t_in_unwinder __attribute__((tls_model("initial-exec"))) = false;
 
+// Pages libunwind read through checked_access_mem during this thread's current unwind, confirmed
+// readable. Forgotten at each unwind's start: a page may be unmapped between two.
+constexpr int kReadablePages = 8;
+__thread uintptr_t t_readable_pages[kReadablePages] __attribute__((tls_model("initial-exec")));
+__thread int t_next_readable __attribute__((tls_model("initial-exec"))) = 0;
+
 struct InUnwinder {
-  InUnwinder() { t_in_unwinder = true; }
+  InUnwinder() {
+    t_in_unwinder = true;
+    for (uintptr_t& page : t_readable_pages) page = 0;
+  }
   ~InUnwinder() { t_in_unwinder = false; }
 };
+
+// libunwind's own memory check (the local address space's access_mem, for reads it is unsure of)
+// writes each word into a pipe it opens in the program's descriptor table, two descriptors the
+// program would see (a child listing its descriptors, a lower RLIMIT_NOFILE). Ours asks the kernel
+// instead (page_readable: process_vm_readv, no descriptor), for every word libunwind reads, through a
+// per-unwind cache of the pages confirmed (the stack's, the unwind tables'); the pipe is never made
+// (interpose/hooks/unwinder_pipe.cpp refuses it). Writes (libunwind's register slots) are libunwind's.
+using AccessMem = int (*)(unw_addr_space_t, unw_word_t, unw_word_t*, int, void*);
+AccessMem g_libunwind_access_mem = nullptr;
+
+bool readable_word(uintptr_t addr) {
+  constexpr uintptr_t kPage = 4096;
+  for (uintptr_t page = addr & ~(kPage - 1); page <= ((addr + sizeof(unw_word_t) - 1) & ~(kPage - 1)); page += kPage) {
+    bool known = false;
+    for (uintptr_t p : t_readable_pages) known |= p == page;
+    if (known) continue;
+    if (page == 0 || !page_readable(page)) return false;
+    t_readable_pages[t_next_readable] = page;
+    t_next_readable = (t_next_readable + 1) % kReadablePages;
+  }
+  return true;
+}
+
+int checked_access_mem(unw_addr_space_t as, unw_word_t addr, unw_word_t* val, int write, void* arg) {
+  if (write) return g_libunwind_access_mem(as, addr, val, write, arg);
+  if (!readable_word(addr)) return -UNW_EINVAL;
+  *val = *reinterpret_cast<const unw_word_t*>(addr);
+  return 0;
+}
 
 std::atomic<UnwindMode> g_mode{UnwindMode::Auto};
 
@@ -409,9 +448,14 @@ void init_unwinder(UnwindMode mode) {
   set_unwind_mode(mode);
   // libunwind's default cache is global and guarded by a lock (with signals masked around it); a
   // per-thread cache takes neither, which is what the hot path needs (heaptrack does the same).
-  // libunwind opens its memory-validation pipe when it initialises (here): in_unwinder() moves it.
+  // libunwind opens its memory-validation pipe when it initialises (here): in_unwinder() refuses it.
   InUnwinder in;
   unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD);
+  unw_accessors_t* accessors = unw_get_accessors(unw_local_addr_space);
+  if (accessors && accessors->access_mem != checked_access_mem) {
+    g_libunwind_access_mem = accessors->access_mem;
+    accessors->access_mem = checked_access_mem;
+  }
 }
 
 void set_unwind_mode(UnwindMode mode) { g_mode.store(mode, std::memory_order_relaxed); }

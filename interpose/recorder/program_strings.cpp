@@ -1,5 +1,5 @@
-// interpose/hooks/program_strings.cpp — fault-free reads of the program's strings (see program_strings.h).
-#include "interpose/hooks/program_strings.h"
+// interpose/recorder/program_strings.cpp — fault-free reads of the program's strings (see program_strings.h).
+#include "interpose/recorder/program_strings.h"
 
 #include <sys/mman.h>
 #include <sys/syscall.h>
@@ -21,8 +21,9 @@ uintptr_t page_size() {
   return size;
 }
 
-// Asks the kernel whether the page at `page` can be read, without touching it. errno is kept.
-bool page_readable(uintptr_t page) {
+}  // namespace
+
+bool page_readable(uintptr_t page) noexcept {
   const int saved = errno;
   char byte;
   iovec local{&byte, 1};
@@ -41,8 +42,6 @@ bool page_readable(uintptr_t page) {
   errno = saved;
   return readable;
 }
-
-}  // namespace
 
 bool PageCache::readable(uintptr_t page) {
   for (uintptr_t known : pages_)

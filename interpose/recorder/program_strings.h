@@ -1,4 +1,4 @@
-// interpose/hooks/program_strings.h — reading a string the program hands us (a mark's label, a scope
+// interpose/recorder/program_strings.h — reading a string the program hands us (a mark's label, a scope
 // name, a pool name, an NVTX message, PyTorch's action and frame names) without ever faulting.
 //
 // Those pointers come from the program, and a C caller may pass one that is not NUL-terminated before
@@ -18,6 +18,11 @@
 #include <cstdint>
 
 namespace gpumemtrace {
+
+// Whether the page at `page` (page-aligned) can be read, asked of the kernel without touching it
+// (as described above). Keeps errno. Also the unwinder's check before it reads a word libunwind asks
+// for (unwind.cpp).
+bool page_readable(uintptr_t page) noexcept;
 
 // The last few pages confirmed readable, for one call that reads many strings.
 class PageCache {
