@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 
@@ -21,20 +22,28 @@ uintptr_t page_size() {
   return size;
 }
 
+std::atomic<bool> g_use_readv{true}, g_use_mincore{true};
+
 }  // namespace
+
+void restrict_page_checks(bool readv, bool mincore) noexcept {
+  g_use_readv.store(readv, std::memory_order_relaxed);
+  g_use_mincore.store(mincore, std::memory_order_relaxed);
+}
 
 bool page_readable(uintptr_t page) noexcept {
   const int saved = errno;
   char byte;
   iovec local{&byte, 1};
   iovec remote{reinterpret_cast<void*>(page), 1};
-  bool readable;
-  const ssize_t n = process_vm_readv(getpid(), &local, 1, &remote, 1, 0);
+  bool readable = false;
+  const ssize_t n = g_use_readv.load(std::memory_order_relaxed) ? process_vm_readv(getpid(), &local, 1, &remote, 1, 0)
+                                                                : (errno = ENOSYS, -1);
   if (n == 1) {
     readable = true;
   } else if (errno == EFAULT) {
     readable = false;
-  } else {
+  } else if (g_use_mincore.load(std::memory_order_relaxed)) {
     // process_vm_readv refused (seccomp, an old kernel): mincore() fails with ENOMEM on an unmapped page.
     unsigned char resident;
     readable = !(mincore(reinterpret_cast<void*>(page), 1, &resident) != 0 && errno == ENOMEM);

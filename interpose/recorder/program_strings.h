@@ -24,6 +24,11 @@ namespace gpumemtrace {
 // for (unwind.cpp).
 bool page_readable(uintptr_t page) noexcept;
 
+// The seccomp probe found that the kernel kills a process making process_vm_readv (`readv` false) or
+// mincore (`mincore` false): page_readable does without them. Without both, every page is taken for
+// unreadable (a name is cut, a stack ends where libunwind was unsure). thread_check.h.
+void restrict_page_checks(bool readv, bool mincore) noexcept;
+
 // The last few pages confirmed readable, for one call that reads many strings.
 class PageCache {
  public:

@@ -171,17 +171,29 @@ void start_recorder() {
       return disable("cannot allocate the event ring; tracing disabled");
     // Without its memory, every stack travels inline in its event (as with GPUMEMTRACE_INTERN_STACKS=0).
     if (shared->config.intern_stacks) (void)shared->stacks.init();
-    init_unwinder(shared->config.unwind);
     g_shared = shared;
   }
-  const Config& cfg = g_shared->config;
+  Config& cfg = g_shared->config;
   if (cfg.disabled) return disable(nullptr);
 
-  // A seccomp filter may refuse what a new thread needs (thread_check.h): then never start one.
+  // A seccomp filter may refuse what a new thread needs, or kill a process for a system call the
+  // recorder makes (thread_check.h): then never start the writer. Probed before the unwinder's start-up,
+  // whose own system calls the probe covers.
   const std::string refusal = thread_start_refusal();
   if (!refusal.empty()) {
     errno = saved_errno;
     return disable((refusal + "; running untraced").c_str());
+  }
+  static bool unwinder_ready = false;
+  if (!unwinder_ready && cfg.stack_depth > 0) {
+    if (unwinder_would_be_killed()) {
+      cfg.stack_depth = 0;
+      log_line("a seccomp filter kills a process that makes the mincore system call, which the unwinder needs; "
+               "events are recorded without native stacks");
+    } else {
+      init_unwinder(cfg.unwind);
+      unwinder_ready = true;
+    }
   }
 
   // The writer thread opens the trace, in a descriptor table of its own. Never overwrite a trace (the

@@ -8,7 +8,7 @@ import resource
 import subprocess
 import unittest
 
-from recorder_testlib import LIB, SIM, program, recorder_preload, tempdir
+from recorder_testlib import LIB, SIM, Trace, program, recorder_preload, tempdir
 from testenv import PROBE_UNDER_TSAN, under_tsan
 
 SECCOMP = program("seccomp_filter")
@@ -77,6 +77,56 @@ class SeccompAfterStart(unittest.TestCase):
         self.assertEqual(len(lines), 1, proc.stderr)
         self.assertIn("running untraced", lines[0])
         self.assertEqual(os.listdir(out), [])  # was: a 0-byte trace
+
+
+class SeccompKillsACallOfOurs(unittest.TestCase):
+    """A filter that kills on a system call the program itself never makes, but the recorder does (issue
+    27, item 3): the probe meets it in a child; the program never dies of it."""
+
+    def run_filtered(self, call):
+        if under_tsan():
+            self.skipTest(PROBE_UNDER_TSAN)
+        out = tempdir()
+        proc = run([SECCOMP, call, "kill"], out)
+        self.assertEqual(proc.returncode, 0, proc.stderr)  # not -SIGSYS
+        self.assertIn("done", proc.stdout)
+        return out, proc, recorder_lines(proc.stderr)
+
+    def check_traced(self, call, line=None):
+        out, proc, lines = self.run_filtered(call)
+        self.assertIn("thread ok", proc.stdout)
+        self.assertEqual(lines, [line] if line else [])
+        (name,) = os.listdir(out)
+        return os.path.join(out, name)
+
+    def test_clone3_kills(self):
+        # glibc makes threads with clone3: without it, no writer thread.
+        out, proc, lines = self.run_filtered("clone3")
+        self.assertEqual(lines, ["gpumemtrace: a seccomp filter kills a process that makes the clone3 system call, "
+                                 "which the recorder needs; running untraced"])
+        self.assertEqual(os.listdir(out), [])
+
+    def test_clone_kills(self):
+        # The probe's own child is not made with clone, and the writer thread is made with clone3.
+        self.check_traced("clone")
+
+    def test_process_vm_readv_kills(self):
+        # The page checks (a mark's label, the memory libunwind reads) do with mincore.
+        path = self.check_traced("process_vm_readv")
+        t = Trace(path)
+        self.assertEqual([e.get("label") for e in t.events if e["op"] == "mark"], ["after the filter"])
+        self.assertTrue(t.functions(t.allocs()[0]))
+
+    def test_mincore_kills(self):
+        # libunwind calls it when it starts: events go without native stacks, said once.
+        path = self.check_traced("mincore", "gpumemtrace: a seccomp filter kills a process that makes the mincore "
+                                           "system call, which the unwinder needs; events are recorded without "
+                                           "native stacks")
+        self.assertEqual(Trace(path).allocs()[0]["stack"], 0)
+
+    def test_pipe2_kills(self):
+        # libunwind's pipe is never made (interpose/hooks/unwinder_pipe.cpp).
+        self.check_traced("pipe2")
 
 
 class FullDiskAtStart(unittest.TestCase):

@@ -43,7 +43,9 @@ class OomThenDeath(unittest.TestCase):
     def test_abort(self):
         out, proc = self.run_ending("abort")
         self.assertEqual(proc.returncode, -signal.SIGABRT, proc.stderr)
-        self.check_oom_kept(out)
+        # SIGABRT at its default action finishes the trace, as SIGTERM does: the footer says so.
+        t = self.check_oom_kept(out)
+        self.assertEqual((t.footer["end"], t.footer["signal"]), ("signal", signal.SIGABRT))
 
     def test_sigkill_to_itself(self):
         out, proc = self.run_ending("kill")
