@@ -49,6 +49,12 @@ $(BUILD)/tests/programs/libplugin_alloc.so: tests/e2e/plugin/plugin_alloc.cpp $(
 	$(CXX) -std=c++17 -O0 -g -fPIC -shared -isystem $(CUDA_HOME)/include $< -o $@ -L$(SIM_DIR) -lcudart
 TEST_BINS += $(BUILD)/tests/programs/libplugin_alloc.so
 
+# A malloc that fails libdw's large blocks (tests/e2e/test_hostile_start.py: out of memory in the writer).
+$(BUILD)/tests/programs/libdw_out_of_memory.so: tests/e2e/plugin/libdw_out_of_memory.c
+	@mkdir -p $(@D)
+	$(CC) -std=gnu11 -Wall -Wextra -O2 -fPIC -shared $< -o $@
+TEST_BINS += $(BUILD)/tests/programs/libdw_out_of_memory.so
+
 $(BUILD)/tests/programs/libfake_cublas.so: tests/e2e/plugin/fake_cublas.cpp $(SIM_RUNTIME)
 	@mkdir -p $(@D)
 	$(CXX) -std=c++17 -O0 -g -fPIC -shared -isystem $(CUDA_HOME)/include $< -o $@ -L$(SIM_DIR) -lcudart

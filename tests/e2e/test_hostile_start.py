@@ -9,13 +9,14 @@ import subprocess
 import unittest
 
 from recorder_testlib import LIB, SIM, Trace, program, recorder_preload, tempdir
-from testenv import PROBE_UNDER_TSAN, under_tsan
+from testenv import PROBE_UNDER_TSAN, sanitizer_runtime, under_tsan
 
 SECCOMP = program("seccomp_filter")
 
 
 def run(args, out, limit_file_size=False, **env):
-    e = dict(os.environ, LD_PRELOAD=recorder_preload(LIB), LD_LIBRARY_PATH=SIM, GPUMEMTRACE_OUTPUT=out + "/", **env)
+    e = dict(os.environ, LD_PRELOAD=recorder_preload(LIB), LD_LIBRARY_PATH=SIM, GPUMEMTRACE_OUTPUT=out + "/")
+    e.update(env)
     if "ASAN_OPTIONS" in e:
         # make asan: LeakSanitizer's exit check stops the threads with a ptrace-ing tracer, which the
         # program's own filter (it refuses futex, rseq, fstat) breaks; its reports here would be its own
@@ -127,6 +128,28 @@ class SeccompKillsACallOfOurs(unittest.TestCase):
     def test_pipe2_kills(self):
         # libunwind's pipe is never made (interpose/hooks/unwinder_pipe.cpp).
         self.check_traced("pipe2")
+
+
+class OutOfMemoryInTheWriter(unittest.TestCase):
+    def test_libdw_out_of_memory_turns_symbolization_off(self):
+        # libdw's own handler calls error(EXIT_FAILURE): the program exited with status 1 (an address
+        # space limit, RLIMIT_AS, made libdw's allocations fail in the writer thread). Now symbolization
+        # stops, with one line; the frames keep their module and offset, which gpumem-report names.
+        if sanitizer_runtime():
+            self.skipTest("the sanitizer's malloc comes before the failing one")
+        out = tempdir()
+        failing = os.path.join(os.path.dirname(SECCOMP), "libdw_out_of_memory.so")
+        proc = run([program("scenarios"), "depth"], out, LD_PRELOAD=recorder_preload(LIB, failing))
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        self.assertEqual(recorder_lines(proc.stderr), [
+            "gpumemtrace: out of memory while naming frames; symbolization turned off (gpumem-report names them "
+            "from the module files)"])
+        (name,) = os.listdir(out)
+        t = Trace(os.path.join(out, name))
+        self.assertEqual(t.footer["end"], "exit")
+        (event,) = t.allocs()
+        self.assertTrue(all("module" in t.frames[f] and "function" not in t.frames[f]
+                            for f in t.stacks[event["stack"]]["frames"]))
 
 
 class FullDiskAtStart(unittest.TestCase):
