@@ -38,7 +38,7 @@ std::atomic<int> g_state{kUndecided};
 enum class Wanted { Interpose, Cupti, Auto };
 
 Wanted wanted() noexcept {
-  const char* v = getenv(var::kBackend);
+  const char* v = recorder_getenv(var::kBackend);
   if (!v || !*v || strcmp(v, "interpose") == 0) return Wanted::Interpose;
   if (strcmp(v, "cupti") == 0) return Wanted::Cupti;
   if (strcmp(v, "auto") == 0) return Wanted::Auto;
@@ -64,11 +64,11 @@ CuptiApi g_api;
 CUpti_SubscriberHandle g_subscriber = nullptr;
 
 void* open_libcupti() noexcept {
-  if (const char* path = getenv(var::kCuptiPath); path && *path)
+  if (const char* path = recorder_getenv(var::kCuptiPath); path && *path)
     return dlopen(path, RTLD_NOW | RTLD_LOCAL);
   for (const char* name : {"libcupti.so.13", "libcupti.so"})
     if (void* h = dlopen(name, RTLD_NOW | RTLD_LOCAL)) return h;
-  const char* home = getenv("CUDA_HOME");
+  const char* home = recorder_getenv("CUDA_HOME");
   char path[4096];
   snprintf(path, sizeof(path), "%s/lib64/libcupti.so", home && *home ? home : "/usr/local/cuda");
   return dlopen(path, RTLD_NOW | RTLD_LOCAL);
@@ -142,7 +142,7 @@ void at_exit() {
   if (g_state.load() != kCupti) return;
   if (g_api.ActivityFlushAll) g_api.ActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
   const uint64_t seen = g_callback_allocs.load();
-  const char* stats = getenv(var::kDriverStats);
+  const char* stats = recorder_getenv(var::kDriverStats);
   if (g_activity.allocations > seen || (stats && strcmp(stats, "1") == 0)) {
     char line[256];
     snprintf(line, sizeof(line),

@@ -49,6 +49,16 @@ $(BUILD)/tests/programs/libplugin_alloc.so: tests/e2e/plugin/plugin_alloc.cpp $(
 	$(CXX) -std=c++17 -O0 -g -fPIC -shared -isystem $(CUDA_HOME)/include $< -o $@ -L$(SIM_DIR) -lcudart
 TEST_BINS += $(BUILD)/tests/programs/libplugin_alloc.so
 
+# scenarios linked to the recorder itself, both found by absolute run paths: a copy made setgid still
+# loads them (in secure-execution mode the loader ignores LD_PRELOAD paths, LD_LIBRARY_PATH and
+# $ORIGIN). tests/e2e/test_secure_execution.py.
+$(BUILD)/tests/programs/secure_scenarios: tests/e2e/programs/scenarios.cpp $(SIM_RUNTIME) $(BUILD)/libgpumemtrace.so
+	@mkdir -p $(@D)
+	$(CXX) -std=c++17 -O0 -g -fno-omit-frame-pointer -fno-inline -isystem $(CUDA_HOME)/include $< -o $@ \
+	  -Wl,--no-as-needed -L$(BUILD) -lgpumemtrace -L$(SIM_DIR) -lcudart -lpthread -ldl \
+	  -Wl,-rpath,$(abspath $(BUILD)):$(abspath $(SIM_DIR))
+TEST_BINS += $(BUILD)/tests/programs/secure_scenarios
+
 # A malloc that fails libdw's large blocks (tests/e2e/test_hostile_start.py: out of memory in the writer).
 $(BUILD)/tests/programs/libdw_out_of_memory.so: tests/e2e/plugin/libdw_out_of_memory.c
 	@mkdir -p $(@D)

@@ -221,7 +221,7 @@ namespace {
 // GPUMEMTRACE_DRIVER_STATS=1: one line at exit with what the driver hooks saw. Lets tests check that
 // the runtime's cuGetProcAddress traffic went through us even when it makes no allocation.
 __attribute__((destructor)) void print_stats() {
-  const char* env = getenv(var::kDriverStats);
+  const char* env = recorder_getenv(var::kDriverStats);
   if (!env || strcmp(env, "1") != 0) return;
   char line[256];
   snprintf(line, sizeof(line),

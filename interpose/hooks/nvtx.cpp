@@ -318,12 +318,12 @@ bool is_this_library(const char* path, const char* own_path) {
 __attribute__((constructor)) void register_as_nvtx_injection() {
   // Quietly: this runs in every process the library is loaded into, CUDA or not; an invalid value is
   // said once by the recorder's start (recorder.cpp), in the processes that trace.
-  const gpumemtrace::NvtxMode mode = gpumemtrace::parse_nvtx_mode(getenv(gpumemtrace::var::kNvtx), [](const char*) {});
-  if (mode == gpumemtrace::NvtxMode::Off) return;
+  const gpumemtrace::NvtxMode mode = gpumemtrace::parse_nvtx_mode(gpumemtrace::recorder_getenv(gpumemtrace::var::kNvtx),
+                                                                   [](const char*) {});
+  // Secure-execution mode: the environment is not changed (config.h).
+  if (mode == gpumemtrace::NvtxMode::Off || gpumemtrace::secure_execution()) return;
   // Other settings' warnings are left to the recorder's start, which says them once.
-  if (gpumemtrace::parse_config([](const char* name) -> const char* { return getenv(name); }, [](const char*) {})
-          .disabled)
-    return;
+  if (gpumemtrace::parse_config(gpumemtrace::recorder_getenv, [](const char*) {}).disabled) return;
   Dl_info self{};
   void* const own_symbol = reinterpret_cast<void*>(&register_as_nvtx_injection);
   if (!dladdr(own_symbol, &self) || !self.dli_fname) return;

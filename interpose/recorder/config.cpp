@@ -2,6 +2,8 @@
 // never on the hot path).
 #include "interpose/recorder/config.h"
 
+#include <sys/auxv.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
@@ -13,6 +15,7 @@
 
 #include "interpose/recorder/event_record.h"
 #include "util/byte_size.h"
+#include "util/terminal_text.h"
 
 namespace gpumemtrace {
 namespace {
@@ -38,8 +41,10 @@ bool parse_bool(const char* text, bool* out) {
   return false;
 }
 
+// A value as the line shows it: control characters escaped (an ESC sequence in the environment
+// must not reach the terminal), as gpumem-report shows names from a trace.
 void warn_bad(void (*warn)(const char*), const char* name, const char* value, const char* expected) {
-  std::string msg = std::string("ignoring ") + name + "=" + value + " (expected " + expected +
+  std::string msg = std::string("ignoring ") + name + "=" + util::printable(value) + " (expected " + expected +
                     "); using the default";
   warn(msg.c_str());
 }
@@ -59,6 +64,10 @@ void choice_setting(const char* (*getenv_fn)(const char*), void (*warn)(const ch
 }
 
 }  // namespace
+
+bool secure_execution() noexcept { return getauxval(AT_SECURE) != 0; }
+
+const char* recorder_getenv(const char* name) noexcept { return secure_execution() ? nullptr : getenv(name); }
 
 uint64_t default_trace_cap(uint64_t free_bytes, bool known) {
   constexpr uint64_t kGiB = uint64_t{1} << 30;
@@ -174,6 +183,12 @@ const char* closest_known_variable(const char* name) {
 }
 
 void warn_unknown_variables(const char* const* env, void (*warn)(const char*)) {
+  if (secure_execution()) {  // none is read: one line says so, when any is set
+    for (; env && *env; ++env)
+      if (strncmp(*env, kVariablePrefix, sizeof(kVariablePrefix) - 1) == 0)
+        return warn("secure-execution mode (a setuid or setgid program): every GPUMEMTRACE_ variable is ignored");
+    return;
+  }
   std::vector<std::string> warned;
   for (; env && *env; ++env) {
     const char* entry = *env;
@@ -185,7 +200,8 @@ void warn_unknown_variables(const char* const* env, void (*warn)(const char*)) {
     if (known || std::find(warned.begin(), warned.end(), name) != warned.end()) continue;
     warned.push_back(name);
     const char* suggestion = closest_known_variable(name.c_str());
-    std::string msg = "ignoring " + name + "=" + (equals ? equals + 1 : "") + " (not a gpumemtrace variable" +
+    std::string msg = "ignoring " + util::printable(name) + "=" + util::printable(equals ? equals + 1 : "") +
+                      " (not a gpumemtrace variable" +
                       (suggestion ? std::string("; did you mean ") + suggestion + "?" : std::string()) + ")";
     warn(msg.c_str());
   }

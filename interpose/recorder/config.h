@@ -50,6 +50,16 @@ GPUMEMTRACE_VARIABLES(GPUMEMTRACE_VARIABLE_NAME)
 inline constexpr const char* kKnownVariables[] = {GPUMEMTRACE_VARIABLES(GPUMEMTRACE_VARIABLE_ENTRY)};
 #undef GPUMEMTRACE_VARIABLE_ENTRY
 
+// Secure-execution mode (the kernel's AT_SECURE: a setuid or setgid program, file capabilities, an
+// LSM transition): the environment belongs to whoever started the program, not to the program. Every
+// GPUMEMTRACE_* variable is ignored then (and CUDA_HOME where the recorder would load a library from
+// it), as glibc ignores LD_LIBRARY_PATH and the paths in LD_PRELOAD: defaults apply (docs/security.md).
+bool secure_execution() noexcept;
+
+// getenv(name) for the recorder's settings, and every other variable it takes a path from: null in
+// secure-execution mode. Every such read in interpose/ and cupti/ goes through it.
+const char* recorder_getenv(const char* name) noexcept;
+
 // Warns once per name, through `warn`, about each "NAME=VALUE" of `env` (a null-terminated array, such
 // as environ) whose NAME starts with GPUMEMTRACE_ but is not in kKnownVariables: most likely a typo
 // that silently leaves a setting at its default. Names the closest known variable when there is one

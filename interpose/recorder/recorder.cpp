@@ -44,6 +44,7 @@
 #include "interpose/writer/trace_file.h"
 #include "interpose/writer/writer.h"
 #include "util/monotonic_clock.h"
+#include "util/terminal_text.h"
 
 namespace gpumemtrace {
 namespace {
@@ -99,7 +100,7 @@ void print_queued_lines() { g_writer_lines.print(write_stderr); }
 
 // The configuration as the process environment sets it; `warn` gets each complaint about a value.
 Config config_from_environment(void (*warn)(const char*)) {
-  return parse_config([](const char* name) -> const char* { return getenv(name); }, warn);
+  return parse_config(recorder_getenv, warn);
 }
 
 std::string exe_base_name() {
@@ -164,7 +165,7 @@ void start_recorder() {
     auto* shared = new (std::nothrow) RecorderShared();
     if (!shared) return disable("out of memory at start; tracing disabled");
     shared->config = config_from_environment(log_line);
-    (void)parse_nvtx_mode(getenv(var::kNvtx), log_line);  // read at load time (hooks/nvtx.cpp), said here
+    (void)parse_nvtx_mode(recorder_getenv(var::kNvtx), log_line);  // read at load time (hooks/nvtx.cpp), said here
     warn_unknown_variables(environ, log_line);  // a misspelt setting would otherwise go unnoticed
     shared->ring = new (std::nothrow) EventRing();
     if (!shared->ring || !shared->ring->init(shared->config.ring_events))
@@ -206,7 +207,7 @@ void start_recorder() {
   g_writer = Writer::start(g_shared, &opening);
   if (!g_writer) {
     errno = saved_errno;
-    return disable((opening.error + "; running untraced").c_str());
+    return disable((util::printable(opening.error) + "; running untraced").c_str());
   }
   g_trace_path[0] = '\0';
   char cwd[4096];
@@ -218,9 +219,9 @@ void start_recorder() {
   g_trace_pid = getpid();
   install_signal_flush();
   if (!opening.note.empty())  // a warning, not information: someone or something holds the expected name
-    log_line(("writing trace to " + opening.opened_path + " (" + opening.note + ")").c_str());
+    log_line(("writing trace to " + util::printable(opening.opened_path + " (" + opening.note + ")")).c_str());
   else if (says_where_its_trace_goes(cfg.verbose))
-    log_info(("writing trace to " + opening.opened_path).c_str());
+    log_info(("writing trace to " + util::printable(opening.opened_path)).c_str());
   errno = saved_errno;
   g_state.store(kActive, std::memory_order_release);
 }

@@ -48,6 +48,30 @@ class UnknownVariables(unittest.TestCase):
         self.assertEqual([e["size"] for e in t.allocs()], [5005])
         self.assertEqual(t.header["stack_depth"], 64)  # the misspelt setting did not apply
 
+    def test_a_bad_size_is_one_line_and_the_default(self):
+        # issue 26, item 6: every size the recorder reads is refused with one line, never taken silently.
+        expected = "(expected 0 (no cap) or a size >= 64K, e.g. 512M or 20G); using the default"
+        for value in ("1 GiB", "lots", "100", "", "-5", "1e9", "16EiB"):
+            with self.subTest(value=value):
+                out = tempdir()
+                proc = run_traced([program("scenarios"), "depth"], out, env={"GPUMEMTRACE_MAX_BYTES": value})
+                self.assertEqual(proc.returncode, 0, proc.stderr)
+                self.assertEqual(proc.stderr.splitlines(),
+                                 [f"gpumemtrace: ignoring GPUMEMTRACE_MAX_BYTES={value} {expected}"])
+                self.assertEqual([e["size"] for e in Trace(trace_files(out)[0]).allocs()], [5005])
+
+    def test_values_are_shown_escaped(self):
+        # An ESC sequence in the environment must not reach the terminal through our line.
+        out = tempdir()
+        proc = run_traced([program("scenarios"), "depth"], out,
+                          env={"GPUMEMTRACE_RING_EVENTS": "1\x1b[2J", "GPUMEMTRACE_COL\x1bR": "\x1b]0;title\x07"})
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        self.assertNotIn("\x1b", proc.stderr)
+        self.assertEqual(sorted(proc.stderr.splitlines()), [
+            "gpumemtrace: ignoring GPUMEMTRACE_COL\\x1bR=\\x1b]0;title\\x07 (not a gpumemtrace variable)",
+            "gpumemtrace: ignoring GPUMEMTRACE_RING_EVENTS=1\\x1b[2J (expected a power of two in 256..4194304); "
+            "using the default"])
+
     def test_every_documented_variable_is_known(self):
         names = documented_variables()
         self.assertIn("GPUMEMTRACE_STACK_DEPTH", names)
