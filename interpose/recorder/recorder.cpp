@@ -174,7 +174,7 @@ void start_recorder() {
     if (shared->config.intern_stacks) (void)shared->stacks.init();
     g_shared = shared;
   }
-  Config& cfg = g_shared->config;
+  const Config& cfg = g_shared->config;
   if (cfg.disabled) return disable(nullptr);
 
   // A seccomp filter may refuse what a new thread needs, or kill a process for a system call the
@@ -185,16 +185,16 @@ void start_recorder() {
     errno = saved_errno;
     return disable((refusal + "; running untraced").c_str());
   }
+  // Native stacks need libunwind, started here (never started: capture_native_stack gives none).
   static bool unwinder_ready = false;
   if (!unwinder_ready && cfg.stack_depth > 0) {
     if (unwinder_would_be_killed()) {
-      cfg.stack_depth = 0;
       log_line("a seccomp filter kills a process that makes the mincore system call, which the unwinder needs; "
                "events are recorded without native stacks");
     } else {
       init_unwinder(cfg.unwind);
-      unwinder_ready = true;
     }
+    unwinder_ready = true;
   }
 
   // The writer thread opens the trace, in a descriptor table of its own. Never overwrite a trace (the

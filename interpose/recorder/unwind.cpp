@@ -93,6 +93,8 @@ int checked_access_mem(unw_addr_space_t as, unw_word_t addr, unw_word_t* val, in
 }
 
 std::atomic<UnwindMode> g_mode{UnwindMode::Auto};
+// Set once init_unwinder() ran: before (or when it never runs), stacks have no native frames.
+std::atomic<bool> g_unwinder_started{false};
 
 // [lo, hi) of this library's executable segments. Written once on start-up, read on the hot path.
 std::atomic<uintptr_t> g_own_lo{0}, g_own_hi{0};
@@ -456,6 +458,7 @@ void init_unwinder(UnwindMode mode) {
     g_libunwind_access_mem = accessors->access_mem;
     accessors->access_mem = checked_access_mem;
   }
+  g_unwinder_started.store(true, std::memory_order_release);
 }
 
 void set_unwind_mode(UnwindMode mode) { g_mode.store(mode, std::memory_order_relaxed); }
@@ -463,7 +466,7 @@ void set_unwind_mode(UnwindMode mode) { g_mode.store(mode, std::memory_order_rel
 bool in_unwinder() { return t_in_unwinder; }
 
 int capture_native_stack(uintptr_t* out, int max_depth) {
-  if (max_depth <= 0) return 0;
+  if (max_depth <= 0 || !g_unwinder_started.load(std::memory_order_relaxed)) return 0;
   ThreadUnwind& t = t_unwind;
 #if defined(__x86_64__)
   if (g_mode.load(std::memory_order_relaxed) == UnwindMode::Auto) {

@@ -12,7 +12,9 @@ enum class UnwindMode : int {
 };
 
 // Finds the address range of this library's own code, so captured stacks start at the caller, and
-// sets how stacks are captured. Call once, on the start-up path (it walks the loaded objects).
+// sets how stacks are captured. Call once, on the start-up path (it walks the loaded objects); until
+// then (or where it is never called: a seccomp filter would kill libunwind's start-up) stacks have no
+// native frames.
 void init_unwinder(UnwindMode mode);
 
 // Captures up to `max_depth` return addresses of the calling thread, innermost first, skipping the
@@ -21,7 +23,7 @@ void init_unwinder(UnwindMode mode);
 int capture_native_stack(uintptr_t* out, int max_depth);
 
 // True while this thread is inside libunwind for capture_native_stack (interpose/hooks/
-// unwinder_pipe.cpp moves the descriptors libunwind opens then out of the program's way).
+// unwinder_pipe.cpp refuses the pipe libunwind would open then in the program's table).
 bool in_unwinder();
 
 // Forgets every call site's frame-pointer verdict: the code at those addresses may be gone (dlclose,

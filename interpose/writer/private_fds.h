@@ -19,8 +19,8 @@
 // Numbers. Two tables, but code that tracks descriptors by number for the whole process
 // (ThreadSanitizer; a preloaded library that wraps close) sees one: a number in use in both tables at
 // once looks like one file used by two threads. So the recorder keeps its descriptors in two ranges
-// that do not meet (own_descriptor_ranges): in the program's table (libunwind's memory-validation
-// pipe, interpose/hooks/unwinder_pipe.cpp; everything of the writer's when it shares that table) from
+// that do not meet (own_descriptor_ranges): in the program's table (everything of the writer's when it
+// shares that table; libunwind makes no pipe there: interpose/hooks/unwinder_pipe.cpp) from
 // 1000 up, where programs seldom have files; in the writer's private table below that, 500 to 999.
 //
 // Thread-safety: make_private_fd_table is called once, by the writer thread, before it opens anything.

@@ -97,7 +97,7 @@ class FileDescriptors(unittest.TestCase, DescriptorCases):
     def check_writer_range(self, proc, first, end):
         """Every file of the writer's table (the trace, the ELF files libdwfl keeps open) is in
         [first, end): below the numbers the recorder takes in the program's table (1000 and up, or
-        the top 16 under a low limit, where libunwind's pipe goes), so that no number is in use in
+        the top 16 under a low limit, where the trace goes in a shared table), so that no number is in use in
         both tables, which ThreadSanitizer would take for one file (interpose/writer/private_fds.h)."""
         self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
         files = [int(f) for f in proc.stdout.split("writer_files=")[1].split()[0].split(",")]

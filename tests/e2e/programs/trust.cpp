@@ -241,7 +241,7 @@ int run_loop() {
 // and the main thread keeps allocating. A writer sharing the program's table can close the thread's
 // fresh descriptor (moving one of its own high) or have one of its own closed; with a table of its
 // own, neither. (The closing starts after the first allocation: the recorder's start on the main
-// thread makes libunwind's pipe in the program's table, a race docs/security.md describes.)
+// thread used to make libunwind's pipe in the program's table; it makes none now.)
 int run_closefrom_race(const char* file) {
   allocate(7000);
   std::atomic<bool> done{false};
