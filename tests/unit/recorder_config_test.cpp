@@ -84,7 +84,7 @@ TEST(Config, EachBadValueWarnsOnceAndKeepsTheDefault) {
       {"GPUMEMTRACE_OUTPUT", ""},        {"GPUMEMTRACE_UNWIND", "fp"},        {"GPUMEMTRACE_UNWIND", ""},
       {"GPUMEMTRACE_INTERN_STACKS", "maybe"},
       {"GPUMEMTRACE_MAX_BYTES", "10X"},  {"GPUMEMTRACE_MAX_BYTES", "1000"}, {"GPUMEMTRACE_MAX_BYTES", "-1G"},
-      {"GPUMEMTRACE_MAX_BYTES", "99999999999T"}};
+      {"GPUMEMTRACE_MAX_BYTES", "99999999999T"}, {"GPUMEMTRACE_VERBOSE", "loud"}};
   const Config defaults = parse({});
   for (const auto& [name, value] : bad) {
     Config c = parse({{name, value}});
@@ -100,6 +100,20 @@ TEST(Config, EachBadValueWarnsOnceAndKeepsTheDefault) {
     EXPECT_EQ(c.intern_stacks, defaults.intern_stacks);
     EXPECT_TRUE(c.max_bytes_default);
   }
+}
+
+TEST(Config, Verbosity) {
+  EXPECT_EQ(parse({}).verbose, Verbosity::Auto);
+  EXPECT_EQ(parse({{"GPUMEMTRACE_VERBOSE", "auto"}}).verbose, Verbosity::Auto);
+  EXPECT_EQ(parse({{"GPUMEMTRACE_VERBOSE", "1"}}).verbose, Verbosity::On);
+  EXPECT_EQ(parse({{"GPUMEMTRACE_VERBOSE", "off"}}).verbose, Verbosity::Off);
+  EXPECT_TRUE(g_warnings.empty());
+}
+
+TEST(Config, BadValuesAreShownEscaped) {
+  parse({{"GPUMEMTRACE_FLUSH_MS", "1\x1b[2J\n"}});
+  ASSERT_EQ(g_warnings.size(), 1u);
+  EXPECT_EQ(g_warnings[0], "ignoring GPUMEMTRACE_FLUSH_MS=1\\x1b[2J\\n (expected 1..100); using the default");
 }
 
 TEST(Config, MaxBytesTakesSizeSuffixes) {

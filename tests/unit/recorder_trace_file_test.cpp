@@ -88,6 +88,50 @@ TEST(TraceFile, PlantedSymlinkIsNotFollowedAndIsReported) {
   f.close_if_ours();
 }
 
+TEST(TraceFile, CutBackToWholeBytesAndWritesGoOnFromThere) {
+  const std::string dir = make_temp_dir();
+  std::string note, error;
+  TraceFile f = open_ok(dir + "/t.jsonl", false, &note);
+  ASSERT_TRUE(f.write_all("one\n", 4, &error)) << error;
+  ASSERT_TRUE(f.write_all("half a li", 9, &error)) << error;
+  EXPECT_EQ(f.written(), 13u);
+  bool removed = true;
+  ASSERT_TRUE(f.cut_back_to(4, &removed));
+  EXPECT_FALSE(removed);
+  ASSERT_TRUE(f.write_all("two\n", 4, &error)) << error;
+  EXPECT_EQ(read_file(dir + "/t.jsonl"), "one\ntwo\n");  // no hole where the half line was
+  EXPECT_EQ(f.written(), 8u);
+  f.close_if_ours();
+}
+
+TEST(TraceFile, CutBackToNothingRemovesTheFile) {
+  const std::string dir = make_temp_dir();
+  std::string note, error;
+  TraceFile f = open_ok(dir + "/t.jsonl", false, &note);
+  ASSERT_TRUE(f.write_all("half", 4, &error)) << error;
+  bool removed = false;
+  ASSERT_TRUE(f.cut_back_to(0, &removed));
+  EXPECT_TRUE(removed);
+  struct stat st;
+  EXPECT_NE(lstat((dir + "/t.jsonl").c_str(), &st), 0);
+  f.close_if_ours();
+}
+
+TEST(TraceFile, OnlyAFileWeCreatedIsCutBack) {
+  const std::string dir = make_temp_dir();
+  const std::string fifo = dir + "/trace.fifo";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  const int reader = open(fifo.c_str(), O_RDONLY | O_NONBLOCK);  // a reader, so the FIFO opens
+  std::string note;
+  TraceFile f = open_ok(fifo, true, &note);
+  EXPECT_FALSE(f.can_cut_back());
+  bool removed = true;
+  EXPECT_FALSE(f.cut_back_to(0, &removed));
+  EXPECT_FALSE(removed);
+  f.close_if_ours();
+  close(reader);
+}
+
 TEST(TraceFile, DescriptorReusedByTheProgramIsLeftAloneAndOurFileReopened) {
   const std::string dir = make_temp_dir();
   std::string note, error;
