@@ -600,12 +600,17 @@ void finish_trace(const char* when, const ProcessEnd& end) noexcept {
   print_queued_lines();
 }
 
+// The thread whose exec put the recorder in Executing: only its failed exec resumes the trace (another
+// thread's exec meanwhile, which found the trace checkpointed already, has nothing to resume).
+__thread bool t_exec_owner __attribute__((tls_model("initial-exec"))) = false;
+
 void recorder_before_exec() noexcept {
   // A vfork child's exec (posix_spawn's too) replaces the child, not the process the trace is of.
   if (getpid() != g_trace_pid || copied_without_fork_handler()) return;
   print_queued_lines();
   int st = kActive;
-  if (!g_state.compare_exchange_strong(st, kExecuting, std::memory_order_acq_rel) || !g_writer) return;
+  if (!g_writer || !g_state.compare_exchange_strong(st, kExecuting, std::memory_order_acq_rel)) return;
+  t_exec_owner = true;
   const Writer::ExecCheckpoint c = g_writer->checkpoint_for_exec(g_shared->config.exit_timeout_ms, ProcessEnd::exec());
   if (c == Writer::ExecCheckpoint::TimedOut)
     write_stderr_line({"gpumemtrace: the writer did not finish in time before exec; the trace may be incomplete"});
@@ -613,11 +618,13 @@ void recorder_before_exec() noexcept {
 }
 
 void recorder_exec_failed() noexcept {
-  int st = kExecuting;
-  if (!g_state.compare_exchange_strong(st, kActive, std::memory_order_acq_rel)) return;
+  if (!t_exec_owner) return;
+  t_exec_owner = false;
   if (g_writer->alive()) {
-    // The same trace goes on: the ending the checkpoint wrote is cut off again (writer.h).
+    // The same trace goes on: the ending the checkpoint wrote is cut off again (writer.h). Events of
+    // other threads meanwhile waited in the ring.
     (void)g_writer->resume_after_failed_exec(g_shared->config.exit_timeout_ms);
+    g_state.store(kActive, std::memory_order_release);
     return;
   }
   // The trace could not be cut back (a FIFO, a stream) and was finished: a new one starts.

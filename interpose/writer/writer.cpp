@@ -265,7 +265,8 @@ void Writer::write_ending(uint64_t stranded) {
 }
 
 // An exec asked for a checkpoint (checkpoint_for_exec): serves it until the exec failed. False when
-// the trace was finished instead (it cannot be cut back) and the thread is to end.
+// the thread is to end: the trace cannot be cut back (run_until_stopped finishes it as at exit), or
+// the checkpoint's ending is the trace's end (`ended_`: a stop came instead of the exec's outcome).
 bool Writer::serve_exec() {
   drain_once(SIZE_MAX);
   publish_devices();
@@ -286,7 +287,7 @@ bool Writer::serve_exec() {
            !stop_requested_.load(std::memory_order_acquire))
       sleep_us(200);
   }
-  if (exec_phase_.load(std::memory_order_acquire) != kExecResume) return true;  // stopped meanwhile
+  if (exec_phase_.load(std::memory_order_acquire) != kExecResume) return !(ended_ = true);  // stopped meanwhile
   bool removed = false;
   if (!output_failed_ && !file_.cut_back_to(resume_at, &removed))
     output_failed("cannot cut the trace back after a failed exec");
@@ -365,6 +366,7 @@ void Writer::run_until_stopped() {
     }
     if (!got) sleep_us(1000);
   }
+  if (ended_) return;
   // Anything still claimed but unpublished is lost: counted, so the trace says so.
   note_drops();
   write_ending(shared_->ring->approx_size());

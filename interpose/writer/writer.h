@@ -127,6 +127,7 @@ class Writer {
   std::atomic<uint64_t> flushes_done_{0};    // requests the thread has served
   std::atomic<bool> finished_{false};
   std::atomic<int> exec_phase_{kNoExec};
+  bool ended_ = false;  // the trace's ending is written (an exec's checkpoint that was never resumed)
 };
 
 }  // namespace gpumemtrace
