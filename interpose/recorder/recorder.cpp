@@ -278,10 +278,10 @@ bool ensure_active() {
   return st == kActive || st == kExecuting;
 }
 
-// Drains the ring and writes everything recorded so far through to the file now (the writer's loop
-// notices within a millisecond), waiting at most GPUMEMTRACE_EXIT_TIMEOUT_MS.
+// Drains the ring and writes everything recorded so far through to the file and the disk now (the
+// writer's loop notices within a millisecond), waiting at most GPUMEMTRACE_EXIT_TIMEOUT_MS.
 void write_through() {
-  if (g_shared) (void)flush_now(g_shared->config.exit_timeout_ms);
+  if (g_shared) (void)flush_now(g_shared->config.exit_timeout_ms, /*durable=*/true);
 }
 
 std::atomic<bool> g_warned_label_table{false};
@@ -636,10 +636,10 @@ void recorder_exec_failed() noexcept {
 
 const char* trace_path() noexcept { return getpid() == g_trace_pid ? g_trace_path : ""; }
 
-bool flush_now(int timeout_ms) noexcept {
+bool flush_now(int timeout_ms, bool durable) noexcept {
   if (getpid() != g_trace_pid) return false;  // a vfork child: the trace is the parent's
   Writer* w = g_state.load(std::memory_order_acquire) == kActive ? g_writer : nullptr;
-  const bool flushed = w && w->flush(timeout_ms);
+  const bool flushed = w && w->flush(timeout_ms, durable);
   print_queued_lines();
   return flushed;
 }

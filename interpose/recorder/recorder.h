@@ -362,7 +362,8 @@ void recorder_exec_failed() noexcept;
 
 // Makes everything recorded so far readable in the trace file now (drained, written, flushed), waiting
 // at most `timeout_ms`. True when done in time. For a process about to die (SIGTERM handlers).
-bool flush_now(int timeout_ms) noexcept;
+// `durable`: and synced to the disk (a failed allocation's record, recorder.cpp).
+bool flush_now(int timeout_ms, bool durable = false) noexcept;
 // The absolute path of this process's trace; "" when it writes none (gpumemtrace_trace_path()).
 const char* trace_path() noexcept;
 

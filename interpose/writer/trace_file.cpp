@@ -247,6 +247,11 @@ bool TraceFile::cut_back_to(uint64_t size, bool* removed) {
   return true;
 }
 
+void TraceFile::sync() {
+  struct stat st;
+  if (still_ours() && fstat(fd_, &st) == 0 && S_ISREG(st.st_mode)) (void)fdatasync(fd_);
+}
+
 void TraceFile::close_if_ours() {
   if (still_ours()) ::close(fd_);
   fd_ = -1;

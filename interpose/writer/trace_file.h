@@ -50,6 +50,10 @@ class TraceFile {
   // one warning line, and otherwise fails. False with the reason in `error`.
   [[nodiscard]] bool write_all(const char* data, size_t size, std::string* error);
 
+  // Syncs what was written to the disk (fdatasync) when the descriptor is still ours and a regular
+  // file; nothing for a FIFO or terminal.
+  void sync();
+
   // Closes the descriptor when it is still ours (a number the program reused is left alone).
   void close_if_ours();
 

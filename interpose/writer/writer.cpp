@@ -105,8 +105,13 @@ bool Writer::stop(int timeout_ms, const ProcessEnd& end) {
 
 bool Writer::wait_finished(int timeout_ms) { return wait_until([&] { return !alive(); }, timeout_ms); }
 
-bool Writer::flush(int timeout_ms) {
+bool Writer::flush(int timeout_ms, bool durable) {
   const uint64_t ticket = flush_requests_.fetch_add(1, std::memory_order_acq_rel) + 1;
+  if (durable) {
+    uint64_t asked = durable_ticket_.load(std::memory_order_relaxed);
+    while (asked < ticket && !durable_ticket_.compare_exchange_weak(asked, ticket, std::memory_order_acq_rel)) {
+    }
+  }
   return wait_until([&] { return flushes_done_.load(std::memory_order_acquire) >= ticket || !alive(); },
                     timeout_ms) &&
          flushes_done_.load(std::memory_order_acquire) >= ticket;
@@ -353,6 +358,10 @@ void Writer::run_until_stopped() {
       drain_once(SIZE_MAX);  // everything published before a flush request
       serializer_->refresh_modules();  // libraries dlopen'ed since the last flush: new module lines
       flush_buffer(true);
+      // A failed allocation's flush: on the disk, not only in the kernel's cache (writer.h).
+      if (durable_ticket_.load(std::memory_order_acquire) > flushes_done_.load(std::memory_order_relaxed) &&
+          !output_failed_)
+        file_.sync();
       last_flush = now;
       flushes_done_.store(requested, std::memory_order_release);
     }

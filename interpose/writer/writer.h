@@ -61,8 +61,9 @@ class Writer {
   bool wait_finished(int timeout_ms);
 
   // Asks the thread to drain, write and flush everything published so far; waits at most
-  // `timeout_ms`. True when done in time. Safe from any thread.
-  bool flush(int timeout_ms);
+  // `timeout_ms`. True when done in time. `durable`: and synced to the disk (fdatasync), for a failed
+  // allocation the program may die of, which then survives a machine's crash too. Safe from any thread.
+  bool flush(int timeout_ms, bool durable = false);
 
   // exec is about to replace the program image. The thread drains and writes everything, ends the
   // zstd frame (the point a failed exec comes back to), then writes the ending a finished trace has
@@ -125,6 +126,7 @@ class Writer {
   std::atomic<bool> stop_requested_{false};
   std::atomic<uint64_t> flush_requests_{0};  // flush() calls so far
   std::atomic<uint64_t> flushes_done_{0};    // requests the thread has served
+  std::atomic<uint64_t> durable_ticket_{0};  // the latest request that asked to be synced to the disk
   std::atomic<bool> finished_{false};
   std::atomic<int> exec_phase_{kNoExec};
   bool ended_ = false;  // the trace's ending is written (an exec's checkpoint that was never resumed)
