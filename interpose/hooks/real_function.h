@@ -11,15 +11,14 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "util/runs_before_sanitizers.h"
+
 namespace gpumemtrace {
 
 enum class Library { CudaRuntime, CudaDriver, Libc };
 
-// For the code our dlsym runs before it answers (dlsym.cpp: route, the real dlsym, the driver-name
-// check). A sanitizer's runtime (make asan, make tsan) looks its own interceptors up with dlsym while
-// it initialises, before instrumented code can run (its shadow memory is not there yet): this code is
-// never instrumented. Nothing in it may call an instrumented function.
-#define GPUMEMTRACE_RUNS_BEFORE_SANITIZERS __attribute__((no_sanitize("address", "thread", "undefined")))
+// GPUMEMTRACE_RUNS_BEFORE_SANITIZERS marks the code our dlsym runs before it answers (dlsym.cpp: route,
+// the real dlsym, the driver-name check): util/runs_before_sanitizers.h.
 
 // Whether every CUDA version gpumemtrace supports has a hooked function (runtime_hooks.def and
 // driver_hooks.def): a missing Required one is a broken installation, said in one line; a missing

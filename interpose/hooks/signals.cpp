@@ -11,6 +11,7 @@
 #include <cerrno>
 
 #include "interpose/recorder/recorder.h"
+#include "util/runs_before_sanitizers.h"
 
 namespace {
 
@@ -33,9 +34,11 @@ sighandler_t install(int sig, sighandler_t handler, int flags, bool mask_itself)
 
 extern "C" {
 
-int sigaction(int sig, const struct sigaction* act, struct sigaction* old) {
+// A sanitizer's runtime installs its handlers through here while it initialises: uninstrumented up to
+// the recorder's signals, which are ours only once the recorder started (util/runs_before_sanitizers.h).
+GPUMEMTRACE_RUNS_BEFORE_SANITIZERS int sigaction(int sig, const struct sigaction* act, struct sigaction* old) {
   int rc = 0;
-  if (gpumemtrace::program_sigaction(sig, act, old, &rc)) return rc;
+  if (gpumemtrace::recorder_owns_signal(sig) && gpumemtrace::program_sigaction(sig, act, old, &rc)) return rc;
   return gpumemtrace::libc_sigaction(sig, act, old);
 }
 

@@ -388,8 +388,10 @@ bool releases_keep_stacks() noexcept;
 // `old` gets the program's action and `act` becomes it; true, with the result in `*rc` (errno set
 // when -1). False: not one of those; the caller asks the kernel through libc_sigaction.
 bool program_sigaction(int sig, const struct sigaction* act, struct sigaction* old, int* rc) noexcept;
-// glibc's sigaction itself.
+// glibc's sigaction itself. Uninstrumented, as recorder_owns_signal (util/runs_before_sanitizers.h).
 int libc_sigaction(int sig, const struct sigaction* act, struct sigaction* old) noexcept;
+// True when `sig` is one whose kernel action the recorder made its own (program_sigaction answers).
+bool recorder_owns_signal(int sig) noexcept;
 
 // Logs one line "gpumemtrace: <msg>" on stderr with write(2) (async-signal-safe, keeps errno). On the
 // writer thread, the line is written by the next program thread that records, flushes or finishes

@@ -39,6 +39,7 @@
 
 #include "interpose/recorder/recorder.h"
 #include "interpose/recorder/recorder_state.h"
+#include "util/runs_before_sanitizers.h"
 
 namespace gpumemtrace {
 namespace {
@@ -52,12 +53,13 @@ constexpr int kChainedFlushMs = 2000;
 using SigactionFn = int (*)(int, const struct sigaction*, struct sigaction*);
 // glibc's (the next definition after ours), for the hooks' pass-through. Looked up once (dlsym takes
 // the loader's lock): at the recorder's start, or at the program's first sigaction call before it.
-std::atomic<SigactionFn> g_next_sigaction{nullptr};
-SigactionFn next_sigaction() {
-  SigactionFn fn = g_next_sigaction.load(std::memory_order_acquire);
+// Uninstrumented: a sanitizer's runtime may come here before it is initialised (libc_sigaction).
+SigactionFn g_next_sigaction = nullptr;
+GPUMEMTRACE_RUNS_BEFORE_SANITIZERS SigactionFn next_sigaction() {
+  SigactionFn fn = __atomic_load_n(&g_next_sigaction, __ATOMIC_ACQUIRE);
   if (!fn) {
     fn = reinterpret_cast<SigactionFn>(dlsym(RTLD_NEXT, "sigaction"));
-    g_next_sigaction.store(fn, std::memory_order_release);
+    __atomic_store_n(&g_next_sigaction, fn, __ATOMIC_RELEASE);
   }
   return fn;
 }
@@ -67,10 +69,13 @@ SigactionFn next_sigaction() {
 std::atomic<SigactionFn> g_first_sigaction{nullptr};
 __thread bool t_setting_kernel_action __attribute__((tls_model("initial-exec"))) = false;
 
+// Per signal of kSignals: its kernel action is ours (or SIG_IGN as the program asked), and the program's
+// is in its Slot. Read by the sigaction hook, uninstrumented: atomic builtins, no std::atomic.
+bool g_owned[kCount];
+
 // One signal's state. `program` is written under `lock` (a spin lock, taken with the signal blocked in
 // the writing thread) and read through `seq` (odd while being written) word by word.
 struct Slot {
-  std::atomic<bool> managed{false};   // ours is, or was last set as, the kernel's action
   std::atomic<int> lock{0};
   std::atomic<unsigned> seq{0};
   alignas(8) struct sigaction program;  // what the program sees and set
@@ -91,8 +96,10 @@ bool is_ignored(const struct sigaction& a) { return a.sa_handler == SIG_IGN; }
 constexpr size_t kWords = sizeof(struct sigaction) / sizeof(uint64_t);
 static_assert(sizeof(struct sigaction) % sizeof(uint64_t) == 0, "struct sigaction is copied word by word");
 
+// Acquire loads: the reader's check of `seq` after the copy cannot move before it (no fence, which
+// ThreadSanitizer does not model).
 void copy_words(uint64_t* to, const uint64_t* from) {
-  for (size_t i = 0; i < kWords; ++i) __atomic_store_n(&to[i], __atomic_load_n(&from[i], __ATOMIC_RELAXED), __ATOMIC_RELAXED);
+  for (size_t i = 0; i < kWords; ++i) __atomic_store_n(&to[i], __atomic_load_n(&from[i], __ATOMIC_ACQUIRE), __ATOMIC_RELAXED);
 }
 
 // The program's action of slot `s`, as one consistent copy. Async-signal-safe.
@@ -102,7 +109,6 @@ struct sigaction read_program(const Slot& s) {
     const unsigned before = s.seq.load(std::memory_order_acquire);
     if (before & 1) continue;  // another thread is writing it (never the one this handler interrupted)
     copy_words(reinterpret_cast<uint64_t*>(&out), reinterpret_cast<const uint64_t*>(&s.program));
-    std::atomic_thread_fence(std::memory_order_acquire);
     if (s.seq.load(std::memory_order_relaxed) == before) return out;
   }
 }
@@ -221,13 +227,14 @@ void install_signal_flush() noexcept {
   (void)next_sigaction();  // resolved now, not first in a handler
   for (int i = 0; i < kCount; ++i) {
     Slot& slot = g_slots[i];
-    if (slot.managed.load(std::memory_order_acquire)) continue;  // a fork child, a restart after exec failed
+    if (__atomic_load_n(&g_owned[i], __ATOMIC_ACQUIRE)) continue;  // a fork child, a restart after exec failed
     SlotLock lock(slot, kSignals[i]);
     struct sigaction current;
     if (set_kernel_action(kSignals[i], nullptr, &current) != 0) continue;
     write_program(slot, current);
-    if (is_ignored(current) || install_ours(kSignals[i], current) == 0)
-      slot.managed.store(true, std::memory_order_release);
+    if (is_ignored(current) || install_ours(kSignals[i], current) == 0) {
+      __atomic_store_n(&g_owned[i], true, __ATOMIC_RELEASE);
+    }
   }
   errno = saved_errno;
 }
@@ -235,7 +242,7 @@ void install_signal_flush() noexcept {
 bool program_sigaction(int sig, const struct sigaction* act, struct sigaction* old, int* rc) noexcept {
   if (t_setting_kernel_action) return false;  // our own setting, passed on by a sanitizer's interceptor
   const int i = index_of(sig);
-  if (i < 0 || !g_slots[i].managed.load(std::memory_order_acquire)) return false;
+  if (i < 0 || !__atomic_load_n(&g_owned[i], __ATOMIC_ACQUIRE)) return false;
   Slot& slot = g_slots[i];
   const int saved_errno = errno;
   SlotLock lock(slot, sig);
@@ -245,7 +252,7 @@ bool program_sigaction(int sig, const struct sigaction* act, struct sigaction* o
   if (set_kernel_action(sig, nullptr, &kernel) != 0) return false;
   const struct sigaction program = read_program(slot);
   if (!is_ours(kernel) && !(is_ignored(kernel) && is_ignored(program))) {
-    slot.managed.store(false, std::memory_order_release);
+    __atomic_store_n(&g_owned[i], false, __ATOMIC_RELEASE);
     errno = saved_errno;
     return false;
   }
@@ -264,7 +271,13 @@ bool program_sigaction(int sig, const struct sigaction* act, struct sigaction* o
   return true;
 }
 
-int libc_sigaction(int sig, const struct sigaction* act, struct sigaction* old) noexcept {
+GPUMEMTRACE_RUNS_BEFORE_SANITIZERS bool recorder_owns_signal(int sig) noexcept {
+  for (int i = 0; i < kCount; ++i)
+    if (kSignals[i] == sig) return __atomic_load_n(&g_owned[i], __ATOMIC_ACQUIRE);
+  return false;
+}
+
+GPUMEMTRACE_RUNS_BEFORE_SANITIZERS int libc_sigaction(int sig, const struct sigaction* act, struct sigaction* old) noexcept {
   SigactionFn real = next_sigaction();
   if (!real) return errno = ENOSYS, -1;
   return real(sig, act, old);
