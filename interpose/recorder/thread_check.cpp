@@ -2,16 +2,16 @@
 #include "interpose/recorder/thread_check.h"
 
 #include <dlfcn.h>
-#include <pthread.h>
 #include <fcntl.h>
 #include <linux/futex.h>
+#include <pthread.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
-#include <sys/ioctl.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -57,7 +57,7 @@ alignas(16) char g_probe_stack[64 * 1024];
 // What a refusal (an error the kernel would not give for these arguments) means for the recorder.
 enum class Refusal {
   Harmless,   // its users handle the error
-  Fatal,      // the recorder cannot run (rseq: glibc aborts the process; futex: no lock works)
+  Fatal,      // the recorder cannot run (rseq: glibc aborts the process; futex: no lock works): said below
   Degraded,   // a kill leaves tracing possible without it (the page checks: program_strings.h)
 };
 
@@ -72,58 +72,56 @@ struct Probe {
   int expected_errno;  // what the kernel answers when the call is allowed (0: success)
 };
 
-#define GPUMEMTRACE_ARGS(...) {__VA_ARGS__}
 const Probe kProbes[] = {
-    {"rt_sigaction", SYS_rt_sigaction, GPUMEMTRACE_ARGS(SIGSYS, 0, 0, 8), Refusal::Harmless, 0},
-    {"rseq", SYS_rseq, GPUMEMTRACE_ARGS(reinterpret_cast<long>(&g_probe_area), sizeof(RseqArea), 0, kRseqSignature),
+    {"rt_sigaction", SYS_rt_sigaction, {SIGSYS, 0, 0, 8}, Refusal::Harmless, 0},
+    {"rseq", SYS_rseq, {reinterpret_cast<long>(&g_probe_area), sizeof(RseqArea), 0, kRseqSignature},
      Refusal::Fatal, 0},
-    {"futex", SYS_futex, GPUMEMTRACE_ARGS(reinterpret_cast<long>(&g_futex_word), FUTEX_WAKE_PRIVATE, 1), Refusal::Fatal, 0},
+    {"futex", SYS_futex, {reinterpret_cast<long>(&g_futex_word), FUTEX_WAKE_PRIVATE, 1}, Refusal::Fatal, 0},
     // A new thread: clone3 (glibc 2.34), or clone where clone3 answers ENOSYS (a container's filter).
-    {"clone3", SYS_clone3, GPUMEMTRACE_ARGS(0, 0), Refusal::Harmless, EINVAL},
-    {"clone", SYS_clone, GPUMEMTRACE_ARGS(CLONE_VM | CLONE_THREAD), Refusal::Harmless, EINVAL},
-    {"set_robust_list", SYS_set_robust_list, GPUMEMTRACE_ARGS(0, 0), Refusal::Harmless, EINVAL},
-    {"rt_sigprocmask", SYS_rt_sigprocmask, GPUMEMTRACE_ARGS(SIG_BLOCK, 0, 0, 8), Refusal::Harmless, 0},
-    {"mmap", SYS_mmap, GPUMEMTRACE_ARGS(0, 0, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0), Refusal::Harmless, EINVAL},
-    {"munmap", SYS_munmap, GPUMEMTRACE_ARGS(0, 0), Refusal::Harmless, EINVAL},
-    {"mprotect", SYS_mprotect, GPUMEMTRACE_ARGS(0, 0, PROT_NONE), Refusal::Harmless, 0},
-    {"madvise", SYS_madvise, GPUMEMTRACE_ARGS(0, 0, MADV_DONTNEED), Refusal::Harmless, 0},
-    {"brk", SYS_brk, GPUMEMTRACE_ARGS(0), Refusal::Harmless, 0},
-    {"clock_nanosleep", SYS_clock_nanosleep, GPUMEMTRACE_ARGS(CLOCK_MONOTONIC, 0, reinterpret_cast<long>(&g_no_time), 0),
+    {"clone3", SYS_clone3, {0, 0}, Refusal::Harmless, EINVAL},
+    {"clone", SYS_clone, {CLONE_VM | CLONE_THREAD}, Refusal::Harmless, EINVAL},
+    {"set_robust_list", SYS_set_robust_list, {0, 0}, Refusal::Harmless, EINVAL},
+    {"rt_sigprocmask", SYS_rt_sigprocmask, {SIG_BLOCK, 0, 0, 8}, Refusal::Harmless, 0},
+    {"mmap", SYS_mmap, {0, 0, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0}, Refusal::Harmless, EINVAL},
+    {"munmap", SYS_munmap, {0, 0}, Refusal::Harmless, EINVAL},
+    {"mprotect", SYS_mprotect, {0, 0, PROT_NONE}, Refusal::Harmless, 0},
+    {"madvise", SYS_madvise, {0, 0, MADV_DONTNEED}, Refusal::Harmless, 0},
+    {"brk", SYS_brk, {0}, Refusal::Harmless, 0},
+    {"clock_nanosleep", SYS_clock_nanosleep, {CLOCK_MONOTONIC, 0, reinterpret_cast<long>(&g_no_time), 0},
      Refusal::Harmless, 0},
-    {"sched_yield", SYS_sched_yield, GPUMEMTRACE_ARGS(), Refusal::Harmless, 0},
-    {"gettid", SYS_gettid, GPUMEMTRACE_ARGS(), Refusal::Harmless, 0},
-    {"getpid", SYS_getpid, GPUMEMTRACE_ARGS(), Refusal::Harmless, 0},
-    {"getppid", SYS_getppid, GPUMEMTRACE_ARGS(), Refusal::Harmless, 0},
-    {"tgkill", SYS_tgkill, GPUMEMTRACE_ARGS(0, 0, 0), Refusal::Harmless, EINVAL},
-    {"prctl", SYS_prctl, GPUMEMTRACE_ARGS(PR_GET_SECCOMP), Refusal::Harmless, 0},
-    {"uname", SYS_uname, GPUMEMTRACE_ARGS(0), Refusal::Harmless, EFAULT},
-    {"getcwd", SYS_getcwd, GPUMEMTRACE_ARGS(0, 0), Refusal::Harmless, ERANGE},
-    {"openat", SYS_openat, GPUMEMTRACE_ARGS(AT_FDCWD, 0, O_RDONLY), Refusal::Harmless, EFAULT},
-    {"read", SYS_read, GPUMEMTRACE_ARGS(-1, 0, 0), Refusal::Harmless, EBADF},
-    {"pread64", SYS_pread64, GPUMEMTRACE_ARGS(-1, 0, 0, 0), Refusal::Harmless, EBADF},
-    {"write", SYS_write, GPUMEMTRACE_ARGS(-1, 0, 0), Refusal::Harmless, EBADF},
-    {"close", SYS_close, GPUMEMTRACE_ARGS(-1), Refusal::Harmless, EBADF},
-    {"lseek", SYS_lseek, GPUMEMTRACE_ARGS(-1, 0, SEEK_SET), Refusal::Harmless, EBADF},
-    {"ftruncate", SYS_ftruncate, GPUMEMTRACE_ARGS(-1, 0), Refusal::Harmless, EBADF},
-    {"fcntl", SYS_fcntl, GPUMEMTRACE_ARGS(-1, F_GETFD), Refusal::Harmless, EBADF},
-    {"dup3", SYS_dup3, GPUMEMTRACE_ARGS(-1, -1, 0), Refusal::Harmless, EBADF},
-    {"getdents64", SYS_getdents64, GPUMEMTRACE_ARGS(-1, 0, 0), Refusal::Harmless, EBADF},
-    {"newfstatat", SYS_newfstatat, GPUMEMTRACE_ARGS(-1, 0, 0, 0), Refusal::Harmless, EFAULT},
+    {"sched_yield", SYS_sched_yield, {}, Refusal::Harmless, 0},
+    {"gettid", SYS_gettid, {}, Refusal::Harmless, 0},
+    {"getpid", SYS_getpid, {}, Refusal::Harmless, 0},
+    {"getppid", SYS_getppid, {}, Refusal::Harmless, 0},
+    {"tgkill", SYS_tgkill, {0, 0, 0}, Refusal::Harmless, EINVAL},
+    {"prctl", SYS_prctl, {PR_GET_SECCOMP}, Refusal::Harmless, 0},
+    {"uname", SYS_uname, {0}, Refusal::Harmless, EFAULT},
+    {"getcwd", SYS_getcwd, {0, 0}, Refusal::Harmless, ERANGE},
+    {"openat", SYS_openat, {AT_FDCWD, 0, O_RDONLY}, Refusal::Harmless, EFAULT},
+    {"read", SYS_read, {-1, 0, 0}, Refusal::Harmless, EBADF},
+    {"pread64", SYS_pread64, {-1, 0, 0, 0}, Refusal::Harmless, EBADF},
+    {"write", SYS_write, {-1, 0, 0}, Refusal::Harmless, EBADF},
+    {"close", SYS_close, {-1}, Refusal::Harmless, EBADF},
+    {"lseek", SYS_lseek, {-1, 0, SEEK_SET}, Refusal::Harmless, EBADF},
+    {"ftruncate", SYS_ftruncate, {-1, 0}, Refusal::Harmless, EBADF},
+    {"fcntl", SYS_fcntl, {-1, F_GETFD}, Refusal::Harmless, EBADF},
+    {"dup3", SYS_dup3, {-1, -1, 0}, Refusal::Harmless, EBADF},
+    {"getdents64", SYS_getdents64, {-1, 0, 0}, Refusal::Harmless, EBADF},
+    {"newfstatat", SYS_newfstatat, {-1, 0, 0, 0}, Refusal::Harmless, EFAULT},
 #ifdef SYS_fstat
-    {"fstat", SYS_fstat, GPUMEMTRACE_ARGS(-1, 0), Refusal::Harmless, EBADF},
+    {"fstat", SYS_fstat, {-1, 0}, Refusal::Harmless, EBADF},
 #endif
 #ifdef SYS_readlink
-    {"readlink", SYS_readlink, GPUMEMTRACE_ARGS(0, 0, 0), Refusal::Harmless, EFAULT},
+    {"readlink", SYS_readlink, {0, 0, 0}, Refusal::Harmless, EFAULT},
 #endif
-    {"readlinkat", SYS_readlinkat, GPUMEMTRACE_ARGS(AT_FDCWD, 0, 0, 0), Refusal::Harmless, EFAULT},
-    {"fstatfs", SYS_fstatfs, GPUMEMTRACE_ARGS(-1, 0), Refusal::Harmless, EBADF},
-    {"ioctl", SYS_ioctl, GPUMEMTRACE_ARGS(-1, TCGETS, 0), Refusal::Harmless, EBADF},
-    {"unshare", SYS_unshare, GPUMEMTRACE_ARGS(0), Refusal::Harmless, 0},
-    {"close_range", SYS_close_range, GPUMEMTRACE_ARGS(2, 1, 0), Refusal::Harmless, EINVAL},
-    {"process_vm_readv", SYS_process_vm_readv, GPUMEMTRACE_ARGS(0, 0, 0, 0, 0, 0), Refusal::Degraded, 0},
-    {"mincore", SYS_mincore, GPUMEMTRACE_ARGS(0, 0, 0), Refusal::Degraded, 0},
+    {"readlinkat", SYS_readlinkat, {AT_FDCWD, 0, 0, 0}, Refusal::Harmless, EFAULT},
+    {"fstatfs", SYS_fstatfs, {-1, 0}, Refusal::Harmless, EBADF},
+    {"ioctl", SYS_ioctl, {-1, TCGETS, 0}, Refusal::Harmless, EBADF},
+    {"unshare", SYS_unshare, {0}, Refusal::Harmless, 0},
+    {"close_range", SYS_close_range, {2, 1, 0}, Refusal::Harmless, EINVAL},
+    {"process_vm_readv", SYS_process_vm_readv, {0, 0, 0, 0, 0, 0}, Refusal::Degraded, 0},
+    {"mincore", SYS_mincore, {0, 0, 0}, Refusal::Degraded, 0},
 };
-#undef GPUMEMTRACE_ARGS
 constexpr int kProbeCount = sizeof(kProbes) / sizeof(kProbes[0]);
 
 // Shared with the probe child (CLONE_VM): the step it is at (the call a kill interrupted), the calls
