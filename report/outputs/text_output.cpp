@@ -351,7 +351,7 @@ void write_failed_calls(std::ostream& out, const ProcessReport& r, const TextOpt
 
 void write_scopes(std::ostream& out, const ProcessReport& r, const TextOptions& options) {
   if (r.scopes_total == 0) return;
-  // A scope still open when the trace was cut or the process killed has no verdict (gates.cpp).
+  // A scope still open when the trace was cut, the process killed or crashed has no verdict (gates.cpp).
   auto verdict = [&](const ScopeReport& scope) { return scope.closed || !r.ended_early(); };
   size_t leaking = 0, unchecked = 0, holding = 0;
   for (const ScopeReport& scope : r.scopes) {
@@ -369,8 +369,9 @@ void write_scopes(std::ostream& out, const ProcessReport& r, const TextOptions& 
         << " in " << plural(scope.leaked_count, "allocation") << " still live at its "
         << (scope.closed ? "end"
             : verdict(scope) ? "trace's end (the scope never closed)"
-            : r.cut() ? "trace's end (cut inside it: no verdict)"
-                      : "trace's end (killed inside it: no verdict)")
+            : r.cut()          ? "trace's end (cut inside it: no verdict)"
+            : r.ended_in_oom   ? "trace's end (the run crashed inside it: no verdict)"
+                               : "trace's end (killed inside it: no verdict)")
         << ", allocated here:\n";
     for_top(scope.leaks, options.max_items, [&](const StackBytes& leak) {
       out << "    " << format_bytes(leak.bytes) << " in " << plural(leak.count, "allocation") << ":\n";
