@@ -98,11 +98,22 @@ void find_oom_crash(ProcessReport& r, uint64_t last_acquire_ns) {
   r.crash_oom = last;
 }
 
-void tell_story(ProcessReport& r) {
+namespace {
+
+// An OOM that growth caused takes the growth's advice, over whatever advice it had (advice.h, what_if.h).
+void cause_advice_wins(ProcessReport& r) {
   for (OomReport& oom : r.ooms) {
-    oom.has_cause = find_cause(r, oom, &oom.cause);
     if (oom.has_cause) oom.advice = r.growth[oom.cause.growth].advice;
   }
+}
+
+}  // namespace
+
+void tell_story(ProcessReport& r) {
+  for (OomReport& oom : r.ooms) oom.has_cause = find_cause(r, oom, &oom.cause);
+  cause_advice_wins(r);
+  // A peak made of growth: the growth, not its roles (a smaller batch would only postpone the OOM). An
+  // allocator setting the what-if replay finds later is added to it (reserved bytes it would save).
   for (PeakReport& peak : r.peaks) {
     if (!peak_made_of_growth(r, peak)) continue;
     const uint64_t bytes = (peak.has_blocks ? peak.allocated : peak.reserved).bytes;
@@ -127,6 +138,7 @@ void tell_story(ProcessReport& r) {
 }
 
 void reconcile_what_if(ProcessReport& r) {
+  cause_advice_wins(r);  // the replays may have named a setting for an OOM that growth caused
   for (WhatIfReport& w : r.what_if) {
     bool growth = false;
     for (const OomReport& oom : r.ooms) growth = growth || (oom.device == w.device && oom.has_cause);

@@ -12,8 +12,10 @@
 //    have fit. Its advice is then the OOM's one advice, in place of the verdict's (role advice such
 //    as "a smaller batch" would only postpone the OOM).
 //  - A peak of which growing sites hold at least a quarter points to the growth instead of giving role
-//    advice; a what-if headroom estimate ("a batch that much larger") is dropped on a device whose OOM
-//    has such a cause or whose peak is made of growth.
+//    advice (an allocator setting the what-if replay shows saves reserved bytes is still added); a
+//    what-if headroom estimate ("a batch that much larger") is dropped on a device whose OOM has such
+//    a cause or whose peak is made of growth. An OOM with a cause keeps its growth's advice over a
+//    setting the replay names.
 //  - A time-to-OOM forecast of a site whose device ran out of memory after the site's last rise is
 //    dropped: the OOM it forecasts has happened.
 // Pure functions of the report; no I/O.
@@ -33,7 +35,8 @@ void find_oom_crash(ProcessReport& report, uint64_t last_acquire_ns);
 // After add_advice (advice.h): causes, the one advice of each OOM, the peaks' advice, forecasts.
 void tell_story(ProcessReport& report);
 
-// After the what-if replays (what_if.h): no headroom estimate where growth is the problem.
+// After the what-if replays (what_if.h): where growth is the problem, no headroom estimate, and the
+// growth's advice over a setting the replays named for an OOM it caused.
 void reconcile_what_if(ProcessReport& report);
 
 // The sections of a process's report in the order they are told. Text and JSON name the same order.
