@@ -318,11 +318,13 @@ void OomIncidents::record_attempt(Incident& incident, const Event& e, MemoryMode
   r.device_free = state.meminfo_free;
   r.reading_reserved = state.meminfo_reserved;
   r.device_total = state.meminfo_total ? state.meminfo_total : state.summary.total;
-  // The free ranges between live allocations, where no block data describes them.
-  r.has_address_gaps = false;
-  gaps_pending_ = state.has_blocks ? Open::kNotKept : static_cast<size_t>(&incident - incidents_.data());
-  // Only the latest attempt of a device waits: an older incident keeps the reading it has.
   const size_t index = static_cast<size_t>(&incident - incidents_.data());
+  // The free ranges between live allocations, where no block data describes them: measured before
+  // anything changes what is live (another incident's waits no longer; a failure changed nothing).
+  if (gaps_pending_ != Open::kNotKept && gaps_pending_ != index) measure_pending_gaps(model);
+  r.has_address_gaps = false;
+  gaps_pending_ = state.has_blocks ? Open::kNotKept : index;
+  // Only the latest attempt of a device waits: an older incident keeps the reading it has.
   incident.awaiting_meminfo = !e.has_meminfo;
   awaiting_meminfo_.erase(std::remove_if(awaiting_meminfo_.begin(), awaiting_meminfo_.end(),
                                          [&](size_t i) { return incidents_[i].report.device == e.device; }),

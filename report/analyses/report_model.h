@@ -391,6 +391,7 @@ struct ProcessReport {
   // was live then is "live when it crashed", never a leak; crash_oom is the incident (an index into ooms).
   bool ended_in_oom = false;
   size_t crash_oom = 0;
+  bool is_crash(const OomReport& oom) const { return ended_in_oom && &oom == &ooms[crash_oom]; }
   // Cut, killed or crashed: the program did not end on its own terms, so nothing live at the end is a
   // leak and a scope still open then gets no verdict.
   bool ended_early() const { return cut() || killed_by_signal() || ended_in_oom; }

@@ -78,6 +78,13 @@ bool peak_made_of_growth(const ProcessReport& r, const PeakReport& peak) {
   return bytes && grown_at_peak(r, peak) * 4 >= bytes;
 }
 
+// An OOM that growth caused takes the growth's advice, over whatever advice it had (advice.h, what_if.h).
+void cause_advice_wins(ProcessReport& r) {
+  for (OomReport& oom : r.ooms) {
+    if (oom.has_cause) oom.advice = r.growth[oom.cause.growth].advice;
+  }
+}
+
 std::string percent(uint64_t part, uint64_t whole) {
   char text[16];
   std::snprintf(text, sizeof text, "%.0f%%", whole ? 100.0 * static_cast<double>(part) / static_cast<double>(whole) : 0.0);
@@ -97,17 +104,6 @@ void find_oom_crash(ProcessReport& r, uint64_t last_acquire_ns) {
   r.ended_in_oom = true;
   r.crash_oom = last;
 }
-
-namespace {
-
-// An OOM that growth caused takes the growth's advice, over whatever advice it had (advice.h, what_if.h).
-void cause_advice_wins(ProcessReport& r) {
-  for (OomReport& oom : r.ooms) {
-    if (oom.has_cause) oom.advice = r.growth[oom.cause.growth].advice;
-  }
-}
-
-}  // namespace
 
 void tell_story(ProcessReport& r) {
   for (OomReport& oom : r.ooms) oom.has_cause = find_cause(r, oom, &oom.cause);

@@ -283,7 +283,7 @@ json reports_to_json(const std::vector<ProcessReport>& reports) {
                                                  {"source", oom.cap_source}}
                                           : json(nullptr);
       if (oom.has_blocks) entry["fragmentation"] = fragmentation_json(oom.fragmentation);
-      entry["crash"] = r.ended_in_oom && &oom == &r.ooms[r.crash_oom];
+      entry["crash"] = r.is_crash(oom);
       entry["stale_reading"] = oom.stale_reading ? json{{"free", oom.reading_free}, {"reserved", oom.reading_reserved}}
                                                  : json(nullptr);
       entry["address_gaps"] = oom.has_address_gaps ? json{{"span", oom.address_gaps.span},

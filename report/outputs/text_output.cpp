@@ -287,7 +287,7 @@ std::string cause_text(const ProcessReport& r, const OomReport& oom, const TextO
                      format_bytes(c.grew_bytes) + " over " + plural(c.steps, "step") + " and held " +
                      format_bytes(c.held_bytes) + " (" + percent(c.held_bytes, c.of_bytes) +
                      (c.of_device ? " of the device" : " of the live memory") + ") at the " +
-                     (r.ended_in_oom && &oom == &r.ooms[r.crash_oom] ? "crash" : "OOM");
+                     (r.is_crash(oom) ? "crash" : "OOM");
   return text;
 }
 
@@ -297,7 +297,7 @@ void write_ooms(std::ostream& out, const ProcessReport& r, const TextOptions& op
   const std::vector<const OomReport*> ooms = ooms_in_story_order(r);
   for_top(ooms, options.max_items, [&](const OomReport* incident) {
     const OomReport& oom = *incident;
-    const bool crash = r.ended_in_oom && &oom == &r.ooms[r.crash_oom];
+    const bool crash = r.is_crash(oom);
     out << "OOM (" << device_name(oom.device) << "): " << format_bytes(oom.requested) << " requested at "
         << at(oom.time_ns, r) << " (" << printable(oom.api.empty() ? oom.op : oom.api) << phase_note(oom.phase)
         << "): " << verdict_name(oom.verdict) << (crash ? "; the run ended here" : "") << "\n";
