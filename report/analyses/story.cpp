@@ -110,7 +110,13 @@ void tell_story(ProcessReport& r) {
   cause_advice_wins(r);
   // A peak made of growth: the growth, not its roles (a smaller batch would only postpone the OOM). An
   // allocator setting the what-if replay finds later is added to it (reserved bytes it would save).
+  // In a run that ended in an OOM, the crash's advice is its device's one advice: that device's peak
+  // gives none of its own (it would repeat it, or point elsewhere).
   for (PeakReport& peak : r.peaks) {
+    if (r.ended_in_oom && r.ooms[r.crash_oom].device == peak.device) {
+      peak.advice.clear();
+      continue;
+    }
     if (!peak_made_of_growth(r, peak)) continue;
     const uint64_t bytes = (peak.has_blocks ? peak.allocated : peak.reserved).bytes;
     peak.advice = percent(grown_at_peak(r, peak), bytes) +

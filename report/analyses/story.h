@@ -11,6 +11,8 @@
 //    first high is at least what the request was short of: without that growth, the request would
 //    have fit. Its advice is then the OOM's one advice, in place of the verdict's (role advice such
 //    as "a smaller batch" would only postpone the OOM).
+//  - In a run that ended in an OOM, the crash's advice is the one advice of its device: the peak of
+//    that device gives none of its own.
 //  - A peak of which growing sites hold at least a quarter points to the growth instead of giving role
 //    advice (an allocator setting the what-if replay shows saves reserved bytes is still added); a
 //    what-if headroom estimate ("a batch that much larger") is dropped on a device whose OOM has such
