@@ -6,7 +6,10 @@
 - `pip install --no-index` into a fresh venv puts `gpumemtrace` and `gpumem-report` on the venv's PATH;
   the demo runs through `python -m gpumemtrace ci` and through the console script; a pytest suite run
   with `gpumemtrace ci --fail-on-leak` fails on the test that keeps its memory, naming it; pytest
-  loads the plugin through its entry point alone (no PYTEST_PLUGINS, no PYTHONPATH);
+  loads the plugin through its entry point alone (no PYTEST_PLUGINS, no PYTHONPATH); a suite with
+  `filterwarnings = error` run under `python -W error` through `gpumemtrace ci` prints no warning (no
+  module of the wheel is imported before pytest marks them for assertion rewriting) and has one scope
+  per test (the plugin registered once, though both its entry point and PYTEST_PLUGINS name it);
 - `pip uninstall` leaves nothing of it behind.
 
 The venv is made by Debian's python3 with --system-site-packages, for its pytest (python3-pytest);
@@ -175,6 +178,21 @@ class WheelInVenv(unittest.TestCase):
         scopes = [(e["op"], e["label"]) for e in events if e["op"].startswith("scope_") and e["api"] == "pytest"]
         self.assertEqual(scopes, [("scope_begin", "test_suite.py::test_frees"), ("scope_end", "test_suite.py::test_frees"),
                                   ("scope_begin", "test_suite.py::test_keeps"), ("scope_end", "test_suite.py::test_keeps")])
+
+    def test_pytest_warnings_as_errors(self):
+        cwd = self.work()
+        self.write_suite(cwd)
+        with open(os.path.join(cwd, "pytest.ini"), "w") as f:
+            f.write("[pytest]\nfilterwarnings =\n    error\n")
+        p = run(["gpumemtrace", "ci", "-o", "t", "--", os.path.join(self.bin, "python"), "-W", "error", "-m", "pytest",
+                 "-p", "no:cacheprovider", "test_suite.py"], env=self.env(SIM_CUDART=CUDART), cwd=cwd)
+        out = p.stdout + p.stderr
+        self.assertEqual(p.returncode, 0, out)
+        self.assertIn("2 passed", out)
+        self.assertNotIn("Warning", out)
+        (trace,) = os.listdir(os.path.join(cwd, "t"))
+        events = [r for r in tracefile.read_records(os.path.join(cwd, "t", trace))[0] if r["type"] == "event"]
+        self.assertEqual(sum(1 for e in events if e["op"] == "scope_begin" and e["api"] == "pytest"), 2)
 
     def test_zz_uninstall_removes_everything(self):
         # Named to run last in the class: the other tests use the installed wheel.
