@@ -37,10 +37,12 @@
 #include "report/analyses/suppressions.h"
 #include "interpose/recorder/config.h"
 #include "report/cli/options.h"
+#include "util/edit_distance.h"
 
 namespace {
 
 namespace report = gpumemtrace::report;
+namespace util = gpumemtrace::util;
 namespace var = gpumemtrace::var;  // the variable names, from the recorder's one list (interpose/recorder/config.h)
 
 const char kHelp[] =
@@ -393,7 +395,10 @@ LaunchOptions parse_command_line(int argc, char** argv) {
   if (command == "--help" || command == "-h" || command == "help") return options.help = true, options;
   if (command == "--version") return options.version = true, options;
   if (command != "run" && command != "ci") {
-    throw report::UsageError("unknown command '" + command + "': expected run or ci");
+    const char* const commands[] = {"run", "ci"};
+    const char* const* nearest = util::nearest_name(command, commands, 1);
+    throw report::UsageError("unknown command '" + command + "'" +
+                             (nearest ? std::string("; did you mean ") + *nearest + "?" : ": expected run or ci"));
   }
   options.ci = command == "ci";
   // Everything after the first `--` is CMD, untouched.
@@ -414,7 +419,7 @@ LaunchOptions parse_command_line(int argc, char** argv) {
   app.add_flag("-q,--quiet", g_quiet);
   app.add_option("-o,--output", options.output_dir)->type_name("DIR");
   app.add_option("--report", options.report_file)->type_name("FILE");
-  report::refuse_empty_option_values(before);
+  report::check_option_words(before, {"--output", "--report", "--quiet"});
   std::vector<std::string> reversed(before.rbegin(), before.rend());  // CLI11 takes them last first
   try {
     app.parse(reversed);
@@ -543,10 +548,11 @@ int main(int argc, char** argv) {
   };
   if (!python_dir.empty()) env.push_back({"PYTHONPATH", prepend_path("PYTHONPATH", python_dir)});
   if (g_quiet) env.push_back({var::kQuiet, "1"});  // -q: not even the recorder's line
-  // pytest loads the modules PYTEST_PLUGINS names: the plugin makes every test a scope.
-  if (!python_dir.empty() && exists(python_dir + "/gpumemtrace_pytest.py", S_IFREG) &&
-      !switched_off(var::kPytest))
+  // pytest loads the modules PYTEST_PLUGINS names: the plugin makes every test a scope. (Where the wheel
+  // is installed, pytest has loaded it through its entry point first, and the name finds it loaded.)
+  if (!python_dir.empty() && exists(python_dir + "/gpumemtrace_pytest.py", S_IFREG) && !switched_off(var::kPytest)) {
     env.push_back({"PYTEST_PLUGINS", append_to_list("PYTEST_PLUGINS", "gpumemtrace_pytest")});
+  }
 
   // A reused DIR may hold earlier runs' traces: only the files this run adds are its traces. (The
   // recorder never overwrites a file, so each of them is new.)
@@ -561,9 +567,11 @@ int main(int argc, char** argv) {
     if (!dir_existed) rmdir(dir.c_str());
     return cmd_code;
   }
-  if (status >= 0 && WIFSIGNALED(status))
-    note("%s was killed by signal %d (%s)", cmd[0].c_str(), WTERMSIG(status), strsignal(WTERMSIG(status)));
-  else if (cmd_code != 0)
+  // SIGPIPE: CMD wrote into a pipe whose reader left (`gpumemtrace run ... | head`); a shell says nothing.
+  if (status >= 0 && WIFSIGNALED(status)) {
+    if (WTERMSIG(status) != SIGPIPE)
+      note("%s was killed by signal %d (%s)", cmd[0].c_str(), WTERMSIG(status), strsignal(WTERMSIG(status)));
+  } else if (cmd_code != 0)
     note("%s exited with status %d", cmd[0].c_str(), cmd_code);
 
   std::vector<std::string> traces;
