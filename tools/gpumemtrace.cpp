@@ -86,6 +86,8 @@ const char kHelp[] =
     "                       on PyTorch tensor-level events\n"
   "  PYTEST_PLUGINS       gpumemtrace_pytest appended (every pytest test becomes a scope of the trace);\n"
   "                       not with GPUMEMTRACE_PYTEST=0\n"
+  "  GPUMEMTRACE_PYTEST_GATE  with ci --fail-on-leak: the gate, which the plugin applies to each test\n"
+  "                       inside pytest (a test it fails fails in pytest's output and JUnit XML)\n"
     "  NVTX_INJECTION64_PATH  not set here: the recorder sets it in each traced process where it is unset,\n"
     "                       so that NVTX ranges become phases (docs/capture.md, GPUMEMTRACE_NVTX)\n"
     "  Any other GPUMEMTRACE_* variable you set is passed on to the recorder (docs/configuration.md).\n"
@@ -450,6 +452,15 @@ std::string default_report_file(const report::Options& report, const std::string
   return "";
 }
 
+// The leak gate as the pytest plugin applies it to each test inside pytest (GPUMEMTRACE_PYTEST_GATE): the
+// gpumem-report options that decide a test's leak, one per line, --fail-on-leak=BYTES first.
+std::string pytest_gate(const report::Options& report) {
+  std::string gate = "--fail-on-leak=" + std::to_string(*report.fail_on_leak) + "\n";
+  if (!report.suppressions.empty()) gate += "--suppressions=" + absolute(report.suppressions) + "\n";
+  if (!report.default_suppressions) gate += "--no-default-suppressions\n";
+  return gate;
+}
+
 // True when `path`'s directory exists and is writable: a report that could not be written is found
 // before CMD runs.
 bool report_file_writable(const std::string& path) {
@@ -552,6 +563,7 @@ int main(int argc, char** argv) {
   // is installed, pytest has loaded it through its entry point first, and the name finds it loaded.)
   if (!python_dir.empty() && exists(python_dir + "/gpumemtrace_pytest.py", S_IFREG) && !switched_off(var::kPytest)) {
     env.push_back({"PYTEST_PLUGINS", append_to_list("PYTEST_PLUGINS", "gpumemtrace_pytest")});
+    if (ci && options.report.fail_on_leak) env.push_back({var::kPytestGate, pytest_gate(options.report)});
   }
 
   // A reused DIR may hold earlier runs' traces: only the files this run adds are its traces. (The

@@ -87,13 +87,14 @@ def scope_begin(name, api=API):
         fn(0, _encode(name), _encode(api))
 
 
-def scope_end(name, api=API, failed=False):
+def scope_end(name, api=API, failed=False, result=0):
     """Closes the innermost open scope `name` (opened by scope_begin or scope). failed=True says that
     the work inside failed (the pytest plugin's failed tests): gpumem-report then lists the scope as
-    not checked instead of checking it for leaks."""
+    not checked instead of checking it for leaks. `result`: more bits of its scope_end's result
+    (docs/trace-format.md, "Scopes": the pytest plugin's limits)."""
     fn = _function()
     if fn is not None:
-        fn(2 if failed else 1, _encode(name), _encode(api))
+        fn(1 + (result | (1 if failed else 0)), _encode(name), _encode(api))
 
 
 def flush():
