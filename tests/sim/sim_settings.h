@@ -24,14 +24,9 @@ namespace gpumemtrace::sim {
 inline constexpr uint64_t kDefaultCapacity = 16ull << 30;
 // The simulated driver's allocation granularity: a smaller device could not hold one allocation.
 inline constexpr uint64_t kMinCapacity = 2ull << 20;
-inline constexpr const char kCapacity[] = "GPUMEMTRACE_SIM_CAPACITY";
-inline constexpr const char kDevices[] = "GPUMEMTRACE_SIM_DEVICES";
 
-// The variable's value, or nullptr when it is unset or empty (the default applies).
-inline const char* setting(const char* name) {
-  const char* text = getenv(name);
-  return text && *text ? text : nullptr;
-}
+// A variable's value (getenv's), or nullptr when it is unset or empty: the default applies.
+inline const char* setting(const char* value) { return value && *value ? value : nullptr; }
 
 [[noreturn]] inline void refuse(const char* name, const char* value, const std::string& expected) {
   fprintf(stderr, "gpumemtrace sim: %s=%s: expected %s\n", name, util::printable(value).c_str(), expected.c_str());
@@ -39,20 +34,20 @@ inline const char* setting(const char* name) {
 }
 
 inline uint64_t device_capacity() {
-  const char* text = setting(kCapacity);
+  const char* text = setting(getenv("GPUMEMTRACE_SIM_CAPACITY"));
   if (!text) return kDefaultCapacity;
   const std::optional<uint64_t> size = util::parse_byte_size(text);
-  if (!size || *size < kMinCapacity) refuse(kCapacity, text, "a size of at least 2M, such as 64M or 16G");
+  if (!size || *size < kMinCapacity) refuse("GPUMEMTRACE_SIM_CAPACITY", text, "a size of at least 2M, such as 64M or 16G");
   return *size;
 }
 
 inline int device_count(int max_devices) {
-  const char* text = setting(kDevices);
+  const char* text = setting(getenv("GPUMEMTRACE_SIM_DEVICES"));
   if (!text) return 1;
   char* end = nullptr;
   const long n = strtol(text, &end, 10);
   if (*text < '0' || *text > '9' || *end != '\0' || n < 1 || n > max_devices)
-    refuse(kDevices, text, "a number of devices from 1 to " + std::to_string(max_devices));
+    refuse("GPUMEMTRACE_SIM_DEVICES", text, "a number of devices from 1 to " + std::to_string(max_devices));
   return static_cast<int>(n);
 }
 
