@@ -5,7 +5,8 @@
   scripts and the pytest plugin; sitecustomize.py is not at the top of site-packages;
 - `pip install --no-index` into a fresh venv puts `gpumemtrace` and `gpumem-report` on the venv's PATH;
   the demo runs through `python -m gpumemtrace ci` and through the console script; a pytest suite run
-  with `gpumemtrace ci --fail-on-leak` fails on the test that keeps its memory, naming it; pytest
+  with `gpumemtrace ci --fail-on-leak` fails on the test that keeps its memory, naming it, in pytest's
+  own output and JUnit XML as in the report; pytest
   loads the plugin through its entry point alone (no PYTEST_PLUGINS, no PYTHONPATH); a suite with
   `filterwarnings = error` run under `python -W error` through `gpumemtrace ci` prints no warning (no
   module of the wheel is imported before pytest marks them for assertion rewriting) and has one scope
@@ -154,12 +155,19 @@ class WheelInVenv(unittest.TestCase):
         cwd = self.work()
         self.write_suite(cwd)
         p = run(["gpumemtrace", "ci", "--fail-on-leak", "-o", "t", "--", "python", "-m", "pytest", "-q",
-                 "-p", "no:cacheprovider", "test_suite.py"], env=self.env(SIM_CUDART=CUDART), cwd=cwd)
+                 "-p", "no:cacheprovider", "--junitxml=junit.xml", "test_suite.py"], env=self.env(SIM_CUDART=CUDART),
+                cwd=cwd)
         out = p.stdout + p.stderr
         self.assertEqual(p.returncode, 1, out)
-        self.assertIn("2 passed", out)
-        self.assertIn("test_suite.py::test_keeps leaked 16.0 MiB", out)
+        self.assertIn("1 failed, 1 passed", out)  # the gate fails the test inside pytest too
+        self.assertIn("FAILED test_suite.py::test_keeps", out)
+        self.assertIn("test_suite.py::test_keeps leaked 16.0 MiB", out)  # and in the report after the run
         self.assertNotIn("test_suite.py::test_frees leaked", out)
+        with open(os.path.join(cwd, "junit.xml")) as f:
+            junit = f.read()
+        self.assertRegex(junit, r'<testcase classname="test_suite" name="test_keeps"[^>]*><failure message="Test leaked '
+                                r'16\.0 MiB of GPU memory')
+        self.assertRegex(junit, r'<testcase classname="test_suite" name="test_frees"[^>]*/>')
 
     def test_pytest_plugin_through_its_entry_point(self):
         cwd = self.work()
