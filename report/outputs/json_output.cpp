@@ -222,7 +222,11 @@ json reports_to_json(const std::vector<ProcessReport>& reports) {
     }
     for (const ScopeReport& scope : r.scopes) {
       json entry = who;
+      json over = json::array();
+      if (scope.over_memory_limit) over.push_back("memory");
+      if (scope.over_leak_limit) over.push_back("leak");
       entry.update({{"name", scope.name}, {"api", scope.api}, {"closed", scope.closed}, {"checked", !scope.failed},
+                    {"own_leak_limit", scope.own_leak_limit}, {"over_own_limits", std::move(over)},
                     {"begin_time_ns", scope.begin_time_ns}, {"end_time_ns", scope.end_time_ns},
                     {"leaked_bytes", scope.leaked_bytes}, {"leaked_count", scope.leaked_count},
                     {"peak_bytes", scope.peak_bytes},
