@@ -119,9 +119,11 @@ void OfflineSymbolizer::add_module(ModuleId id, std::string_view path, std::stri
   auto module = std::make_unique<Module>();
   module->path = std::string(path);
   module->build_id = lowercase(build_id);
-  // A trace defines each id once; should a corrupt one redefine it, the last definition counts.
-  failed_.erase(std::remove(failed_.begin(), failed_.end(), id), failed_.end());
-  modules_[id] = std::move(module);
+  // A trace defines each id once; should a corrupt one redefine it, the last definition counts. Only
+  // a module that failed is in failed_ (searching it for every redefinition would be quadratic).
+  std::unique_ptr<Module>& slot = modules_[id];
+  if (slot && slot->state == Module::State::Failed) failed_.erase(std::remove(failed_.begin(), failed_.end(), id), failed_.end());
+  slot = std::move(module);
 }
 
 bool OfflineSymbolizer::needs_symbols(const SymbolTable::Frame& frame, bool has_function) {
