@@ -3,7 +3,9 @@
 # test whose outcome differs is a way the recorder changed the program (issue 27, `make test-transparency`).
 """Runs test suites written by others, once plain and once under `gpumemtrace run` (as a user runs a
 program: the launcher's notes, the preloaded recorder, the Python start-up hook and the pytest plugin),
-and compares their outcomes test by test. Any difference fails.
+and compares their outcomes test by test. Any difference fails. In both runs every Python process
+makes one CUDA call on the simulated runtime at start-up (cuda_at_start/usercustomize.py), so that
+traced, each has a started recorder, as a real CUDA program does.
 
 Suites:
   cpython   CPython's own tests of what a preloaded library can disturb: threads, signals, subprocesses,
@@ -34,6 +36,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 CPYTHON_MODULES = ["test_threading", "test_signal", "test_subprocess", "test_os", "test_fork1",
                    "test_multiprocessing_fork", "test_mmap", "test_eintr"]
 RECHECKS = 2
+CUDA_AT_START = os.path.join(os.path.dirname(os.path.abspath(__file__)), "cuda_at_start")
 PASSED, SKIPPED, FAILED, ERROR, MISSING = "passed", "skipped", "failed", "error", "not run"
 
 
@@ -127,6 +130,7 @@ class PytestSuite(Suite):
 class Runner:
     def __init__(self, build, work, verbose):
         self.launcher = os.path.join(build, "gpumemtrace")
+        self.cudart = os.path.join(build, "sim", "libcudart.so.13")
         self.work = work
         self.verbose = verbose
         self.runs = 0
@@ -141,9 +145,13 @@ class Runner:
         if traced:
             argv = [self.launcher, "run", "-o", os.path.join(where, "traces"), "--report",
                     os.path.join(where, "report.txt"), "--", *argv]
-        # The environment of a user's shell: nothing of ours set beforehand.
+        # The environment of a user's shell: nothing of ours set beforehand. Every Python process makes
+        # one CUDA call at start-up, in both runs (cuda_at_start/usercustomize.py): traced, its recorder
+        # is started, as in a real CUDA program.
         env = {k: v for k, v in os.environ.items() if not k.startswith("GPUMEMTRACE_") and k != "LD_PRELOAD"}
         env["TMPDIR"] = where
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (CUDA_AT_START, env.get("PYTHONPATH")) if p)
+        env["TRANSPARENCY_CUDART"] = self.cudart
         start = time.time()
         with open(os.path.join(where, "output.txt"), "wb") as log:
             proc = subprocess.run(argv, cwd=where, env=env, stdin=subprocess.DEVNULL, stdout=log,
