@@ -3,6 +3,7 @@
 millions of frame references, frames with thousands of inlined levels, millions of definitions, JSON
 nested 50,000 deep, streams that never end, an output that is the input. Each is refused with one
 line and exit 2, within the limits docs/security.md lists, or handled without leaving anything behind."""
+import json
 import os
 import resource
 import shutil
@@ -164,6 +165,55 @@ class DefinitionLimits(Case):
         path = self.trace("refs.jsonl.zst", chunks())
         self.refused(path, "more than 33554432 frame references in all stacks together", limit_s=120, seconds=60,
                      rss=400 * MiB)
+
+
+class OfflineSymbolizerFiles(Case):
+    """Frames recorded without symbols (GPUMEMTRACE_SYMBOLIZE=0) are named from their module's file:
+    each file is opened once however many module records name it, and at most 128 files per trace
+    (offline_symbolizer.h kMaxModuleFiles)."""
+
+    def elf(self):
+        """gpumem-report itself: an ELF file with megabytes of DWARF, its build id, and main's offset."""
+        notes = subprocess.run(["readelf", "-n", REPORT], capture_output=True, text=True).stdout
+        symbols = subprocess.run(["nm", REPORT], capture_output=True, text=True).stdout
+        main = next(line.split()[0] for line in symbols.splitlines() if line.endswith(" T main"))
+        return REPORT, notes.split("Build ID:")[1].split()[0], int(main, 16) + 1
+
+    def trace_of_modules(self, name, paths, build_id, offset):
+        # One module record per path, each with one frame in it that needs symbols (in main).
+        lines = [HEADER]
+        for i, path in enumerate(paths, 1):
+            lines.append(b'{"type":"module","id":%d,"path":"%s","build_id":"%s"}\n' % (i, path.encode(), build_id.encode()))
+            lines.append(b'{"type":"frame","id":%d,"module":%d,"ip":"0x%x","offset":"0x%x"}\n' % (i, i, offset, offset))
+        lines.append(b'{"type":"stack","id":1,"frames":[%s]}\n' % b",".join(b"%d" % i for i in range(1, len(paths) + 1)))
+        return self.trace(name, lines + [site(1), EVENT, FOOTER])
+
+    @skip_bounds_under_sanitizer
+    def test_one_file_named_by_many_modules_is_opened_once(self):
+        # Each module record opened its file and loaded its debug information again: a trace naming
+        # libc.so.6 under 200 ids took 31 s and 3.2 GB.
+        program, build_id, offset = self.elf()
+        path = self.trace_of_modules("same.jsonl.zst", [program] * 200, build_id, offset)
+        rc, stderr, took, rss = run_measured([REPORT, "--format", "json", "-o", os.devnull, path], limit_s=120)
+        self.assertEqual(rc, 0, stderr[-500:])
+        self.assertLess(took, 10)
+        self.assertLess(rss, 200 * MiB, f"max RSS {rss / MiB:.0f} MiB")
+
+    def test_at_most_128_module_files_are_opened(self):
+        program, build_id, offset = self.elf()
+        copies = []
+        for i in range(130):  # one file under 130 names: each name is a file to open
+            copy = os.path.join(self.dir, f"lib{i:03d}.so")
+            shutil.copy(program, copy) if i == 0 else os.link(copies[0], copy)
+            copies.append(copy)
+        path = self.trace_of_modules("many.jsonl.zst", copies, build_id, offset)
+        proc = run_report("--format", "json", path, check_rc=0)
+        limited = [line for line in proc.stderr.splitlines() if "module files in one trace" in line]
+        self.assertEqual(len(limited), 2, proc.stderr[-1000:])  # the 129th and the 130th file
+        self.assertIn("lib128.so: not opened: more than 128 module files in one trace", limited[0])
+        stack = json.loads(proc.stdout)["leaks"][0]["stack"]
+        self.assertEqual({f["function"] for f in stack[:128]}, {"main"})  # the first files' frames are named
+        self.assertEqual({f["function"] for f in stack[128:]}, {""})
 
 
 class JsonNesting(Case):
