@@ -15,7 +15,8 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "snapshot"))
 import snapshot_samples  # noqa: E402  (tests/snapshot: PyTorch-shaped snapshots as plain dicts)
-from reportlib import BUILD, REPORT, ReportTestCase, report_json, run_measured, run_report, skip_bounds_under_sanitizer
+from reportlib import (BUILD, REPORT, ReportTestCase, report_json, run_measured, run_report, skip_bounds_under_sanitizer,
+                       zstd)
 
 MiB = 1 << 20
 CONVERT = os.path.join(BUILD, "gpumem-snapshot2trace")
@@ -34,16 +35,6 @@ EVENT = b'{"e":1,"t":5,"a":"0x7000","s":4096}\n'
 def read(path):
     with open(path, "rb") as f:
         return f.read()
-
-
-def zstd(path, chunks):
-    """Writes the chunks (bytes) zstd-compressed to `path` (the zstd tool, from a pipe)."""
-    with open(path, "wb") as out:
-        proc = subprocess.Popen(["zstd", "-q", "-c", "-3"], stdin=subprocess.PIPE, stdout=out)
-        for chunk in chunks:
-            proc.stdin.write(chunk)
-        proc.stdin.close()
-        assert proc.wait(timeout=600) == 0
 
 
 class Case(ReportTestCase):
