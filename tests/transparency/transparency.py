@@ -23,6 +23,7 @@ import argparse
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -127,6 +128,14 @@ class PytestSuite(Suite):
         return argv + ["--pyargs", self.package]
 
 
+def default_signals():
+    """SIGINT and SIGQUIT with their default action, as in a terminal: started in the background (CI,
+    `make ... &`), they are ignored, and Python then never raises KeyboardInterrupt, which seven
+    CPython tests expect."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGQUIT, signal.SIG_DFL)
+
+
 class Runner:
     def __init__(self, build, work, verbose):
         self.launcher = os.path.join(build, "gpumemtrace")
@@ -155,7 +164,7 @@ class Runner:
         start = time.time()
         with open(os.path.join(where, "output.txt"), "wb") as log:
             proc = subprocess.run(argv, cwd=where, env=env, stdin=subprocess.DEVNULL, stdout=log,
-                                  stderr=subprocess.STDOUT)
+                                  stderr=subprocess.STDOUT, preexec_fn=default_signals)
         outcomes = outcomes_from_junit(junit)
         if self.verbose or not outcomes:
             print(f"  {suite.name} {'traced' if traced else 'plain'}{' (' + str(len(tests)) + ' tests)' if tests else ''}: "
