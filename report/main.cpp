@@ -72,6 +72,13 @@ void write_report(std::ostream& out, const std::vector<ProcessReport>& reports, 
     case OutputFormat::Perfetto: out << dump_json(perfetto_trace(reports)) << "\n"; break;
     case OutputFormat::Folded: write_folded(out, reports, options.folded); break;
   }
+  // These two have no place for the groups: say what they leave out.
+  if (groups.processes() && (options.format == OutputFormat::Perfetto || options.format == OutputFormat::Folded)) {
+    std::cerr << "gpumem-report: warning: " << groups.processes() << " of " << reports.size() + groups.processes()
+              << " processes are not in this output: a run of more than " << kMaxProcessesInFull
+              << " processes keeps the " << reports.size()
+              << " that tell the most (--format text, json or html list the others by executable and rank)\n";
+  }
 }
 
 // The width of the terminal on `fd`, or 0 when it is not a terminal (or does not say).

@@ -109,6 +109,14 @@ class ManyProcesses(ReportTestCase):
         self.assertEqual(outputs[1], outputs[4])
         self.assertEqual(json.loads(outputs[1])["process_groups"]["processes"], 90 - 32)
 
+    def test_outputs_without_groups_say_what_they_leave_out(self):
+        run = os.path.join(self.dir, "run")
+        write_run(run, 40)
+        for fmt in ("folded", "perfetto"):
+            with self.subTest(fmt=fmt):
+                proc = run_report("--format", fmt, run, check_rc=0)
+                self.assertIn("warning: 8 of 40 processes are not in this output", proc.stderr)
+
     def test_a_run_of_up_to_32_processes_is_reported_as_before(self):
         run = os.path.join(self.dir, "run")
         write_run(run, 32)
