@@ -10,8 +10,9 @@ traced, each has a started recorder, as a real CUDA program does.
 Suites:
   cpython   CPython's own tests of what a preloaded library can disturb: threads, signals, subprocesses,
             os, fork, multiprocessing, mmap, EINTR (`python3 -m test`; Debian: libpython3.11-testsuite).
-  pyflakes  pyflakes' pytest suite as Debian installs it (python3-pyflakes ships pyflakes/test); its
-            API tests run pyflakes in child processes and compare their stderr.
+  pyflakes  pyflakes' pytest suite as Debian installs it (python3-pyflakes ships pyflakes/test), run from
+            a copy laid out as its source tree; its integration tests run pyflakes in child processes
+            and compare their stderr.
 
 A test that differs is run again alone, plain and traced, RECHECKS times each: a difference that
 comes back every time is counted; one whose plain runs disagree among themselves is flaky on this
@@ -91,6 +92,7 @@ class Suite:
     def __init__(self, name, python):
         self.name = name
         self.python = python
+        self.pythonpath = None  # a folder the suite's own modules are imported from
 
     def argv(self, junit, tests=None):
         raise NotImplementedError
@@ -109,23 +111,36 @@ class CPythonSuite(Suite):
         return argv + ["-j2"] + CPYTHON_MODULES
 
 
-class PytestSuite(Suite):
-    def __init__(self, name, python, package):
+class PyflakesSuite(Suite):
+    """pyflakes' tests, run from a copy of the installed package laid out as its source tree: its
+    integration tests run `<package>/../bin/pyflakes` in a child process (and compare its stderr),
+    a script Debian does not install beside the package."""
+
+    def __init__(self, name, python, work):
         super().__init__(name, python)
-        self.package = package
+        found = subprocess.run([python, "-c", "import os, pyflakes; print(os.path.dirname(pyflakes.__file__))"],
+                               capture_output=True, text=True)
+        if found.returncode != 0:
+            raise RuntimeError("pyflakes is not installed (Debian: python3-pyflakes; make deps installs it)")
+        self.source = os.path.join(work, "pyflakes-source")
+        shutil.copytree(found.stdout.strip(), os.path.join(self.source, "pyflakes"),
+                        ignore=shutil.ignore_patterns("__pycache__"))
+        os.makedirs(os.path.join(self.source, "bin"))
+        with open(os.path.join(self.source, "bin", "pyflakes"), "w") as script:  # as in pyflakes' repository
+            script.write("#!/usr/bin/env python\nfrom pyflakes.scripts.pyflakes import main\nmain()\n")
+        self.pythonpath = self.source
 
     def argv(self, junit, tests=None):
         argv = [self.python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-o", "junit_family=xunit1",
-                "--junitxml", junit]
-        if tests:
-            # classname "pyflakes.test.test_api.CheckTests", name "test_x" -> a node of the installed package.
-            for t in tests:
-                cls, name = t.split("::")
-                module, _, klass = cls.rpartition(".")
-                path = __import__("importlib.util").util.find_spec(module).origin
-                argv.append(f"{path}::{klass}::{name}")
-            return argv
-        return argv + ["--pyargs", self.package]
+                "--rootdir", self.source, "--junitxml", junit]
+        if not tests:
+            return argv + [os.path.join(self.source, "pyflakes", "test")]
+        # classname "pyflakes.test.test_api.CheckTests", name "test_x" -> a node of the copy.
+        for t in tests:
+            cls, name = t.split("::")
+            module, _, klass = cls.rpartition(".")
+            argv.append(os.path.join(self.source, *module.split(".")) + f".py::{klass}::{name}")
+        return argv
 
 
 def default_signals():
@@ -159,7 +174,7 @@ class Runner:
         # is started, as in a real CUDA program.
         env = {k: v for k, v in os.environ.items() if not k.startswith("GPUMEMTRACE_") and k != "LD_PRELOAD"}
         env["TMPDIR"] = where
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (CUDA_AT_START, env.get("PYTHONPATH")) if p)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (CUDA_AT_START, suite.pythonpath, env.get("PYTHONPATH")) if p)
         env["TRANSPARENCY_CUDART"] = self.cudart
         start = time.time()
         with open(os.path.join(where, "output.txt"), "wb") as log:
@@ -211,6 +226,8 @@ def main():
     parser.add_argument("-v", "--verbose", action="store_true")
     args = parser.parse_args()
     python = python_with_tests(args.python or ["/usr/bin/python3", "python3"])
+    work = args.keep or tempfile.mkdtemp(prefix="gpumemtrace-transparency-")
+    os.makedirs(work, exist_ok=True)
     suites = []
     for name in args.suite or ["cpython", "pyflakes"]:
         if name == "cpython":
@@ -220,10 +237,11 @@ def main():
                 return 2
             suites.append(CPythonSuite(name, python))
         else:
-            pytest_python = python or shutil.which("python3")
-            suites.append(PytestSuite(name, pytest_python, "pyflakes.test"))
-    work = args.keep or tempfile.mkdtemp(prefix="gpumemtrace-transparency-")
-    os.makedirs(work, exist_ok=True)
+            try:
+                suites.append(PyflakesSuite(name, python or shutil.which("python3"), work))
+            except RuntimeError as error:
+                print(f"transparency: {error}", flush=True)
+                return 2
     runner = Runner(args.build, work, args.verbose)
     passed = failed = 0
     unusable = False
