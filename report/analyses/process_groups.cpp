@@ -102,6 +102,7 @@ void ProcessFolder::fold(size_t index, const ProcessReport& report) {
 }
 
 void ProcessFolder::add(size_t index, ProcessReport report) {
+  all_.add(report, index);
   if (kept_.size() < max_full_) {
     kept_.push_back(Kept{index, std::move(report)});
     return;
@@ -125,6 +126,7 @@ std::pair<std::vector<ProcessReport>, ProcessGroups> ProcessFolder::finish() {
   for (Kept& k : kept_) reports.push_back(std::move(k.report));
   kept_.clear();
   ProcessGroups out;
+  out.all = std::move(all_);
   std::vector<ProcessGroup> groups;
   for (auto& [key, group] : groups_) {
     out.totals.add(group.totals);

@@ -86,6 +86,7 @@ struct ProcessGroups {
   // Processes summed (not in full); 0 when every process is reported in full.
   uint64_t processes() const { return totals.processes; }
   ProcessTotals totals;                 // of the processes summed
+  ProcessTotals all;                    // of every process, those in full too (input order's ties)
   std::vector<ProcessGroup> groups;     // by executable, then rank; the kMaxProcessGroupsListed largest
   ProcessGroup other;                   // the groups beyond those, together (exe "", rank -1)
   uint64_t other_groups = 0;            // how many groups `other` holds
@@ -110,6 +111,7 @@ class ProcessFolder {
   void fold(size_t index, const ProcessReport& report);
 
   size_t max_full_;
+  ProcessTotals all_;       // every report added
   std::vector<Kept> kept_;  // at most max_full_
   std::map<std::pair<std::string, int64_t>, ProcessGroup> groups_;  // by executable, rank
 };

@@ -179,8 +179,8 @@ json stack_to_json(const Stack& stack) {
 json reports_to_json(const std::vector<ProcessReport>& reports, const ProcessGroups* groups) {
   // Every process counts in the summary: those reported here and those summed in groups.
   ProcessTotals totals;
-  for (size_t i = 0; i < reports.size(); ++i) totals.add(reports[i], i);
-  if (groups) totals.add(groups->totals);
+  if (groups && groups->processes()) totals = groups->all;
+  else for (size_t i = 0; i < reports.size(); ++i) totals.add(reports[i], i);
   json processes = json::array(), leaks = json::array(), peaks = json::array(), ooms = json::array(),
        growth = json::array(), fragmentation = json::array(), held = json::array(),
        failed_calls = json::array(), scopes = json::array(), what_if = json::array(), time_to_oom = json::array(),

@@ -414,8 +414,8 @@ void write_text(std::ostream& out, const std::vector<ProcessReport>& reports, co
   if (grouped) write_process_groups_text(out, *options.groups);
   // Over every process, those summed in groups too.
   ProcessTotals totals;
-  for (size_t i = 0; i < reports.size(); ++i) totals.add(reports[i], i);
-  if (grouped) totals.add(options.groups->totals);
+  if (grouped) totals = options.groups->all;
+  else for (size_t i = 0; i < reports.size(); ++i) totals.add(reports[i], i);
   if (totals.processes > 1) {
     auto extremes = [&](const ProcessTotals::Extreme& lo, const ProcessTotals::Extreme& hi, const char* what) {
       out << "spread over " << totals.processes << " processes, " << what << ": min " << format_bytes(lo.value)
