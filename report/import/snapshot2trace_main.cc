@@ -4,9 +4,9 @@
 //
 // OUT is never the snapshot itself (the same file by st_dev/st_ino, whatever the name or link that
 // leads to it: opening it for writing would empty the snapshot before it is read). A regular OUT (or
-// a new one) is replaced only when the conversion succeeded: the trace is written to a new file
-// beside it and renamed over it, so a failed conversion (a bad snapshot, a full disk) leaves OUT as
-// it was. Any other OUT (a FIFO, a terminal, /dev/null) is written in place and never removed. Every
+// a new one) is replaced only when the conversion succeeded: the trace is written to a new file with
+// no name beside it, named and renamed over it at the end, so a failed conversion (a bad snapshot, a
+// full disk, a signal) leaves OUT as it was and nothing beside it. Any other OUT (a FIFO, a terminal, /dev/null) is written in place and never removed. Every
 // write error is reported (exit 2), standard output's included.
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -85,7 +85,8 @@ class FdSink : public std::streambuf {
 struct Output {
   int fd = -1;
   std::string name;       // for messages
-  std::string temporary;  // the new file to rename over `target` ("" when written in place)
+  std::string temporary;  // the new file to rename over `target` ("" when written in place or unnamed)
+  bool unnamed = false;   // `fd` is a file with no name yet (O_TMPFILE) to put at `target`
   std::string target;
 };
 
@@ -117,11 +118,20 @@ int open_output(const std::string& in, const std::string& out_path, Output* out)
     }
   }
   // A regular file, or none yet: the new trace goes beside it (the same file system, so rename is
-  // atomic), through the link when OUT is one.
+  // atomic), through the link when OUT is one. It has no name until the conversion succeeded
+  // (O_TMPFILE, given one by commit()), so a conversion killed on the way leaves nothing behind; where
+  // the file system has no O_TMPFILE, a name made now.
   char resolved[PATH_MAX];
   out->target = ::realpath(out_path.c_str(), resolved) ? std::string(resolved) : out_path;
-  out->temporary = out->target + ".tmp-XXXXXX";
-  out->fd = ::mkostemp(out->temporary.data(), O_CLOEXEC);
+  const size_t slash = out->target.rfind('/');
+  const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : out->target.substr(0, slash);
+  out->fd = ::open(dir.c_str(), O_TMPFILE | O_WRONLY | O_CLOEXEC, 0600);
+  if (out->fd < 0) {
+    out->temporary = out->target + ".tmp-XXXXXX";
+    out->fd = ::mkostemp(out->temporary.data(), O_CLOEXEC);
+  } else {
+    out->unnamed = true;
+  }
   if (out->fd < 0) return fail(out_path + ": cannot create: " + std::strerror(errno));
   // A trace is private (0600, docs/security.md); a file it replaces keeps its mode.
   struct stat existing;
@@ -130,9 +140,39 @@ int open_output(const std::string& in, const std::string& out_path, Output* out)
 }
 
 void discard(Output& out) {
+  if (out.unnamed) ::close(out.fd);
   if (out.temporary.empty()) return;
   ::close(out.fd);
   ::unlink(out.temporary.c_str());
+}
+
+// Puts the converted trace at OUT: names the unnamed file (beside OUT), closes it and renames it over
+// OUT. Returns 0, or the exit status after saying why (nothing is left beside OUT).
+int commit(Output& out) {
+  if (out.unnamed) {
+    const std::string fd_path = "/proc/self/fd/" + std::to_string(out.fd);
+    for (int attempt = 0; out.temporary.empty(); ++attempt) {
+      const std::string name = out.target + ".tmp-" + std::to_string(::getpid()) + "-" + std::to_string(attempt);
+      if (::linkat(AT_FDCWD, fd_path.c_str(), AT_FDCWD, name.c_str(), AT_SYMLINK_FOLLOW) == 0) {
+        out.temporary = name;
+      } else if (errno != EEXIST || attempt == 100) {
+        const int error = errno;
+        ::close(out.fd);
+        return fail(out.name + ": cannot create: " + std::strerror(error));
+      }
+    }
+  }
+  if (::close(out.fd) != 0) {
+    const int error = errno;
+    ::unlink(out.temporary.c_str());
+    return fail(out.name + ": cannot write: " + std::strerror(error));
+  }
+  if (::rename(out.temporary.c_str(), out.target.c_str()) != 0) {
+    const int error = errno;
+    ::unlink(out.temporary.c_str());
+    return fail(out.name + ": cannot replace: " + std::strerror(error));
+  }
+  return 0;
 }
 }  // namespace
 
@@ -164,17 +204,8 @@ int main(int argc, char** argv) {
       return fail(output.name + ": cannot write: " + std::strerror(error));
     }
   }
-  if (!output.temporary.empty()) {
-    if (::close(output.fd) != 0) {
-      const int error = errno;
-      ::unlink(output.temporary.c_str());
-      return fail(output.name + ": cannot write: " + std::strerror(error));
-    }
-    if (::rename(output.temporary.c_str(), output.target.c_str()) != 0) {
-      const int error = errno;
-      ::unlink(output.temporary.c_str());
-      return fail(output.name + ": cannot replace: " + std::strerror(error));
-    }
+  if (output.unnamed || !output.temporary.empty()) {
+    if (int status = commit(output)) return status;
   } else if (output.fd != STDOUT_FILENO && ::close(output.fd) != 0) {
     return fail(output.name + ": cannot write: " + std::strerror(errno));
   }
