@@ -358,6 +358,8 @@ inline constexpr const char* kCutMark = "...[cut]";
 // kMaxStringBytes, every byte escaped) stays below it.
 inline constexpr uint64_t kMaxLineBytes = uint64_t{4} << 20;
 inline constexpr int kMaxInlinedLevels = 64;   // a frame's "inlined" list
+inline constexpr int kMaxStackFrames = 1024;   // a stack's "frames" (the recorder writes at most 96,
+                                               // the snapshot import 512)
 inline constexpr int kMaxCmdlineArgs = 64;     // the header's "cmdline": further ones become one last
                                                // element "...[N more arguments cut]"
 

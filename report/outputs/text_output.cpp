@@ -1,6 +1,8 @@
 // report/outputs/text_output.cpp — the text report: one section per analysis, in the order of the
 // run's story (story.h: a crashed run opens with its OOM), stacks trimmed.
 #include "report/outputs/text_output.h"
+
+#include "report/outputs/process_groups_output.h"
 #include "report/outputs/what_if_output.h"
 
 #include <algorithm>
@@ -436,6 +438,8 @@ void write_stack(std::ostream& out, const Stack& stack, const std::string& inden
 }
 
 void write_text(std::ostream& out, const std::vector<ProcessReport>& reports, const TextOptions& options) {
+  const bool grouped = options.groups && options.groups->processes();
+  if (grouped) write_process_groups_note(out, *options.groups, reports.size());
   for (const ProcessReport& r : reports) {
     write_header(out, r);
     write_summary(out, r);
@@ -458,17 +462,18 @@ void write_text(std::ostream& out, const std::vector<ProcessReport>& reports, co
     if (options.top_sites) write_top_sites(out, r, options);
     out << "\n";
   }
-  if (reports.size() > 1) {
-    auto extremes = [&](uint64_t (*metric)(const ProcessReport&), const char* what) {
-      auto [lo, hi] = std::minmax_element(reports.begin(), reports.end(), [&](const auto& a, const auto& b) {
-        return metric(a) < metric(b);
-      });
-      out << "spread over " << reports.size() << " processes, " << what << ": min " << format_bytes(metric(*lo))
-          << " (pid " << lo->header.pid << "), max " << format_bytes(metric(*hi)) << " (pid " << hi->header.pid
-          << ")\n";
+  if (grouped) write_process_groups_text(out, *options.groups);
+  // Over every process, those summed in groups too.
+  ProcessTotals totals;
+  if (grouped) totals = options.groups->all;
+  else for (size_t i = 0; i < reports.size(); ++i) totals.add(reports[i], i);
+  if (totals.processes > 1) {
+    auto extremes = [&](const ProcessTotals::Extreme& lo, const ProcessTotals::Extreme& hi, const char* what) {
+      out << "spread over " << totals.processes << " processes, " << what << ": min " << format_bytes(lo.value)
+          << " (pid " << lo.pid << "), max " << format_bytes(hi.value) << " (pid " << hi.pid << ")\n";
     };
-    extremes([](const ProcessReport& r) { return r.peak_bytes(); }, "peak");
-    extremes([](const ProcessReport& r) { return r.leaked_bytes(); }, "leaked");
+    extremes(totals.peak_min, totals.peak_max, "peak");
+    extremes(totals.leaked_min, totals.leaked_max, "leaked");
   }
 }
 

@@ -20,6 +20,15 @@ class FileSource : public ByteSource {
   }
   explicit FileSource(std::FILE* file) : file_(file) {}
   ~FileSource() override { std::fclose(file_); }
+  // Whether the file starts with zstd's magic number; reads its first bytes and goes back to the
+  // start (false, and nothing read, for a file that cannot seek).
+  bool starts_like_zstd() {
+    char head[4];
+    if (std::ftell(file_) != 0) return false;
+    const size_t n = std::fread(head, 1, sizeof head, file_);
+    if (std::fseek(file_, 0, SEEK_SET) != 0) throw std::runtime_error("cannot read: " + std::string(std::strerror(errno)));
+    return report::starts_like_zstd(std::string_view(head, n));
+  }
   FileSource(const FileSource&) = delete;
   FileSource& operator=(const FileSource&) = delete;
 
@@ -123,9 +132,15 @@ std::unique_ptr<ByteSource> observed_byte_source(std::unique_ptr<ByteSource> inn
   return std::make_unique<ObservedSource>(std::move(inner), observer);
 }
 
+bool starts_like_zstd(std::string_view head) { return head.substr(0, 4) == std::string_view("\x28\xb5\x2f\xfd", 4); }
+
+std::unique_ptr<ByteSource> zstd_byte_source(std::unique_ptr<ByteSource> compressed) {
+  return std::make_unique<ZstdSource>(std::move(compressed));
+}
+
 std::unique_ptr<ByteSource> open_byte_source(const std::string& path) {
   auto file = std::make_unique<FileSource>(path);
-  if (util::ends_with(path, ".zst")) return std::make_unique<ZstdSource>(std::move(file));
+  if (util::ends_with(path, ".zst") || file->starts_like_zstd()) return std::make_unique<ZstdSource>(std::move(file));
   return file;
 }
 

@@ -28,9 +28,16 @@ class ByteSource {
 // allocation of gigabytes. The recorder's frames use a few MiB at most.
 inline constexpr int kMaxZstdWindowLog = 27;
 
-// Opens `path`, decompressing when the name ends in ".zst". Throws std::runtime_error when the
-// file cannot be opened.
+// Opens `path`, decompressing when the name ends in ".zst" or the file starts with zstd's magic
+// number (a copy of a stream, reached as /proc/self/fd/N, has no suffix to say). Throws
+// std::runtime_error when the file cannot be opened.
 std::unique_ptr<ByteSource> open_byte_source(const std::string& path);
+
+// True when `head` starts with the magic number of a zstd frame (28 b5 2f fd).
+bool starts_like_zstd(std::string_view head);
+
+// `compressed`, decompressed as it is read (at most a 2^kMaxZstdWindowLog window).
+std::unique_ptr<ByteSource> zstd_byte_source(std::unique_ptr<ByteSource> compressed);
 
 // An open stdio file, read from its current position; the source owns it and closes it.
 std::unique_ptr<ByteSource> file_byte_source(std::FILE* file);
