@@ -630,8 +630,21 @@
     });
     const s = doc.spread || {};
     const line = (name, m) => (m ? h("p", {}, `${name}: min ${bytes(m.min)} (pid ${m.min_pid}), max ${bytes(m.max)} (pid ${m.max_pid}), mean ${bytes(Math.round(m.mean))}`) : null);
-    return section(`Across ${doc.processes.length} processes`, line("Peak", s.peak_bytes), line("Leaked", s.leaked_bytes),
+    const drawn = doc.process_groups ? ` (${doc.processes.length} drawn in full)` : "";
+    return section(`Across ${doc.summary.processes} processes${drawn}`, line("Peak", s.peak_bytes), line("Leaked", s.leaked_bytes),
       table(["Process", "Trace", "Host", "Peak", "Leaked", "OOMs", "Events", "Ended"], rows));
+  }
+
+  // A run of many processes (process_groups.h): the ones not drawn in full, summed by executable and rank.
+  function groupsSection() {
+    const g = doc.process_groups;
+    const row = (name, x) => [name, String(x.processes), x.first_pid !== undefined ? `pid ${x.first_pid}` : "", bytes(x.peak_bytes.min),
+      bytes(x.peak_bytes.max), bytes(x.leaked_bytes), String(x.ooms), String(x.events), String(x.cut + x.killed_by_signal)];
+    const rows = g.groups.map((x) => row(`${basename(x.exe) || "(not recorded)"}${x.rank === null ? "" : ` rank ${x.rank}`}`, x));
+    if (g.other) rows.push(row(`${g.other.groups} more executables and ranks`, g.other));
+    return section(`${g.processes} more processes, summed by executable and rank`,
+      h("p", { class: "muted" }, `Of ${doc.summary.processes} processes, the ${doc.processes.length} that tell the most are drawn in full (an OOM first, then a leak, growth or a cut trace, then the largest peak).`),
+      table(["Executable", "Processes", "First", "Lowest peak", "Highest peak", "Leaked", "OOMs", "Events", "Cut or killed"], rows));
   }
 
   function render() {
@@ -645,11 +658,12 @@
       s.scopes ? stat("Tests that leaked", `${s.leaking_scopes} of ${s.scopes}` +
         (s.leaking_scopes ? ` · ${bytes((doc.scopes || []).reduce((a, x) => a + (x.leaked_bytes || 0), 0))}` : ""),
       s.leaking_scopes ? "bad" : "good") : null,
-      stat("OOMs / failed", String(doc.ooms.length), doc.ooms.length ? "bad" : "good"),
+      stat("OOMs / failed", String(s.ooms), s.ooms ? "bad" : "good"),  // summed processes' too
       stat("Growing sites", String(doc.growth.length), doc.growth.length ? "warn" : "good"),
       stat("Cached at exit", bytes(s.cached_bytes)),
       stat("Trace", s.incomplete ? "incomplete" : s.complete ? "complete" : "cut short", s.incomplete || !s.complete ? "warn" : "good")));
     if (doc.processes.length > 1) root.appendChild(spreadSection());
+    if (doc.process_groups) root.appendChild(groupsSection());
     for (const p of doc.processes) root.appendChild(processSection(p));
     root.appendChild(h("footer", {}, "Made by gpumem-report. Everything is in this one file; it makes no network request."));
     // Charts draw in animation frames queued during render(); this one runs after them.
