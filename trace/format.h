@@ -262,6 +262,9 @@ inline constexpr const char* kFieldRange = "range";         // scope events of a
 inline constexpr const char* kFieldDelayed = "delayed";     // true: reported after the fact with its
                                                             // own "t" (PyTorch history); its seq is
                                                             // the report's, order it by t (see sync)
+inline constexpr const char* kFieldInitial = "initial";     // true: the state a PyTorch snapshot's
+                                                            // history started from (t 0), not an
+                                                            // event of the history (snapshot import)
 // meminfo events use kFieldFree and kFieldTotal.
 
 // Version 2 event lines: no "type"; the first key is kFieldEventSite. The fields a site holds

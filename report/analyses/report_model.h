@@ -358,6 +358,10 @@ struct ProcessReport {
   // Cut or killed: the program did not end on its own terms, so nothing live at the end is a leak and
   // a scope still open then gets no verdict.
   bool ended_early() const { return cut() || killed_by_signal(); }
+  // A PyTorch memory snapshot (header backend "pytorch_snapshot"): a moment of a run, not its end.
+  bool snapshot = false;
+  // The snapshot contradicts itself (its first warning says how): no figure is given that depends on it.
+  bool inconsistent_input = false;
   uint64_t events = 0;
   uint64_t dropped_events = 0;      // > 0: the analysis is incomplete
   uint64_t first_time_ns = 0;

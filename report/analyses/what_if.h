@@ -49,7 +49,8 @@ std::vector<std::string> what_if_settings(const ProcessReport& report, const Ana
 // run, checked against the recording).
 class WhatIfPass : public TraceHandler {
  public:
-  WhatIfPass(const std::vector<std::string>& settings, const std::string& recorded);
+  // `report`: the first pass's, for what it learnt of each device's capacity (its OOMs' readings).
+  WhatIfPass(const std::vector<std::string>& settings, const std::string& recorded, const ProcessReport& report);
   void on_device(const DeviceInfo& info) override;
   void on_event(const Event& e) override;
   void on_allocator_settings(const Event& e) override;
