@@ -200,6 +200,7 @@ inline constexpr const char* kFieldStartTime = "start_time_ns";   // CLOCK_REALT
 inline constexpr const char* kFieldClock = "clock";               // "monotonic": what "t" counts
 inline constexpr const char* kFieldClockStart = "clock_start_ns"; // CLOCK_MONOTONIC at start
 inline constexpr const char* kFieldBackend = "backend";           // "interpose" | "cupti"
+inline constexpr const char* kBackendPytorchSnapshot = "pytorch_snapshot";  // the snapshot import's
 inline constexpr const char* kFieldStackDepth = "stack_depth";
 inline constexpr const char* kFieldOnFull = "on_full";            // "wait" | "drop"
 inline constexpr const char* kFieldLibrary = "library";           // gpumemtrace version string

@@ -16,6 +16,7 @@ bool AutogradAttribution::on_backward_scope(const Event& e) {
 }
 
 SiteId AutogradAttribution::site_for(const Event& e) const {
+  if (e.initial && e.op == Op::BlockAlloc) return make_site(e.stack, Attribution::BeforeRecording);
   const bool frameless_block = !e.stack && (e.op == Op::BlockAlloc || e.kind == Kind::Block) &&
                                is_torch_api(e.api);
   if (!frameless_block) return make_site(e.stack);
@@ -34,6 +35,9 @@ Stack resolve_site(const SymbolTable& symbols, SiteId site) {
       break;
     case Attribution::NoFrames:
       marker.function = "[PyTorch thread without Python frames (autograd engine)]";
+      break;
+    case Attribution::BeforeRecording:
+      marker.function = "[allocated before recording started]";
       break;
   }
   stack.insert(stack.begin(), std::move(marker));

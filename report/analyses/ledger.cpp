@@ -41,38 +41,69 @@ Ledger::Site* Ledger::find_site(SiteId id, bool create) {
   return site;
 }
 
+void Ledger::note_high(Site& site, uint64_t time_ns, uint32_t window) {
+  if (site.bytes <= site.high) return;
+  const bool first = site.high == 0;
+  if (first) {
+    site.first_high = site.bytes;
+    site.first_time_ns = time_ns;
+  }
+  if (first || site.floor > site.last_floor) {
+    site.rises += 1;
+    site.windows |= 1u << window;
+  }
+  site.high = site.bytes;
+  site.last_rise_time_ns = time_ns;
+  site.last_floor = site.floor;
+  site.floor = site.bytes;
+}
+
+// What a site holds from the start is where its history starts from: its first high, no rise.
+void Ledger::note_baseline(Site& site, uint64_t time_ns) {
+  if (site.bytes <= site.high) return;
+  site.high = site.first_high = site.bytes;
+  site.first_time_ns = site.last_rise_time_ns = time_ns;
+  site.floor = site.last_floor = site.bytes;
+}
+
+void Ledger::note_peak(uint64_t seq, uint64_t time_ns) {
+  if (live_ <= peak_.bytes) return;
+  peak_.bytes = live_;
+  peak_.seq = seq;
+  peak_.time_ns = time_ns;
+  snapshot_pending_ = true;
+}
+
 void Ledger::add(SiteId stack, uint64_t bytes, uint64_t seq, uint64_t time_ns, uint32_t window) {
   Site& site = *find_site(stack, true);
   site.bytes += bytes;
   site.count += 1;
-  if (site.bytes > site.high) {
-    const bool first = site.high == 0;
-    if (first) {
-      site.first_high = site.bytes;
-      site.first_time_ns = time_ns;
-    }
-    if (first || site.floor > site.last_floor) {
-      site.rises += 1;
-      site.windows |= 1u << window;
-    }
-    site.high = site.bytes;
-    site.last_rise_time_ns = time_ns;
-    site.last_floor = site.floor;
-    site.floor = site.bytes;
-  }
+  note_high(site, time_ns, window);
+  total_.bytes += bytes;
+  total_.count += 1;
+  note_high(total_, time_ns, window);
   live_ += bytes;
-  if (live_ > peak_.bytes) {
-    peak_.bytes = live_;
-    peak_.seq = seq;
-    peak_.time_ns = time_ns;
-    snapshot_pending_ = true;
-  }
+  note_peak(seq, time_ns);
+}
+
+void Ledger::add_initial(SiteId stack, uint64_t bytes, uint64_t seq, uint64_t time_ns) {
+  Site& site = *find_site(stack, true);
+  site.bytes += bytes;
+  site.count += 1;
+  note_baseline(site, time_ns);
+  total_.bytes += bytes;
+  total_.count += 1;
+  note_baseline(total_, time_ns);
+  live_ += bytes;
+  note_peak(seq, time_ns);
 }
 
 void Ledger::add_live(SiteId stack, uint64_t bytes) {
   Site& site = *find_site(stack, true);
   site.bytes += bytes;
   site.count += 1;
+  total_.bytes += bytes;
+  total_.count += 1;
   live_ += bytes;
 }
 
@@ -83,6 +114,9 @@ void Ledger::remove(SiteId stack, uint64_t bytes, const std::string& phase) {
     site->count -= std::min<uint64_t>(site->count, 1);
     site->floor = std::min(site->floor, site->bytes);
   }
+  total_.bytes -= std::min(total_.bytes, bytes);
+  total_.count -= std::min<uint64_t>(total_.count, 1);
+  total_.floor = std::min(total_.floor, total_.bytes);
   live_ -= std::min(live_, bytes);
 }
 
@@ -93,6 +127,7 @@ void Ledger::clear_live(const std::string& phase) {
     entry.second.count = 0;
     entry.second.floor = 0;
   }
+  total_.bytes = total_.count = total_.floor = 0;
   live_ = 0;
 }
 
@@ -103,13 +138,15 @@ void Ledger::take_snapshot(const std::string& phase) {
 }
 
 void Ledger::fold_windows() {
-  for (auto& entry : sites_) {
+  auto fold = [](Site& site) {
     uint32_t folded = 0;
     for (uint32_t i = 0; i < GrowthWindows::kWindows / 2; ++i) {
-      if (entry.second.windows & (3u << (2 * i))) folded |= 1u << i;
+      if (site.windows & (3u << (2 * i))) folded |= 1u << i;
     }
-    entry.second.windows = folded;
-  }
+    site.windows = folded;
+  };
+  for (auto& entry : sites_) fold(entry.second);
+  fold(total_);
 }
 
 std::vector<StackCount> Ledger::top(size_t n, uint64_t* other) const {

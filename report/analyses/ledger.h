@@ -72,6 +72,9 @@ class Ledger {
   // Live bytes only, no history (highs, rises, peak): memory whose time is unknown (a capped
   // trace's live set at the end).
   void add_live(SiteId site, uint64_t bytes);
+  // Memory the trace starts with (a PyTorch snapshot's state before its history): live, and part
+  // of the peak, but a baseline for growth, not a rise: the site's (and the total's) first high.
+  void add_initial(SiteId site, uint64_t bytes, uint64_t seq, uint64_t time_ns);
   // A pending peak snapshot is taken first (in `phase`): live bytes are about to go down.
   void remove(SiteId site, uint64_t bytes, const std::string& phase);
   // Drops every live byte (device reset), after taking a pending snapshot as remove() does.
@@ -82,6 +85,8 @@ class Ledger {
   void fold_windows();
 
   uint64_t live() const { return live_; }
+  // Every site together, with the same history: whether the level's total grew (growth.h).
+  const Site& total() const { return total_; }
   uint64_t peak() const { return peak_.bytes; }
   const Snapshot& peak_snapshot() const { return peak_; }
   // The n largest live stacks now; *other gets the bytes of the rest.
@@ -92,6 +97,10 @@ class Ledger {
   // sites_[id], through last_: an event's site is most often the previous event's. Creates it when
   // `create`, else nullptr when it is not there.
   Site* find_site(SiteId id, bool create);
+  // After `site` gained bytes: a new high, and whether it was a rise (see Site).
+  static void note_high(Site& site, uint64_t time_ns, uint32_t window);
+  static void note_baseline(Site& site, uint64_t time_ns);
+  void note_peak(uint64_t seq, uint64_t time_ns);
 
   std::unordered_map<SiteId, Site> sites_;
   // The site of the last add or remove. Elements of an unordered_map never move and sites are never
@@ -108,6 +117,7 @@ class Ledger {
     }
   };
   LastSite last_;
+  Site total_;
   uint64_t live_ = 0;
   Snapshot peak_;
   bool snapshot_pending_ = false;

@@ -157,6 +157,7 @@ ProcessReport ProcessAnalyzer::finish(const std::string& file, const ReadResult&
   // work at exit (flushing, symbolizing), which is no part of the program's run.
   out.last_time_ns = last_time_;
   out.warnings = read.warnings;
+  out.snapshot = header_.backend == format::kBackendPytorchSnapshot;
   if (model_.replaced_live()) {
     out.warnings.push_back(std::to_string(model_.replaced_live()) +
                            " allocations at an address that was still live (a free was not recorded)");
@@ -193,8 +194,8 @@ ProcessReport ProcessAnalyzer::finish(const std::string& file, const ReadResult&
   collect_growth(model_, clock_.windows_used(), symbols_, out.growth);
   top_sites_.finish(symbols_, out);              // first: the timeline ranks its stacks by the sites
   if (allocation_timeline_) timeline_.finish(out);
-  collect_time_to_oom(model_, out);
   incidents_.finish(out, symbols_);
+  collect_time_to_oom(model_, out);  // after the OOMs: none is forecast on a device that had one
   for (DeviceSummary& d : out.devices) {
     for (const OomReport& oom : out.ooms) d.ooms += oom.device == d.device ? 1 : 0;
   }

@@ -257,6 +257,12 @@ struct DeviceSummary {
   uint64_t library_bytes = 0;       // held by a CUDA library at the end
   uint64_t alive_at_exit_bytes = 0; // caching-allocator blocks still referenced at the end
   uint64_t ooms = 0;                // out-of-memory incidents
+  // A PyTorch snapshot: the state its history started from (its "initial" events, which the counts
+  // above leave out): segments (and expandable segments' mapped ranges), blocks, and their bytes.
+  uint64_t initial_segments = 0;
+  uint64_t initial_blocks = 0;
+  uint64_t initial_reserved = 0;
+  uint64_t initial_allocated = 0;
   std::vector<TimelineSample> timeline;  // reserved/allocated over the run, bounded, evenly thinned
   // A capped trace (GPUMEMTRACE_MAX_BYTES): every figure above covers the events up to the cap.
   // What was live at the end (its `live` records) is known; when, and any peak after the cap, not.

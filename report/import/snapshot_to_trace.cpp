@@ -128,8 +128,11 @@ struct DeviceState {
   std::map<uint64_t, Block> blocks;           // live blocks by address
   // Forward pass only: the physical chunks behind the mapped ranges, start -> (end, stack). Each one
   // is reported like cuMemCreate (an `alloc` of kind physical whose addr is the handle; the chunk's
-  // start address serves as handle) so that reserved memory counts it.
+  // start address serves as handle) so that reserved memory counts it. A mapped range is cut into
+  // chunks at every address where the history maps or unmaps (cuts), so that an unmap releases whole
+  // chunks: reserved bytes move by exactly what was unmapped, never through a dip or a bump.
   std::map<uint64_t, std::pair<uint64_t, uint32_t>> chunks;
+  std::set<uint64_t> cuts;
 };
 
 // Frames of PyTorch's own stack capture, not the program's: dropped like the recorder drops its own.
@@ -232,7 +235,8 @@ class Converter {
   }
   std::string limit_error() const;
   void emit_initial_state();
-  void map_chunk(uint64_t t, int device, uint64_t start, uint64_t end, uint32_t stack, bool with_map_event);
+  void map_range(uint64_t t, int device, uint64_t start, uint64_t end, uint32_t stack);
+  void map_chunk(uint64_t t, int device, uint64_t start, uint64_t end, uint32_t stack);
   void unmap_range(uint64_t t, int device, uint64_t start, uint64_t end, uint32_t stack);
   void emit_entry(const Entry& e);
   DeviceState& dev(int device) { return devices_[device]; }
@@ -651,24 +655,35 @@ bool Converter::segment_of(int device, uint64_t addr, uint64_t* segment) {
   return d.mapped.find(addr, segment);
 }
 
-// segment_map: physical memory created (alloc, kind physical, handle = start) then mapped at start.
-void Converter::map_chunk(uint64_t t, int device, uint64_t start, uint64_t end, uint32_t stack, bool with_map_event) {
+// segment_map: the range's physical chunks created (cut where the history maps or unmaps,
+// DeviceState::cuts), then one map of the range (its first chunk's handle), as PyTorch reported it.
+void Converter::map_range(uint64_t t, int device, uint64_t start, uint64_t end, uint32_t stack) {
+  DeviceState& d = dev(device);
+  uint64_t from = start;
+  for (auto cut = d.cuts.upper_bound(start); cut != d.cuts.end() && *cut < end; ++cut) {
+    map_chunk(t, device, from, *cut, stack);
+    from = *cut;
+  }
+  map_chunk(t, device, from, end, stack);
+  JsonLine map = begin_action_event(t, Action::SegmentMap, start, end - start, device, stack);
+  map.hex(fmt::kFieldHandle, start).num(fmt::kFieldResult, 0);
+  end_event(map);
+}
+
+// One chunk: physical memory created (alloc, kind physical, handle = its start).
+void Converter::map_chunk(uint64_t t, int device, uint64_t start, uint64_t end, uint32_t stack) {
   DeviceState& d = dev(device);
   auto old = d.chunks.find(start);
   if (old != d.chunks.end()) unmap_range(t, device, start, old->second.first, 0);  // remapped without an unmap
   JsonLine ev = begin_event(t, ta::api(Action::SegmentMap), fmt::Op::Alloc, fmt::Kind::Physical, start, end - start, device, stack);
   ev.num(fmt::kFieldResult, 0);
   end_event(ev);
-  if (with_map_event) {
-    JsonLine ev = begin_action_event(t, Action::SegmentMap, start, end - start, device, stack);
-    ev.hex(fmt::kFieldHandle, start).num(fmt::kFieldResult, 0);
-    end_event(ev);
-  }
   d.chunks[start] = {end, stack};
 }
 
-// segment_unmap: the range is unmapped, and the physical chunks it covers are released; the parts of
-// a chunk outside the range stay (re-reported as chunks of their own, with the original stack).
+// segment_unmap: the range is unmapped, and the physical chunks it covers are released. Cut at every
+// unmap's ends, the chunks lie wholly inside or outside it; one that does not (two histories' cuts
+// disagree: a remap) is released whole, and its part outside re-made under its original stack.
 void Converter::unmap_range(uint64_t t, int device, uint64_t start, uint64_t end, uint32_t stack) {
   DeviceState& d = dev(device);
   JsonLine ev = begin_action_event(t, Action::SegmentUnmap, start, end - start, device, stack);
@@ -680,14 +695,19 @@ void Converter::unmap_range(uint64_t t, int device, uint64_t start, uint64_t end
   while (it != d.chunks.end() && it->first < end) {
     const uint64_t cs = it->first, ce = it->second.first;
     const uint32_t cstack = it->second.second;
-    JsonLine ev = begin_event(t, ta::api(Action::SegmentUnmap), fmt::Op::Free, fmt::Kind::Physical, cs, ce - cs, device, stack);
-    ev.num(fmt::kFieldResult, 0);
-    end_event(ev);
+    JsonLine free = begin_event(t, ta::api(Action::SegmentUnmap), fmt::Op::Free, fmt::Kind::Physical, cs, ce - cs, device, stack);
+    free.num(fmt::kFieldResult, 0);
+    end_event(free);
     if (cs < start) keep.push_back({cs, {start, cstack}});
     if (ce > end) keep.push_back({end, {ce, cstack}});
     it = d.chunks.erase(it);
   }
-  for (auto& [ks, kv] : keep) map_chunk(t, device, ks, kv.first, kv.second, false);
+  for (auto& [ks, kv] : keep) {  // not reached when the cuts hold (a map/unmap event each would be counted)
+    JsonLine ev = begin_event(t, ta::api(Action::SegmentMap), fmt::Op::Alloc, fmt::Kind::Physical, ks, kv.first - ks, device, kv.second);
+    ev.num(fmt::kFieldResult, 0);
+    end_event(ev);
+    d.chunks[ks] = kv;
+  }
 }
 
 void Converter::emit_initial_state() {
@@ -702,7 +722,7 @@ void Converter::emit_initial_state() {
     }
     for (auto& [start, end] : d.mapped.ranges()) {
       ++stats_.initial_segments;
-      map_chunk(0, device, start, end, 0, true);
+      map_range(0, device, start, end, 0);
     }
   }
   for (auto& [device, d] : devices_) {
@@ -771,7 +791,7 @@ void Converter::emit_entry(const Entry& e) {
         return;
       }
       if (e.action == Action::SegmentMap) {
-        map_chunk(t, e.device, e.addr, e.addr + e.size, stack, true);
+        map_range(t, e.device, e.addr, e.addr + e.size, stack);
         d.mapped.add(e.addr, e.addr + e.size);
       } else {
         unmap_range(t, e.device, e.addr, e.addr + e.size, stack);
@@ -823,6 +843,14 @@ void Converter::run() {
   }
   reverse_replay();
   leave_out_blocks_outside_segments();
+  for (auto& [device, list] : traces_) {
+    for (const Entry& e : list) {
+      if ((e.action == Action::SegmentMap || e.action == Action::SegmentUnmap) && e.size && e.addr <= UINT64_MAX - e.size) {
+        dev(device).cuts.insert(e.addr);
+        dev(device).cuts.insert(e.addr + e.size);
+      }
+    }
+  }
 
   // Merge the devices' histories by time (each device's own order is kept).
   std::vector<const Entry*> order;
@@ -863,7 +891,7 @@ void Converter::run() {
       .unum(fmt::kFieldStartTime, have_time ? static_cast<uint64_t>(t0_us_) * 1000u : 0)
       .str(fmt::kFieldClock, "monotonic")
       .unum(fmt::kFieldClockStart, 0)
-      .str(fmt::kFieldBackend, "pytorch_snapshot")
+      .str(fmt::kFieldBackend, fmt::kBackendPytorchSnapshot)
       .unum(fmt::kFieldStackDepth, 0)
       .str(fmt::kFieldOnFull, "wait")
       .str(kFieldSource, source_name_)
