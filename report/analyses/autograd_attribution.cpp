@@ -16,7 +16,9 @@ bool AutogradAttribution::on_backward_scope(const Event& e) {
 }
 
 SiteId AutogradAttribution::site_for(const Event& e) const {
-  if (e.initial && e.op == Op::BlockAlloc) return make_site(e.stack, Attribution::BeforeRecording);
+  // A block the snapshot's history starts with, without the frames of its allocation: recorded before
+  // recording started. One with frames is charged to them, as any block.
+  if (e.initial && e.op == Op::BlockAlloc && !e.stack) return make_site(e.stack, Attribution::BeforeRecording);
   const bool frameless_block = !e.stack && (e.op == Op::BlockAlloc || e.kind == Kind::Block) &&
                                is_torch_api(e.api);
   if (!frameless_block) return make_site(e.stack);

@@ -173,7 +173,7 @@ void MemoryModel::acquire(DeviceState& state, Level level, uint64_t key, const A
 }
 
 void MemoryModel::release(const Holding& h) {
-  ledger_of(device_state(h.device), h.level).remove(h.site, h.size, phase_);
+  ledger_of(device_state(h.device), h.level).remove(h.site, h.size, phase_, window_);
   for (ModelListener* listener : listeners_) listener->on_release(h);
 }
 

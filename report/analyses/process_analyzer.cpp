@@ -77,6 +77,7 @@ void ProcessAnalyzer::on_device(const DeviceInfo& info) {
 
 void ProcessAnalyzer::on_event(const Event& e) {
   ++events_;
+  initial_events_ += e.initial;
   if (events_ == 1) first_time_ = e.t;
   last_time_ = std::max(last_time_, e.t);
   bool widened = false;
@@ -151,6 +152,7 @@ ProcessReport ProcessAnalyzer::finish(const std::string& file, const ReadResult&
   out.exit_status = footer_.exit_status;
   out.end_signal = footer_.signal;
   out.events = events_;
+  out.initial_events = initial_events_;
   out.dropped_events = dropped_;
   out.first_time_ns = first_time_;
   // The process's time is that of its events: the footer's end_time also counts the recorder's own

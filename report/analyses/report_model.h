@@ -368,6 +368,7 @@ struct ProcessReport {
   bool snapshot = false;
   // The snapshot contradicts itself (its first warning says how): no figure is given that depends on it.
   bool inconsistent_input = false;
+  uint64_t initial_events = 0;      // of `events`: the state the snapshot's history started from
   uint64_t events = 0;
   uint64_t dropped_events = 0;      // > 0: the analysis is incomplete
   uint64_t first_time_ns = 0;

@@ -84,4 +84,4 @@ class SnapshotBaseline(unittest.TestCase):
         r = report_json(path)
         self.assertEqual(r["growth"], [])
         text = run_report(path).stdout
-        self.assertIn("[allocated before recording started]", text)
+        self.assertIn("40.0 MiB in 40 blocks allocated before recording started", text)
