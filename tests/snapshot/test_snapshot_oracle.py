@@ -67,12 +67,20 @@ def corpus_files():
 
 
 _cache = {}
+_snapshots = {}
+
+
+def snapshot(path):
+    """The oracle of one snapshot, read once per test run."""
+    if path not in _snapshots:
+        _snapshots[path] = oracle.Snapshot(path)
+    return _snapshots[path]
 
 
 def analysed(path):
     """(oracle, JSON report, text report) of one snapshot, computed once per test run."""
     if path not in _cache:
-        snap = oracle.Snapshot(path)
+        snap = snapshot(path)
         run = lambda *args: subprocess.run([REPORT, *args, path], capture_output=True, text=True, timeout=300)
         j, t = run("--format", "json"), run("--width", "0", "--top", "3")
         assert j.returncode == 0 and t.returncode == 0, j.stderr + t.stderr
@@ -105,7 +113,7 @@ class StartingState(CorpusCase):
         if not os.access(CONVERT, os.X_OK):
             self.skipTest(CONVERT + " not built")
         for path in self.files:
-            snap = oracle.Snapshot(path)
+            snap = snapshot(path)
             if snap.inconsistent():
                 continue
             with self.subTest(snapshot=os.path.basename(path)), tempfile.TemporaryDirectory() as d:
@@ -214,7 +222,7 @@ class Replay(CorpusCase):
     def test_every_history_replays_when_asked(self):
         """--what-if on every device that has a history: the recorded run must match it."""
         for path in self.files:
-            snap = oracle.Snapshot(path)
+            snap = snapshot(path)
             if snap.inconsistent() or not any(d.entries for d in snap.devices.values()):
                 continue
             p = subprocess.run([REPORT, "--format", "json", "--what-if", "expandable_segments:True", path],
@@ -241,6 +249,31 @@ class Replay(CorpusCase):
                         self.assertEqual(w["rows"], [])
                         self.assertIsNone(w["advice"])
                         self.assertIsNone(w["headroom"])
+
+
+class Html(CorpusCase):
+    def test_the_page_carries_the_same_figures(self):
+        """The HTML page's data is the JSON's (stacks as table indices): its peaks, OOMs, fragmentation and
+        what-if rows agree with the oracle too. Checked on the files with an OOM or a replay (cheap enough)."""
+        for path, snap, j, text in self.consistent():
+            if not j["ooms"] and not j["what_if"]:
+                continue
+            with self.subTest(snapshot=os.path.basename(path)), tempfile.TemporaryDirectory() as d:
+                page = os.path.join(d, "report.html")
+                p = subprocess.run([REPORT, "--format", "html", "-o", page, path], capture_output=True, text=True,
+                                   timeout=300)
+                self.assertEqual(p.returncode, 0, p.stderr)
+                with open(page) as f:
+                    data = json.loads(re.search(r'id="gpumem-data">(.*?)</script>', f.read(), re.S).group(1))
+                for key, fields in (("peaks", ("device", "bytes", "time_ns", "fragmentation")),
+                                    ("ooms", ("device", "requested", "time_ns", "device_free", "fragmentation")),
+                                    ("fragmentation", ("device", "at_peak"))):
+                    self.assertEqual([{k: e.get(k) for k in fields} for e in data[key]],
+                                     [{k: e.get(k) for k in fields} for e in j[key]], key)
+                self.assertEqual([(w["device"], w["replay"], w["rows"] and w["rows"][0]["reserved_peak"])
+                                  for w in data["what_if"]],
+                                 [(w["device"], w["replay"], w["rows"] and w["rows"][0]["reserved_peak"])
+                                  for w in j["what_if"]])
 
 
 class Words(CorpusCase):
