@@ -1,6 +1,6 @@
 # tests/snapshot/test_snapshot_oracle.py — every figure gpumem-report prints for a real PyTorch snapshot, against an independent oracle.
 """Real PyTorch snapshots that people recorded outside this project (../shared/corpus/pytorch-snapshots, with
-its MANIFEST.md; GPUMEMTRACE_SNAPSHOT_CORPUS names another folder of the same kind), each compared with
+its MANIFEST.md; PYTORCH_SNAPSHOT_CORPUS names another folder of the same kind), each compared with
 what the snapshot itself says (snapshot_oracle.py: a restricted unpickler and the snapshot's own
 segments and history, no gpumem-report code):
 
@@ -34,9 +34,9 @@ import snapshot_oracle as oracle  # noqa: E402
 BUILD = os.environ.get("GPUMEMTRACE_BUILD", os.path.join(ROOT, "build"))
 REPORT = os.path.join(BUILD, "gpumem-report")
 CONVERT = os.path.join(BUILD, "gpumem-snapshot2trace")
-CORPUS = os.environ.get("GPUMEMTRACE_SNAPSHOT_CORPUS") or os.path.join(ROOT, "..", "shared", "corpus",
+CORPUS = os.environ.get("PYTORCH_SNAPSHOT_CORPUS") or os.path.join(ROOT, "..", "shared", "corpus",
                                                                        "pytorch-snapshots")
-NO_CORPUS = f"no real PyTorch snapshots at {CORPUS} (set GPUMEMTRACE_SNAPSHOT_CORPUS to a folder of them)"
+NO_CORPUS = f"no real PyTorch snapshots at {CORPUS} (set PYTORCH_SNAPSHOT_CORPUS to a folder of them)"
 
 
 def format_bytes(n):
