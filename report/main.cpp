@@ -3,6 +3,8 @@
 // folded stacks) -> cli/ gates.
 // Exit status: 0 fine, 1 a gate failed, 2 bad input or usage, 3 a gate met a cut trace (no verdict).
 #include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -77,6 +79,17 @@ size_t terminal_columns(int fd) {
   return size.ws_col;
 }
 
+// True when `fd` is a pipe or socket whose reading end is closed (`gpumem-report ... | head` after head
+// exited): the report has nobody left to show it to, which is not an error to report (shells say
+// nothing when a program in a pipeline dies of SIGPIPE either). Asked of the descriptor, not of errno,
+// which later calls may have changed since the write that failed.
+bool reader_gone(int fd) {
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !(S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode))) return false;
+  struct pollfd p = {fd, POLLOUT, 0};
+  return poll(&p, 1, 0) == 1 && (p.revents & POLLERR) != 0;
+}
+
 int run(const Options& options) {
   Suppressions suppressions;
   if (!options.suppressions.empty()) suppressions = Suppressions::load(options.suppressions);
@@ -138,12 +151,14 @@ int run(const Options& options) {
     failures = check_gates(reports, options);
     incomplete = check_incomplete(reports, options);
   }
-  // A report that cannot be written (disk full, closed pipe) is an error, not a silent success.
+  // A report that cannot be written (disk full) is an error, not a silent success; standard output
+  // whose reader went away is not (reader_gone), and the gates below still decide the exit status.
   errno = 0;
   out.flush();
   destination.flush();
   if (file.is_open()) file.close();
-  if (!out || !destination) {  // for -o, `destination` is the file: close() failing sets its failbit
+  const bool written = out && destination;  // for -o, `destination` is the file: close() failing sets its failbit
+  if (!written && !(options.output.empty() && reader_gone(STDOUT_FILENO))) {
     const int error = errno;
     throw std::runtime_error((options.output.empty() ? std::string("standard output") : options.output) +
                              ": cannot write the report" + (error ? std::string(": ") + strerror(error) : ""));
@@ -156,6 +171,9 @@ int run(const Options& options) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // A closed standard output is an error to handle where it happens (run(): a reader that went away is
+  // not one), never a silent death by SIGPIPE that would lose the gates' exit status.
+  signal(SIGPIPE, SIG_IGN);
   // Everything said on stderr (warnings, FAILED and INCOMPLETE lines, errors quoting the trace) has
   // its control characters escaped; the original buffer is back before static destructors flush it.
   TerminalStreambuf escaped_stderr(std::cerr.rdbuf());

@@ -14,6 +14,7 @@
 #include <stdexcept>
 
 #include "report/analyses/process_analyzer.h"
+#include "report/analyses/story.h"
 #include "report/import/snapshot_to_trace.h"
 #include "report/reader/trace_reader.h"
 #include "util/ends_with.h"
@@ -133,6 +134,7 @@ ProcessReport analyze_file(const std::string& path, const Suppressions& suppress
                            const AnalysisRequest& what_if) {
   ProcessReport report = analyze_file_once(path, suppressions, observer, what_if.allocation_timeline);
   replay_what_if(path, what_if, report);
+  reconcile_what_if(report);  // story.h: its estimates against the run's story
   return report;
 }
 
@@ -184,7 +186,13 @@ std::optional<ProcessReport> analyze_one_of_many(const std::string& path, const 
     warnings->push_back(path + ": empty (0 bytes): the process ended before its trace was written; skipped");
     return std::nullopt;
   }
-  ProcessReport report = analyze_file(path, suppressions, observer, what_if);
+  ProcessReport report;
+  try {
+    report = analyze_file(path, suppressions, observer, what_if);
+  } catch (const TraceCutBeforeFirstLine& cut) {
+    warnings->push_back(cut.what() + std::string("; skipped"));
+    return std::nullopt;
+  }
   if (report.events == 0 && !report.complete) {
     warnings->push_back(path + ": a header only (no event, no footer): the process ended before it recorded "
                         "anything; skipped");

@@ -46,12 +46,14 @@ AnalyzedInputs analyze_inputs(const std::vector<TraceInput>& inputs, const Suppr
   const size_t threads = std::max<size_t>(1, std::min(jobs, inputs.size()));
   if (threads == 1) {
     for (size_t i = 0; i < inputs.size(); ++i) {
-      if (progress) progress->start_file(inputs[i].name);
+      if (progress) progress->start_file(inputs[i].name, regular_file_size(inputs[i].path));
       analyze_one(inputs[i], alone, suppressions, observer, what_if, outcomes[i]);
       if (outcomes[i].error) break;  // one after another: nothing after the first error is read
     }
   } else {
-    if (progress) progress->start_file(std::to_string(inputs.size()) + " traces");
+    uint64_t total = 0;
+    for (const TraceInput& input : inputs) total += regular_file_size(input.path);
+    if (progress) progress->start_file(std::to_string(inputs.size()) + " traces", total);
     std::atomic<size_t> next{0};
     // The first input (in input order) that failed: inputs after it need not be analysed.
     std::atomic<size_t> first_error{inputs.size()};

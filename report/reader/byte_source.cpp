@@ -26,11 +26,14 @@ class FileSource : public ByteSource {
   size_t read(char* out, size_t capacity) override {
     size_t n = std::fread(out, 1, capacity, file_);
     if (n == 0 && std::ferror(file_)) throw std::runtime_error("read error");
+    consumed_ += n;
     return n;
   }
+  uint64_t consumed() const override { return consumed_; }
 
  private:
   std::FILE* file_;
+  uint64_t consumed_ = 0;
 };
 
 // Streams a zstd file through a fixed-size input buffer, so memory stays constant.
@@ -68,6 +71,7 @@ class ZstdSource : public ByteSource {
     return output.pos;
   }
   bool truncated() const override { return truncated_; }
+  uint64_t consumed() const override { return compressed_->consumed(); }
 
  private:
   std::unique_ptr<ByteSource> compressed_;
@@ -85,11 +89,14 @@ class MemorySource : public ByteSource {
     size_t n = std::min(capacity, bytes_.size());
     std::memcpy(out, bytes_.data(), n);
     bytes_.remove_prefix(n);
+    consumed_ += n;
     return n;
   }
+  uint64_t consumed() const override { return consumed_; }
 
  private:
   std::string_view bytes_;
+  uint64_t consumed_ = 0;
 };
 
 class ObservedSource : public ByteSource {
@@ -97,11 +104,13 @@ class ObservedSource : public ByteSource {
   ObservedSource(std::unique_ptr<ByteSource> inner, ReadObserver& observer)
       : inner_(std::move(inner)), observer_(observer) {}
   size_t read(char* out, size_t capacity) override {
+    const uint64_t before = inner_->consumed();
     const size_t n = inner_->read(out, capacity);
-    observer_.on_read(std::string_view(out, n));
+    observer_.on_read(std::string_view(out, n), inner_->consumed() - before);
     return n;
   }
   bool truncated() const override { return inner_->truncated(); }
+  uint64_t consumed() const override { return inner_->consumed(); }
 
  private:
   std::unique_ptr<ByteSource> inner_;

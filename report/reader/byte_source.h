@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -18,6 +19,8 @@ class ByteSource {
   virtual size_t read(char* out, size_t capacity) = 0;
   // True when the input ended in the middle of a compressed frame: a killed writer.
   virtual bool truncated() const { return false; }
+  // Bytes taken from the file (or memory) so far: for a .zst file, compressed ones (0: not counted).
+  virtual uint64_t consumed() const { return 0; }
 };
 
 // The largest zstd window a trace may ask for (2^27 = 128 MiB, libzstd's own default for streaming):
@@ -39,7 +42,8 @@ std::unique_ptr<ByteSource> memory_byte_source(std::string_view bytes);
 class ReadObserver {
  public:
   virtual ~ReadObserver() = default;
-  virtual void on_read(std::string_view chunk) = 0;
+  // `chunk`: the bytes read (decompressed); `file_bytes`: what reading them took from the file.
+  virtual void on_read(std::string_view chunk, uint64_t file_bytes) = 0;
 };
 
 // `inner`, with every chunk it returns shown to `observer` (which must outlive the source).

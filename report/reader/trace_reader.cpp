@@ -1038,6 +1038,7 @@ ReadResult read_trace(ByteSource& source, const std::string& name, SymbolTable& 
     if (dynamic_cast<const TraceError*>(&error)) throw;
     throw TraceError(name, line.number + 1, error.what());  // I/O or zstd error
   }
+  if (!seen_header && source.truncated()) throw TraceCutBeforeFirstLine(name);
   if (!seen_header) throw TraceError(name, 1, "empty file: not a gpumemtrace trace");
   dispatcher.finish();
   if (fields.strings.count()) result.warnings.push_back(fields.strings.warning());
