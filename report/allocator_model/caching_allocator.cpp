@@ -78,7 +78,6 @@ struct Block {
 
 struct CachingAllocatorModel::Expandable {
   uint32_t id = 0;
-  uint64_t stream = 0;
   uint64_t base = 0;
   uint64_t page = 0;       // [A][B] segment_size_: 2 MiB (small pool) or 20 MiB (large pool)
   uint64_t max_pages = 0;  // [A][B] max_handles_: enough pages for 1 1/8 of the device's memory
@@ -257,6 +256,7 @@ Placement CachingAllocatorModel::malloc(uint64_t requested, uint64_t stream) {
     ++stats_.ooms;
     return Placement{};
   }
+  seeded_free_.clear();  // the seeding is over
   Params p;
   p.stream = stream;
   p.size = round_size(requested, settings_);
@@ -573,7 +573,6 @@ Block* CachingAllocatorModel::find_expandable_block(uint64_t stream, Pool& pool,
 Block* CachingAllocatorModel::new_expandable(uint64_t stream, Pool& pool, uint64_t base) {
   Expandable& es = expandables_.emplace_back();
   es.id = next_segment_++;
-  es.stream = stream;
   es.page = pool.small ? kSmallBuffer : kLargeBuffer;
   const uint64_t reserve = device_total_ + device_total_ / 8;
   es.max_pages = (reserve + es.page - 1) / es.page;

@@ -110,8 +110,9 @@ class CachingAllocatorModel {
   // The state a recording started from (a snapshot's history begins mid-run), given before the first
   // request, in this order: every segment, then every live block in address order. A seeded
   // segment counts as reserved and makes no SegmentOp (the recording made it before it started).
-  // A regular segment of `size` bytes at `addr` on `stream`, free (its pool: small when it is
-  // kSmallBuffer bytes, the only size the small pool's cudaMalloc makes). Returns its id.
+  // A regular segment of `size` bytes at `addr` on `stream`, free (its pool: small up to kSmallBuffer
+  // bytes, the only size the small pool's cudaMalloc makes; a large pool's segment is larger). Returns
+  // its id.
   uint32_t seed_segment(uint64_t addr, uint64_t size, uint64_t stream);
   // A mapped range [addr, addr + size) of an expandable segment on `stream`: it joins the seeded
   // expandable segment of the same pool and stream whose address range holds it, else starts one at
@@ -178,7 +179,7 @@ class CachingAllocatorModel {
   uint32_t next_segment_ = 1;
   bool peak_pending_ = false;
 
-  std::map<uint64_t, Block*> seeded_free_;  // while seeding: the free blocks seeded, by address
+  std::map<uint64_t, Block*> seeded_free_;  // while seeding (until the first malloc): free blocks by address
   NodePool nodes_;  // the pools' set nodes: created and destroyed on nearly every request
   std::deque<Block> block_storage_;
   std::vector<Block*> free_slots_;

@@ -107,9 +107,6 @@ void Ledger::add(SiteId stack, uint64_t bytes, uint64_t seq, uint64_t time_ns, u
   site.bytes += bytes;
   site.count += 1;
   note_high(site, time_ns, window);
-  total_.bytes += bytes;
-  total_.count += 1;
-  note_high(total_, time_ns, window);
   live_ += bytes;
   note_peak(seq, time_ns);
 }
@@ -119,9 +116,6 @@ void Ledger::add_initial(SiteId stack, uint64_t bytes, uint64_t seq, uint64_t ti
   site.bytes += bytes;
   site.count += 1;
   note_baseline(site, time_ns);
-  total_.bytes += bytes;
-  total_.count += 1;
-  note_baseline(total_, time_ns);
   live_ += bytes;
   floors_[window_] = live_;  // the state the trace starts with: where its floor starts from
   note_peak(seq, time_ns);
@@ -131,8 +125,6 @@ void Ledger::add_live(SiteId stack, uint64_t bytes) {
   Site& site = *find_site(stack, true);
   site.bytes += bytes;
   site.count += 1;
-  total_.bytes += bytes;
-  total_.count += 1;
   live_ += bytes;
 }
 
@@ -144,9 +136,6 @@ void Ledger::remove(SiteId stack, uint64_t bytes, const std::string& phase, uint
     site->count -= std::min<uint64_t>(site->count, 1);
     site->floor = std::min(site->floor, site->bytes);
   }
-  total_.bytes -= std::min(total_.bytes, bytes);
-  total_.count -= std::min<uint64_t>(total_.count, 1);
-  total_.floor = std::min(total_.floor, total_.bytes);
   live_ -= std::min(live_, bytes);
   floors_[window_] = std::min(floors_[window_], live_);
 }
@@ -158,7 +147,6 @@ void Ledger::clear_live(const std::string& phase) {
     entry.second.count = 0;
     entry.second.floor = 0;
   }
-  total_.bytes = total_.count = total_.floor = 0;
   live_ = 0;
   floors_[window_] = 0;
 }
@@ -178,7 +166,6 @@ void Ledger::fold_windows() {
     site.windows = folded;
   };
   for (auto& entry : sites_) fold(entry.second);
-  fold(total_);
   for (uint32_t i = 0; i < GrowthWindows::kWindows / 2; ++i) {  // a window's floor: the lesser of the two
     const uint64_t a = floors_[2 * i], b = floors_[2 * i + 1];
     floors_[i] = a == kNoFloor ? b : b == kNoFloor ? a : std::min(a, b);

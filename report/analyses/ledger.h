@@ -74,7 +74,7 @@ class Ledger {
   // trace's live set at the end).
   void add_live(SiteId site, uint64_t bytes);
   // Memory the trace starts with (a PyTorch snapshot's state before its history): live, and part
-  // of the peak, but a baseline for growth, not a rise: the site's (and the total's) first high.
+  // of the peak, but a baseline for growth, not a rise: the site's first high, and the level's first floor.
   void add_initial(SiteId site, uint64_t bytes, uint64_t seq, uint64_t time_ns);
   // A pending peak snapshot is taken first (in `phase`): live bytes are about to go down. `window`:
   // the growth window of the event (that of the last add() when not given).
@@ -88,8 +88,6 @@ class Ledger {
   void fold_windows();
 
   uint64_t live() const { return live_; }
-  // Every site together, with the same history of highs (growth.h).
-  const Site& total() const { return total_; }
   // Whether the level's total grew over the run: the least it held in a growth window (its floor,
   // what stays once each window's temporaries are gone) rose from window to window by the rule a
   // site's highs follow (growth.h). *rise: the highest floor less the first window's.
@@ -125,7 +123,6 @@ class Ledger {
     }
   };
   LastSite last_;
-  Site total_;
   // The least live bytes in each growth window (kNoFloor: not reached yet), and the window of the last
   // change; windows without a change hold what was live when they began.
   static constexpr uint64_t kNoFloor = ~uint64_t{0};

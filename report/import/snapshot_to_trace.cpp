@@ -702,7 +702,7 @@ void Converter::unmap_range(uint64_t t, int device, uint64_t start, uint64_t end
     if (ce > end) keep.push_back({end, {ce, cstack}});
     it = d.chunks.erase(it);
   }
-  for (auto& [ks, kv] : keep) {  // not reached when the cuts hold (a map/unmap event each would be counted)
+  for (auto& [ks, kv] : keep) {  // only for a chunk the cuts did not foresee (remapped without an unmap)
     JsonLine ev = begin_event(t, ta::api(Action::SegmentMap), fmt::Op::Alloc, fmt::Kind::Physical, ks, kv.first - ks, device, kv.second);
     ev.num(fmt::kFieldResult, 0);
     end_event(ev);
