@@ -79,7 +79,7 @@ std::vector<std::string> what_if_settings(const ProcessReport& report, const Ana
     out.insert(out.end(), request.settings.begin(), request.settings.end());
     return out;
   }
-  if (!request.automatic || report.inconsistent_input) return out;
+  if (!request.automatic) return out;
   bool wanted = false;
   for (const OomReport& oom : report.ooms) wanted = wanted || (has_torch_blocks(report, oom.device) && (oom.has_blocks || is_torch_oom(oom)));
   for (const PeakReport& peak : report.peaks) wanted = wanted || (has_torch_blocks(report, peak.device) && fragmented(peak));

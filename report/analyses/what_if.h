@@ -8,6 +8,9 @@
 // standard candidates (kCandidates) are tried. A setting is named in advice only when its replay shows
 // it helps: the OOM does not happen and no request the recording served fails, or the reserved peak
 // drops by kHelpsShare and kHelpsMin.
+// A replay of the recorded settings that did not reproduce the recording gives no row, advice or
+// headroom (only where it parted); a snapshot that contradicts itself is not replayed, nor a device
+// that asked nothing of the allocator.
 //
 // Headroom (an estimate, and it says so): the activations and backward temporaries held at the
 // allocated peak, times a factor f, still fit the capacity when
