@@ -38,7 +38,7 @@
   const KNOWN_PROCESS = ["file", "pid", "ppid", "exe", "cmdline", "host", "complete", "killed", "end", "exit_status",
     "signal", "truncated",
     "incomplete", "cut", "cut_at_ns", "events", "dropped_events", "duration_ns", "leaked_bytes", "warnings", "devices", "marks",
-    "marks_total"];
+    "marks_total", "snapshot"];
   const TABLE_ROWS = 100;  // rows drawn per table; the rest are counted
 
   // --- DOM and formatting helpers ---------------------------------------------------------------
@@ -346,7 +346,9 @@
     const stats = h("div", { class: "stats" },
       stat("Peak reserved", bytes(d.peak_bytes), "accent"),
       d.peak_allocated_bytes ? stat("Peak allocated", bytes(d.peak_allocated_bytes)) : null,
-      stat("Leaked at exit", bytes(d.leaked_bytes), d.leaked_bytes ? "bad" : "good"),
+      // A snapshot is a moment of the run: what was live then, never "at exit".
+      p.snapshot ? stat("Live at the snapshot", bytes(d.alive_at_exit_bytes))
+        : stat("Leaked at exit", bytes(d.leaked_bytes), d.leaked_bytes ? "bad" : "good"),
       stat("OOMs / failed", String(ooms.length), ooms.length ? "bad" : "good"),
       d.total ? stat("Device memory", bytes(d.total)) : null,
       stat("Allocations", String(d.allocations + (d.block_allocations || 0))));
@@ -442,7 +444,8 @@
     const multiDevice = p.devices.length > 1;
     const devicePrefix = (x) => (multiDevice ? [{ function: `GPU ${x.device}` }] : []);
     const el = h("section", { class: "process", id: `pid-${p.pid}` });
-    el.appendChild(h("h2", {}, basename(p.exe) || basename(p.file), h("span", { class: "muted" }, ` · pid ${p.pid}`)));
+    el.appendChild(h("h2", {}, basename(p.exe) || basename(p.file),
+      h("span", { class: "muted" }, p.snapshot ? " · PyTorch snapshot" : ` · pid ${p.pid}`)));
     el.appendChild(h("p", { class: "meta" }, [(p.cmdline || []).join(" "), p.host ? `on ${p.host}` : "",
       `${p.events} events over ${seconds(p.duration_ns)}`, endedAs(p), basename(p.file)].filter(Boolean).join(" · ")));
     const flags = [];
@@ -537,7 +540,9 @@
     for (const [key, value] of Object.entries(doc)) {
       if (!KNOWN_TOP.includes(key) && Array.isArray(value)) {
         const mine = value.filter((x) => !x || x.pid === undefined || (x.pid === p.pid && (x.file === undefined || x.file === p.file)));
-        if (mine.length) el.appendChild(section(key.replace(/_/g, " "), genericTable(mine)));
+        // A snapshot's live blocks are live at that moment, not at an exit.
+        const title = p.snapshot && key === "held_at_exit" ? "live when the snapshot was taken" : key.replace(/_/g, " ");
+        if (mine.length) el.appendChild(section(title, genericTable(mine)));
       }
     }
     return el;
@@ -610,6 +615,7 @@
 
   // How the process ended (docs/report.md, "How the process ended").
   function endedAs(p) {
+    if (p.snapshot) return "a PyTorch snapshot: a moment of the run, not its end";
     if (!p.complete) return "no footer";
     const status = p.exit_status === null || p.exit_status === undefined ? "" : ` ${p.exit_status}`;
     if (p.end === "signal") return `killed by ${p.signal}`;
@@ -651,16 +657,18 @@
     const s = doc.summary;
     root.appendChild(h("header", {}, h("h1", {}, "GPU memory report"),
       h("p", { class: "meta" }, `gpumemtrace · ${s.processes} process${s.processes === 1 ? "" : "es"} · ${s.events} events`)));
+    const snapshots = doc.processes.length && doc.processes.every((p) => p.snapshot);  // moments, not exits
     root.appendChild(h("div", { class: "stats top" },
       stat("Peak", bytes(s.peak_bytes), "accent"),
-      stat("Leaked at exit", `${bytes(s.leaked_bytes)} in ${s.leaked_count}`, s.leaked_bytes ? "bad" : "good"),
+      snapshots ? stat("Live at the snapshot", bytes(s.alive_at_exit_bytes))
+        : stat("Leaked at exit", `${bytes(s.leaked_bytes)} in ${s.leaked_count}`, s.leaked_bytes ? "bad" : "good"),
       // A test's leak is freed by the end of the run, so it is not among the leaks at exit: its own card.
       s.scopes ? stat("Tests that leaked", `${s.leaking_scopes} of ${s.scopes}` +
         (s.leaking_scopes ? ` · ${bytes((doc.scopes || []).reduce((a, x) => a + (x.leaked_bytes || 0), 0))}` : ""),
       s.leaking_scopes ? "bad" : "good") : null,
       stat("OOMs / failed", String(s.ooms), s.ooms ? "bad" : "good"),  // summed processes' too
       stat("Growing sites", String(doc.growth.length), doc.growth.length ? "warn" : "good"),
-      stat("Cached at exit", bytes(s.cached_bytes)),
+      stat(snapshots ? "Cached at the snapshot" : "Cached at exit", bytes(s.cached_bytes)),
       stat("Trace", s.incomplete ? "incomplete" : s.complete ? "complete" : "cut short", s.incomplete || !s.complete ? "warn" : "good")));
     if (doc.processes.length > 1) root.appendChild(spreadSection());
     if (doc.process_groups) root.appendChild(groupsSection());
