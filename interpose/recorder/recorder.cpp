@@ -636,6 +636,12 @@ void recorder_exec_failed() noexcept {
 
 const char* trace_path() noexcept { return getpid() == g_trace_pid ? g_trace_path : ""; }
 
+int64_t scope_live_bytes(const char* name) noexcept {
+  if (getpid() != g_trace_pid) return -1;  // a vfork or fork child: the writer's figures are its parent's
+  Writer* w = g_state.load(std::memory_order_acquire) == kActive ? g_writer : nullptr;
+  return w ? w->scope_live_bytes(name) : -1;
+}
+
 bool flush_now(int timeout_ms, bool durable) noexcept {
   if (getpid() != g_trace_pid) return false;  // a vfork child: the trace is the parent's
   Writer* w = g_state.load(std::memory_order_acquire) == kActive ? g_writer : nullptr;
@@ -664,6 +670,14 @@ __attribute__((destructor)) void gpumemtrace_shutdown() {
 // For programs and language bindings (the PyTorch hook's SIGTERM path): see flush_now().
 extern "C" __attribute__((visibility("default"))) int gpumemtrace_flush(void) {
   return gpumemtrace::flush_now(2000) ? 0 : -1;
+}
+
+// For the pytest plugin's gate (tools/python/gpumemtrace_pytest_results.py), after gpumemtrace_flush():
+// the bytes allocated inside the scope that ended last, by any thread, and still live when it ended
+// (interpose/writer/scope_bound.h: a bound of what gpumem-report can call its leak); -1 when that scope
+// is not `name`, or nothing is known (untraced, a fork child, no scope ended yet).
+extern "C" __attribute__((visibility("default"))) long long gpumemtrace_scope_live_bytes(const char* name) {
+  return gpumemtrace::scope_live_bytes(name);
 }
 
 // For language bindings (the pytest plugin analyses its own trace after gpumemtrace_flush()): the

@@ -366,6 +366,8 @@ void recorder_exec_failed() noexcept;
 bool flush_now(int timeout_ms, bool durable = false) noexcept;
 // The absolute path of this process's trace; "" when it writes none (gpumemtrace_trace_path()).
 const char* trace_path() noexcept;
+// What the writer drained of the scope that ended last, if it is `name` (gpumemtrace_scope_live_bytes()).
+int64_t scope_live_bytes(const char* name) noexcept;
 
 // Before a library is unloaded (dlclose): the writer serializes every event recorded so far, naming
 // their frames while the library is still mapped (at most kUnloadDrainMs). Nothing when the recorder

@@ -46,4 +46,12 @@ void LiveSet::apply(const EventRecord& r, uint32_t stack) {
   }
 }
 
+uint64_t LiveSet::bytes_since(uint64_t seq) const {
+  uint64_t bytes = 0;
+  for_each([&](const LiveAllocation& a) {
+    if (a.seq > seq) bytes += a.size;
+  });
+  return bytes;
+}
+
 }  // namespace gpumemtrace

@@ -34,6 +34,9 @@ class LiveSet {
   }
   void apply(const EventRecord& r, uint32_t stack);
 
+  // Bytes of the allocations and blocks live now that came after event `seq` (scope_bound.h).
+  uint64_t bytes_since(uint64_t seq) const;
+
   template <typename Fn>
   void for_each(Fn&& fn) const {
     for (const auto& [addr, a] : allocations_) fn(a);

@@ -182,11 +182,13 @@ void Writer::write_event(const EventRecord& r) {
   if (!capped_ && r.op == format::Op::Gc) return serializer_->gc(r);
   if (!capped_) {
     const uint32_t stack = serializer_->event(r, stack_of(r));
-    if (max_bytes_) live_.apply(r, stack);
+    if (max_bytes_ || scope_bound_.tracking() || r.op == format::Op::ScopeBegin) live_.apply(r, stack);
+    scope_bound_.on_event(r, live_);
     return;
   }
   ++not_written_;
   live_.apply(r, LiveSet::acquires(r) ? stack_of(r) : 0);
+  scope_bound_.on_event(r, live_);
 }
 
 // The serializer's stack id for r's stack (defining it in the trace if new). A stack the recording

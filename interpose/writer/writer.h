@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "interpose/writer/live_set.h"
+#include "interpose/writer/scope_bound.h"
 #include "interpose/writer/trace_file.h"
 
 namespace gpumemtrace {
@@ -64,6 +65,9 @@ class Writer {
   // `timeout_ms`. True when done in time. `durable`: and synced to the disk (fdatasync), for a failed
   // allocation the program may die of, which then survives a machine's crash too. Safe from any thread.
   bool flush(int timeout_ms, bool durable = false);
+
+  // The scope that ended last, as far as the thread has drained (scope_bound.h). Any thread.
+  int64_t scope_live_bytes(const char* name) const { return scope_bound_.last_ended(name); }
 
   // exec is about to replace the program image. The thread drains and writes everything, ends the
   // zstd frame (the point a failed exec comes back to), then writes the ending a finished trace has
@@ -120,7 +124,8 @@ class Writer {
   uint64_t bytes_written_ = 0;   // trace text handed to the sink (before compression)
   bool capped_ = false;
   uint64_t not_written_ = 0;     // events consumed after the cap
-  LiveSet live_;
+  LiveSet live_;                 // kept while capped_ may come (max_bytes_) or scopes are open
+  ScopeBound scope_bound_;
   std::vector<uint32_t> stack_of_interned_;  // StackTable id -> the serializer's stack id (0: not yet)
   ProcessEnd end_;  // written by stop() before stop_requested_ (release), read after it (acquire)
   std::atomic<bool> stop_requested_{false};

@@ -9,7 +9,10 @@ the stand-in torch on the simulated runtime (the launcher sets everything up, as
 - a test with @pytest.mark.gpu_leak_limit("8 MiB") that keeps 4 MiB passes: its own limit takes
   precedence over the session gate, inside pytest and in the report's gate after the run (a suite of
   such tests passes `gpumemtrace ci`);
-- a test that frees what it allocated passes.
+- a test that frees what it allocated passes;
+- the gate runs the analyzer only for a test that left something live (the recorder's bound,
+  interpose/writer/scope_bound.h), not once per test: a suite of clean tests costs no analyzer runs
+  beyond the summary's.
 """
 import os
 import subprocess
@@ -53,12 +56,25 @@ def test_keeps_without_a_limit():
 '''
 
 
+CLEAN_MANY = "import torch\n\n" + "".join(f'''
+def test_clean_{i}():
+    t = torch.empty(1 << 20, device="cuda")
+    del t
+''' for i in range(12))
+
+# The analyzer as the plugin finds it through GPUMEMTRACE_REPORT, counting its runs.
+COUNTING_REPORT = '''#!/bin/sh
+echo run >> "$(dirname "$0")/report-runs"
+exec "{report}" "$@"
+'''
+
+
 @unittest.skipUnless(all(os.path.exists(p) for p in (LIB, SIM, LAUNCHER, REPORT)),
                      "needs build/libgpumemtrace.so, the sim, the launcher and gpumem-report")
 @unittest.skipUnless(PYTHON, "needs pytest (make deps installs python3-pytest)")
 class PytestGateTest(unittest.TestCase):
-    def run_ci(self, suites):
-        d = tempfile.mkdtemp(prefix="gpumemtrace-pytest-gate-")
+    def run_ci(self, suites, extra_env=None, d=None):
+        d = d or tempfile.mkdtemp(prefix="gpumemtrace-pytest-gate-")
         for name, text in suites.items():
             with open(os.path.join(d, name), "w") as f:
                 f.write(text)
@@ -67,6 +83,7 @@ class PytestGateTest(unittest.TestCase):
         env.update(FAKE_TORCH_CUDART=SIM, PYTHONPATH=FAKE)
         if sanitizer_runtime():  # the launcher adds the recorder in front of it
             env["LD_PRELOAD"] = sanitizer_runtime()
+        env.update(extra_env or {})
         proc = subprocess.run([LAUNCHER, "ci", "-o", "traces", "--fail-on-leak=1MiB", "--", PYTHON, "-m", "pytest",
                                "-p", "no:cacheprovider", "-rA", "--junitxml=junit.xml", *sorted(suites)],
                               cwd=d, capture_output=True, text=True, env=env, timeout=300)
@@ -101,6 +118,26 @@ class PytestGateTest(unittest.TestCase):
         self.assertNotIn("FAILED", out)
         self.assertRegex(proc.stdout, r"test_own\.py::test_keeps_within_its_own_limit\s+4\.0 MiB\s+4\.0 MiB  "
                                       r"LEAKED  \(within its gpu_leak_limit\)")
+
+    def test_the_analyzer_runs_only_for_tests_that_left_memory_live(self):
+        d = tempfile.mkdtemp(prefix="gpumemtrace-pytest-gate-")
+        counting = os.path.join(d, "counting-report")
+        with open(counting, "w") as f:
+            f.write(COUNTING_REPORT.format(report=REPORT))
+        os.chmod(counting, 0o755)
+        proc, cases = self.run_ci({"test_clean.py": CLEAN_MANY, "test_gate.py": NO_LIMIT},
+                                  extra_env={"GPUMEMTRACE_REPORT": counting}, d=d)
+        out = proc.stdout + proc.stderr
+        self.assertEqual(proc.returncode, 1, out)
+        self.assertIn("1 failed, 12 passed", out)
+        self.assertIsNotNone(cases["test_keeps_without_a_limit"])
+        with open(os.path.join(d, "report-runs")) as f:
+            runs = len(f.read().split())
+        # One for the leaking test, one for the first clean test (the caching allocator's segment it
+        # made is still live at its end: the analyzer says it is a cache), one for pytest's summary,
+        # one for the launcher's report after the run; the other clean tests (1 MiB each, freed, in
+        # the cached segment) need none. Before the bound: one per test, 13 + 2.
+        self.assertLessEqual(runs, 4, out)
 
 
 if __name__ == "__main__":

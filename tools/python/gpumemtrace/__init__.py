@@ -104,6 +104,18 @@ def flush():
     return fn is not None and fn() == 0
 
 
+def scope_live_bytes(name):
+    """Bytes allocated inside the scope `name`, which ended last, and still live when it ended (any
+    thread, any layer), as the recorder's writer has drained them: call flush() first. A bound of what
+    gpumem-report can call the scope's leak (interpose/writer/scope_bound.h). None when not known (no
+    library, an older one, another scope ended since)."""
+    fn = _symbol("gpumemtrace_scope_live_bytes", lambda c: [c.c_char_p], lambda c: c.c_longlong)
+    if fn is None:
+        return None
+    n = fn(_encode(name))
+    return n if n >= 0 else None
+
+
 def trace_path():
     """The absolute path of this process's trace, or None (no library, or it writes no file)."""
     fn = _symbol("gpumemtrace_trace_path", restype=lambda c: c.c_char_p)
