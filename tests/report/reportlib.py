@@ -47,6 +47,20 @@ def run_measured(argv, limit_s=60):
     return (int(rc) if rc != "timeout" else rc), proc.stderr, float(seconds), int(rss)
 
 
+# Real PyTorch snapshots recorded outside this project (never copied into the repository): tests
+# that read them skip when the folder is absent.
+SNAPSHOT_CORPUS = os.environ.get("GPUMEMTRACE_SNAPSHOT_CORPUS") or os.path.join(ROOT, "..", "shared", "corpus",
+                                                                                "pytorch-snapshots")
+
+
+def snapshot_corpus():
+    """The corpus's snapshots (paths), or [] when the folder is absent."""
+    if not os.path.isdir(SNAPSHOT_CORPUS):
+        return []
+    return sorted(os.path.join(SNAPSHOT_CORPUS, n) for n in os.listdir(SNAPSHOT_CORPUS)
+                  if n.endswith((".pickle", ".pkl", ".json")))
+
+
 def report_json(*args, rc=0):
     return json.loads(run_report("--format", "json", *args, check_rc=rc).stdout)
 
