@@ -230,6 +230,18 @@ class Page:
             raise BrowserError(f"{expression}: {result['exceptionDetails'].get('exception', {}).get('description')}")
         return result.get("result", {}).get("value")
 
+    def resize(self, width, height):
+        """The viewport's size in CSS pixels (the next load lays out at it)."""
+        self.send("Emulation.setDeviceMetricsOverride",
+                  {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False})
+
+    def screenshot_png(self, x, y, width, height):
+        """PNG bytes of that rectangle of the page (CSS pixels of the viewport)."""
+        scroll_x, scroll_y = self.evaluate("[window.scrollX, window.scrollY]")
+        clip = {"x": x + scroll_x, "y": y + scroll_y, "width": width, "height": height, "scale": 1}
+        return base64.b64decode(self.send("Page.captureScreenshot", {"format": "png", "clip": clip,
+                                                                      "captureBeyondViewport": True})["data"])
+
     def mouse(self, kind, x, y, button="none", clicks=0):
         self.send("Input.dispatchMouseEvent", {"type": kind, "x": x, "y": y, "button": button, "clickCount": clicks})
 
@@ -247,10 +259,7 @@ class Page:
     def screenshot(self, x, y, width, height):
         """The page's pixels in that rectangle (CSS pixels of the viewport, as getBoundingClientRect()
         gives them) as an Image."""
-        scroll_x, scroll_y = self.evaluate("[window.scrollX, window.scrollY]")
-        clip = {"x": x + scroll_x, "y": y + scroll_y, "width": width, "height": height, "scale": 1}
-        data = self.send("Page.captureScreenshot", {"format": "png", "clip": clip, "captureBeyondViewport": True})["data"]
-        return decode_png(base64.b64decode(data))
+        return decode_png(self.screenshot_png(x, y, width, height))
 
 
 class Image:
