@@ -527,7 +527,7 @@
   // each call site's bytes, allocations and temporary allocations over the run.
   function detailFlames(p, views, ooms, t0, moment, devicePrefix) {
     const tl = timelineOf(p);
-    if (!tl || !GM.decodeLevel) return views;
+    if (!tl || !tl.devices.length || !GM.decodeLevel) return views;
     const decoded = new Map(), stacks = new Map();
     const levelOf = (dev, key) => {
       const id = `${dev.device}/${key}`;
