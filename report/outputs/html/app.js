@@ -210,9 +210,12 @@
     const own = names.map((k) => withRoles.map((s) => s.roles[k]));
     const cumulative = own.map((_, i) => withRoles.map((s, j) => own.slice(0, i + 1).reduce((a, r) => a + r[j], 0)));
     const order = names.map((_, i) => names.length - 1 - i);
-    const color = (i) => GM.ROLE_COLORS[i % GM.ROLE_COLORS.length];
+    // Each role in its colour on every view of the page (the segment map, every allocation).
+    const known = ((doc.allocation_timelines || [])[0] || {}).roles || [];
+    const color = (i) => GM.ROLE_COLORS[(known.includes(names[i]) ? known.indexOf(names[i]) : i) % GM.ROLE_COLORS.length];
+    // Opaque fills: each role's band covers the running totals above it, never blends with them.
     return stepChart(el, withRoles.map((s) => s.time_ns - t0), order.map((i) => ({
-      label: names[i], color: color(i), fill: color(i) + "99", width: 1, values: cumulative[i],
+      label: names[i], color: color(i), fill: color(i), width: 1, values: cumulative[i],
     })), axis, markers, 220, (si, di) => own[order[si]][di]);
   }
 

@@ -121,6 +121,8 @@
       hooks: {
         setScale: [(u, key) => {
           if (key !== "x" || applying) return;
+          const [x0, x1] = axis.range, eps = 1e-9 * Math.max(1, Math.abs(x1 - x0));
+          if (Math.abs(u.scales.x.min - x0) <= eps && Math.abs(u.scales.x.max - x1) <= eps) return;  // its first scale: the axis's
           axis.setRange(u.scales.x.min, u.scales.x.max, u);
         }],
         setCursor: [(u) => {
