@@ -262,6 +262,46 @@ class Page:
         return decode_png(self.screenshot_png(x, y, width, height))
 
 
+class PageTests:
+    """For a test class that drives report pages (mix in before unittest.TestCase): one Chromium for
+    the whole class, each test loading its page afresh; the HTML files live in a temporary folder.
+    `report_page(name, argv)` writes a page once (by the class's `write_page(out, argv)`), `load(name,
+    width)` opens it at that width (skipping the test where Chromium cannot run) and checks it drew."""
+    browser = None
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.dir = tempfile.mkdtemp(prefix="gpumem-page-")
+        cls.pages = {}
+        cls.browser = None
+
+    @classmethod
+    def tearDownClass(cls):
+        if cls.browser:
+            cls.browser.close()
+        shutil.rmtree(cls.dir, ignore_errors=True)
+        super().tearDownClass()
+
+    def load(self, path, width=1280, height=1000):
+        if not chromium():
+            self.skipTest("chromium is not installed (make deps installs it)")
+        if type(self).browser is None:
+            type(self).browser = Page.open(width=width, height=height)
+        page = type(self).browser
+        if page is None:
+            self.skipTest("chromium cannot start here")
+        page.resize(width, height)
+        page.errors = []
+        page.load(path)
+        self.assertEqual(page.evaluate("document.body.getAttribute('data-rendered')"), "true")
+        return page
+
+    def texts(self, page, selector):
+        """The textContent of every element `selector` matches."""
+        return page.evaluate(f"Array.from(document.querySelectorAll({json.dumps(selector)})).map((e) => e.textContent)")
+
+
 class Image:
     def __init__(self, width, height, channels, rows):
         self.width, self.height, self.channels, self.rows = width, height, channels, rows

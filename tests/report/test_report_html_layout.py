@@ -9,10 +9,8 @@ moment at one x and follow a zoom together; for a run that hit an OOM, the OOM i
 screen shows. Screenshots at 1280 and 1920 px go to $GPUMEMTRACE_SCREENSHOTS when it is set (look
 at them), else to a temporary folder. One browser for every page."""
 import os
-import shutil
-import tempfile
 
-from browser import Page, chromium
+from browser import PageTests
 from reportlib import ROOT, SNAPSHOT_CORPUS, ReportTestCase, run_report, snapshot_corpus
 
 REAL = os.path.join(ROOT, "tests", "report", "real")
@@ -77,20 +75,12 @@ def real_traces():
     return sorted(n for n in os.listdir(REAL) if n.endswith(".jsonl.zst"))
 
 
-class HtmlLayout(ReportTestCase):
+class HtmlLayout(PageTests, ReportTestCase):
     @classmethod
     def setUpClass(cls):
-        cls.dir = tempfile.mkdtemp(prefix="gpumem-layout-")
+        super().setUpClass()
         cls.shots = os.environ.get("GPUMEMTRACE_SCREENSHOTS") or os.path.join(cls.dir, "screenshots")
         os.makedirs(cls.shots, exist_ok=True)
-        cls.pages = {}
-        cls.browser = None
-
-    @classmethod
-    def tearDownClass(cls):
-        if cls.browser:
-            cls.browser.close()
-        shutil.rmtree(cls.dir, ignore_errors=True)
 
     def page_of(self, name):
         if name not in self.pages:
@@ -100,18 +90,7 @@ class HtmlLayout(ReportTestCase):
         return self.pages[name]
 
     def open(self, name, width):
-        if not chromium():
-            self.skipTest("chromium is not installed (make deps installs it)")
-        if HtmlLayout.browser is None:
-            HtmlLayout.browser = Page.open(width=width, height=HEIGHT)
-        page = HtmlLayout.browser
-        if page is None:
-            self.skipTest("chromium cannot start here")
-        page.resize(width, HEIGHT)
-        page.errors = []
-        page.load(self.page_of(name))
-        self.assertEqual(page.evaluate("document.body.getAttribute('data-rendered')"), "true")
-        return page
+        return self.load(self.page_of(name), width, HEIGHT)
 
     def test_real_traces_at_1024_1280_and_1920(self):
         # One load per trace and width: the screenshot first (the page as it opens), then the charts,

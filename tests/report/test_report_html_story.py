@@ -12,10 +12,8 @@ the allocator state history steps through the events. Real traces (tests/report/
 planted ones; one browser for every page."""
 import json
 import os
-import shutil
-import tempfile
 
-from browser import Page, chromium
+from browser import PageTests
 from reportlib import ROOT, ReportTestCase, run_report
 from tracegen import MiB, Trace
 
@@ -24,38 +22,13 @@ GiB = 1 << 30
 REAL = os.path.join(ROOT, "tests", "report", "real")
 
 
-class HtmlStory(ReportTestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.dir = tempfile.mkdtemp(prefix="gpumem-story-")
-        cls.pages = {}
-        cls.browser = None
-
-    @classmethod
-    def tearDownClass(cls):
-        if cls.browser:
-            cls.browser.close()
-        shutil.rmtree(cls.dir, ignore_errors=True)
-
+class HtmlStory(PageTests, ReportTestCase):
     def open(self, name, trace=None):
-        if not chromium():
-            self.skipTest("chromium is not installed (make deps installs it)")
         if name not in self.pages:
             out = os.path.join(self.dir, name + ".html")
             run_report("--format", "html", "-o", out, trace or os.path.join(REAL, name + ".jsonl.zst"))
             self.pages[name] = out
-        if HtmlStory.browser is None:
-            HtmlStory.browser = Page.open(width=1280, height=1000)
-        page = HtmlStory.browser
-        if page is None:
-            self.skipTest("chromium cannot start here")
-        page.errors = []
-        page.load(self.pages[name])
-        self.assertEqual(page.evaluate("document.body.getAttribute('data-rendered')"), "true")
-        return page
-
-    def texts(self, page, selector):
-        return page.evaluate(f"Array.from(document.querySelectorAll({json.dumps(selector)})).map((e) => e.textContent)")
+        return self.load(self.pages[name])
 
     # --- the story of a crashed run ----------------------------------------------------------------
 

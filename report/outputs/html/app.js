@@ -21,7 +21,7 @@
   const KNOWN_PROCESS = ["file", "pid", "ppid", "exe", "cmdline", "host", "complete", "killed", "end", "exit_status",
     "signal", "truncated", "incomplete", "cut", "cut_at_ns", "events", "dropped_events", "duration_ns", "leaked_bytes",
     "warnings", "devices", "marks", "marks_total", "rank", "local_rank", "world_size", "pinned_host", "ended_in_oom",
-    "crash_oom"];
+    "story"];
   const TABLE_ROWS = 100;  // rows drawn per table; the rest are counted
 
   GM.restoreStacks(doc);
@@ -98,10 +98,10 @@
     const failed = (p.exit_status !== null && p.exit_status !== undefined && p.exit_status !== 0) || p.end === "signal" || p.cut;
     return ofProcess(doc.ooms, p).length > 0 && Boolean(failed);
   }
-  // The OOM the run died of (`crash_oom`), else its last.
+  // The OOM the run died of (`ooms[].crash`), else its last.
   function crashOom(p) {
     const ooms = ofProcess(doc.ooms, p);
-    return ooms[p.crash_oom !== undefined && p.crash_oom !== null ? p.crash_oom : ooms.length - 1] || null;
+    return ooms.find((o) => o.crash) || ooms[ooms.length - 1] || null;
   }
   // What the memory still live at the end is called.
   function liveAtEndIs(p) {
@@ -361,7 +361,7 @@
     const stats = h("div", { class: "stats" },
       stat("Peak reserved", bytes(d.peak_bytes), "accent"),
       d.peak_allocated_bytes ? stat("Peak allocated", bytes(d.peak_allocated_bytes)) : null,
-      endedInOom(p) ? stat("Live when it crashed", bytes(d.leaked_bytes + (d.alive_at_exit_bytes || 0)))
+      endedInOom(p) ? stat("Live when it crashed", bytes(d.leaked_bytes + (d.alive_at_exit_bytes || 0) + (d.library_bytes || 0)))
         : stat("Leaked at exit", bytes(d.leaked_bytes), d.leaked_bytes ? "bad" : "good"),
       stat("OOMs / failed", String(ooms.length), ooms.length ? "bad" : "good"),
       d.total ? stat("Device memory", bytes(d.total)) : null,
@@ -432,16 +432,33 @@
     if (p.incomplete) flags.push(`${p.dropped_events} events were dropped: figures are incomplete`);
     for (const w of flags.concat(p.warnings || [])) el.appendChild(h("p", { class: "warning" }, w));
 
-    // What went wrong, first: the OOM (verdict, cause, advice), the leaks, the growth, the tests.
+    // The sections of the report's story (`processes[].story`, docs/report.md "The story of a run"):
+    // what went wrong (an OOM, real leaks, growth, tests that leaked) before the charts, in that order;
+    // the rest after the flame graphs, in that order too.
     const crashed = endedInOom(p);
-    if (ooms.length) el.appendChild(section(crashed ? "It ran out of memory" : `Out-of-memory errors and failed allocations (${ooms.length})`,
-      GM.oomIncidents(ui, ooms, t0, { crash: crashed ? crashOom(p) : null, growth })));
     const realLeaks = !crashed && !p.cut && p.end !== "signal";
-    const leaksCard = () => section(`${liveAtEndIs(p)} (${leaks.filter((l) => !l.suppressed).length})`, GM.leaksTable(ui, leaks,
-      leakingTests(p) ? `Nothing leaked at exit; ${leakingTests(p)} leaked during the run (see Tests).` : realLeaks ? "No leaks." : "Nothing was live."));
-    if (realLeaks && leaks.length) el.appendChild(leaksCard());
-    if (growth.length) el.appendChild(section(`Growth (${growth.length})`, GM.growthTable(ui, growth)));
-    if (tests.length && tests.some((s) => s.leaked_bytes) && GM.testsView) el.appendChild(section(`Tests and scopes (${tests.length})`, GM.testsView(ui, tests, t0)));
+    const held = ofProcess(doc.held_at_exit, p), failed = ofProcess(doc.failed_calls, p), ttoom = ofProcess(doc.time_to_oom, p);
+    const cards = {
+      ooms: () => (ooms.length ? section(crashed ? "It ran out of memory" : `Out-of-memory errors and failed allocations (${ooms.length})`,
+        GM.oomIncidents(ui, ooms, t0, { crash: crashed ? crashOom(p) : null, growth })) : null),
+      leaks: () => section(`${liveAtEndIs(p)} (${leaks.filter((l) => !l.suppressed).length})`, GM.leaksTable(ui, leaks,
+        leakingTests(p) ? `Nothing leaked at exit; ${leakingTests(p)} leaked during the run (see Tests).` : realLeaks ? "No leaks." : "Nothing was live.")),
+      held_at_exit: () => (held.length ? section(`${crashed ? "Held when it crashed" : "Held at exit"}, not leaks (${bytes(held.reduce((a, x) => a + x.bytes, 0))})`,
+        GM.heldTable(ui, held)) : null),
+      scopes: () => (tests.length && GM.testsView ? section(`Tests and scopes (${tests.length})`, GM.testsView(ui, tests, t0)) : null),
+      growth: () => (growth.length ? section(`Growth (${growth.length})`, GM.growthTable(ui, growth)) : null),
+      failed_calls: () => (failed.length ? section(`Failed calls, not out of memory (${failed.length})`, GM.failedCallsTable(ui, failed, t0)) : null),
+      time_to_oom: () => (ttoom.length ? section("Time to OOM (an estimate, at the rate measured)", GM.timeToOomTable(ui, ttoom)) : null),
+      what_if: () => ofProcess(doc.what_if, p).map((w) => section(`What if (GPU ${w.device}): PyTorch's allocator replayed`,
+        GM.whatIfBlock(ui, w, t0, axes.get(w.device) || GM.deviceAxis(w.device, null, p.duration_ns, "time"), stepChart))),
+    };
+    const story = (Array.isArray(p.story) ? p.story : ["ooms", "leaks", "growth", "scopes", "held_at_exit", "peaks", "failed_calls",
+      "time_to_oom", "what_if"]).filter((k) => cards[k]);
+    for (const k of Object.keys(cards)) if (!story.includes(k)) story.push(k);
+    const first = (k) => (k === "ooms" && ooms.length) || (k === "leaks" && realLeaks && leaks.length) || (k === "growth" && growth.length) ||
+      (k === "scopes" && tests.some((x) => x.leaked_bytes));
+    const place = (k) => [].concat(cards[k]() || []).forEach((c) => el.appendChild(c));
+    story.filter(first).forEach(place);
 
     const moment = { t: null, level: "blocks", device: null, listeners: [] };  // the moment chosen on an allocation timeline
     for (const d of p.devices) {
@@ -469,20 +486,9 @@
     moment.listeners.push(() => flames.refresh("At the chosen moment"));
     el.appendChild(section("Flame graphs", flames));
 
-    if (!(realLeaks && leaks.length)) el.appendChild(leaksCard());
-    const held = ofProcess(doc.held_at_exit, p);
-    if (held.length) el.appendChild(section(`Held at exit, not leaks (${bytes(held.reduce((a, x) => a + x.bytes, 0))})`, GM.heldTable(ui, held)));
+    story.filter((k) => !first(k)).forEach(place);
     const frag = ofProcess(doc.fragmentation, p);
     if (frag.length) el.appendChild(section("Fragmentation", GM.fragmentationTable(ui, frag, t0)));
-    for (const w of ofProcess(doc.what_if, p)) {
-      el.appendChild(section(`What if (GPU ${w.device}): PyTorch's allocator replayed`,
-        GM.whatIfBlock(ui, w, t0, axes.get(w.device) || GM.deviceAxis(w.device, null, p.duration_ns, "time"), stepChart)));
-    }
-    const ttoom = ofProcess(doc.time_to_oom, p);
-    if (ttoom.length) el.appendChild(section("Time to OOM (an estimate, at the rate measured)", GM.timeToOomTable(ui, ttoom)));
-    const failed = ofProcess(doc.failed_calls, p);
-    if (failed.length) el.appendChild(section(`Failed calls, not out of memory (${failed.length})`, GM.failedCallsTable(ui, failed, t0)));
-    if (tests.length && !tests.some((s) => s.leaked_bytes) && GM.testsView) el.appendChild(section(`Tests and scopes (${tests.length})`, GM.testsView(ui, tests, t0)));
     const sites = ofProcess(doc.top_sites, p);
     if (sites.length && GM.sitesView) el.appendChild(section("Top call sites", GM.sitesView(ui, sites)));
     if (p.pinned_host) el.appendChild(section("Pinned host memory", GM.pinnedHost(ui, p.pinned_host, t0)));
@@ -599,7 +605,10 @@
   // then what leaked (or was live when it crashed), the tests that leaked, growth.
   function summaryCards() {
     const s = doc.summary, crashed = doc.processes.filter(endedInOom);
+    // What a crashed run still held: the report's `live_when_crashed_bytes`, else (a report that does
+    // not say) what it calls leaked and alive at exit.
     const live = (p) => p.leaked_bytes + p.devices.reduce((a, d) => a + (d.alive_at_exit_bytes || 0), 0);
+    const crashedBytes = s.live_when_crashed_bytes !== undefined ? s.live_when_crashed_bytes : crashed.reduce((a, p) => a + live(p), 0);
     const cards = [];
     if (crashed.length) {
       const o = crashOom(crashed[0]);
@@ -610,7 +619,7 @@
     }
     cards.push(stat("Peak", bytes(s.peak_bytes), "accent"));
     const leaked = doc.processes.filter((p) => !endedInOom(p)).reduce((a, p) => a + p.leaked_bytes, 0);
-    if (crashed.length) cards.push(stat("Live when it crashed", bytes(crashed.reduce((a, p) => a + live(p), 0))));
+    if (crashed.length) cards.push(stat("Live when it crashed", bytes(crashedBytes)));
     if (!crashed.length || leaked) cards.push(stat("Leaked at exit", `${bytes(leaked)} in ${s.leaked_count}`, leaked ? "bad" : "good"));
     // A test's leak is freed by the end of the run, so it is not among the leaks at exit: its own card.
     if (s.scopes) {

@@ -26,7 +26,8 @@
     const parts = [];
     if (known(cause.grew_bytes)) parts.push(`grew by ${bytes(cause.grew_bytes)}${known(cause.steps) ? ` over ${cause.steps} steps` : ""}`);
     if (known(cause.held_bytes)) {
-      parts.push(`held ${bytes(cause.held_bytes)}` + (cause.of_bytes ? ` (${pct(cause.held_bytes / cause.of_bytes)} of ${cause.of_device ? "the device" : "what was live"})` : "") + " at the crash");
+      const share = known(cause.share) ? ` (${pct(cause.share)} of ${cause.share_of === "device" ? "the device" : "what was live"})` : "";
+      parts.push(`held ${bytes(cause.held_bytes)}${share} at the crash`);
     }
     return h("div", { class: "cause" }, h("span", { class: "label" }, "What filled it: "),
       stack ? GM.stackCell(h, stack) : null, parts.length ? h("span", {}, ` this site ${parts.join(" and ")}.`) : null);
@@ -40,7 +41,10 @@
       const n = ooms.indexOf(o) + 1;
       const facts = [
         `live ${bytes(o.live_bytes)}` + (o.allocated_bytes ? ` (${bytes(o.allocated_bytes)} in blocks)` : ""),
-        known(o.device_free) ? `device free ${bytes(o.device_free)}${o.device_total ? ` of ${bytes(o.device_total)}` : ""}` : "device free: unknown",
+        known(o.device_free) ? `device free ${o.stale_reading ? "about " : ""}${bytes(o.device_free)}${o.device_total ? ` of ${bytes(o.device_total)}` : ""}` +
+          (o.stale_reading ? ` (its last reading, ${bytes(o.stale_reading.free)} free with ${bytes(o.stale_reading.reserved)} held, is stale)` : "")
+          : "device free: unknown",
+        o.address_gaps ? `holes between the live allocations: ${bytes(o.address_gaps.inside)}, the largest ${bytes(o.address_gaps.largest)}, over ${bytes(o.address_gaps.span)}` : null,
         o.fragmentation ? `largest free block ${bytes(o.fragmentation.largest_free_block)} of ${bytes(o.fragmentation.free_in_reserved)} free in reserved` : null,
         o.cap ? `cap: ${pct(o.cap.fraction)} of the device${known(o.cap.bytes) ? ` (${bytes(o.cap.bytes)})` : ""}, by ${o.cap.source}` : null,
         o.phase ? `phase “${o.phase}”` : null,
@@ -146,10 +150,10 @@
       (w.unmodeled_options || []).length ? `not modelled: ${w.unmodeled_options.join(", ")}` : ""].filter(Boolean).join("; ") + "."));
     block.appendChild(table(["Settings", "Reserved peak", "Allocated peak", "Fragmentation at the peak", "Cache flushes", "Retries"]
       .concat(w.ooms.map((o, i) => `OOM ${i + 1} (${bytes(o.requested)})`)),
-    w.rows.map((row) => [row.recorded ? "recorded run" : GM.breakable(h, row.settings) , bytes(row.reserved_peak), bytes(row.allocated_peak),
+    w.rows.map((row) => [row.recorded ? "recorded run" : GM.breakable(h, row.settings), bytes(row.reserved_peak), bytes(row.allocated_peak),
       pct(row.at_peak.ratio), String(row.cache_flushes), String(row.retries)]
       .concat(row.ooms_still_happen.map((x) => (x ? "happens" : "avoided")))
-      .concat(row.new_ooms ? [`${row.new_ooms} new OOMs`] : [])), "", [1, 2, 3, 4, 5]));
+      .concat(row.new_ooms ? [`${row.new_ooms} new OOMs`] : []))));
     if (w.advice) block.appendChild(h("p", { class: "advice" }, w.advice));
     if (w.headroom) {
       block.appendChild(h("p", { class: "hint" }, `Headroom (an estimate): about ${w.headroom.factor_recorded.toFixed(1)}x the activations at the peak (${bytes(w.headroom.activation_bytes)}) would fit` +
