@@ -6,12 +6,12 @@ never narrower than its longest word), no table or card is clipped or scrolls si
 stack closed, with every stack's view open, and with its raw frames open too (whole C++ signatures
 wrap anywhere there, but widen nothing); the charts of a device share one x range, put one
 moment at one x and follow a zoom together; for a run that hit an OOM, the OOM is what the first
-screen shows. Screenshots at 1280 and 1920 px go to $GPUMEMTRACE_SCREENSHOTS when it is set (look
-at them), else to a temporary folder. One browser for every page."""
+screen shows. Screenshots at 1280 and 1920 px go to the build folder's html-screenshots (look at them). One
+browser for every page."""
 import os
 
 from browser import PageTests
-from reportlib import ROOT, SNAPSHOT_CORPUS, ReportTestCase, run_report, snapshot_corpus
+from reportlib import BUILD, ROOT, SNAPSHOT_CORPUS, ReportTestCase, run_report, snapshot_corpus
 
 REAL = os.path.join(ROOT, "tests", "report", "real")
 WIDTHS = (1024, 1280, 1920)
@@ -79,7 +79,7 @@ class HtmlLayout(PageTests, ReportTestCase):
     @classmethod
     def setUpClass(cls):
         super().setUpClass()
-        cls.shots = os.environ.get("GPUMEMTRACE_SCREENSHOTS") or os.path.join(cls.dir, "screenshots")
+        cls.shots = os.path.join(BUILD, "html-screenshots")
         os.makedirs(cls.shots, exist_ok=True)
 
     def page_of(self, name):
