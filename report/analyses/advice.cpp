@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "report/analyses/oom_incidents.h"
+#include "report/analyses/roles.h"
 
 namespace gpumemtrace::report {
 namespace {
@@ -48,7 +49,7 @@ bool has_python_frame(const Stack& stack) {
 // Allocated inside a module's forward(): an activation kept alive.
 bool has_forward_frame(const Stack& stack) {
   for (const LogicalFrame& f : stack) {
-    if (f.python && (f.function == "forward" || f.function == "_call_impl")) return true;
+    if (f.python && (function_is(f, "forward") || function_is(f, "_call_impl"))) return true;
   }
   return false;
 }
@@ -63,6 +64,11 @@ bool is_torch_incident(const OomReport& oom) {
 std::string oom_advice(const OomReport& oom) {
   switch (oom.verdict) {
     case Verdict::Fragmentation:
+      if (oom.has_address_gaps) {  // holes between plain allocations, no allocator of blocks
+        return "the device's free memory lies in holes that freed allocations left between live ones, none as "
+               "large as the request: allocate the largest buffers first, or keep one buffer and reuse it "
+               "instead of freeing and allocating around long-lived ones";
+      }
       // A PyTorch incident gets a setting named only by the what-if replay, when it shows the setting
       // helps (what_if.h); this is the advice without one.
       return is_torch_incident(oom)
@@ -100,7 +106,8 @@ void add_advice(ProcessReport& report) {
   }
   for (GrowthReport& g : report.growth) {
     if (g.level == Level::Block && has_forward_frame(g.stack)) {
-      g.advice = "a tensor that requires grad is accumulated across iterations (e.g. `total += loss`): "
+      g.advice = "a tensor that requires grad is accumulated across iterations (e.g. `total += loss`, "
+                 "`losses.append(loss)`): "
                  "accumulate `loss.item()` or `loss.detach()`, and run evaluation under torch.no_grad()";
     } else if (g.level == Level::Block && has_python_frame(g.stack)) {
       g.advice = "tensors created here stay referenced across iterations (a list, a global, or the autograd "

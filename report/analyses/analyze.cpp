@@ -14,6 +14,7 @@
 #include <stdexcept>
 
 #include "report/analyses/process_analyzer.h"
+#include "report/analyses/story.h"
 #include "report/import/snapshot_to_trace.h"
 #include "report/reader/trace_reader.h"
 #include "util/ends_with.h"
@@ -118,6 +119,7 @@ ProcessReport analyze_file(const std::string& path, const Suppressions& suppress
                            const AnalysisRequest& what_if) {
   ProcessReport report = analyze_file_once(path, suppressions, observer, what_if.allocation_timeline);
   replay_what_if(path, what_if, report);
+  reconcile_what_if(report);  // story.h: its estimates against the run's story
   return report;
 }
 

@@ -68,8 +68,41 @@ const char* cuda_error_name(std::string_view api, int64_t result) {
   }
 }
 
+uint64_t usable_free(const OomFigures& f) {
+  if (!f.has_device_free) return 0;
+  // What this process reserved since the reading came out of the device's free bytes; what it
+  // released went back to them.
+  int64_t free = static_cast<int64_t>(f.device_free);
+  if (f.reading_reserved) free += static_cast<int64_t>(*f.reading_reserved) - static_cast<int64_t>(f.ours);
+  uint64_t corrected = free > 0 ? static_cast<uint64_t>(free) : 0;
+  if (f.device_total) corrected = std::min(corrected, f.device_total - std::min(f.device_total, f.ours));
+  return corrected;
+}
+
+std::optional<AddressGaps> measure_address_gaps(const MemoryModel& model, int32_t device) {
+  AddressGaps gaps;
+  uint64_t start = 0, end = 0, live = 0;
+  bool any = false;
+  for (const auto& [addr, a] : model.allocations()) {  // in address order
+    if (a.device != device) continue;
+    if (a.kind != Kind::Device || a.has_blocks || a.torch) return std::nullopt;  // not one plain heap
+    if (!any) start = end = addr;
+    any = true;
+    if (addr > end) gaps.largest = std::max(gaps.largest, addr - end);
+    end = std::max(end, addr + a.size);
+    live += a.size;
+  }
+  if (!any) return std::nullopt;
+  for (const auto& [handle, a] : model.physical()) {
+    if (a.device == device) return std::nullopt;
+  }
+  gaps.span = end - start;
+  gaps.inside = gaps.span > live ? gaps.span - live : 0;  // overlapping ranges (a malformed trace) count once
+  return gaps;
+}
+
 Verdict oom_verdict(const OomFigures& f, std::string* explanation) {
-  const uint64_t free = f.has_device_free ? f.device_free : 0;
+  const uint64_t free = usable_free(f);
   const uint64_t free_inside = f.has_blocks ? f.fragmentation.free_in_reserved : 0;
   auto say = [&](const std::string& text) {
     if (explanation) *explanation = text;
@@ -78,6 +111,16 @@ Verdict oom_verdict(const OomFigures& f, std::string* explanation) {
     say("the trace's figures contradict each other: " + format_bytes(f.device_free) + " free of a " +
         format_bytes(f.device_total) + " device");
     return Verdict::NotEnoughInformation;
+  }
+  // A reading that no longer holds (taken before this process took or gave back memory) is said, with
+  // the figure it gives now.
+  std::string stale;
+  if (f.has_device_free && free != f.device_free) {
+    const uint64_t then = f.reading_reserved.value_or(f.ours);
+    stale = " (the device's last reading, " + format_bytes(f.device_free) + " free, " +
+            (then != f.ours ? "was taken while this process held " + format_bytes(then)
+                            : "leaves no room for what this process held") +
+            ")";
   }
   if (f.device_total && f.requested > f.device_total) {
     say("the request is larger than the whole device (" + format_bytes(f.device_total) + ")");
@@ -96,7 +139,7 @@ Verdict oom_verdict(const OomFigures& f, std::string* explanation) {
     return Verdict::NotEnoughInformation;
   }
   if (f.allocator_only && f.has_device_free && f.requested <= free) {
-    say("the device had " + format_bytes(free) + " free, but the allocator refused the request with " +
+    say("the device had " + format_bytes(free) + " free" + stale + ", but the allocator refused the request with " +
         format_bytes(f.ours) + " reserved: " +
         (cap.empty() ? std::string("a cap such as torch.cuda.set_per_process_memory_fraction or a pool's maximum")
                      : cap + (past_cap ? ", which the request would pass" : "")));
@@ -118,9 +161,19 @@ Verdict oom_verdict(const OomFigures& f, std::string* explanation) {
       return Verdict::NotEnoughInformation;
     }
     say("this process holds " + format_bytes(f.ours) + (f.device_total ? " of " + format_bytes(f.device_total) : "") +
-        "; " + format_bytes(free) + " free on the device" +
+        "; " + format_bytes(free) + " free on the device" + stale +
         (f.has_blocks ? " and " + format_bytes(free_inside) + " inside the allocator's segments" : ""));
     return Verdict::Capacity;
+  }
+  // Without block data, the addresses: holes between live allocations that no request this large fits.
+  // Whatever free memory lies outside their span is at most free less the holes.
+  const AddressGaps& gaps = f.address_gaps;
+  if (!f.has_blocks && f.has_address_gaps && f.has_device_free && f.device_total && gaps.span <= f.device_total &&
+      gaps.inside <= free && f.requested > std::max(gaps.largest, free - gaps.inside)) {
+    say(format_bytes(free) + " free on the device" + stale + ", but in pieces: " + format_bytes(gaps.inside) +
+        " in holes between this process's live allocations, the largest " + format_bytes(gaps.largest) +
+        ", and at most " + format_bytes(free - gaps.inside) + " beyond them");
+    return Verdict::Fragmentation;
   }
   if (f.has_blocks && f.requested > std::max(f.fragmentation.largest_free_block, free)) {
     say(format_bytes(free + free_inside) + " free in all (" + format_bytes(free_inside) +
@@ -134,8 +187,11 @@ Verdict oom_verdict(const OomFigures& f, std::string* explanation) {
 
 bool OomIncidents::joins(const Open& open, const Event& e) const {
   if (e.t > open.last_time + kJoinWindowNs || open.net_raw > 0 || open.net_blocks > 0) return false;
-  if (e.op == Op::BlockOom) return same_request_size(e.size, open.last_size, open.last_physical);
-  return e.size == open.last_size;  // the thread is the key's
+  if (e.op != Op::BlockOom) return e.size == open.last_size;  // the thread is the key's
+  // A custom pool's record: its thread made the CUDA attempt, of its chunk size (joinable() checks the
+  // thread).
+  return same_request_size(e.size, open.last_size, open.last_physical) ||
+         (!is_torch_api(e.api) && open.last_size >= e.size);
 }
 
 OomIncidents::OpenMap::iterator OomIncidents::joinable(const Event& e) {
@@ -144,7 +200,9 @@ OomIncidents::OpenMap::iterator OomIncidents::joinable(const Event& e) {
     return it != open_.end() && joins(it->second, e) ? it : open_.end();
   }
   auto latest = open_.end();  // of the device's open incidents, the one whose last attempt is latest
+  const bool torch = is_torch_api(e.api);  // else its own thread's only
   for (auto it = open_.lower_bound(OpenKey{e.device, 0}); it != open_.end() && it->first.first == e.device; ++it) {
+    if (!torch && it->first.second != e.tid) continue;
     if (joins(it->second, e) && (latest == open_.end() || it->second.last_time > latest->second.last_time)) latest = it;
   }
   return latest;
@@ -187,7 +245,9 @@ void OomIncidents::on_failure(const Event& e, MemoryModel& model, const Roles& r
   if (index != Open::kNotKept) record_attempt(incidents_[index], e, model, roles, cap);
 }
 
-void OomIncidents::before_event(const Event& e) {
+void OomIncidents::before_event(const Event& e, const MemoryModel& model) {
+  // A failed allocation changes nothing live: the measurement waits for an event that may.
+  if (gaps_pending_ != Open::kNotKept && !(e.op == Op::Alloc && e.result != 0)) measure_pending_gaps(model);
   thread_ = e.tid;
   for (auto it = open_.begin(); it != open_.end();) {  // rarely more than one
     it = e.t > it->second.last_time + kJoinWindowNs ? open_.erase(it) : std::next(it);
@@ -195,7 +255,8 @@ void OomIncidents::before_event(const Event& e) {
   tracking_ = !open_.empty();
 }
 
-void OomIncidents::close_all() {
+void OomIncidents::close_all(const MemoryModel& model) {
+  if (gaps_pending_ != Open::kNotKept) measure_pending_gaps(model);
   open_.clear();
   tracking_ = false;
 }
@@ -205,6 +266,16 @@ void OomIncidents::count(const Holding& h, int sign) {
   auto it = open_.find(OpenKey{h.device, thread_});
   if (it == open_.end()) return;
   (h.level == Level::Block ? it->second.net_blocks : it->second.net_raw) += sign * static_cast<int64_t>(h.size);
+}
+
+void OomIncidents::measure_pending_gaps(const MemoryModel& model) {
+  Incident& incident = incidents_[gaps_pending_];
+  gaps_pending_ = Open::kNotKept;
+  if (gap_scan_visits_ >= kGapScanBudget) return;
+  gap_scan_visits_ += model.allocations().size() + model.physical().size();
+  const std::optional<AddressGaps> gaps = measure_address_gaps(model, incident.report.device);
+  incident.report.has_address_gaps = gaps.has_value();
+  incident.report.address_gaps = gaps.value_or(AddressGaps{});
 }
 
 // Each attempt replaces the evidence: the incident is described as of its last attempt.
@@ -217,6 +288,7 @@ void OomIncidents::record_attempt(Incident& incident, const Event& e, MemoryMode
     r.attempts.push_back(OomAttempt{e.seq, e.t, format::op_name(e.op), std::string(e.api), e.result, e.size});
   }
   ++r.attempts_total;
+  r.last_attempt_ns = e.t;
   if (e.op != Op::BlockOom) incident.cuda_failed = true;
   // The request as the program made it: the allocator's record when there is one, else the first
   // CUDA failure.
@@ -244,9 +316,15 @@ void OomIncidents::record_attempt(Incident& incident, const Event& e, MemoryMode
   // it comes, the latest one known stands in.
   r.has_device_free = state.has_meminfo;
   r.device_free = state.meminfo_free;
+  r.reading_reserved = state.meminfo_reserved;
   r.device_total = state.meminfo_total ? state.meminfo_total : state.summary.total;
-  // Only the latest attempt of a device waits: an older incident keeps the reading it has.
   const size_t index = static_cast<size_t>(&incident - incidents_.data());
+  // The free ranges between live allocations, where no block data describes them: measured before
+  // anything changes what is live (another incident's waits no longer; a failure changed nothing).
+  if (gaps_pending_ != Open::kNotKept && gaps_pending_ != index) measure_pending_gaps(model);
+  r.has_address_gaps = false;
+  gaps_pending_ = state.has_blocks ? Open::kNotKept : index;
+  // Only the latest attempt of a device waits: an older incident keeps the reading it has.
   incident.awaiting_meminfo = !e.has_meminfo;
   awaiting_meminfo_.erase(std::remove_if(awaiting_meminfo_.begin(), awaiting_meminfo_.end(),
                                          [&](size_t i) { return incidents_[i].report.device == e.device; }),
@@ -254,7 +332,7 @@ void OomIncidents::record_attempt(Incident& incident, const Event& e, MemoryMode
   if (incident.awaiting_meminfo) awaiting_meminfo_.push_back(index);
 }
 
-void OomIncidents::on_meminfo(const Event& e) {
+void OomIncidents::on_meminfo(const Event& e, const MemoryModel& model) {
   if (!e.has_meminfo) return;
   auto fill = [&](size_t index) {
     OomReport& r = incidents_[index].report;
@@ -262,6 +340,7 @@ void OomIncidents::on_meminfo(const Event& e) {
     incidents_[index].awaiting_meminfo = false;
     r.has_device_free = true;
     r.device_free = e.free;
+    r.reading_reserved = model.devices().at(e.device).meminfo_reserved;
     if (e.total) r.device_total = e.total;
     return true;
   };
@@ -269,7 +348,8 @@ void OomIncidents::on_meminfo(const Event& e) {
                           awaiting_meminfo_.end());
 }
 
-void OomIncidents::finish(ProcessReport& out, const SymbolTable& symbols) {
+void OomIncidents::finish(ProcessReport& out, const SymbolTable& symbols, const MemoryModel& model) {
+  if (gaps_pending_ != Open::kNotKept) measure_pending_gaps(model);
   for (Incident& incident : incidents_) {
     OomReport r = std::move(incident.report);
     r.stack = resolve_site(symbols, incident.site);
@@ -283,8 +363,11 @@ void OomIncidents::finish(ProcessReport& out, const SymbolTable& symbols) {
     figures.device_free = r.device_free;
     figures.device_total = r.device_total;
     figures.ours = r.live_bytes;
+    figures.reading_reserved = r.reading_reserved;
     figures.has_blocks = r.has_blocks;
     figures.fragmentation = r.fragmentation;
+    figures.has_address_gaps = r.has_address_gaps;
+    figures.address_gaps = r.address_gaps;
     // [PyTorch] setMemoryFraction: allowed_memory_maximum = fraction * the device's total
     // (cudaMemGetInfo's in 2.4-2.9, totalGlobalMem in newer releases: the same figure).
     if (r.cap_fraction > 0 && r.device_total) {
@@ -294,6 +377,12 @@ void OomIncidents::finish(ProcessReport& out, const SymbolTable& symbols) {
     figures.cap_bytes = r.cap_bytes;
     figures.cap_source = r.cap_source;
     r.verdict = oom_verdict(figures, &r.explanation);
+    if (r.has_device_free) {  // the figure the verdict used, and the reading when it was stale
+      const uint64_t free = usable_free(figures);
+      r.stale_reading = free != r.device_free;
+      r.reading_free = r.device_free;
+      r.device_free = free;
+    }
     out.ooms.push_back(std::move(r));
   }
   if (incidents_total_ > incidents_.size()) {

@@ -7,6 +7,7 @@
 #include "report/analyses/advice.h"
 #include "report/analyses/leaks.h"
 #include "report/analyses/peaks.h"
+#include "report/analyses/story.h"
 #include "report/analyses/time_to_oom.h"
 #include "report/outputs/units.h"
 
@@ -40,7 +41,7 @@ void ProcessAnalyzer::end_live_set_at_cap() {
   model_.end_history();
   roles_.end_history();
   scopes_.at_no_event();  // what the cap's resets release was not freed by anything seen
-  incidents_.close_all();
+  incidents_.close_all(model_);
   std::vector<int32_t> devices;
   for (const auto& [device, state] : model_.devices()) devices.push_back(device);
   for (int32_t device : devices) {
@@ -105,14 +106,15 @@ void ProcessAnalyzer::on_event(const Event& e) {
   }
   roles_.set_time(e.t);
   scopes_.at(e);
-  if (incidents_.tracking()) incidents_.before_event(e);
+  if (incidents_.tracking()) incidents_.before_event(e, model_);
   model_.apply(e, events_, autograd_.site_for(e));
+  if ((e.op == Op::Alloc && e.result == 0 && e.kind != Kind::Virtual) || e.op == Op::BlockAlloc) last_acquire_ = e.t;
   sample(e);
   if (e.op == Op::BlockOom || (e.op == Op::Alloc && e.result != 0)) {
     incidents_.on_failure(e, model_, roles_, settings_.cap(e.device));
   }
   if (allocation_timeline_ && is_out_of_memory(e)) timeline_.on_oom(e.device);
-  if (e.op == Op::MemInfo && model_.reading_used()) incidents_.on_meminfo(e);
+  if (e.op == Op::MemInfo && model_.reading_used()) incidents_.on_meminfo(e, model_);
 }
 
 // The device's timeline, with the role split of each kept sample.
@@ -187,14 +189,15 @@ ProcessReport ProcessAnalyzer::finish(const std::string& file, const ReadResult&
 
   collect_peaks(model_, roles_, symbols_, out);
   collect_exit_state(model_, symbols_, suppressions_, out);
-  if (out.ended_early()) {  // what was live when the trace was cut or the process killed is not a leak
+  incidents_.finish(out, symbols_, model_);
+  find_oom_crash(out, last_acquire_);
+  if (out.ended_early()) {  // what was live when the trace was cut, the process killed or crashed is not a leak
     for (DeviceSummary& d : out.devices) d.leaked_bytes = 0;
   }
   collect_growth(model_, clock_.windows_used(), symbols_, out.growth);
   top_sites_.finish(symbols_, out);              // first: the timeline ranks its stacks by the sites
   if (allocation_timeline_) timeline_.finish(out);
   collect_time_to_oom(model_, out);
-  incidents_.finish(out, symbols_);
   for (DeviceSummary& d : out.devices) {
     for (const OomReport& oom : out.ooms) d.ooms += oom.device == d.device ? 1 : 0;
   }
@@ -209,6 +212,7 @@ ProcessReport ProcessAnalyzer::finish(const std::string& file, const ReadResult&
   scope_peaks_.finish(out);
   nvtx_.finish(out.last_time_ns, out);
   add_advice(out);
+  tell_story(out);  // after the advice it chooses among
   return out;
 }
 

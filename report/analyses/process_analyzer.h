@@ -12,7 +12,8 @@
 //   growth                call sites that keep growing (its clock ticks here)
 //   allocation_timeline   every allocation that matters as a band, the rest aggregated (HTML)
 //   top_sites             call sites by bytes, count and temporary allocations (a model listener)
-// and, from the model at the end: peaks, fragmentation, leaks (leaks.h), then advice.
+// and, from the model at the end: peaks, fragmentation, leaks (leaks.h), then advice and the story
+// of the run (story.h: how it ended, what caused its OOMs, which advice stands).
 //
 // Memory: the model's and each analysis's own bounds; nothing per event. Single-threaded.
 #pragma once
@@ -78,6 +79,7 @@ class ProcessAnalyzer : public TraceHandler {
   Footer footer_;  // the footer's account of how the process ended (end, exit_status, signal)
   uint64_t first_time_ = 0;
   uint64_t last_time_ = 0;
+  uint64_t last_acquire_ = 0;  // of the last allocation or block that succeeded (story.h: a crash)
   uint64_t events_ = 0;
   std::vector<Mark> marks_;
   uint64_t marks_total_ = 0;

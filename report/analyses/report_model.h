@@ -90,6 +90,25 @@ struct PeakReport {
   std::string advice;
 };
 
+// Free address ranges between a device's live CUDA allocations, on a device without block data
+// (oom_incidents.h): what a first-fit heap of the device's size could still hand out in one piece.
+struct AddressGaps {
+  uint64_t span = 0;                // from the lowest live allocation to the end of the highest
+  uint64_t inside = 0;              // free bytes between them
+  uint64_t largest = 0;             // the largest free range between two of them
+};
+
+// What filled the device before an OOM (story.h): a growing site (growth[growth]) that held, at the
+// OOM, more than the request was short of.
+struct OomCause {
+  size_t growth = 0;                // index into ProcessReport::growth
+  uint64_t grew_bytes = 0;          // its highest less its first live bytes
+  uint64_t steps = 0;               // its new highs after the first
+  uint64_t held_bytes = 0;          // its live bytes at the OOM
+  uint64_t of_bytes = 0;            // what held_bytes is a share of: the device's total, else the live bytes
+  bool of_device = false;           // of_bytes is the device's total
+};
+
 // One out-of-memory incident: the failed request, with every CUDA failure and allocator retry that
 // belonged to it (oom_incidents.h). The figures describe the moment of its last attempt.
 struct OomReport {
@@ -105,17 +124,29 @@ struct OomReport {
   uint64_t allocated_bytes = 0;     // block-level live bytes (0 without block data)
   std::vector<StackBytes> top_holders;
   bool has_device_free = false;
-  uint64_t device_free = 0;
+  uint64_t device_free = 0;         // the figure the verdict used: the reading, corrected when stale
   uint64_t device_total = 0;        // 0 = unknown
+  // The device's last reading of its free bytes, when it was older than the attempt and this
+  // process's reserved bytes had changed since (or it left no room for them): the raw figure, and
+  // what the process held when it was taken. device_free is then the reading corrected by the change.
+  bool stale_reading = false;
+  uint64_t reading_free = 0;
+  uint64_t reading_reserved = 0;
   bool has_blocks = false;
   FragmentationPoint fragmentation;
+  bool has_address_gaps = false;    // no block data: the free ranges between live allocations
+  AddressGaps address_gaps;
   Verdict verdict = Verdict::NotEnoughInformation;
   std::string explanation;          // the evidence behind the verdict, one sentence
   std::string phase;
   std::vector<OomAttempt> attempts; // in time order; the first kMaxAttempts
   uint64_t attempts_total = 0;
+  uint64_t last_attempt_ns = 0;     // when its last attempt failed
   RoleSplit roles;                  // live memory by role at the last attempt
-  std::string advice;               // "" when no rule of advice.h applies
+  std::string advice;               // the one advice: the cause's when there is one (story.h), else
+                                    // the verdict's (advice.h); "" when no rule applies
+  bool has_cause = false;
+  OomCause cause;
   // The allocator's memory-fraction cap in force on the device at the OOM, when the trace records it
   // (allocator_settings records): fraction x the device's total bytes.
   double cap_fraction = 0.0;        // 0: none recorded
@@ -355,9 +386,15 @@ struct ProcessReport {
   // Killed by a signal's default action (SIGTERM, SIGINT, SIGHUP), the trace finished up to it: what
   // was live then is "live when killed", never a leak (the program did not get to free it).
   bool killed_by_signal() const { return complete && !truncated && end == format::End::Signal; }
-  // Cut or killed: the program did not end on its own terms, so nothing live at the end is a leak and
-  // a scope still open then gets no verdict.
-  bool ended_early() const { return cut() || killed_by_signal(); }
+  // The run ended in an out-of-memory error (story.h): an OOM incident after which nothing was
+  // allocated, and an end that says it failed (a non-zero exit status, a signal, a cut trace). What
+  // was live then is "live when it crashed", never a leak; crash_oom is the incident (an index into ooms).
+  bool ended_in_oom = false;
+  size_t crash_oom = 0;
+  bool is_crash(const OomReport& oom) const { return ended_in_oom && &oom == &ooms[crash_oom]; }
+  // Cut, killed or crashed: the program did not end on its own terms, so nothing live at the end is a
+  // leak and a scope still open then gets no verdict.
+  bool ended_early() const { return cut() || killed_by_signal() || ended_in_oom; }
   uint64_t events = 0;
   uint64_t dropped_events = 0;      // > 0: the analysis is incomplete
   uint64_t first_time_ns = 0;

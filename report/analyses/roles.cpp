@@ -14,21 +14,27 @@ bool is_parameter_frame(const LogicalFrame& f) {
     static const char* const kNames[] = {"_apply", "to", "cuda", "to_empty", "load_state_dict",
                                          "_load_from_state_dict", "__init__", "reset_parameters"};
     for (const char* name : kNames) {
-      if (f.function == name) return true;
+      if (function_is(f, name)) return true;
     }
   }
   return false;
 }
 
 bool is_backward_frame(const LogicalFrame& f) {
-  return (f.function == "backward" && contains(f.file, "torch/_tensor.py")) ||
-         (contains(f.file, "torch/autograd/") && (f.function == "backward" || f.function == "grad"));
+  return (function_is(f, "backward") && contains(f.file, "torch/_tensor.py")) ||
+         (contains(f.file, "torch/autograd/") && (function_is(f, "backward") || function_is(f, "grad")));
 }
 
 // Keys of raw (CUDA-level) holdings: a physical handle and an address never collide.
 uint64_t raw_key(const Holding& h) { return h.level == Level::Physical ? h.key ^ (1ull << 63) : h.key; }
 
 }  // namespace
+
+bool function_is(const LogicalFrame& f, std::string_view name) {
+  const std::string_view function = f.function;
+  if (function.size() < name.size() || function.substr(function.size() - name.size()) != name) return false;
+  return function.size() == name.size() || function[function.size() - name.size() - 1] == '.';
+}
 
 bool is_allocator_segment_stack(const Stack& stack) {
   for (const LogicalFrame& f : stack) {
@@ -50,7 +56,7 @@ Role Roles::block_role(SiteId site) {
       if (is_parameter_frame(f)) { role = Role::Parameters; break; }
       if (contains(f.file, "torch/optim/")) { role = Role::OptimizerState; break; }
       if (is_backward_frame(f)) { backward = true; break; }
-      if (f.function == "forward" || f.function == "_call_impl") { role = Role::Activations; break; }
+      if (function_is(f, "forward") || function_is(f, "_call_impl")) { role = Role::Activations; break; }
     }
   }
   if (backward) role = Role::BackwardTemporaries;  // until its backward() returns (on_backward_end)

@@ -24,6 +24,7 @@
 
 #include <cstdint>
 #include <memory_resource>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -34,6 +35,10 @@
 #include "report/reader/symbols.h"
 
 namespace gpumemtrace::report {
+
+// True when frame `f` is the function `name`, as PyTorch records it (co_name: "forward") or as the
+// recorder reads live frames (co_qualname: "Net.forward", "Module._call_impl").
+bool function_is(const LogicalFrame& f, std::string_view name);
 
 // True when a CUDA-level allocation with this stack is a caching allocator taking a segment or a
 // chunk (PyTorch's CUDACachingAllocator / ExpandableSegment).

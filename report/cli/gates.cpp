@@ -31,7 +31,8 @@ std::vector<std::string> check_gates(const std::vector<ProcessReport>& reports, 
     if (r.dropped_events && !options.allow_incomplete) continue;  // no verdict: check_incomplete says why
     const std::string file = printable(r.file) + incomplete_note(r);
     // Leaked memory, and on request the PyTorch blocks still referenced at exit. A process killed by a
-    // signal, or whose trace was cut, leaked nothing: what it held then is "live when killed/cut".
+    // signal, whose trace was cut or whose run ended in an OOM (story.h) leaked nothing: what it held
+    // then is "live when killed/cut/it crashed".
     const uint64_t alive = options.count_alive_at_exit && !r.ended_early() ? r.alive_at_exit_bytes() : 0;
     if (options.fail_on_leak && r.leaked_bytes() + alive > *options.fail_on_leak) {
       std::ostringstream message;
@@ -63,7 +64,7 @@ std::vector<std::string> check_gates(const std::vector<ProcessReport>& reports, 
     }
     for (const ScopeReport& scope : r.scopes) {
       if (!options.fail_on_leak || scope.leaked_bytes <= *options.fail_on_leak) continue;
-      if (r.ended_early() && !scope.closed) continue;  // cut or killed inside it: no verdict
+      if (r.ended_early() && !scope.closed) continue;  // cut, killed or crashed inside it: no verdict
       if (scope.failed) continue;  // the test failed: not checked (Scopes)
       std::ostringstream message;
       message << file << ": " << printable(scope.name) << " leaked " << format_bytes(scope.leaked_bytes) << " in "

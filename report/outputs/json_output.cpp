@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "report/analyses/story.h"
 #include "report/outputs/units.h"
 #include "report/outputs/top_sites_output.h"
 
@@ -92,6 +93,8 @@ json process_json(const ProcessReport& r) {
                                : json(nullptr);
   json marks = json::array();
   for (const Mark& m : r.marks) marks.push_back({{"seq", m.seq}, {"time_ns", m.time_ns}, {"label", m.label}});
+  json story = json::array();
+  for (Section section : story_order(r)) story.push_back(section_key(section));
   return {{"file", r.file},
           {"pid", r.header.pid},
           {"ppid", r.header.ppid},
@@ -114,6 +117,8 @@ json process_json(const ProcessReport& r) {
           {"dropped_events", r.dropped_events},
           {"duration_ns", r.last_time_ns - r.first_time_ns},
           {"leaked_bytes", r.leaked_bytes()},
+          {"ended_in_oom", r.ended_in_oom},
+          {"story", story},
           {"warnings", r.warnings},
           {"devices", devices},
           {"pinned_host", pinned_host},
@@ -160,7 +165,7 @@ json reports_to_json(const std::vector<ProcessReport>& reports) {
                   {"library_bytes", 0}, {"alive_at_exit_bytes", 0}, {"ooms", 0}, {"failed_calls", 0},
                   {"scopes", 0}, {"leaking_scopes", 0}, {"complete", true}, {"incomplete", false},
                   {"cut", false}, {"live_when_cut_bytes", 0}, {"killed_by_signal", 0},
-                  {"live_when_killed_bytes", 0}};
+                  {"live_when_killed_bytes", 0}, {"ended_in_oom", 0}, {"live_when_crashed_bytes", 0}};
   json processes = json::array(), leaks = json::array(), peaks = json::array(), ooms = json::array(),
        growth = json::array(), fragmentation = json::array(), held = json::array(),
        failed_calls = json::array(), scopes = json::array(), what_if = json::array(), time_to_oom = json::array(),
@@ -181,6 +186,8 @@ json reports_to_json(const std::vector<ProcessReport>& reports) {
     if (r.cut()) bump("live_when_cut_bytes", r.live_when_cut_bytes());
     if (r.killed_by_signal()) bump("killed_by_signal", 1);
     if (r.killed_by_signal()) bump("live_when_killed_bytes", r.live_when_cut_bytes());
+    if (r.ended_in_oom) bump("ended_in_oom", 1);
+    if (r.ended_in_oom) bump("live_when_crashed_bytes", r.live_when_cut_bytes());
     if (r.dropped_events) summary["incomplete"] = true;
     bump("allocations", r.pinned_host.allocations);  // every allocation call of the process
     bump("frees", r.pinned_host.frees);
@@ -203,6 +210,7 @@ json reports_to_json(const std::vector<ProcessReport>& reports) {
       entry.update({{"device", h.device}, {"level", level_name(h.level)}, {"kind", h.kind}, {"bytes", h.bytes},
                     {"count", h.count}, {"stack", stack_to_json(h.stack)}, {"reason", h.reason}});
       if (h.reason == "library") entry["library"] = h.library;
+      if (r.ended_in_oom) entry["live_when_crashed"] = true;  // held when the run ended in an OOM
       held.push_back(std::move(entry));
     }
     for (const FailedCall& call : r.failed_calls) {
@@ -235,6 +243,7 @@ json reports_to_json(const std::vector<ProcessReport>& reports) {
       if (leak.suppressed) entry["suppressed_by"] = leak.suppressed_by;
       if (r.cut()) entry["live_when_cut"] = true;  // not a leak: the trace ends before the program did
       if (r.killed_by_signal()) entry["live_when_killed"] = true;  // not a leak: it never got to free it
+      if (r.ended_in_oom) entry["live_when_crashed"] = true;  // not a leak: the run ended in an OOM
       leaks.push_back(std::move(entry));
     }
     for (const PeakReport& peak : r.peaks) {
@@ -250,6 +259,7 @@ json reports_to_json(const std::vector<ProcessReport>& reports) {
       entry["advice"] = advice_json(peak.advice);
       peaks.push_back(std::move(entry));
     }
+    const size_t growth_base = growth.size();  // this process's growth[] entries start here
     for (const OomReport& oom : r.ooms) {
       json entry = who;
       entry.update({{"device", oom.device}, {"seq", oom.seq}, {"time_ns", oom.time_ns}, {"op", oom.op},
@@ -273,6 +283,22 @@ json reports_to_json(const std::vector<ProcessReport>& reports) {
                                                  {"source", oom.cap_source}}
                                           : json(nullptr);
       if (oom.has_blocks) entry["fragmentation"] = fragmentation_json(oom.fragmentation);
+      entry["crash"] = r.is_crash(oom);
+      entry["stale_reading"] = oom.stale_reading ? json{{"free", oom.reading_free}, {"reserved", oom.reading_reserved}}
+                                                 : json(nullptr);
+      entry["address_gaps"] = oom.has_address_gaps ? json{{"span", oom.address_gaps.span},
+                                                          {"inside", oom.address_gaps.inside},
+                                                          {"largest", oom.address_gaps.largest}}
+                                                   : json(nullptr);
+      json cause = nullptr;
+      if (oom.has_cause) {
+        const OomCause& c = oom.cause;
+        cause = {{"growth", growth_base + c.growth}, {"stack", stack_to_json(r.growth[c.growth].stack)},
+                 {"grew_bytes", c.grew_bytes}, {"steps", c.steps}, {"held_bytes", c.held_bytes},
+                 {"share", c.of_bytes ? static_cast<double>(c.held_bytes) / static_cast<double>(c.of_bytes) : 0.0},
+                 {"share_of", c.of_device ? "device" : "live"}};
+      }
+      entry["cause"] = std::move(cause);
       ooms.push_back(std::move(entry));
     }
     for (const GrowthReport& g : r.growth) {

@@ -1,4 +1,5 @@
-// report/outputs/text_output.cpp — the text report: one section per analysis, stacks trimmed.
+// report/outputs/text_output.cpp — the text report: one section per analysis, in the order of the
+// run's story (story.h: a crashed run opens with its OOM), stacks trimmed.
 #include "report/outputs/text_output.h"
 #include "report/outputs/what_if_output.h"
 
@@ -6,6 +7,7 @@
 #include <cstdio>
 #include <string>
 
+#include "report/analyses/story.h"
 #include "report/outputs/top_sites_output.h"
 #include "report/outputs/units.h"
 #include "util/terminal_text.h"
@@ -134,7 +136,9 @@ void write_leaks(std::ostream& out, const ProcessReport& r, const TextOptions& o
   for (const LeakGroup& leak : r.leaks) live_count += leak.suppressed ? 0 : leak.count;
   const std::string killed = r.killed_by_signal() ? "killed by " + signal_name(r.end_signal) : "";
   out << (r.cut() ? "live when the trace was cut (not leaks): "
-                  : !killed.empty() ? "live when " + killed + " (not leaks): " : std::string("leaks: "));
+          : !killed.empty() ? "live when " + killed + " (not leaks): "
+          : r.ended_in_oom ? "live when it crashed (out of memory; not leaks): "
+                           : std::string("leaks: "));
   if (r.live_when_cut_bytes() == 0) out << "none";
   else out << format_bytes(r.live_when_cut_bytes()) << " in " << plural(live_count, "allocation");
   if (cached) out << "; " << format_bytes(cached) << " cached by an allocator or pool (not leaked)";
@@ -147,7 +151,8 @@ void write_leaks(std::ostream& out, const ProcessReport& r, const TextOptions& o
                                       : device_name(leak.device) + ", " +
                                             (leak.level == Level::Block ? std::string("allocator block") : leak.kind))
         << "), "
-        << (r.cut() ? "live when cut, " : !killed.empty() ? "live when killed, " : "") << "allocated here:\n";
+        << (r.cut() ? "live when cut, " : !killed.empty() ? "live when killed, " : r.ended_in_oom ? "live when it crashed, " : "")
+        << "allocated here:\n";
     write_stack(out, leak.stack, "      ", options.stacks);
   });
 }
@@ -167,7 +172,9 @@ void write_held_at_exit(std::ostream& out, const ProcessReport& r, const TextOpt
     if (it == libraries.end()) libraries.emplace_back(held.library, held.bytes);
     else it->second += held.bytes;
   }
-  out << "held at exit (not leaks):";
+  // A crashed run did not exit: what it held then was held when it crashed.
+  const char* when = r.ended_in_oom ? "when it crashed" : "at exit";
+  out << "held " << when << " (not leaks):";
   if (library) {
     out << " " << format_bytes(library) << " by libraries (";
     for (size_t i = 0; i < libraries.size(); ++i) {
@@ -175,12 +182,12 @@ void write_held_at_exit(std::ostream& out, const ProcessReport& r, const TextOpt
     }
     out << ")" << (alive ? ";" : "");
   }
-  if (alive) out << " " << format_bytes(alive) << " of PyTorch blocks still referenced at exit (alive at exit)";
+  if (alive) out << " " << format_bytes(alive) << " of PyTorch blocks still referenced " << when << " (alive " << when << ")";
   out << "\n";
   for_top(r.held_at_exit, options.max_items, [&](const HeldAtExit& held) {
     out << "  " << format_bytes(held.bytes) << " in " << plural(held.count, "allocation") << " ("
         << device_name(held.device) << ", "
-        << (held.reason == "library" ? "held by " + printable(held.library) : std::string("alive at exit"))
+        << (held.reason == "library" ? "held by " + printable(held.library) : std::string("alive ") + when)
         << "), allocated here:\n";
     write_stack(out, held.stack, "      ", options.stacks);
   });
@@ -271,12 +278,32 @@ void write_peaks(std::ostream& out, const ProcessReport& r, const TextOptions& o
   }
 }
 
+// "this site grew by 944.0 MiB over 118 steps and held 952.0 MiB (93% of the device) at the crash",
+// the site named by the first line its stack shows.
+std::string cause_text(const ProcessReport& r, const OomReport& oom, const TextOptions& options) {
+  const OomCause& c = oom.cause;
+  const std::vector<std::string> lines = stack_lines(r.growth[c.growth].stack, options.stacks, 0);
+  std::string text = (lines.empty() ? std::string("a growing site") : printable(lines.front())) + " grew by " +
+                     format_bytes(c.grew_bytes) + " over " + plural(c.steps, "step") + " and held " +
+                     format_bytes(c.held_bytes) + " (" + percent(c.held_bytes, c.of_bytes) +
+                     (c.of_device ? " of the device" : " of the live memory") + ") at the " +
+                     (r.is_crash(oom) ? "crash" : "OOM");
+  return text;
+}
+
+// The OOM that ended the run first: the verdict, what filled the device, the one advice; then the
+// evidence.
 void write_ooms(std::ostream& out, const ProcessReport& r, const TextOptions& options) {
-  for_top(r.ooms, options.max_items, [&](const OomReport& oom) {
+  const std::vector<const OomReport*> ooms = ooms_in_story_order(r);
+  for_top(ooms, options.max_items, [&](const OomReport* incident) {
+    const OomReport& oom = *incident;
+    const bool crash = r.is_crash(oom);
     out << "OOM (" << device_name(oom.device) << "): " << format_bytes(oom.requested) << " requested at "
         << at(oom.time_ns, r) << " (" << printable(oom.api.empty() ? oom.op : oom.api) << phase_note(oom.phase)
-        << "): " << verdict_name(oom.verdict) << "\n";
+        << "): " << verdict_name(oom.verdict) << (crash ? "; the run ended here" : "") << "\n";
     if (!oom.explanation.empty()) write_wrapped(out, "  ", "why: ", oom.explanation, options.stacks.width);
+    if (oom.has_cause) write_wrapped(out, "  ", "cause: ", cause_text(r, oom, options), options.stacks.width);
+    write_advice(out, oom.advice, "  ", options);
     if (oom.attempts_total > 1) {
       out << "  one request, " << oom.attempts_total << " attempts:";
       for (size_t i = 0; i < oom.attempts.size(); ++i) {
@@ -288,20 +315,24 @@ void write_ooms(std::ostream& out, const ProcessReport& r, const TextOptions& op
     }
     out << "  live " << format_bytes(oom.live_bytes);
     if (oom.has_blocks) out << " reserved, " << format_bytes(oom.allocated_bytes) << " allocated";
-    if (oom.has_device_free) out << "; device free " << format_bytes(oom.device_free);
+    if (oom.has_device_free) out << "; device free " << (oom.stale_reading ? "about " : "") << format_bytes(oom.device_free);
     if (oom.device_total) out << " of " << format_bytes(oom.device_total);
+    if (oom.stale_reading) out << " (its last reading, " << format_bytes(oom.reading_free) << " free, is stale)";
     out << "\n";
     if (oom.has_blocks && oom.fragmentation.reserved) {
       out << "  ";
       write_fragmentation_point(out, oom.fragmentation);
       out << "\n";
     }
+    if (oom.has_cause) {
+      out << "  the growing site, allocated here:\n";
+      write_stack(out, r.growth[oom.cause.growth].stack, "      ", options.stacks);
+    }
     out << "  requested here:\n";
     write_stack(out, oom.stack, "      ", options.stacks);
     out << "  top holders:\n";
     write_holders(out, oom.top_holders, oom.has_blocks ? oom.allocated_bytes : oom.live_bytes, options);
     write_roles(out, oom.roles, "  ");
-    write_advice(out, oom.advice, "  ", options);
   });
 }
 
@@ -320,7 +351,7 @@ void write_failed_calls(std::ostream& out, const ProcessReport& r, const TextOpt
 
 void write_scopes(std::ostream& out, const ProcessReport& r, const TextOptions& options) {
   if (r.scopes_total == 0) return;
-  // A scope still open when the trace was cut or the process killed has no verdict (gates.cpp).
+  // A scope still open when the trace was cut, the process killed or crashed has no verdict (gates.cpp).
   auto verdict = [&](const ScopeReport& scope) { return scope.closed || !r.ended_early(); };
   size_t leaking = 0, unchecked = 0, holding = 0;
   for (const ScopeReport& scope : r.scopes) {
@@ -338,8 +369,9 @@ void write_scopes(std::ostream& out, const ProcessReport& r, const TextOptions& 
         << " in " << plural(scope.leaked_count, "allocation") << " still live at its "
         << (scope.closed ? "end"
             : verdict(scope) ? "trace's end (the scope never closed)"
-            : r.cut() ? "trace's end (cut inside it: no verdict)"
-                      : "trace's end (killed inside it: no verdict)")
+            : r.cut()          ? "trace's end (cut inside it: no verdict)"
+            : r.ended_in_oom   ? "trace's end (the run crashed inside it: no verdict)"
+                               : "trace's end (killed inside it: no verdict)")
         << ", allocated here:\n";
     for_top(scope.leaks, options.max_items, [&](const StackBytes& leak) {
       out << "    " << format_bytes(leak.bytes) << " in " << plural(leak.count, "allocation") << ":\n";
@@ -394,16 +426,22 @@ void write_text(std::ostream& out, const std::vector<ProcessReport>& reports, co
   for (const ProcessReport& r : reports) {
     write_header(out, r);
     write_summary(out, r);
-    write_leaks(out, r, options);
-    write_held_at_exit(out, r, options);
-    write_scopes(out, r, options);
-    write_peaks(out, r, options);
-    write_ooms(out, r, options);
-    write_failed_calls(out, r, options);
-    write_growth(out, r, options);
-    if (r.growth.empty()) out << "growth: none\n";
-    write_time_to_oom_text(out, r, options);
-    write_what_if_text(out, r, options);
+    for (Section section : story_order(r)) {
+      switch (section) {
+        case Section::Ooms: write_ooms(out, r, options); break;
+        case Section::Leaks: write_leaks(out, r, options); break;
+        case Section::HeldAtExit: write_held_at_exit(out, r, options); break;
+        case Section::Scopes: write_scopes(out, r, options); break;
+        case Section::Peaks: write_peaks(out, r, options); break;
+        case Section::FailedCalls: write_failed_calls(out, r, options); break;
+        case Section::Growth:
+          write_growth(out, r, options);
+          if (r.growth.empty()) out << "growth: none\n";
+          break;
+        case Section::TimeToOom: write_time_to_oom_text(out, r, options); break;
+        case Section::WhatIf: write_what_if_text(out, r, options); break;
+      }
+    }
     if (options.top_sites) write_top_sites(out, r, options);
     out << "\n";
   }

@@ -104,3 +104,61 @@ TEST(Oom, AChunkKeptBetweenAttemptsStartsAnotherIncident) {
   ProcessReport r = t.analyze();
   EXPECT_EQ(r.ooms.size(), 2u);
 }
+
+// A custom pool's refusal (gpumemtrace_block_oom) after the CUDA call it made for a larger chunk is
+// that one request, from the pool's thread; from another thread it is a request of its own.
+TEST(Oom, APoolsBlockOomJoinsTheChunkItsThreadAskedFor) {
+  for (const char* tid : {"", ",\"tid\":99"}) {
+    TraceText t;
+    t.ev("alloc", "device", 0, 64 * MiB, ",\"result\":2", "cudaMalloc")
+        .ev("block_oom", "block", 0, 48 * MiB, tid, "gpumemtrace_block_oom");
+    ProcessReport r = t.analyze();
+    ASSERT_EQ(r.ooms.size(), *tid ? 2u : 1u) << tid;
+    if (*tid) continue;
+    EXPECT_EQ(r.ooms[0].attempts_total, 2u);
+    EXPECT_EQ(r.ooms[0].requested, 48 * MiB);
+    EXPECT_EQ(r.ooms[0].api, "gpumemtrace_block_oom");
+  }
+  TraceText smaller;  // a chunk smaller than the block could not have served it
+  smaller.ev("alloc", "device", 0, 16 * MiB, ",\"result\":2", "cudaMalloc")
+      .ev("block_oom", "block", 0, 48 * MiB, "", "gpumemtrace_block_oom");
+  EXPECT_EQ(smaller.analyze().ooms.size(), 2u);
+}
+
+// An incident without a reading at its attempt takes the device's last one, corrected by what the
+// process reserved since: filling the device after a reading leaves none of the room it showed.
+TEST(Oom, AReadingTakenBeforeTheDeviceFilledIsCorrected) {
+  const uint64_t A = 0x10000000, B = 0x20000000;
+  TraceText t;
+  t.ev("alloc", "device", A, 96 * MiB)
+      .ev("meminfo", "none", 0, 0, ",\"free\":" + std::to_string(928 * MiB) + ",\"total\":" + std::to_string(1024 * MiB))
+      .ev("alloc", "device", B, 926 * MiB)
+      .ev("block_oom", "block", 0, 8 * MiB, "", "gpumemtrace_block_oom");
+  ProcessReport r = t.analyze();
+  ASSERT_EQ(r.ooms.size(), 1u);
+  const OomReport& oom = r.ooms[0];
+  EXPECT_TRUE(oom.stale_reading);
+  EXPECT_EQ(oom.reading_free, 928 * MiB);
+  EXPECT_EQ(oom.reading_reserved, 96 * MiB);
+  EXPECT_EQ(oom.device_free, 2 * MiB);
+  EXPECT_EQ(oom.verdict, Verdict::Capacity) << oom.explanation;
+}
+
+// Plain cudaMalloc leaves holes: their addresses are measured at the last attempt.
+TEST(Oom, HolesBetweenPlainAllocationsAreMeasured) {
+  TraceText t;
+  const uint64_t base = 0x700000000000;
+  for (uint64_t i = 0; i < 8; ++i) t.ev("alloc", "device", base + i * 16 * MiB, 16 * MiB);
+  for (uint64_t i = 1; i < 8; i += 2) t.ev("free", "device", base + i * 16 * MiB, 0);
+  t.ev("alloc", "device", 0, 32 * MiB, ",\"result\":2")
+      .ev("meminfo", "none", 0, 0, ",\"free\":" + std::to_string(64 * MiB) + ",\"total\":" + std::to_string(128 * MiB));
+  ProcessReport r = t.analyze();
+  ASSERT_EQ(r.ooms.size(), 1u);
+  const OomReport& oom = r.ooms[0];
+  ASSERT_TRUE(oom.has_address_gaps);
+  // Tiles 0, 2, 4, 6 live: a span of 7 tiles with 3 holes; the freed tile 7 lies beyond it.
+  EXPECT_EQ(oom.address_gaps.span, 7 * 16 * MiB);
+  EXPECT_EQ(oom.address_gaps.inside, 3 * 16 * MiB);
+  EXPECT_EQ(oom.address_gaps.largest, 16 * MiB);
+  EXPECT_EQ(oom.verdict, Verdict::Fragmentation) << oom.explanation;
+}

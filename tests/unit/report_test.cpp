@@ -293,6 +293,48 @@ TEST(Verdict, AllocatorLimitWhenOnlyTheAllocatorRefusedWithRoomOnTheDevice) {
   EXPECT_NE(oom_verdict(f, nullptr), Verdict::AllocatorLimit);
 }
 
+TEST(Verdict, AStaleReadingIsCorrectedByWhatTheProcessReservedSince) {
+  // Read at 928 MiB free while the process held 96 MiB; it holds 1022 MiB of the 1 GiB device now.
+  OomFigures f = figures(8 * MiB, true, 928 * MiB, 1024 * MiB, 1022 * MiB);
+  f.allocator_only = true;
+  f.reading_reserved = 96 * MiB;
+  EXPECT_EQ(usable_free(f), 2 * MiB);
+  std::string why;
+  EXPECT_EQ(oom_verdict(f, &why), Verdict::Capacity);
+  EXPECT_NE(why.find("the device's last reading, 928.0 MiB free, was taken while this process held 96.0 MiB"),
+            std::string::npos) << why;
+  // Memory released since the reading went back to the device.
+  f = figures(8 * MiB, true, 10 * MiB, 1024 * MiB, 100 * MiB);
+  f.reading_reserved = 300 * MiB;
+  EXPECT_EQ(usable_free(f), 210 * MiB);
+  // Whenever taken, never more than the device's total less what the process holds.
+  f = figures(8 * MiB, true, 928 * MiB, 1024 * MiB, 1022 * MiB);
+  EXPECT_EQ(usable_free(f), 2 * MiB);
+  f.allocator_only = true;
+  EXPECT_EQ(oom_verdict(f, &why), Verdict::Capacity) << why;
+}
+
+TEST(Verdict, HolesBetweenPlainAllocationsAreFragmentation) {
+  // 512 MiB free on a full 1 GiB device, in 16 MiB holes: 496 MiB inside the span, 16 MiB beyond.
+  OomFigures f = figures(128 * MiB, true, 512 * MiB, 1024 * MiB, 512 * MiB);
+  f.has_address_gaps = true;
+  f.address_gaps = AddressGaps{1008 * MiB, 496 * MiB, 16 * MiB};
+  std::string why;
+  EXPECT_EQ(oom_verdict(f, &why), Verdict::Fragmentation);
+  EXPECT_NE(why.find("the largest 16.0 MiB, and at most 16.0 MiB beyond them"), std::string::npos) << why;
+  f.requested = 16 * MiB;  // a hole fits it: nothing the trace shows explains the failure
+  EXPECT_EQ(oom_verdict(f, nullptr), Verdict::NotEnoughInformation);
+  f.requested = 128 * MiB;
+  f.address_gaps.span = 2048 * MiB;  // addresses over more than the device: not one heap of its size
+  EXPECT_EQ(oom_verdict(f, nullptr), Verdict::NotEnoughInformation);
+  f.address_gaps.span = 1008 * MiB;
+  f.device_free = 256 * MiB;  // holes larger than the free bytes: something unseen fills them
+  EXPECT_EQ(oom_verdict(f, nullptr), Verdict::NotEnoughInformation);
+  f.device_free = 512 * MiB;
+  f.device_total = 0;  // the device's size unknown
+  EXPECT_EQ(oom_verdict(f, nullptr), Verdict::NotEnoughInformation);
+}
+
 TEST(Verdict, FiguresThatContradictEachOtherGiveNoVerdict) {
   // A stand-in's reading: more free than the device holds. Neither figure can be trusted.
   OomFigures f = figures(200 * MiB, true, 120 * MiB, 80 * MiB, 10 * MiB);
