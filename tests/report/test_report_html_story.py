@@ -17,8 +17,6 @@ from browser import PageTests
 from reportlib import ROOT, ReportTestCase, run_report
 from tracegen import MiB, Trace
 
-GiB = 1 << 30
-
 REAL = os.path.join(ROOT, "tests", "report", "real")
 
 
@@ -33,15 +31,18 @@ class HtmlStory(PageTests, ReportTestCase):
     # --- the story of a crashed run ----------------------------------------------------------------
 
     def crashed_trace(self):
-        """A run that fills a 1 GiB device with a growing list, fails a request and exits 1."""
+        """A step loop on a 256 MiB device whose helper keeps 2 MiB per step, until a step's 64 MiB
+        workspace no longer fits; the program exits 1."""
         path = os.path.join(self.dir, "crashed.jsonl")
-        t = Trace(path, devices=((0, "Simulated GPU", 1 * GiB),))
-        keep = t.stack("append_activation", line=21)
-        boom = t.stack("allocate_workspace", line=30)
-        for i in range(7):
-            t.alloc(0x10000000 + i * 0x8000000, 128 * MiB, keep)
-        t.failed_alloc(256 * MiB, boom)
-        t.meminfo(128 * MiB, 1 * GiB)
+        t = Trace(path, devices=((0, "Simulated GPU", 256 * MiB),))
+        keep = t.stack("normalize", line=61)
+        work = t.stack("step", line=67)
+        for i in range(100):
+            t.alloc(0x10000000 + i * 2 * MiB, 2 * MiB, keep)
+            t.alloc(0x70000000, 16 * MiB, work)
+            t.free(0x70000000)
+        t.failed_alloc(64 * MiB, work)
+        t.meminfo(56 * MiB, 256 * MiB)
         t.close(end="exit", exit_status=1)
         return path
 
@@ -58,6 +59,12 @@ class HtmlStory(PageTests, ReportTestCase):
         self.assertIsNotNone(first)
         self.assertIn("capacity", self.texts(page, ".incident .verdict")[0])
         self.assertTrue(self.texts(page, ".incident .why")[0])
+        # Then what filled the device, and one advice.
+        cause = self.texts(page, ".incident .cause")[0]
+        self.assertIn("normalize (app.cu:61)", cause)
+        self.assertRegex(cause, r"this site grew by 198 MiB over \d+ steps and held 200 MiB \(78% of the device\) at the crash")
+        self.assertEqual(len(self.texts(page, ".incident .advice")), 1)
+        self.assertIn("the run ended here", self.texts(page, ".incident h4")[0])
         self.assertLess(titles.index("It ran out of memory"), titles.index("Memory over time"))
         # What was live at the crash is listed as such, after the charts.
         live = [t for t in titles if t.startswith("Live when it crashed")]

@@ -103,6 +103,13 @@
     const ooms = ofProcess(doc.ooms, p);
     return ooms.find((o) => o.crash) || ooms[ooms.length - 1] || null;
   }
+  // What a crashed run held on a device when it crashed: its entries of leaks[] and held_at_exit[]
+  // (the report marks them `live_when_crashed`; from a report that does not, the same lists).
+  function liveAtCrash(p, device) {
+    return ofProcess(doc.leaks, p).concat(ofProcess(doc.held_at_exit, p)).filter((x) => x.device === device)
+      .reduce((a, x) => a + x.bytes, 0);
+  }
+
   // What the memory still live at the end is called.
   function liveAtEndIs(p) {
     if (p.end === "signal") return "Live when killed, not leaks";
@@ -361,7 +368,7 @@
     const stats = h("div", { class: "stats" },
       stat("Peak reserved", bytes(d.peak_bytes), "accent"),
       d.peak_allocated_bytes ? stat("Peak allocated", bytes(d.peak_allocated_bytes)) : null,
-      endedInOom(p) ? stat("Live when it crashed", bytes(d.leaked_bytes + (d.alive_at_exit_bytes || 0) + (d.library_bytes || 0)))
+      endedInOom(p) ? stat("Live when it crashed", bytes(liveAtCrash(p, d.device)))
         : stat("Leaked at exit", bytes(d.leaked_bytes), d.leaked_bytes ? "bad" : "good"),
       stat("OOMs / failed", String(ooms.length), ooms.length ? "bad" : "good"),
       d.total ? stat("Device memory", bytes(d.total)) : null,
@@ -605,10 +612,10 @@
   // then what leaked (or was live when it crashed), the tests that leaked, growth.
   function summaryCards() {
     const s = doc.summary, crashed = doc.processes.filter(endedInOom);
-    // What a crashed run still held: the report's `live_when_crashed_bytes`, else (a report that does
-    // not say) what it calls leaked and alive at exit.
-    const live = (p) => p.leaked_bytes + p.devices.reduce((a, d) => a + (d.alive_at_exit_bytes || 0), 0);
-    const crashedBytes = s.live_when_crashed_bytes !== undefined ? s.live_when_crashed_bytes : crashed.reduce((a, p) => a + live(p), 0);
+    // What the crashed runs still held: the report's `live_when_crashed_bytes`, else (a report that
+    // does not say) their leaks and what they held, device by device.
+    const crashedBytes = s.live_when_crashed_bytes !== undefined ? s.live_when_crashed_bytes
+      : crashed.reduce((a, p) => a + p.devices.reduce((b, d) => b + liveAtCrash(p, d.device), 0), 0);
     const cards = [];
     if (crashed.length) {
       const o = crashOom(crashed[0]);

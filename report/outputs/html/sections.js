@@ -44,7 +44,7 @@
         known(o.device_free) ? `device free ${o.stale_reading ? "about " : ""}${bytes(o.device_free)}${o.device_total ? ` of ${bytes(o.device_total)}` : ""}` +
           (o.stale_reading ? ` (its last reading, ${bytes(o.stale_reading.free)} free with ${bytes(o.stale_reading.reserved)} held, is stale)` : "")
           : "device free: unknown",
-        o.address_gaps ? `holes between the live allocations: ${bytes(o.address_gaps.inside)}, the largest ${bytes(o.address_gaps.largest)}, over ${bytes(o.address_gaps.span)}` : null,
+        o.address_gaps && o.address_gaps.inside ? `holes between the live allocations: ${bytes(o.address_gaps.inside)}, the largest ${bytes(o.address_gaps.largest)}, over ${bytes(o.address_gaps.span)}` : null,
         o.fragmentation ? `largest free block ${bytes(o.fragmentation.largest_free_block)} of ${bytes(o.fragmentation.free_in_reserved)} free in reserved` : null,
         o.cap ? `cap: ${pct(o.cap.fraction)} of the device${known(o.cap.bytes) ? ` (${bytes(o.cap.bytes)})` : ""}, by ${o.cap.source}` : null,
         o.phase ? `phase “${o.phase}”` : null,
