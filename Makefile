@@ -24,8 +24,11 @@ ALL_CFLAGS   = -std=c11 -fPIC $(WARN) $(CFLAGS)
 DEB_PACKAGES := build-essential clang libunwind-dev nlohmann-json3-dev libgtest-dev libbenchmark-dev \
                 libdw-dev libelf-dev libzstd-dev libsimdjson-dev libcli11-dev zstd jq python3 python3-pytest heaptrack valgrind time \
                 nodejs chromium elfutils \
-                m4 zlib1g-dev
+                m4 zlib1g-dev \
+                libpython3.11-testsuite python3-pyflakes
 # m4: elfutils' build (packaging/third_party.sh, make dist); zlib1g-dev: libz.a, linked into the bundle.
+# libpython3.11-testsuite (CPython's Lib/test for Debian 12's python3), python3-pyflakes (ships its
+# tests): the suites `make test-transparency` runs plain and traced.
 # npm packages (vendor/package.json, pinned by vendor/package-lock.json): the HTML report's chart
 # libraries, inlined into gpumem-report at build time. `make deps` installs them under vendor/node_modules.
 NPM_VENDOR_STAMP := vendor/node_modules/.package-lock.json
@@ -43,7 +46,7 @@ FUZZ_TARGETS  := # phony targets run by `make fuzz`
 
 include trace/module.mk interpose/module.mk cupti/module.mk report/module.mk tools/module.mk tests/module.mk \
         bench/module.mk examples/module.mk
--include tests/driver/module.mk tests/python/module.mk tests/gpu/module.mk
+-include tests/driver/module.mk tests/python/module.mk tests/gpu/module.mk tests/transparency/module.mk
 # Installing: make dist, wheel, install, gpu-bundle, dist-test (tests/dist's programs first: it lists them).
 include tests/dist/module.mk packaging/module.mk
 # Last: its rules list what the fragments above build.

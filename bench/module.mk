@@ -81,6 +81,13 @@ bench-html: $(BUILD)/gpumem-report
 .PHONY: bench-html
 BENCH_TARGETS += bench-html
 
+## bench-python-startup: ms of CPU and wall a Python process's start-up takes: plain, preloaded, traced (the launcher's
+## PYTHONPATH); BENCH_PYTHON_STARTUP_ARGS: e.g. --rounds 21 --tools old=/tmp/old/tools/python --tools new=tools/python
+bench-python-startup: $(BUILD)/libgpumemtrace.so
+	$(PYTHON) bench/python_startup_bench.py --build $(BUILD) $(BENCH_PYTHON_STARTUP_ARGS)
+.PHONY: bench-python-startup
+BENCH_TARGETS += bench-python-startup
+
 ## bench-pytest-gc: ns per garbage collection that the pytest plugin's gc callback adds (none, a no-op callback, the plugin's)
 bench-pytest-gc: $(BUILD)/libgpumemtrace.so
 	$(PYTHON) bench/pytest_gc_bench.py --build $(BUILD) $(BENCH_PYTEST_GC_ARGS)

@@ -3,6 +3,8 @@
 // folded stacks) -> cli/ gates.
 // Exit status: 0 fine, 1 a gate failed, 2 bad input or usage, 3 a gate met a cut trace (no verdict).
 #include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -11,6 +13,7 @@
 #include <cstring>
 #include <fstream>
 #include <iostream>
+#include <set>
 #include <stdexcept>
 
 #include "report/analyses/analyze.h"
@@ -43,30 +46,40 @@ std::string dump_json(const nlohmann::json& json) {
   return json.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
-std::vector<ProcessReport> analyze_all(const std::vector<TraceInput>& inputs, const Suppressions& suppressions,
-                                       const Options& options) {
+// `folding` (not for diff, which compares every process): a run of many processes keeps only the most
+// telling reports in full (process_groups.h); its inspect judges every report before.
+AnalyzedInputs analyze_all(const std::vector<TraceInput>& inputs, const Suppressions& suppressions,
+                           const Options& options, const Folding* folding = nullptr) {
   AnalyzedInputs analyzed;
   {
     ProgressLine progress(STDERR_FILENO);
     AnalysisRequest what_if{options.what_if, options.recorded_settings, !options.diff,
                             options.format == OutputFormat::Html};  // only the page draws the timeline
     analyzed = analyze_inputs(inputs, suppressions, options.progress ? &progress : nullptr,
-                              options.jobs ? options.jobs : default_jobs(), what_if);
+                              options.jobs ? options.jobs : default_jobs(), what_if, folding);
   }  // the line is cleared here, before any warning or report is written
   // Empty traces among several: a warning each, not an error.
   for (const std::string& warning : analyzed.skipped) std::cerr << "gpumem-report: warning: " << printable(warning) << "\n";
   if (analyzed.reports.empty()) throw std::runtime_error("no trace to report on: every trace given is empty");
-  return std::move(analyzed.reports);
+  return analyzed;
 }
 
-void write_report(std::ostream& out, const std::vector<ProcessReport>& reports, const Options& options,
-                  const TextOptions& text) {
+void write_report(std::ostream& out, const std::vector<ProcessReport>& reports, const ProcessGroups& groups,
+                  const Options& options, TextOptions text) {
+  text.groups = &groups;
   switch (options.format) {
     case OutputFormat::Text: write_text(out, reports, text); break;
-    case OutputFormat::Json: out << dump_json(reports_to_json(reports)) << "\n"; break;
-    case OutputFormat::Html: write_html(out, reports); break;
+    case OutputFormat::Json: out << dump_json(reports_to_json(reports, &groups)) << "\n"; break;
+    case OutputFormat::Html: write_html(out, reports, &groups); break;
     case OutputFormat::Perfetto: out << dump_json(perfetto_trace(reports)) << "\n"; break;
     case OutputFormat::Folded: write_folded(out, reports, options.folded); break;
+  }
+  // These two have no place for the groups: say what they leave out.
+  if (groups.processes() && (options.format == OutputFormat::Perfetto || options.format == OutputFormat::Folded)) {
+    std::cerr << "gpumem-report: warning: " << groups.processes() << " of " << reports.size() + groups.processes()
+              << " processes are not in this output: a run of more than " << kMaxProcessesInFull
+              << " processes keeps the " << reports.size()
+              << " that tell the most (--format text, json or html list the others by executable and rank)\n";
   }
 }
 
@@ -75,6 +88,17 @@ size_t terminal_columns(int fd) {
   struct winsize size {};
   if (!isatty(fd) || ioctl(fd, TIOCGWINSZ, &size) != 0) return 0;
   return size.ws_col;
+}
+
+// True when `fd` is a pipe or socket whose reading end is closed (`gpumem-report ... | head` after head
+// exited): the report has nobody left to show it to, which is not an error to report (shells say
+// nothing when a program in a pipeline dies of SIGPIPE either). Asked of the descriptor, not of errno,
+// which later calls may have changed since the write that failed.
+bool reader_gone(int fd) {
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !(S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode))) return false;
+  struct pollfd p = {fd, POLLOUT, 0};
+  return poll(&p, 1, 0) == 1 && (p.revents & POLLERR) != 0;
 }
 
 int run(const Options& options) {
@@ -121,29 +145,49 @@ int run(const Options& options) {
   }
   std::vector<std::string> failures, incomplete;
   if (options.diff) {
-    std::vector<ProcessReport> base = analyze_all(groups[0], suppressions, options);
-    std::vector<ProcessReport> current = analyze_all(groups[1], suppressions, options);
+    std::vector<ProcessReport> base = analyze_all(groups[0], suppressions, options).reports;
+    std::vector<ProcessReport> current = analyze_all(groups[1], suppressions, options).reports;
     DiffReport diff = diff_reports(base, current);
     if (options.format == OutputFormat::Json) out << dump_json(diff_to_json(diff)) << "\n";
     else write_diff_text(out, diff, text);
     failures = check_diff_gates(diff, current, options);
   } else {
-    std::vector<ProcessReport> reports = analyze_all(groups[0], suppressions, options);
-    for (const ProcessReport& r : reports) {
-      if (options.format == OutputFormat::Text) break;  // the text report prints its warnings itself
-      for (const std::string& warning : r.warnings)
-        std::cerr << "gpumem-report: " << printable(r.file) << ": warning: " << printable(warning) << "\n";
+    // Every report is judged, and its warnings kept, as it is made: a run of many processes keeps
+    // only some in full. Input order, as one after another.
+    std::vector<std::vector<std::string>> judged_failures(groups[0].size()), judged_incomplete(groups[0].size()),
+        judged_warnings(groups[0].size());
+    Folding folding;
+    folding.inspect = [&](size_t i, ProcessReport& report) {
+      std::vector<ProcessReport> one;
+      one.push_back(std::move(report));
+      judged_failures[i] = check_gates(one, options);
+      judged_incomplete[i] = check_incomplete(one, options);
+      report = std::move(one.front());
+      // The text report prints the warnings of the processes it shows; those summed in groups, here.
+      for (const std::string& warning : report.warnings)
+        judged_warnings[i].push_back(printable(report.file) + ": warning: " + printable(warning));
+    };
+    AnalyzedInputs analyzed = analyze_all(groups[0], suppressions, options, &folding);
+    // The text report prints the warnings of the processes it shows in full itself.
+    std::set<std::string> shown;
+    if (options.format == OutputFormat::Text)
+      for (const ProcessReport& r : analyzed.reports) shown.insert(printable(r.file));
+    for (size_t i = 0; i < judged_warnings.size(); ++i) {
+      if (i < groups[0].size() && shown.count(printable(groups[0][i].name))) continue;
+      for (const std::string& warning : judged_warnings[i]) std::cerr << "gpumem-report: " << warning << "\n";
     }
-    write_report(out, reports, options, text);
-    failures = check_gates(reports, options);
-    incomplete = check_incomplete(reports, options);
+    write_report(out, analyzed.reports, analyzed.groups, options, text);
+    for (auto& list : judged_failures) failures.insert(failures.end(), list.begin(), list.end());
+    for (auto& list : judged_incomplete) incomplete.insert(incomplete.end(), list.begin(), list.end());
   }
-  // A report that cannot be written (disk full, closed pipe) is an error, not a silent success.
+  // A report that cannot be written (disk full) is an error, not a silent success; standard output
+  // whose reader went away is not (reader_gone), and the gates below still decide the exit status.
   errno = 0;
   out.flush();
   destination.flush();
   if (file.is_open()) file.close();
-  if (!out || !destination) {  // for -o, `destination` is the file: close() failing sets its failbit
+  const bool written = out && destination;  // for -o, `destination` is the file: close() failing sets its failbit
+  if (!written && !(options.output.empty() && reader_gone(STDOUT_FILENO))) {
     const int error = errno;
     throw std::runtime_error((options.output.empty() ? std::string("standard output") : options.output) +
                              ": cannot write the report" + (error ? std::string(": ") + strerror(error) : ""));
@@ -156,6 +200,9 @@ int run(const Options& options) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // A closed standard output is an error to handle where it happens (run(): a reader that went away is
+  // not one), never a silent death by SIGPIPE that would lose the gates' exit status.
+  signal(SIGPIPE, SIG_IGN);
   // Everything said on stderr (warnings, FAILED and INCOMPLETE lines, errors quoting the trace) has
   // its control characters escaped; the original buffer is back before static destructors flush it.
   TerminalStreambuf escaped_stderr(std::cerr.rdbuf());

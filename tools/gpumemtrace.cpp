@@ -37,10 +37,12 @@
 #include "report/analyses/suppressions.h"
 #include "interpose/recorder/config.h"
 #include "report/cli/options.h"
+#include "util/edit_distance.h"
 
 namespace {
 
 namespace report = gpumemtrace::report;
+namespace util = gpumemtrace::util;
 namespace var = gpumemtrace::var;  // the variable names, from the recorder's one list (interpose/recorder/config.h)
 
 const char kHelp[] =
@@ -84,6 +86,8 @@ const char kHelp[] =
     "                       on PyTorch tensor-level events\n"
   "  PYTEST_PLUGINS       gpumemtrace_pytest appended (every pytest test becomes a scope of the trace);\n"
   "                       not with GPUMEMTRACE_PYTEST=0\n"
+  "  GPUMEMTRACE_PYTEST_GATE  with ci --fail-on-leak: the gate, which the plugin applies to each test\n"
+  "                       inside pytest (a test it fails fails in pytest's output and JUnit XML)\n"
     "  NVTX_INJECTION64_PATH  not set here: the recorder sets it in each traced process where it is unset,\n"
     "                       so that NVTX ranges become phases (docs/capture.md, GPUMEMTRACE_NVTX)\n"
     "  Any other GPUMEMTRACE_* variable you set is passed on to the recorder (docs/configuration.md).\n"
@@ -393,7 +397,10 @@ LaunchOptions parse_command_line(int argc, char** argv) {
   if (command == "--help" || command == "-h" || command == "help") return options.help = true, options;
   if (command == "--version") return options.version = true, options;
   if (command != "run" && command != "ci") {
-    throw report::UsageError("unknown command '" + command + "': expected run or ci");
+    const char* const commands[] = {"run", "ci"};
+    const char* const* nearest = util::nearest_name(command, commands, 1);
+    throw report::UsageError("unknown command '" + command + "'" +
+                             (nearest ? std::string("; did you mean ") + *nearest + "?" : ": expected run or ci"));
   }
   options.ci = command == "ci";
   // Everything after the first `--` is CMD, untouched.
@@ -414,7 +421,7 @@ LaunchOptions parse_command_line(int argc, char** argv) {
   app.add_flag("-q,--quiet", g_quiet);
   app.add_option("-o,--output", options.output_dir)->type_name("DIR");
   app.add_option("--report", options.report_file)->type_name("FILE");
-  report::refuse_empty_option_values(before);
+  report::check_option_words(before, {"--output", "--report", "--quiet"});
   std::vector<std::string> reversed(before.rbegin(), before.rend());  // CLI11 takes them last first
   try {
     app.parse(reversed);
@@ -443,6 +450,15 @@ std::string default_report_file(const report::Options& report, const std::string
     case report::OutputFormat::Folded: return dir + "/report.folded";
   }
   return "";
+}
+
+// The leak gate as the pytest plugin applies it to each test inside pytest (GPUMEMTRACE_PYTEST_GATE): the
+// gpumem-report options that decide a test's leak, one per line, --fail-on-leak=BYTES first.
+std::string pytest_gate(const report::Options& report) {
+  std::string gate = "--fail-on-leak=" + std::to_string(*report.fail_on_leak) + "\n";
+  if (!report.suppressions.empty()) gate += "--suppressions=" + absolute(report.suppressions) + "\n";
+  if (!report.default_suppressions) gate += "--no-default-suppressions\n";
+  return gate;
 }
 
 // True when `path`'s directory exists and is writable: a report that could not be written is found
@@ -543,10 +559,12 @@ int main(int argc, char** argv) {
   };
   if (!python_dir.empty()) env.push_back({"PYTHONPATH", prepend_path("PYTHONPATH", python_dir)});
   if (g_quiet) env.push_back({var::kQuiet, "1"});  // -q: not even the recorder's line
-  // pytest loads the modules PYTEST_PLUGINS names: the plugin makes every test a scope.
-  if (!python_dir.empty() && exists(python_dir + "/gpumemtrace_pytest.py", S_IFREG) &&
-      !switched_off(var::kPytest))
+  // pytest loads the modules PYTEST_PLUGINS names: the plugin makes every test a scope. (Where the wheel
+  // is installed, pytest has loaded it through its entry point first, and the name finds it loaded.)
+  if (!python_dir.empty() && exists(python_dir + "/gpumemtrace_pytest.py", S_IFREG) && !switched_off(var::kPytest)) {
     env.push_back({"PYTEST_PLUGINS", append_to_list("PYTEST_PLUGINS", "gpumemtrace_pytest")});
+    if (ci && options.report.fail_on_leak) env.push_back({var::kPytestGate, pytest_gate(options.report)});
+  }
 
   // A reused DIR may hold earlier runs' traces: only the files this run adds are its traces. (The
   // recorder never overwrites a file, so each of them is new.)
@@ -561,9 +579,11 @@ int main(int argc, char** argv) {
     if (!dir_existed) rmdir(dir.c_str());
     return cmd_code;
   }
-  if (status >= 0 && WIFSIGNALED(status))
-    note("%s was killed by signal %d (%s)", cmd[0].c_str(), WTERMSIG(status), strsignal(WTERMSIG(status)));
-  else if (cmd_code != 0)
+  // SIGPIPE: CMD wrote into a pipe whose reader left (`gpumemtrace run ... | head`); a shell says nothing.
+  if (status >= 0 && WIFSIGNALED(status)) {
+    if (WTERMSIG(status) != SIGPIPE)
+      note("%s was killed by signal %d (%s)", cmd[0].c_str(), WTERMSIG(status), strsignal(WTERMSIG(status)));
+  } else if (cmd_code != 0)
     note("%s exited with status %d", cmd[0].c_str(), cmd_code);
 
   std::vector<std::string> traces;

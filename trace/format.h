@@ -281,6 +281,13 @@ inline constexpr const char* kFieldShortResult = "r"; // result, left out when 0
 // analyzer makes such scopes phases of their thread, not leak checks.
 inline constexpr const char* kApiNvtx = "nvtx";
 
+// The "result" of a scope_end: bits (docs/trace-format.md, "Scopes"), 0 for a plain end.
+inline constexpr int64_t kScopeFailed = 1;          // the work inside failed (a test that failed): not checked
+inline constexpr int64_t kScopeOwnLeakLimit = 2;    // it had a leak limit of its own (pytest's gpu_leak_limit),
+                                                    // which takes precedence over --fail-on-leak
+inline constexpr int64_t kScopeOverMemoryLimit = 4; // it went over its own memory limit (gpu_memory_limit)
+inline constexpr int64_t kScopeOverLeakLimit = 8;   // it went over its own leak limit (gpu_leak_limit)
+
 // allocator_settings (and kFieldSeq, kFieldTime, kFieldTid, kFieldDevice: -1 = every device)
 inline constexpr const char* kFieldSource = "source";       // who set them: one of kSettingsSource*
 inline constexpr const char* kFieldConf = "conf";           // PYTORCH_CUDA_ALLOC_CONF syntax, only the
@@ -351,6 +358,8 @@ inline constexpr const char* kCutMark = "...[cut]";
 // kMaxStringBytes, every byte escaped) stays below it.
 inline constexpr uint64_t kMaxLineBytes = uint64_t{4} << 20;
 inline constexpr int kMaxInlinedLevels = 64;   // a frame's "inlined" list
+inline constexpr int kMaxStackFrames = 1024;   // a stack's "frames" (the recorder writes at most 96,
+                                               // the snapshot import 512)
 inline constexpr int kMaxCmdlineArgs = 64;     // the header's "cmdline": further ones become one last
                                                // element "...[N more arguments cut]"
 

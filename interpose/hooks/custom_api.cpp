@@ -83,12 +83,13 @@ __attribute__((visibility("default"))) void gpumemtrace_report_scope_end(const c
 }
 
 // For language bindings that say who opened the scope (tools/python/gpumemtrace: "gpumemtrace.scope",
-// "pytest", "torch.backward"): end 0 opens it, 1 closes it, 2 closes it saying that the work inside
-// failed (a pytest test that failed or errored): its scope_end has result 1, and gpumem-report does not
-// check it (docs/trace-format.md, "Scopes").
+// "pytest", "torch.backward"): end 0 opens it, 1 closes it, N >= 2 closes it with result N - 1, the
+// bits of trace/format.h (kScopeFailed: 2 says that the work inside failed, a pytest test that failed
+// or errored, which gpumem-report does not check; the pytest plugin's limits; docs/trace-format.md,
+// "Scopes").
 __attribute__((visibility("default"))) void gpumemtrace_report_scope(int end, const char* name,
                                                                      const char* api) {
-  report_labelled(end ? f::Op::ScopeEnd : f::Op::ScopeBegin, name, static_scope_api(api), end == 2 ? 1 : 0);
+  report_labelled(end ? f::Op::ScopeEnd : f::Op::ScopeBegin, name, static_scope_api(api), end >= 2 ? end - 1 : 0);
 }
 
 // A garbage collection of the program's language runtime that freed objects, reported when it ends

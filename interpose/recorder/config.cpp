@@ -13,6 +13,7 @@
 
 #include "interpose/recorder/event_record.h"
 #include "util/byte_size.h"
+#include "util/edit_distance.h"
 
 namespace gpumemtrace {
 namespace {
@@ -132,38 +133,14 @@ Config parse_config(const char* (*getenv_fn)(const char*), void (*warn)(const ch
 
 namespace {
 
-// Optimal string alignment distance (Levenshtein plus transpositions of neighbours), capped: any
-// distance above `cap` is reported as cap + 1. Names are short; this runs once per unknown name.
-size_t edit_distance(const std::string& a, const std::string& b, size_t cap) {
-  if ((a.size() > b.size() ? a.size() - b.size() : b.size() - a.size()) > cap) return cap + 1;
-  std::vector<std::vector<size_t>> d(a.size() + 1, std::vector<size_t>(b.size() + 1));
-  for (size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
-  for (size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
-  for (size_t i = 1; i <= a.size(); ++i)
-    for (size_t j = 1; j <= b.size(); ++j) {
-      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (a[i - 1] != b[j - 1])});
-      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1])
-        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
-    }
-  return std::min(d[a.size()][b.size()], cap + 1);
-}
-
 constexpr char kVariablePrefix[] = "GPUMEMTRACE_";
 constexpr size_t kMaxSuggestionEdits = 2;
 
 }  // namespace
 
 const char* closest_known_variable(const char* name) {
-  const char* best = nullptr;
-  size_t best_distance = kMaxSuggestionEdits + 1;
-  for (const char* known : kKnownVariables) {
-    const size_t d = edit_distance(name, known, kMaxSuggestionEdits);
-    if (d < best_distance) {
-      best = known;
-      best_distance = d;
-    }
-  }
-  return best;
+  const char* const* best = util::nearest_name(name, kKnownVariables, kMaxSuggestionEdits);
+  return best ? *best : nullptr;
 }
 
 void warn_unknown_variables(const char* const* env, void (*warn)(const char*)) {

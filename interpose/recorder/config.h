@@ -31,6 +31,7 @@ namespace gpumemtrace {
   X(kTorchPollMs, "GPUMEMTRACE_TORCH_POLL_MS") X(kPytest, "GPUMEMTRACE_PYTEST")                          \
   X(kPytestCheckFailed, "GPUMEMTRACE_PYTEST_CHECK_FAILED")                                               \
   X(kPytestGc, "GPUMEMTRACE_PYTEST_GC") X(kPytestSummary, "GPUMEMTRACE_PYTEST_SUMMARY")                  \
+  X(kPytestGate, "GPUMEMTRACE_PYTEST_GATE")                                                              \
   /* the launcher (tools/gpumemtrace.cpp) */                                                             \
   X(kLibrary, "GPUMEMTRACE_LIBRARY") X(kReport, "GPUMEMTRACE_REPORT")                                    \
   /* the simulated CUDA runtime and driver (tests/sim), the test harness (tests/run_tests.py, tests/gpu) */ \

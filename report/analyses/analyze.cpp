@@ -174,7 +174,13 @@ std::optional<ProcessReport> analyze_one_of_many(const std::string& path, const 
     warnings->push_back(path + ": empty (0 bytes): the process ended before its trace was written; skipped");
     return std::nullopt;
   }
-  ProcessReport report = analyze_file(path, suppressions, observer, what_if);
+  ProcessReport report;
+  try {
+    report = analyze_file(path, suppressions, observer, what_if);
+  } catch (const TraceCutBeforeFirstLine& cut) {
+    warnings->push_back(cut.what() + std::string("; skipped"));
+    return std::nullopt;
+  }
   if (report.events == 0 && !report.complete) {
     warnings->push_back(path + ": a header only (no event, no footer): the process ended before it recorded "
                         "anything; skipped");

@@ -252,9 +252,15 @@ struct ScopeReport {
   uint64_t begin_time_ns = 0;
   uint64_t end_time_ns = 0;
   bool closed = true;               // false: the trace ended inside it
-  // Its scope_end said the work inside failed (result != 0: a pytest test that failed or errored,
-  // whose traceback still holds the test's locals): not checked, leaked_bytes 0, no leaks listed.
+  // Its scope_end said the work inside failed (result bit kScopeFailed: a pytest test that failed or
+  // errored, whose traceback still holds the test's locals): not checked, leaked_bytes 0, no leaks listed.
   bool failed = false;
+  // The pytest plugin's limits (result bits, trace/format.h): a leak limit of its own
+  // (gpu_leak_limit) decides its leak, not --fail-on-leak; and which of its own limits it went over
+  // (the test failed for it: `failed` too, but raised nothing, so its leak is counted as usual).
+  bool own_leak_limit = false;
+  bool over_memory_limit = false;
+  bool over_leak_limit = false;
   uint64_t leaked_bytes = 0;
   uint64_t leaked_count = 0;
   std::vector<StackBytes> leaks;    // largest first, at most kMaxCulprits

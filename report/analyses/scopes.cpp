@@ -36,7 +36,7 @@ void Scopes::on_scope(const Event& e, uint64_t position) {
     open_.begin(OpenScope{std::string(e.label), std::string(e.api), position, e.t});
     return;
   }
-  if (std::optional<OpenScope> scope = open_.end(e.label)) close(*scope, e.t, true, e.result != 0);
+  if (std::optional<OpenScope> scope = open_.end(e.label)) close(*scope, e.t, true, e.result);
   if (open_.empty()) inside_.clear();  // no scope can claim them any more
 }
 
@@ -62,7 +62,9 @@ bool Scopes::counts(const Holding& h) {
   return !cached->second;
 }
 
-void Scopes::close(const OpenScope& scope, uint64_t end_time, bool closed, bool failed) {
+void Scopes::close(const OpenScope& scope, uint64_t end_time, bool closed, int64_t result) {
+  // Any other nonzero result (an older plugin's 1, a newer one's unknown bit) is a failed test too.
+  const bool failed = result != 0 && (result & ~format::kScopeOwnLeakLimit) != 0;
   ++total_;
   if (reports_.size() >= kMaxScopes) return;
   ScopeReport report;
@@ -72,10 +74,15 @@ void Scopes::close(const OpenScope& scope, uint64_t end_time, bool closed, bool 
   report.end_time_ns = end_time;
   report.closed = closed;
   report.failed = failed;
+  report.own_leak_limit = (result & format::kScopeOwnLeakLimit) != 0;
+  report.over_memory_limit = (result & format::kScopeOverMemoryLimit) != 0;
+  report.over_leak_limit = (result & format::kScopeOverLeakLimit) != 0;
   // Its leaks by site; which of them a garbage collection frees later is known only at the end.
   const uint32_t index = static_cast<uint32_t>(reports_.size());
   std::map<SiteId, StackCount>& by_site = leak_sites_.emplace_back();
-  if (failed) {  // not checked: what the failure keeps alive (a traceback's locals) is no leak
+  // Not checked: what the failure keeps alive (a traceback's locals) is no leak. A test that failed only
+  // for going over its own limit raised nothing: its leak is what it is.
+  if (failed && !report.over_memory_limit && !report.over_leak_limit) {
     reports_.push_back(std::move(report));
     return;
   }
@@ -97,7 +104,7 @@ void Scopes::finish(ProcessReport& out) {
   while (!open_.empty()) {
     OpenScope scope = std::move(open_.open().back());
     open_.open().pop_back();
-    close(scope, out.last_time_ns, false, false);
+    close(scope, out.last_time_ns, false, 0);
   }
   if (open_.untracked_total()) {
     out.warnings.push_back(std::to_string(open_.untracked_total()) + " scopes opened while " + std::to_string(kMaxOpenScopes) +

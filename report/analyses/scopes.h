@@ -10,7 +10,11 @@
 // open scope of the same name. A scope the trace ends inside is reported as not closed, with what
 // was live at the end. A scope whose end carries a nonzero result (the work inside failed: a pytest
 // test that failed or errored) is listed as failed and not checked, as PyTorch's CudaMemoryLeakCheck
-// does not check a test that raised. What a scope left live and a garbage collection freed later is
+// does not check a test that raised; but for the result bits of the pytest plugin's limits
+// (trace/format.h): a test with a leak limit of its own is checked (and gated by that limit inside
+// pytest, not by --fail-on-leak), and one that failed only for going over its own limit (it raised
+// nothing) has its leak counted, though the gates leave it to pytest. What a scope left live and a
+// garbage collection freed later is
 // not its leak: it is listed apart, as held until garbage collection (held_until_gc.h).
 //
 // Memory: the open scopes, the holdings acquired while any scope is open and still live, and per
@@ -57,7 +61,8 @@ class Scopes : public ModelListener {
     uint64_t begin_position = 0;
     uint64_t begin_time = 0;
   };
-  void close(const OpenScope& scope, uint64_t end_time, bool closed, bool failed);
+  // `result`: the scope_end's result bits (trace/format.h, kScope*); 0 for a scope the trace ended inside.
+  void close(const OpenScope& scope, uint64_t end_time, bool closed, int64_t result);
   bool counts(const Holding& h);
 
   const MemoryModel& model_;

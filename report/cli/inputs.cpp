@@ -8,9 +8,14 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <stdexcept>
 
+#include "report/import/pickle_reader.h"
+#include "report/reader/byte_source.h"
 #include "report/reader/records.h"
+#include "report/reader/trace_reader.h"
+#include "util/terminal_text.h"
 
 namespace gpumemtrace::report {
 
@@ -32,49 +37,112 @@ bool write_all(int fd, const char* data, size_t size) {
   return true;
 }
 
-// Copies `in` to its end into a new temporary file; returns its path. The suffix tells the reader how
-// to read it: zstd frames start with 28 b5 2f fd, anything else is read as plain text (a snapshot
-// pickle is recognised by its content). Throws std::runtime_error naming `name`.
-std::string spool(int in, const std::string& name) {
-  std::vector<char> buffer(1 << 20);
+// A file with no name in $TMPDIR (else /tmp), readable by its owner only: it disappears with its
+// last descriptor, however the process ends (a signal during the copy included). O_TMPFILE where the
+// file system has it, else a name removed at once. Throws std::runtime_error naming `name`.
+int anonymous_file(const std::string& name) {
+  const char* env = std::getenv("TMPDIR");
+  const std::string dir = env && *env ? env : "/tmp";
+  int fd = ::open(dir.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+  if (fd >= 0) return fd;
+  std::string path = dir + "/gpumem-report-stream-XXXXXX";
+  fd = ::mkostemp(path.data(), O_CLOEXEC);
+  if (fd < 0) {
+    throw std::runtime_error(name + ": cannot create a temporary copy in " + util::printable(dir) + ": " + error_text(errno));
+  }
+  ::unlink(path.c_str());
+  return fd;
+}
+
+// Reads a stream and writes every byte it hands out to the copy, as it goes: the reader's limits
+// (a line, bytes without a record, the zstd window, what a trace may define) stop a stream that is
+// not a trace before the copy grows past them. `head`: bytes already read from the stream.
+class CopyingSource : public ByteSource {
+ public:
+  CopyingSource(int in, int copy, std::string head) : in_(in), copy_(copy), head_(std::move(head)) {}
+
+  size_t read(char* out, size_t capacity) override {
+    size_t n = 0;
+    if (!head_.empty()) {
+      n = std::min(capacity, head_.size());
+      std::memcpy(out, head_.data(), n);
+      head_.erase(0, n);
+    } else {
+      ssize_t got;
+      do got = ::read(in_, out, capacity);
+      while (got < 0 && errno == EINTR);
+      if (got < 0) throw std::runtime_error("cannot read: " + error_text(errno));
+      n = static_cast<size_t>(got);
+    }
+    if (n && !write_all(copy_, out, n)) {
+      throw std::runtime_error("cannot write its temporary copy: " + error_text(errno));
+    }
+    copied_ += n;
+    if (copied_ > limit_) {
+      throw std::runtime_error("more than " + std::to_string(limit_ >> 30) + " GiB (the limit of a copied stream)");
+    }
+    return n;
+  }
+  void set_limit(uint64_t limit) { limit_ = limit; }
+
+ private:
+  int in_;
+  int copy_;
+  std::string head_;
+  uint64_t copied_ = 0;
+  uint64_t limit_ = UINT64_MAX;
+};
+
+// Copies the stream `in` to its end into an anonymous file and returns that file's descriptor. A
+// trace (zstd or text) is read through the reader on the way (without analysis), so that one that is
+// not a trace is refused at the line where the reader would refuse it, with the copy at most that far;
+// a PyTorch snapshot, which only the snapshot reader can judge, is copied up to its size limit.
+// Throws TraceError / std::runtime_error naming `name`.
+int copy_stream(int in, const std::string& name) {
+  // The first bytes tell what the stream holds: read until there are 4 or the stream ends.
+  std::string head(4, '\0');
   size_t filled = 0;
-  // The first bytes decide the suffix: read until there are 4 or the stream ends.
-  while (filled < 4) {
-    ssize_t n = ::read(in, buffer.data() + filled, buffer.size() - filled);
+  while (filled < head.size()) {
+    ssize_t n = ::read(in, head.data() + filled, head.size() - filled);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) throw std::runtime_error(name + ": cannot read: " + error_text(errno));
     if (n == 0) break;
     filled += static_cast<size_t>(n);
   }
-  const bool zstd = filled >= 4 && std::memcmp(buffer.data(), "\x28\xb5\x2f\xfd", 4) == 0;
-  const char* dir = std::getenv("TMPDIR");
-  std::string path = std::string(dir && *dir ? dir : "/tmp") + "/gpumem-report-stdin-XXXXXX" + (zstd ? ".zst" : ".jsonl");
-  const int suffix = zstd ? 4 : 6;
-  int out = ::mkstemps(path.data(), suffix);
-  if (out < 0) throw std::runtime_error(name + ": cannot create a temporary copy in " + path + ": " + error_text(errno));
-  auto fail = [&](const std::string& what) {
-    const int error = errno;
-    ::close(out);
-    ::unlink(path.c_str());
-    throw std::runtime_error(name + ": " + what + ": " + error_text(error));
-  };
-  while (true) {
-    if (filled && !write_all(out, buffer.data(), filled)) fail("cannot write its temporary copy " + path);
-    ssize_t n = ::read(in, buffer.data(), buffer.size());
-    if (n < 0 && errno == EINTR) {
-      filled = 0;
-      continue;
+  head.resize(filled);
+  const int copy = anonymous_file(name);
+  try {
+    auto source = std::make_unique<CopyingSource>(in, copy, head);
+    CopyingSource& copying = *source;
+    if (pickle::looks_like_pickle_bytes(head)) {
+      copying.set_limit(pickle::Limits{}.max_input_bytes);
+      std::vector<char> buffer(1 << 20);
+      try {
+        while (copying.read(buffer.data(), buffer.size()) != 0) {
+        }
+      } catch (const std::runtime_error& error) {
+        throw TraceError(name, 0, error.what());
+      }
+    } else {
+      std::unique_ptr<ByteSource> trace = std::move(source);
+      if (starts_like_zstd(head)) trace = zstd_byte_source(std::move(trace));
+      SymbolTable symbols;
+      TraceHandler nothing;
+      read_trace(*trace, name, symbols, nothing);
+      // The reader stops at a cut-short last line: the rest of the stream is copied as it is.
+      char rest[1 << 16];
+      try {
+        while (copying.read(rest, sizeof rest) != 0) {
+        }
+      } catch (const std::runtime_error& error) {
+        throw TraceError(name, 0, error.what());
+      }
     }
-    if (n < 0) fail("cannot read");
-    if (n == 0) break;  // the end of the stream: every writer has closed it
-    filled = static_cast<size_t>(n);
+  } catch (...) {
+    ::close(copy);
+    throw;
   }
-  if (::close(out) != 0) {
-    const int error = errno;
-    ::unlink(path.c_str());
-    throw std::runtime_error(name + ": cannot write its temporary copy " + path + ": " + error_text(error));
-  }
-  return path;
+  return copy;
 }
 
 }  // namespace
@@ -87,7 +155,7 @@ bool is_stream_input(const std::string& arg) {
 }
 
 InputSet::~InputSet() {
-  for (const std::string& path : temporaries_) ::unlink(path.c_str());
+  for (int fd : copies_) ::close(fd);
 }
 
 std::vector<TraceInput> InputSet::resolve(const std::string& arg) {
@@ -103,27 +171,29 @@ std::vector<TraceInput> InputSet::resolve(const std::string& arg) {
                           return ::fstat(STDIN_FILENO, &in) == 0 && in.st_dev == st.st_dev && in.st_ino == st.st_ino;
                         }());
   if (is_stdin && stdin_read_) throw std::runtime_error(arg + ": standard input can be read only once");
-  std::string path;
   // What the stream is read from, by identity: -o must not empty it (`gpumem-report -o T - < T`).
   struct stat source;
   if (is_stdin ? ::fstat(STDIN_FILENO, &source) == 0 : ::stat(arg.c_str(), &source) == 0)
     stream_sources_.push_back({source.st_dev, source.st_ino, (is_stdin ? std::string("standard input") : arg) + ", read as a trace"});
+  int copy = -1;
   if (is_stdin) {
     stdin_read_ = true;
-    path = spool(STDIN_FILENO, arg);
+    copy = copy_stream(STDIN_FILENO, arg);
   } else {
     // Opening a FIFO waits for a writer; the copy then ends when the last writer closes it.
     int fd = ::open(arg.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) throw std::runtime_error(arg + ": cannot open: " + error_text(errno));
     try {
-      path = spool(fd, arg);
+      copy = copy_stream(fd, arg);
     } catch (...) {
       ::close(fd);
       throw;
     }
     ::close(fd);
   }
-  temporaries_.push_back(path);
+  copies_.push_back(copy);
+  // The copy has no name: it is read (twice, for the what-if replays) through its descriptor.
+  const std::string path = "/proc/self/fd/" + std::to_string(copy);
   return {{path, arg, path}};
 }
 

@@ -1,7 +1,11 @@
 // report/cli/inputs.h — what gpumem-report's TRACE arguments name: files and directories (read where
-// they are), and streams (`-` for standard input, a FIFO, /dev/stdin on a pipe), which are read once,
-// to the end, into a temporary file, because the reader opens a trace more than once (the snapshot
-// check reads its first bytes) and a stream cannot be opened again.
+// they are), and streams (`-` for standard input, a FIFO, /dev/stdin on a pipe, a character device),
+// which are read once, to the end, into a file with no name (gone with the process, however it ends),
+// because the reader opens a trace more than once (the snapshot check reads its first bytes, the
+// what-if replays read it again) and a stream cannot be opened again. The copy is bounded by the
+// reader's limits: a stream is read through the reader as it is copied (trace_reader.h), so one that
+// is not a trace (/dev/zero, a newline bomb) is refused within megabytes; a PyTorch snapshot is
+// copied up to the snapshot reader's size limit (pickle_reader.h).
 #pragma once
 
 #include <sys/types.h>
@@ -17,7 +21,7 @@ namespace gpumemtrace::report {
 struct TraceInput {
   std::string path;
   std::string name;
-  std::string spooled;  // the temporary copy of a stream ("" for a file); removed by ~InputSet
+  std::string spooled;  // the copy of a stream, /proc/self/fd/N ("" for a file); closed by ~InputSet
 };
 
 // A file by identity (st_dev, st_ino), and what the command line called it.
@@ -30,20 +34,20 @@ struct FileId {
 class InputSet {
  public:
   InputSet() = default;
-  ~InputSet();  // removes the temporary copies
+  ~InputSet();  // closes the copies (which have no name: nothing is left behind)
   InputSet(const InputSet&) = delete;
   InputSet& operator=(const InputSet&) = delete;
 
   // The traces `arg` names (a directory: its traces, sorted). Streams are read here. Throws
   // std::runtime_error for a missing path, an empty directory, a stream that cannot be read, or
-  // standard input named twice.
+  // standard input named twice; TraceError for a stream the reader refuses.
   std::vector<TraceInput> resolve(const std::string& arg);
 
   // The files the streams read so far came from: standard input's (`gpumem-report - < TRACE`), a FIFO.
   const std::vector<FileId>& stream_sources() const { return stream_sources_; }
 
  private:
-  std::vector<std::string> temporaries_;
+  std::vector<int> copies_;
   std::vector<FileId> stream_sources_;
   bool stdin_read_ = false;
 };

@@ -5,13 +5,16 @@
 // the same as one after another: reports and warnings in input order, and when traces fail, the error
 // of the first failing one in input order (traces after it may be left unread).
 //
-// Memory: up to `jobs` analyses live at once, each bounded as one is (docs/report.md, "Limits").
+// Memory: up to `jobs` analyses live at once, each bounded as one is (docs/report.md, "Limits"), and
+// the reports kept: all of them, or (Folding) at most kMaxProcessesInFull plus the groups' sums.
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <string>
 #include <vector>
 
+#include "report/analyses/process_groups.h"
 #include "report/analyses/report_model.h"
 #include "report/analyses/suppressions.h"
 #include "report/analyses/what_if.h"
@@ -21,8 +24,19 @@
 namespace gpumemtrace::report {
 
 struct AnalyzedInputs {
-  std::vector<ProcessReport> reports;  // input order; skipped traces left out
+  std::vector<ProcessReport> reports;  // input order; skipped traces left out, summed ones too
   std::vector<std::string> skipped;    // one warning per skipped (empty) trace, input order
+  ProcessGroups groups;                // the processes summed instead of kept (Folding)
+};
+
+// A run of many processes (process_groups.h): with more than `max_full` inputs, only the `max_full`
+// most telling reports are kept; the others are summed into groups as soon as each is analysed, so
+// memory holds at most max_full reports and one per job. `inspect` (may be empty) is given every
+// report first, with its input index, one at a time (under a lock, in the order they finish), before it
+// is kept or summed: what must judge every process (the gates) does it there.
+struct Folding {
+  size_t max_full = kMaxProcessesInFull;
+  std::function<void(size_t index, ProcessReport& report)> inspect;
 };
 
 // The default of -j: the number of CPUs this process may run on (at least 1).
@@ -33,7 +47,9 @@ size_t default_jobs();
 // stream, is analysed as such (analyze_input). `progress` (may be null) shows each file's name with
 // one thread, the number of traces with more. Throws the first failing input's error.
 // `what_if`: the allocator replays (what_if.h), per trace.
+// `folding`: null, every report kept (diff needs them all).
 AnalyzedInputs analyze_inputs(const std::vector<TraceInput>& inputs, const Suppressions& suppressions,
-                              ProgressLine* progress, size_t jobs, const AnalysisRequest& what_if = AnalysisRequest{});
+                              ProgressLine* progress, size_t jobs, const AnalysisRequest& what_if = AnalysisRequest{},
+                              const Folding* folding = nullptr);
 
 }  // namespace gpumemtrace::report

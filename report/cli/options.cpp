@@ -3,12 +3,14 @@
 #include "report/cli/options.h"
 
 #include <CLI/CLI.hpp>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
 
 #include "report/allocator_model/settings.h"
 #include "util/byte_size.h"
+#include "util/edit_distance.h"
 
 namespace gpumemtrace::report {
 
@@ -130,9 +132,27 @@ struct Parser {
     diff->add_option("BASE NEW", raw.diff_inputs, "the two runs (files or directories)")->type_name("");
   }
 
+  // "--format", "--output", ...: every long name defined above.
+  std::vector<std::string> long_names() const {
+    std::vector<std::string> names;
+    for (const CLI::Option* option : app.get_options())
+      for (const std::string& name : option->get_lnames()) names.push_back("--" + name);
+    return names;
+  }
+
+  // The options whose value attaches only with '=' (add_flag with a default: `--fail-on-leak[=SIZE]`).
+  bool value_attaches_with_equals(const std::string& name) const {
+    for (const CLI::Option* option : app.get_options()) {
+      const auto& names = option->get_lnames();
+      if (std::find(names.begin(), names.end(), name.substr(2)) != names.end())
+        return option->get_type_name().rfind("[=", 0) == 0;
+    }
+    return false;
+  }
+
   // Parses `args` (without the program name); throws UsageError.
   void parse(const std::vector<std::string>& args) {
-    refuse_empty_option_values(args);
+    check_option_words(args);
     std::vector<std::string> reversed(args.rbegin(), args.rend());  // CLI11 takes them last first
     try {
       app.parse(reversed);
@@ -319,11 +339,28 @@ std::optional<double> parse_duration(const std::string& text) {
   return total;
 }
 
-void refuse_empty_option_values(const std::vector<std::string>& args) {
-  for (const std::string& arg : args) {
+// At most this many edits between a misspelt option and the one suggested (as for the recorder's
+// variables: interpose/recorder/config.cpp).
+constexpr size_t kMaxSuggestionEdits = 2;
+
+void check_option_words(const std::vector<std::string>& args, const std::vector<std::string>& also_known) {
+  const Parser parser;
+  std::vector<std::string> known = parser.long_names();
+  known.insert(known.end(), also_known.begin(), also_known.end());
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& arg = args[i];
     if (arg == "--") break;
-    if (arg.size() > 3 && arg.compare(0, 2, "--") == 0 && arg.back() == '=' && arg.find('=') == arg.size() - 1) {
-      throw UsageError(arg.substr(0, arg.size() - 1) + ": missing value");
+    if (arg.size() <= 2 || arg.compare(0, 2, "--") != 0) continue;
+    const size_t equals = arg.find('=');
+    const std::string name = arg.substr(0, equals);
+    if (std::find(known.begin(), known.end(), name) == known.end()) {
+      const std::string* nearest = util::nearest_name(name, known, kMaxSuggestionEdits);
+      throw UsageError("unknown option " + name + (nearest ? "; did you mean " + *nearest + "?" : std::string()));
+    }
+    if (equals == arg.size() - 1) throw UsageError(name + ": missing value");
+    if (equals == std::string::npos && i + 1 < args.size() && parser.value_attaches_with_equals(name) &&
+        util::parse_byte_size(args[i + 1]) && access(args[i + 1].c_str(), F_OK) != 0) {
+      throw UsageError(name + " takes its size after '=': " + name + "=" + args[i + 1]);
     }
   }
 }

@@ -63,9 +63,16 @@ Options parse_options(const std::vector<std::string>& args);
 // definition, but no trace and no `diff` may be among them. Throws UsageError.
 Options parse_forwarded_options(const std::vector<std::string>& args);
 
-// Throws UsageError("--name: missing value") for an argument `--name=` before any `--`: CLI11 would
-// take the next word as its value (a trace, or the launcher's CMD).
-void refuse_empty_option_values(const std::vector<std::string>& args);
+// Checks the words before any `--` ahead of CLI11, so that a slip gets a message that says what to
+// write instead (throws UsageError, one line):
+//  - `--name=` with nothing after '=': "--name: missing value" (CLI11 would take the next word as its
+//    value: a trace, or the launcher's CMD);
+//  - an option nobody defines: "unknown option --fail-on-laek; did you mean --fail-on-leak?", the
+//    nearest of gpumem-report's options and `also_known` (the launcher's own) within two edits;
+//  - a size after an option whose value attaches only with '=' (`--fail-on-leak 1MiB`, where 1MiB
+//    would be read as a trace): "--fail-on-leak takes its size after '=': --fail-on-leak=1MiB". A word
+//    that names an existing file is a trace, as before.
+void check_option_words(const std::vector<std::string>& args, const std::vector<std::string>& also_known = {});
 
 // `gpumem-report --help`: generated from the same definition.
 std::string help_text();

@@ -27,9 +27,9 @@ std::string script_safe_json(const std::string& json_text) {
   return out;
 }
 
-void write_html(std::ostream& out, const std::vector<ProcessReport>& reports) {
+void write_html(std::ostream& out, const std::vector<ProcessReport>& reports, const ProcessGroups* groups) {
   // The JSON report, each stack with its view, and the allocation timelines (html_data.h).
-  nlohmann::json data = reports_to_json(reports);
+  nlohmann::json data = reports_to_json(reports, groups);
   compact_for_page(data, StackViewOptions{});
   nlohmann::json timelines = nlohmann::json::array();
   for (const ProcessReport& r : reports) timelines.push_back(allocation_timeline_json(r));

@@ -128,18 +128,42 @@ json process_json(const ProcessReport& r) {
 
 
 // min / max / mean over processes, with the pid of the extremes (e.g. which rank peaks highest).
-json spread_of(const std::vector<ProcessReport>& reports, uint64_t (*metric)(const ProcessReport&)) {
-  size_t lo = 0, hi = 0;
-  double sum = 0;
-  for (size_t i = 0; i < reports.size(); ++i) {
-    uint64_t v = metric(reports[i]);
-    sum += static_cast<double>(v);
-    if (v < metric(reports[lo])) lo = i;
-    if (v > metric(reports[hi])) hi = i;
+json spread_of(const ProcessTotals::Extreme& lo, const ProcessTotals::Extreme& hi, uint64_t sum, uint64_t processes) {
+  return {{"min", lo.value}, {"min_pid", lo.pid}, {"max", hi.value}, {"max_pid", hi.pid},
+          {"mean", processes ? static_cast<double>(sum) / static_cast<double>(processes) : 0.0}};
+}
+
+json summary_json(const ProcessTotals& t) {
+  return {{"processes", t.processes}, {"events", t.events}, {"allocations", t.allocations}, {"frees", t.frees},
+          {"failed_allocations", t.failed_allocations}, {"block_ooms", t.block_ooms},
+          {"dropped_events", t.dropped_events}, {"leaked_bytes", t.leaked_bytes}, {"leaked_count", t.leaked_count},
+          {"cached_bytes", t.cached_bytes}, {"peak_bytes", t.peak_max.value}, {"library_bytes", t.library_bytes},
+          {"alive_at_exit_bytes", t.alive_at_exit_bytes}, {"ooms", t.ooms}, {"failed_calls", t.failed_calls},
+          {"scopes", t.scopes}, {"leaking_scopes", t.leaking_scopes}, {"complete", t.not_complete == 0},
+          {"incomplete", t.incomplete > 0}, {"cut", t.cut > 0}, {"live_when_cut_bytes", t.live_when_cut_bytes},
+          {"killed_by_signal", t.killed_by_signal}, {"live_when_killed_bytes", t.live_when_killed_bytes},
+          {"ended_in_oom", t.ended_in_oom}, {"live_when_crashed_bytes", t.live_when_crashed_bytes}};
+}
+
+// A run of many processes: the groups of those not reported in full (docs/report.md, "Many processes").
+json groups_json(const ProcessGroups& groups) {
+  auto group_json = [](const ProcessGroup& g) {
+    const ProcessTotals& t = g.totals;
+    return json{{"exe", g.exe}, {"rank", g.rank >= 0 ? json(g.rank) : json(nullptr)}, {"processes", t.processes},
+                {"first_pid", g.first.pid}, {"first_file", g.first.file}, {"events", t.events},
+                {"peak_bytes", spread_of(t.peak_min, t.peak_max, t.peak_bytes_sum, t.processes)},
+                {"leaked_bytes", t.leaked_bytes}, {"leaked_count", t.leaked_count}, {"ooms", t.ooms},
+                {"failed_allocations", t.failed_allocations}, {"cut", t.cut}, {"killed_by_signal", t.killed_by_signal},
+                {"incomplete", t.incomplete}};
+  };
+  json list = json::array();
+  for (const ProcessGroup& g : groups.groups) list.push_back(group_json(g));
+  json out = {{"processes", groups.processes()}, {"groups", std::move(list)}};
+  if (groups.other_groups) {
+    out["other"] = group_json(groups.other);
+    out["other"]["groups"] = groups.other_groups;
   }
-  return {{"min", metric(reports[lo])}, {"min_pid", reports[lo].header.pid},
-          {"max", metric(reports[hi])}, {"max_pid", reports[hi].header.pid},
-          {"mean", reports.empty() ? 0.0 : sum / static_cast<double>(reports.size())}};
+  return out;
 }
 
 }  // namespace
@@ -158,53 +182,18 @@ json stack_to_json(const Stack& stack) {
   return frames;
 }
 
-json reports_to_json(const std::vector<ProcessReport>& reports) {
-  json summary = {{"processes", reports.size()}, {"events", 0}, {"allocations", 0}, {"frees", 0},
-                  {"failed_allocations", 0}, {"block_ooms", 0}, {"dropped_events", 0},
-                  {"leaked_bytes", 0}, {"leaked_count", 0}, {"cached_bytes", 0}, {"peak_bytes", 0},
-                  {"library_bytes", 0}, {"alive_at_exit_bytes", 0}, {"ooms", 0}, {"failed_calls", 0},
-                  {"scopes", 0}, {"leaking_scopes", 0}, {"complete", true}, {"incomplete", false},
-                  {"cut", false}, {"live_when_cut_bytes", 0}, {"killed_by_signal", 0},
-                  {"live_when_killed_bytes", 0}, {"ended_in_oom", 0}, {"live_when_crashed_bytes", 0}};
+json reports_to_json(const std::vector<ProcessReport>& reports, const ProcessGroups* groups) {
+  // Every process counts in the summary: those reported here and those summed in groups.
+  ProcessTotals totals;
+  if (groups && groups->processes()) totals = groups->all;
+  else for (size_t i = 0; i < reports.size(); ++i) totals.add(reports[i], i);
   json processes = json::array(), leaks = json::array(), peaks = json::array(), ooms = json::array(),
        growth = json::array(), fragmentation = json::array(), held = json::array(),
        failed_calls = json::array(), scopes = json::array(), what_if = json::array(), time_to_oom = json::array(),
        top_sites = json::array();
-  auto bump = [&summary](const char* key, uint64_t value) {
-    summary[key] = summary[key].get<uint64_t>() + value;
-  };
   for (const ProcessReport& r : reports) {
     append_what_if_json(r, what_if, time_to_oom);
     const json who = {{"pid", r.header.pid}, {"file", r.file}};
-    bump("events", r.events);
-    bump("dropped_events", r.dropped_events);
-    bump("leaked_bytes", r.leaked_bytes());
-    bump("leaked_count", r.leaked_count());
-    summary["peak_bytes"] = std::max(summary["peak_bytes"].get<uint64_t>(), r.peak_bytes());
-    if (!r.complete) summary["complete"] = false;
-    if (r.cut()) summary["cut"] = true;
-    if (r.cut()) bump("live_when_cut_bytes", r.live_when_cut_bytes());
-    if (r.killed_by_signal()) bump("killed_by_signal", 1);
-    if (r.killed_by_signal()) bump("live_when_killed_bytes", r.live_when_cut_bytes());
-    if (r.ended_in_oom) bump("ended_in_oom", 1);
-    if (r.ended_in_oom) bump("live_when_crashed_bytes", r.live_when_cut_bytes());
-    if (r.dropped_events) summary["incomplete"] = true;
-    bump("allocations", r.pinned_host.allocations);  // every allocation call of the process
-    bump("frees", r.pinned_host.frees);
-    for (const DeviceSummary& d : r.devices) {
-      bump("allocations", d.allocations);
-      bump("frees", d.frees);
-      bump("failed_allocations", d.failed_allocations);
-      bump("block_ooms", d.block_ooms);
-      bump("cached_bytes", d.cached_bytes);
-      bump("library_bytes", d.library_bytes);
-      bump("alive_at_exit_bytes", d.alive_at_exit_bytes);
-    }
-    bump("ooms", r.ooms.size());
-    bump("scopes", r.scopes_total);
-    for (const ScopeReport& scope : r.scopes)
-      bump("leaking_scopes", scope.leaked_bytes && (scope.closed || !r.ended_early()) ? 1 : 0);
-    for (const FailedCall& call : r.failed_calls) bump("failed_calls", call.count);
     for (const HeldAtExit& h : r.held_at_exit) {
       json entry = who;
       entry.update({{"device", h.device}, {"level", level_name(h.level)}, {"kind", h.kind}, {"bytes", h.bytes},
@@ -222,7 +211,11 @@ json reports_to_json(const std::vector<ProcessReport>& reports) {
     }
     for (const ScopeReport& scope : r.scopes) {
       json entry = who;
+      json over = json::array();
+      if (scope.over_memory_limit) over.push_back("memory");
+      if (scope.over_leak_limit) over.push_back("leak");
       entry.update({{"name", scope.name}, {"api", scope.api}, {"closed", scope.closed}, {"checked", !scope.failed},
+                    {"own_leak_limit", scope.own_leak_limit}, {"over_own_limits", std::move(over)},
                     {"begin_time_ns", scope.begin_time_ns}, {"end_time_ns", scope.end_time_ns},
                     {"leaked_bytes", scope.leaked_bytes}, {"leaked_count", scope.leaked_count},
                     {"peak_bytes", scope.peak_bytes},
@@ -325,14 +318,15 @@ json reports_to_json(const std::vector<ProcessReport>& reports) {
       fragmentation.push_back(std::move(entry));
     }
   }
-  json out = {{"summary", summary}, {"processes", processes}, {"leaks", leaks}, {"held_at_exit", held},
+  json out = {{"summary", summary_json(totals)}, {"processes", processes}, {"leaks", leaks}, {"held_at_exit", held},
               {"scopes", scopes}, {"peaks", peaks}, {"ooms", ooms}, {"failed_calls", failed_calls},
               {"growth", growth}, {"fragmentation", fragmentation}, {"what_if", what_if},
               {"time_to_oom", time_to_oom}, {"top_sites", top_sites}};
-  if (reports.size() > 1) {
-    out["spread"] = {{"peak_bytes", spread_of(reports, [](const ProcessReport& r) { return r.peak_bytes(); })},
-                     {"leaked_bytes", spread_of(reports, [](const ProcessReport& r) { return r.leaked_bytes(); })}};
+  if (totals.processes > 1) {
+    out["spread"] = {{"peak_bytes", spread_of(totals.peak_min, totals.peak_max, totals.peak_bytes_sum, totals.processes)},
+                     {"leaked_bytes", spread_of(totals.leaked_min, totals.leaked_max, totals.leaked_bytes, totals.processes)}};
   }
+  if (groups && groups->processes()) out["process_groups"] = groups_json(*groups);
   return out;
 }
 

@@ -7,11 +7,14 @@
 #include <vector>
 
 #include "report/analyses/diff.h"
+#include "report/analyses/process_groups.h"
 #include "report/analyses/report_model.h"
 
 namespace gpumemtrace::report {
 
-nlohmann::json reports_to_json(const std::vector<ProcessReport>& reports);
+// `groups`: the processes of a run of many summed instead of reported in full (process_groups.h):
+// counted in "summary" and "spread", listed in "process_groups".
+nlohmann::json reports_to_json(const std::vector<ProcessReport>& reports, const ProcessGroups* groups = nullptr);
 nlohmann::json diff_to_json(const DiffReport& diff);
 nlohmann::json stack_to_json(const Stack& stack);
 

@@ -394,9 +394,10 @@ bool is_internal_frame(const LogicalFrame& frame) {
   std::string module = basename_of(frame.module);
   if (starts_with_any(module, {"libgpumemtrace", "libcudart", "libcuda.", "libcupti"})) return true;
   // The profiler's own Python packages (tools/python: gpumemtrace.scope, the PyTorch hook, the pytest
-  // plugin): they appear in the stacks of scope events and of what they charge to them.
+  // plugin and its results module, which runs the tests under a session gate): they appear in the stacks
+  // of scope events and of what they charge to them.
   if (frame.python) {
-    for (const char* part : {"/gpumemtrace/__init__.py", "/gpumemtrace_torch/", "/gpumemtrace_pytest.py"}) {
+    for (const char* part : {"/gpumemtrace/__init__.py", "/gpumemtrace_torch/", "/gpumemtrace_pytest"}) {
       if (frame.file.find(part) != std::string::npos) return true;
     }
     return false;

@@ -1,6 +1,8 @@
 // report/outputs/text_output.cpp — the text report: one section per analysis, in the order of the
 // run's story (story.h: a crashed run opens with its OOM), stacks trimmed.
 #include "report/outputs/text_output.h"
+
+#include "report/outputs/process_groups_output.h"
 #include "report/outputs/what_if_output.h"
 
 #include <algorithm>
@@ -353,13 +355,16 @@ void write_scopes(std::ostream& out, const ProcessReport& r, const TextOptions& 
   if (r.scopes_total == 0) return;
   // A scope still open when the trace was cut, the process killed or crashed has no verdict (gates.cpp).
   auto verdict = [&](const ScopeReport& scope) { return scope.closed || !r.ended_early(); };
-  size_t leaking = 0, unchecked = 0, holding = 0;
+  auto over_own_limit = [](const ScopeReport& scope) { return scope.over_memory_limit || scope.over_leak_limit; };
+  size_t leaking = 0, unchecked = 0, holding = 0, over = 0;
   for (const ScopeReport& scope : r.scopes) {
-    if (scope.failed || !verdict(scope)) ++unchecked;
+    if (over_own_limit(scope)) ++over;
+    else if (scope.failed || !verdict(scope)) ++unchecked;
     else if (scope.leaked_bytes) ++leaking;
     if (scope.held_until_gc_bytes) ++holding;
   }
-  out << "scopes: " << r.scopes_total - unchecked << " checked, " << leaking << " leaked";
+  out << "scopes: " << r.scopes_total - unchecked - over << " checked, " << leaking << " leaked";
+  if (over) out << ", " << over << " over " << (over == 1 ? "its" : "their") << " own limit";
   if (holding) out << ", " << holding << " held memory until garbage collection";
   if (unchecked) out << ", " << unchecked << " not checked";
   out << "\n";
@@ -372,7 +377,7 @@ void write_scopes(std::ostream& out, const ProcessReport& r, const TextOptions& 
             : r.cut()          ? "trace's end (cut inside it: no verdict)"
             : r.ended_in_oom   ? "trace's end (the run crashed inside it: no verdict)"
                                : "trace's end (killed inside it: no verdict)")
-        << ", allocated here:\n";
+        << (scope.own_leak_limit ? " (its own leak limit decided it, within pytest)" : "") << ", allocated here:\n";
     for_top(scope.leaks, options.max_items, [&](const StackBytes& leak) {
       out << "    " << format_bytes(leak.bytes) << " in " << plural(leak.count, "allocation") << ":\n";
       write_stack(out, leak.stack, "        ", options.stacks);
@@ -390,7 +395,17 @@ void write_scopes(std::ostream& out, const ProcessReport& r, const TextOptions& 
       write_stack(out, site.stack, "        ", options.stacks);
     });
   });
-  auto not_checked = [](const ScopeReport& scope) { return scope.failed; };
+  // A test that went over its own limit failed for it (in pytest): named with the limit, not as
+  // "not checked", and never as clean.
+  for_top(r.scopes, options.max_items, over_own_limit, [&](const ScopeReport& scope) {
+    const bool pytest = scope.api == "pytest";
+    out << "  OVER ITS OWN LIMIT " << printable(scope.name) << ": "
+        << (scope.over_memory_limit ? (pytest ? "gpu_memory_limit" : "its memory limit") : "")
+        << (scope.over_memory_limit && scope.over_leak_limit ? " and " : "")
+        << (scope.over_leak_limit ? (pytest ? "gpu_leak_limit" : "its leak limit") : "")
+        << (pytest ? " (pytest's output has the figures)" : "") << "\n";
+  });
+  auto not_checked = [&](const ScopeReport& scope) { return scope.failed && !over_own_limit(scope); };
   for_top(r.scopes, options.max_items, not_checked, [&](const ScopeReport& scope) {
     out << "  not checked: " << (scope.api == "pytest" ? "the test failed: " : "the scope failed: ") << printable(scope.name)
         << "\n";
@@ -423,6 +438,8 @@ void write_stack(std::ostream& out, const Stack& stack, const std::string& inden
 }
 
 void write_text(std::ostream& out, const std::vector<ProcessReport>& reports, const TextOptions& options) {
+  const bool grouped = options.groups && options.groups->processes();
+  if (grouped) write_process_groups_note(out, *options.groups, reports.size());
   for (const ProcessReport& r : reports) {
     write_header(out, r);
     write_summary(out, r);
@@ -445,17 +462,18 @@ void write_text(std::ostream& out, const std::vector<ProcessReport>& reports, co
     if (options.top_sites) write_top_sites(out, r, options);
     out << "\n";
   }
-  if (reports.size() > 1) {
-    auto extremes = [&](uint64_t (*metric)(const ProcessReport&), const char* what) {
-      auto [lo, hi] = std::minmax_element(reports.begin(), reports.end(), [&](const auto& a, const auto& b) {
-        return metric(a) < metric(b);
-      });
-      out << "spread over " << reports.size() << " processes, " << what << ": min " << format_bytes(metric(*lo))
-          << " (pid " << lo->header.pid << "), max " << format_bytes(metric(*hi)) << " (pid " << hi->header.pid
-          << ")\n";
+  if (grouped) write_process_groups_text(out, *options.groups);
+  // Over every process, those summed in groups too.
+  ProcessTotals totals;
+  if (grouped) totals = options.groups->all;
+  else for (size_t i = 0; i < reports.size(); ++i) totals.add(reports[i], i);
+  if (totals.processes > 1) {
+    auto extremes = [&](const ProcessTotals::Extreme& lo, const ProcessTotals::Extreme& hi, const char* what) {
+      out << "spread over " << totals.processes << " processes, " << what << ": min " << format_bytes(lo.value)
+          << " (pid " << lo.pid << "), max " << format_bytes(hi.value) << " (pid " << hi.pid << ")\n";
     };
-    extremes([](const ProcessReport& r) { return r.peak_bytes(); }, "peak");
-    extremes([](const ProcessReport& r) { return r.leaked_bytes(); }, "leaked");
+    extremes(totals.peak_min, totals.peak_max, "peak");
+    extremes(totals.leaked_min, totals.leaked_max, "leaked");
   }
 }
 

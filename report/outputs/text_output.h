@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "report/analyses/diff.h"
+#include "report/analyses/process_groups.h"
 #include "report/analyses/report_model.h"
 #include "report/outputs/stack_view.h"
 
@@ -16,6 +17,7 @@ struct TextOptions {
   StackViewOptions stacks;  // how each stack is shown
   size_t max_items = 5;   // leak groups, culprits, growth sites per section
   bool top_sites = false; // --top-sites: the "top sites" section (top_sites_output.h)
+  const ProcessGroups* groups = nullptr;  // a run of many processes: those not shown in full
 };
 
 void write_text(std::ostream& out, const std::vector<ProcessReport>& reports, const TextOptions& options);

@@ -20,17 +20,29 @@ class FileSource : public ByteSource {
   }
   explicit FileSource(std::FILE* file) : file_(file) {}
   ~FileSource() override { std::fclose(file_); }
+  // Whether the file starts with zstd's magic number; reads its first bytes and goes back to the
+  // start (false, and nothing read, for a file that cannot seek).
+  bool starts_like_zstd() {
+    char head[4];
+    if (std::ftell(file_) != 0) return false;
+    const size_t n = std::fread(head, 1, sizeof head, file_);
+    if (std::fseek(file_, 0, SEEK_SET) != 0) throw std::runtime_error("cannot read: " + std::string(std::strerror(errno)));
+    return report::starts_like_zstd(std::string_view(head, n));
+  }
   FileSource(const FileSource&) = delete;
   FileSource& operator=(const FileSource&) = delete;
 
   size_t read(char* out, size_t capacity) override {
     size_t n = std::fread(out, 1, capacity, file_);
     if (n == 0 && std::ferror(file_)) throw std::runtime_error("read error");
+    consumed_ += n;
     return n;
   }
+  uint64_t consumed() const override { return consumed_; }
 
  private:
   std::FILE* file_;
+  uint64_t consumed_ = 0;
 };
 
 // Streams a zstd file through a fixed-size input buffer, so memory stays constant.
@@ -68,6 +80,7 @@ class ZstdSource : public ByteSource {
     return output.pos;
   }
   bool truncated() const override { return truncated_; }
+  uint64_t consumed() const override { return compressed_->consumed(); }
 
  private:
   std::unique_ptr<ByteSource> compressed_;
@@ -85,11 +98,14 @@ class MemorySource : public ByteSource {
     size_t n = std::min(capacity, bytes_.size());
     std::memcpy(out, bytes_.data(), n);
     bytes_.remove_prefix(n);
+    consumed_ += n;
     return n;
   }
+  uint64_t consumed() const override { return consumed_; }
 
  private:
   std::string_view bytes_;
+  uint64_t consumed_ = 0;
 };
 
 class ObservedSource : public ByteSource {
@@ -97,11 +113,13 @@ class ObservedSource : public ByteSource {
   ObservedSource(std::unique_ptr<ByteSource> inner, ReadObserver& observer)
       : inner_(std::move(inner)), observer_(observer) {}
   size_t read(char* out, size_t capacity) override {
+    const uint64_t before = inner_->consumed();
     const size_t n = inner_->read(out, capacity);
-    observer_.on_read(std::string_view(out, n));
+    observer_.on_read(std::string_view(out, n), inner_->consumed() - before);
     return n;
   }
   bool truncated() const override { return inner_->truncated(); }
+  uint64_t consumed() const override { return inner_->consumed(); }
 
  private:
   std::unique_ptr<ByteSource> inner_;
@@ -114,9 +132,15 @@ std::unique_ptr<ByteSource> observed_byte_source(std::unique_ptr<ByteSource> inn
   return std::make_unique<ObservedSource>(std::move(inner), observer);
 }
 
+bool starts_like_zstd(std::string_view head) { return head.substr(0, 4) == std::string_view("\x28\xb5\x2f\xfd", 4); }
+
+std::unique_ptr<ByteSource> zstd_byte_source(std::unique_ptr<ByteSource> compressed) {
+  return std::make_unique<ZstdSource>(std::move(compressed));
+}
+
 std::unique_ptr<ByteSource> open_byte_source(const std::string& path) {
   auto file = std::make_unique<FileSource>(path);
-  if (util::ends_with(path, ".zst")) return std::make_unique<ZstdSource>(std::move(file));
+  if (util::ends_with(path, ".zst") || file->starts_like_zstd()) return std::make_unique<ZstdSource>(std::move(file));
   return file;
 }
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -18,6 +19,8 @@ class ByteSource {
   virtual size_t read(char* out, size_t capacity) = 0;
   // True when the input ended in the middle of a compressed frame: a killed writer.
   virtual bool truncated() const { return false; }
+  // Bytes taken from the file (or memory) so far: for a .zst file, compressed ones (0: not counted).
+  virtual uint64_t consumed() const { return 0; }
 };
 
 // The largest zstd window a trace may ask for (2^27 = 128 MiB, libzstd's own default for streaming):
@@ -25,9 +28,16 @@ class ByteSource {
 // allocation of gigabytes. The recorder's frames use a few MiB at most.
 inline constexpr int kMaxZstdWindowLog = 27;
 
-// Opens `path`, decompressing when the name ends in ".zst". Throws std::runtime_error when the
-// file cannot be opened.
+// Opens `path`, decompressing when the name ends in ".zst" or the file starts with zstd's magic
+// number (a copy of a stream, reached as /proc/self/fd/N, has no suffix to say). Throws
+// std::runtime_error when the file cannot be opened.
 std::unique_ptr<ByteSource> open_byte_source(const std::string& path);
+
+// True when `head` starts with the magic number of a zstd frame (28 b5 2f fd).
+bool starts_like_zstd(std::string_view head);
+
+// `compressed`, decompressed as it is read (at most a 2^kMaxZstdWindowLog window).
+std::unique_ptr<ByteSource> zstd_byte_source(std::unique_ptr<ByteSource> compressed);
 
 // An open stdio file, read from its current position; the source owns it and closes it.
 std::unique_ptr<ByteSource> file_byte_source(std::FILE* file);
@@ -39,7 +49,8 @@ std::unique_ptr<ByteSource> memory_byte_source(std::string_view bytes);
 class ReadObserver {
  public:
   virtual ~ReadObserver() = default;
-  virtual void on_read(std::string_view chunk) = 0;
+  // `chunk`: the bytes read (decompressed); `file_bytes`: what reading them took from the file.
+  virtual void on_read(std::string_view chunk, uint64_t file_bytes) = 0;
 };
 
 // `inner`, with every chunk it returns shown to `observer` (which must outlive the source).

@@ -21,9 +21,13 @@ size_t boundary(std::string_view text, size_t at) {
 
 }  // namespace
 
-void validate_value(od::value& value) {
+void validate_value(od::value& value, int depth) {
   od::json_type type;
   if (value.type().get(type)) invalid("a value");
+  if ((type == od::json_type::object || type == od::json_type::array) && depth >= kMaxJsonDepth) {
+    throw JsonLineError{"lists or objects nested more than " + std::to_string(kMaxJsonDepth) +
+                        " levels deep (the reader's limit, docs/security.md)"};
+  }
   switch (type) {
     case od::json_type::object: {
       od::object object;
@@ -34,7 +38,7 @@ void validate_value(od::value& value) {
         std::string_view key;
         if (field.unescaped_key().get(key)) invalid("a key");
         od::value inner = field.value();
-        validate_value(inner);
+        validate_value(inner, depth + 1);
       }
       return;
     }
@@ -44,7 +48,7 @@ void validate_value(od::value& value) {
       for (auto element_result : array) {
         od::value element;
         if (std::move(element_result).get(element)) invalid("a list");
-        validate_value(element);
+        validate_value(element, depth + 1);
       }
       return;
     }

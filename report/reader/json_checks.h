@@ -1,5 +1,6 @@
 // report/reader/json_checks.h — what the reader holds every line to, whatever its record type:
-//  - every value is valid JSON, the values of fields it does not know included (validate_value):
+//  - every value is valid JSON, nested at most kMaxJsonDepth levels, the values of fields it does not
+//    know included (validate_value):
 //    simdjson's on-demand parser checks structure, UTF-8 and control characters on its own, but
 //    a value nobody reads (an unknown field's `tru`, `"\q"`, `01`) only when it is read;
 //  - every string is at most format::kMaxStringBytes once unescaped (StringLimit): a longer one is
@@ -24,9 +25,14 @@ struct JsonLineError {
   std::string message;
 };
 
-// Throws JsonLineError ("not valid JSON (...)") for a value that is not valid JSON, however
-// deeply nested.
-void validate_value(simdjson::ondemand::value& value);
+// Arrays and objects nested deeper than this in one value (an unknown field's) are an error: the
+// check below recurses once per level, and 50,000 levels would overflow the stack. The format nests
+// three levels at most (a frame's "inlined" list of objects).
+inline constexpr int kMaxJsonDepth = 64;
+
+// Throws JsonLineError ("not valid JSON (...)") for a value that is not valid JSON, and for one
+// nested deeper than kMaxJsonDepth. `depth`: the levels around `value` already.
+void validate_value(simdjson::ondemand::value& value, int depth = 0);
 
 // Counts what it cuts as a strict JSON reader would see it: only the strings a line keeps (of a key
 // given twice, the last value's), and only once the line has parsed.

@@ -53,23 +53,25 @@ std::string lowercase(std::string_view text) {
 
 }  // namespace
 
-struct OfflineSymbolizer::Module {
-  enum class State { Unopened, Ready, Failed };
-  std::string path;
-  std::string build_id;  // lowercase hex, "" when the trace did not know it
-  State state = State::Unopened;
+// One module file opened: shared by every module record of the trace that names the same path and
+// build id (a trace may name one file thousands of times; its debug information is loaded once).
+struct OfflineSymbolizer::File {
+  enum class State { Ready, Failed };
+  State state = State::Failed;
   std::string failure;   // why it failed, for the warning
-  uint64_t unnamed_frames = 0;
-  Dwfl* dwfl = nullptr;  // one session per module: modules of one trace may overlap at offset 0
+  Dwfl* dwfl = nullptr;  // one session per file: modules of one trace may overlap at offset 0
   Dwfl_Module* elf = nullptr;
   UnitIndex units;       // when the file has no .debug_aranges (clang's)
 
-  ~Module() {
+  File() = default;
+  File(const File&) = delete;
+  File& operator=(const File&) = delete;
+  ~File() {
     if (dwfl) dwfl_end(dwfl);
   }
 
-  // Opens the file and checks its build id. Sets state to Ready or Failed (with `failure`).
-  void open() {
+  // Opens `path` and checks its build id. Sets state to Ready or Failed (with `failure`).
+  void open(const std::string& path, const std::string& build_id) {
     state = State::Failed;
     // O_NONBLOCK: a trace naming a FIFO or a device must not hang the analyzer (it is refused below).
     const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
@@ -112,6 +114,14 @@ struct OfflineSymbolizer::Module {
   }
 };
 
+struct OfflineSymbolizer::Module {
+  std::string path;
+  std::string build_id;  // lowercase hex, "" when the trace did not know it
+  std::shared_ptr<File> file;  // null until a frame needs it
+  uint64_t unnamed_frames = 0;
+  bool failed() const { return file && file->state == File::State::Failed; }
+};
+
 OfflineSymbolizer::OfflineSymbolizer() = default;
 OfflineSymbolizer::~OfflineSymbolizer() = default;
 
@@ -119,9 +129,11 @@ void OfflineSymbolizer::add_module(ModuleId id, std::string_view path, std::stri
   auto module = std::make_unique<Module>();
   module->path = std::string(path);
   module->build_id = lowercase(build_id);
-  // A trace defines each id once; should a corrupt one redefine it, the last definition counts.
-  failed_.erase(std::remove(failed_.begin(), failed_.end(), id), failed_.end());
-  modules_[id] = std::move(module);
+  // A trace defines each id once; should a corrupt one redefine it, the last definition counts. Only
+  // a module that failed is in failed_ (searching it for every redefinition would be quadratic).
+  std::unique_ptr<Module>& slot = modules_[id];
+  if (slot && slot->failed()) failed_.erase(std::remove(failed_.begin(), failed_.end(), id), failed_.end());
+  slot = std::move(module);
 }
 
 bool OfflineSymbolizer::needs_symbols(const SymbolTable::Frame& frame, bool has_function) {
@@ -132,11 +144,21 @@ OfflineSymbolizer::Module* OfflineSymbolizer::usable(ModuleId id) {
   auto it = modules_.find(id);
   if (it == modules_.end()) return nullptr;
   Module& module = *it->second;
-  if (module.state == Module::State::Unopened) {
-    module.open();
-    if (module.state == Module::State::Failed) failed_.push_back(id);
+  if (!module.file) {
+    std::shared_ptr<File>& file = files_[{module.path, module.build_id}];
+    if (!file) {
+      file = std::make_shared<File>();
+      if (files_.size() > kMaxModuleFiles) {
+        file->failure = "not opened: more than " + std::to_string(kMaxModuleFiles) +
+                        " module files in one trace (the reader's limit, docs/security.md)";
+      } else {
+        file->open(module.path, module.build_id);
+      }
+    }
+    module.file = file;
+    if (module.failed()) failed_.push_back(id);
   }
-  if (module.state == Module::State::Failed) {
+  if (module.failed()) {
     ++module.unnamed_frames;
     return nullptr;
   }
@@ -146,7 +168,7 @@ OfflineSymbolizer::Module* OfflineSymbolizer::usable(ModuleId id) {
 bool OfflineSymbolizer::symbolize(SymbolTable::Frame& frame) {
   Module* module = usable(frame.module);
   if (!module) return false;
-  const Symbolized s = symbolize_in_module(module->elf, frame.offset - 1, &module->units);
+  const Symbolized s = symbolize_in_module(module->file->elf, frame.offset - 1, &module->file->units);
   frame.function = s.outer.function;
   frame.file = s.outer.file;
   frame.line = s.outer.file.empty() ? 0 : static_cast<uint32_t>(s.outer.line);
@@ -162,7 +184,7 @@ std::vector<std::string> OfflineSymbolizer::warnings() const {
   std::vector<std::string> out;
   for (ModuleId id : failed_) {
     const Module& module = *modules_.at(id);
-    out.push_back("module " + module.path + ": " + module.failure + ": " + std::to_string(module.unnamed_frames) +
+    out.push_back("module " + module.path + ": " + module.file->failure + ": " + std::to_string(module.unnamed_frames) +
                   (module.unnamed_frames == 1 ? " frame" : " frames") + " shown as module+offset");
   }
   return out;

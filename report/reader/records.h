@@ -36,6 +36,16 @@ class TraceError : public std::runtime_error {
   std::string message_;
 };
 
+// A compressed trace that ends before its first line could be decompressed: the process was killed
+// before the first block of its trace was written. Among several traces it is skipped with a warning
+// (analyze_one_of_many), as an empty file is.
+class TraceCutBeforeFirstLine : public TraceError {
+ public:
+  explicit TraceCutBeforeFirstLine(const std::string& file)
+      : TraceError(file, 1, "compressed stream cut short before its first line: the process was killed before "
+                            "its trace's first block was written") {}
+};
+
 struct Header {
   int64_t pid = -1;
   int64_t ppid = -1;

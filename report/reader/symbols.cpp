@@ -1,7 +1,45 @@
-// report/reader/symbols.cpp — resolving a stack id to its logical frames (inlined calls expanded).
+// report/reader/symbols.cpp — interning a trace's symbols, and resolving a stack id to its logical
+// frames (inlined calls expanded).
 #include "report/reader/symbols.h"
 
 namespace gpumemtrace::report {
+
+namespace {
+uint64_t names_of(const SymbolTable::Frame& frame) {
+  uint64_t bytes = frame.function.size() + frame.file.size();
+  for (const SymbolTable::InlinedCall& call : frame.inlined) bytes += call.function.size() + call.file.size();
+  return bytes;
+}
+}  // namespace
+
+void SymbolTable::add_module(ModuleId id, std::string path) {
+  std::string& slot = modules_[id];
+  text_bytes_ += path.size();
+  text_bytes_ -= slot.size();
+  slot = std::move(path);
+}
+
+bool SymbolTable::add_frame(FrameId id, Frame frame) {
+  const uint64_t bytes = names_of(frame);
+  if (!frames_.emplace(id, std::move(frame)).second) return false;
+  text_bytes_ += bytes;
+  return true;
+}
+
+SymbolTable::Extent SymbolTable::extent(const std::vector<FrameId>& frame_ids) const {
+  Extent out;
+  for (FrameId frame_id : frame_ids) {
+    auto frame = frames_.find(frame_id);
+    if (frame == frames_.end()) continue;
+    const Frame& f = frame->second;
+    const uint64_t levels = 1 + f.inlined.size();
+    uint64_t module = 0;
+    if (auto m = modules_.find(f.module); m != modules_.end()) module = m->second.size();
+    out.frames += levels;
+    out.text_bytes += names_of(f) + levels * module;
+  }
+  return out;
+}
 
 Stack SymbolTable::resolve(StackId stack_id) const {
   Stack out;

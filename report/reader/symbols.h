@@ -47,15 +47,31 @@ class SymbolTable {
     std::vector<InlinedCall> inlined;  // innermost first
   };
 
-  void add_module(ModuleId id, std::string path) { modules_[id] = std::move(path); }
+  // A module defined again replaces the path it had.
+  void add_module(ModuleId id, std::string path);
   bool has_module(ModuleId id) const { return modules_.count(id) != 0; }
   // Returns false when the id is already taken (a trace defines each frame once).
-  bool add_frame(FrameId id, Frame frame) { return frames_.emplace(id, std::move(frame)).second; }
+  bool add_frame(FrameId id, Frame frame);
   bool has_frame(FrameId id) const { return frames_.count(id) != 0; }
   bool add_stack(StackId id, std::vector<FrameId> frame_ids) {
     return stacks_.emplace(id, std::move(frame_ids)).second;
   }
   bool has_stack(StackId id) const { return !id || stacks_.count(id) != 0; }
+
+  // What the table holds, for the reader's limits (trace_reader.h): definitions, and the bytes of
+  // the names kept (module paths, frames' function and file names, inlined calls' too).
+  size_t modules() const { return modules_.size(); }
+  size_t frames() const { return frames_.size(); }
+  size_t stacks() const { return stacks_.size(); }
+  uint64_t text_bytes() const { return text_bytes_; }
+
+  // What a stack of these (defined) frames resolves to: its logical frames (inlined calls expanded)
+  // and the bytes of their names (function, file and module path each), as resolve() copies them.
+  struct Extent {
+    uint64_t frames = 0;
+    uint64_t text_bytes = 0;
+  };
+  Extent extent(const std::vector<FrameId>& frame_ids) const;
 
   // The stack's logical frames, innermost first, inlined functions expanded before the frame
   // that contains them. The none stack resolves to an empty stack.
@@ -65,6 +81,7 @@ class SymbolTable {
   std::unordered_map<ModuleId, std::string> modules_;
   std::unordered_map<FrameId, Frame> frames_;
   std::unordered_map<StackId, std::vector<FrameId>> stacks_;
+  uint64_t text_bytes_ = 0;
 };
 
 }  // namespace gpumemtrace::report

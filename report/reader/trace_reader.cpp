@@ -7,6 +7,7 @@
 #include <array>
 #include <cstring>
 #include <deque>
+#include <unordered_set>
 
 #include "report/reader/event_merger.h"
 #include "report/reader/json_checks.h"
@@ -211,6 +212,10 @@ void parse_inlined(od::value& value, Fields& f) {
   od::array calls;
   check(value.get_array().get(calls), "inlined", "a list");
   for (auto element : calls) {
+    if (f.inlined.size() >= static_cast<size_t>(fmt::kMaxInlinedLevels)) {
+      fail("field \"inlined\": more than " + std::to_string(fmt::kMaxInlinedLevels) +
+           " inlined calls in one frame (the reader's limit, docs/security.md)");
+    }
     od::object call;
     check(element.get_object().get(call), "inlined", "a list of objects");
     SymbolTable::InlinedCall parsed;
@@ -234,6 +239,10 @@ void parse_frames(od::value& v, std::string_view key, Fields& f) {
   od::array ids;
   check(v.get_array().get(ids), key, "a list of frame ids");
   for (auto element : ids) {
+    if (f.frames.size() >= static_cast<size_t>(fmt::kMaxStackFrames)) {
+      fail("field \"frames\": more than " + std::to_string(fmt::kMaxStackFrames) +
+           " frames in one stack (the reader's limit, docs/security.md)");
+    }
     uint64_t id = 0;
     check(element.get_uint64().get(id), key, "a list of frame ids");
     if (id == 0 || id > kMaxId) fail("field \"frames\": frame id out of range");
@@ -669,7 +678,12 @@ class Dispatcher {
     if (f.type == fmt::kTypeStack) return stack(f);
     if (f.type == fmt::kTypeModule) {
       if (!f.has(B::kId) || f.id == 0) fail("module without a valid \"id\"");
+      if (symbols_.modules() >= kMaxModules && !symbols_.has_module(ModuleId(static_cast<uint32_t>(f.id)))) {
+        too_many("modules", kMaxModules);
+      }
       symbols_.add_module(ModuleId(static_cast<uint32_t>(f.id)), std::string(f.path));
+      offline_text_bytes_ += f.path.size() + f.build_id.size();  // the offline symbolizer's copy
+      check_text();
       offline_.add_module(ModuleId(static_cast<uint32_t>(f.id)), f.path, f.build_id);
       return;
     }
@@ -762,8 +776,21 @@ class Dispatcher {
     frame.python = f.lang == fmt::kLangPython;
     frame.inlined = f.inlined;
     if (OfflineSymbolizer::needs_symbols(frame, f.has(B::kFunction))) offline_.symbolize(frame);
+    if (symbols_.frames() >= kMaxFrames) too_many("frames", kMaxFrames);
     if (!symbols_.add_frame(FrameId(static_cast<uint32_t>(f.id)), std::move(frame))) {
       fail("frame id " + std::to_string(f.id) + " defined twice");
+    }
+    check_text();
+  }
+
+  [[noreturn]] static void too_many(const char* what, uint64_t limit) {
+    fail("more than " + std::to_string(limit) + " " + what + " defined (the reader's limit, docs/security.md)");
+  }
+
+  void check_text() const {
+    if (symbols_.text_bytes() + site_text_bytes_ + offline_text_bytes_ > kMaxSymbolTextBytes) {
+      fail("more than " + std::to_string(kMaxSymbolTextBytes >> 20) +
+           " MiB of names defined (module paths, function, file and API names; the reader's limit, docs/security.md)");
     }
   }
 
@@ -776,6 +803,22 @@ class Dispatcher {
     for (uint32_t id : f.frames) {
       if (!symbols_.has_frame(FrameId(id))) fail("stack refers to undefined frame " + std::to_string(id));
       frames.push_back(FrameId(id));
+    }
+    const SymbolTable::Extent extent = symbols_.extent(frames);
+    if (extent.frames > kMaxLogicalFrames) {
+      fail("stack " + std::to_string(f.id) + " has " + std::to_string(extent.frames) + " frames with its inlined calls, more than " +
+           std::to_string(kMaxLogicalFrames) + " (the reader's limit, docs/security.md)");
+    }
+    if (extent.text_bytes > kMaxStackTextBytes) {
+      fail("stack " + std::to_string(f.id) + " has " + std::to_string(extent.text_bytes >> 10) +
+           " KiB of names with its inlined calls, more than " + std::to_string(kMaxStackTextBytes >> 10) +
+           " KiB (the reader's limit, docs/security.md)");
+    }
+    if (symbols_.stacks() >= kMaxStacks) too_many("stacks", kMaxStacks);
+    stack_refs_ += frames.size();
+    if (stack_refs_ > kMaxStackFrameRefs) {
+      fail("more than " + std::to_string(kMaxStackFrameRefs) +
+           " frame references in all stacks together (the reader's limit, docs/security.md)");
     }
     if (!symbols_.add_stack(StackId(static_cast<uint32_t>(f.id)), std::move(frames))) {
       fail("stack id " + std::to_string(f.id) + " defined twice");
@@ -803,7 +846,7 @@ class Dispatcher {
     if (!f.has(B::kId) || f.id != sites_.size() + 1) {
       fail("site id " + std::to_string(f.id) + " out of order (the next is " + std::to_string(sites_.size() + 1) + ")");
     }
-    Event e;
+    Site e;
     if (!f.has(B::kOp)) fail("site without \"op\"");
     if (!fmt::parse_op(f.op, &e.op)) fail("unknown op \"" + std::string(f.op) + "\"");
     if (!f.kind.empty() && !fmt::parse_kind(f.kind, &e.kind)) fail("unknown kind \"" + std::string(f.kind) + "\"");
@@ -814,7 +857,14 @@ class Dispatcher {
     e.device = static_cast<int32_t>(f.device);
     e.stack = StackId(static_cast<uint32_t>(f.stack));
     e.delayed = f.delayed;
-    e.api = site_strings_.emplace_back(f.api);  // a deque: the view stays valid
+    if (sites_.size() >= kMaxSites) too_many("sites", kMaxSites);
+    // Interned: a few API names serve every site (an unordered_set's elements never move).
+    auto [api, added] = site_apis_.emplace(f.api);
+    if (added) {
+      site_text_bytes_ += api->size();
+      check_text();
+    }
+    e.api = *api;
     sites_.push_back(e);
   }
 
@@ -829,8 +879,16 @@ class Dispatcher {
     if (result_.capped) fail("event after the capped record");
     last_seq_ = seq;
     last_time_ += f.t;  // a signed delta, as two's complement: wraps like the subtraction that made it
-    Event e = sites_[f.site - 1];
+    const Site& site = sites_[f.site - 1];
     if (f.short_addr > UINT64_MAX - f.short_size) fail("address range overflows 64 bits");
+    Event e;
+    e.op = site.op;
+    e.kind = site.kind;
+    e.tid = site.tid;
+    e.device = site.device;
+    e.stack = site.stack;
+    e.delayed = site.delayed;
+    e.api = site.api;
     e.seq = seq;
     e.t = last_time_;
     e.addr = f.short_addr;
@@ -967,8 +1025,22 @@ class Dispatcher {
   uint64_t last_seq_ = 0;
   uint64_t last_time_ = 0;  // version 2: t of the previous event line
   int version_ = 0;         // the header's; 0 until it is read
-  std::vector<Event> sites_;                 // version 2: site id - 1 -> the fields it gives events
-  std::deque<std::string> site_strings_;     // their api names (a deque: elements never move)
+  // Version 2: what a site gives its events (40 bytes, not an Event's 200: a trace may define a
+  // million sites).
+  struct Site {
+    uint64_t tid = 0;
+    std::string_view api;  // into site_apis_
+    int32_t device = -1;
+    StackId stack;
+    Op op = Op::Mark;
+    Kind kind = Kind::None;
+    bool delayed = false;
+  };
+  std::deque<Site> sites_;  // site id - 1 -> the fields it gives events (a deque: no doubling copy)
+  std::unordered_set<std::string> site_apis_;  // their api names, interned
+  uint64_t site_text_bytes_ = 0;             // the bytes of those names
+  uint64_t stack_refs_ = 0;                  // frame references of the stacks defined
+  uint64_t offline_text_bytes_ = 0;          // module paths and build ids the offline symbolizer keeps
   bool warned_after_footer_ = false;
   bool ignored_ = false;     // the last record dispatched was one this reader skips
   uint64_t line_ = 0;        // the line being dispatched
@@ -1033,6 +1105,7 @@ ReadResult read_trace(ByteSource& source, const std::string& name, SymbolTable& 
     if (dynamic_cast<const TraceError*>(&error)) throw;
     throw TraceError(name, line.number + 1, error.what());  // I/O or zstd error
   }
+  if (!seen_header && source.truncated()) throw TraceCutBeforeFirstLine(name);
   if (!seen_header) throw TraceError(name, 1, "empty file: not a gpumemtrace trace");
   dispatcher.finish();
   if (fields.strings.count()) result.warnings.push_back(fields.strings.warning());

@@ -45,6 +45,26 @@ class TraceHandler {
 // of unknown types) are errors; a string longer than format::kMaxStringBytes is cut (json_checks.h).
 inline constexpr uint64_t kMaxBytesWithoutRecord = uint64_t{16} << 20;
 
+// What one trace may define, so that a few KB of zstd cannot make the reader or the analyses hold
+// gigabytes (each is an error naming the line, exit 2). Memory grows with the definitions a trace
+// makes; these bound it. A stack's frame references are bounded by format::kMaxStackFrames and a
+// frame's inlined calls by format::kMaxInlinedLevels (as the lines are parsed). The recorder's traces
+// stay far below each: 64 native and 32 Python frames a stack, names of a few KB a stack, hundreds of
+// modules, thousands to tens of thousands of frames, stacks and sites.
+inline constexpr uint64_t kMaxModules = uint64_t{1} << 16;
+inline constexpr uint64_t kMaxFrames = uint64_t{1} << 20;
+inline constexpr uint64_t kMaxStacks = uint64_t{1} << 20;
+inline constexpr uint64_t kMaxSites = uint64_t{1} << 20;
+// Names held for the whole trace: module paths, frames' function and file names (inlined calls'
+// too), the sites' API names.
+inline constexpr uint64_t kMaxSymbolTextBytes = uint64_t{256} << 20;
+// Frame references of all stacks together (4 bytes each).
+inline constexpr uint64_t kMaxStackFrameRefs = uint64_t{1} << 25;
+// One stack resolved (SymbolTable::resolve copies each logical frame's names, and the analyses keep
+// the stacks they report): its logical frames, inlined calls expanded, and the bytes of their names.
+inline constexpr uint64_t kMaxLogicalFrames = 8192;
+inline constexpr uint64_t kMaxStackTextBytes = uint64_t{1} << 20;
+
 struct ReadResult {
   uint64_t lines = 0;
   uint64_t events = 0;

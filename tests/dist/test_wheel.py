@@ -5,8 +5,12 @@
   scripts and the pytest plugin; sitecustomize.py is not at the top of site-packages;
 - `pip install --no-index` into a fresh venv puts `gpumemtrace` and `gpumem-report` on the venv's PATH;
   the demo runs through `python -m gpumemtrace ci` and through the console script; a pytest suite run
-  with `gpumemtrace ci --fail-on-leak` fails on the test that keeps its memory, naming it; pytest
-  loads the plugin through its entry point alone (no PYTEST_PLUGINS, no PYTHONPATH);
+  with `gpumemtrace ci --fail-on-leak` fails on the test that keeps its memory, naming it, in pytest's
+  own output and JUnit XML as in the report; pytest
+  loads the plugin through its entry point alone (no PYTEST_PLUGINS, no PYTHONPATH); a suite with
+  `filterwarnings = error` run under `python -W error` through `gpumemtrace ci` prints no warning (no
+  module of the wheel is imported before pytest marks them for assertion rewriting) and has one scope
+  per test (the plugin registered once, though both its entry point and PYTEST_PLUGINS name it);
 - `pip uninstall` leaves nothing of it behind.
 
 The venv is made by Debian's python3 with --system-site-packages, for its pytest (python3-pytest);
@@ -151,12 +155,19 @@ class WheelInVenv(unittest.TestCase):
         cwd = self.work()
         self.write_suite(cwd)
         p = run(["gpumemtrace", "ci", "--fail-on-leak", "-o", "t", "--", "python", "-m", "pytest", "-q",
-                 "-p", "no:cacheprovider", "test_suite.py"], env=self.env(SIM_CUDART=CUDART), cwd=cwd)
+                 "-p", "no:cacheprovider", "--junitxml=junit.xml", "test_suite.py"], env=self.env(SIM_CUDART=CUDART),
+                cwd=cwd)
         out = p.stdout + p.stderr
         self.assertEqual(p.returncode, 1, out)
-        self.assertIn("2 passed", out)
-        self.assertIn("test_suite.py::test_keeps leaked 16.0 MiB", out)
+        self.assertIn("1 failed, 1 passed", out)  # the gate fails the test inside pytest too
+        self.assertIn("FAILED test_suite.py::test_keeps", out)
+        self.assertIn("test_suite.py::test_keeps leaked 16.0 MiB", out)  # and in the report after the run
         self.assertNotIn("test_suite.py::test_frees leaked", out)
+        with open(os.path.join(cwd, "junit.xml")) as f:
+            junit = f.read()
+        self.assertRegex(junit, r'<testcase classname="test_suite" name="test_keeps"[^>]*><failure message="Test leaked '
+                                r'16\.0 MiB of GPU memory')
+        self.assertRegex(junit, r'<testcase classname="test_suite" name="test_frees"[^>]*/>')
 
     def test_pytest_plugin_through_its_entry_point(self):
         cwd = self.work()
@@ -175,6 +186,21 @@ class WheelInVenv(unittest.TestCase):
         scopes = [(e["op"], e["label"]) for e in events if e["op"].startswith("scope_") and e["api"] == "pytest"]
         self.assertEqual(scopes, [("scope_begin", "test_suite.py::test_frees"), ("scope_end", "test_suite.py::test_frees"),
                                   ("scope_begin", "test_suite.py::test_keeps"), ("scope_end", "test_suite.py::test_keeps")])
+
+    def test_pytest_warnings_as_errors(self):
+        cwd = self.work()
+        self.write_suite(cwd)
+        with open(os.path.join(cwd, "pytest.ini"), "w") as f:
+            f.write("[pytest]\nfilterwarnings =\n    error\n")
+        p = run(["gpumemtrace", "ci", "-o", "t", "--", os.path.join(self.bin, "python"), "-W", "error", "-m", "pytest",
+                 "-p", "no:cacheprovider", "test_suite.py"], env=self.env(SIM_CUDART=CUDART), cwd=cwd)
+        out = p.stdout + p.stderr
+        self.assertEqual(p.returncode, 0, out)
+        self.assertIn("2 passed", out)
+        self.assertNotIn("Warning", out)
+        (trace,) = os.listdir(os.path.join(cwd, "t"))
+        events = [r for r in tracefile.read_records(os.path.join(cwd, "t", trace))[0] if r["type"] == "event"]
+        self.assertEqual(sum(1 for e in events if e["op"] == "scope_begin" and e["api"] == "pytest"), 2)
 
     def test_zz_uninstall_removes_everything(self):
         # Named to run last in the class: the other tests use the installed wheel.

@@ -30,7 +30,7 @@ class LauncherTestCase(unittest.TestCase):
         self.tmp = tempfile.mkdtemp(prefix="gpumem-launcher-test-")
         self.addCleanup(shutil.rmtree, self.tmp, True)
 
-    def launch(self, args, env=None, cwd=None, timeout=120):
+    def launch(self, args, env=None, cwd=None, timeout=120, **run_args):
         e = dict(os.environ)
         e.pop("LD_PRELOAD", None)
         if sanitizer_runtime():  # the launcher adds the recorder in front of it
@@ -39,5 +39,7 @@ class LauncherTestCase(unittest.TestCase):
             e.pop(k, None)
         if env:
             e.update(env)
-        return subprocess.run([LAUNCHER, *args], env=e, cwd=cwd or self.tmp, capture_output=True, text=True,
-                              timeout=timeout)
+        if "stdout" not in run_args:
+            run_args["stdout"] = subprocess.PIPE
+        return subprocess.run([LAUNCHER, *args], env=e, cwd=cwd or self.tmp, stderr=subprocess.PIPE, text=True,
+                              timeout=timeout, **run_args)

@@ -288,6 +288,21 @@ class FakeLauncher(LauncherTestCase):
                 self.assertFalse(os.path.exists(marker))  # CMD never ran
                 self.assertFalse(os.path.exists(self.log))  # nor the report
 
+    def test_slips_are_told_what_to_write(self):
+        # A misspelt option or command gets the nearest one, the launcher's own and the report's; a
+        # size after --fail-on-leak gets the '=' it needs.
+        marker = os.path.join(self.tmp, "t")
+        for args, said in ((["ci", "--fail-on-lek"], "unknown option --fail-on-lek; did you mean --fail-on-leak?"),
+                           (["ci", "--reprot", "r.txt"], "unknown option --reprot; did you mean --report?"),
+                           (["run", "--outptu=t"], "unknown option --outptu; did you mean --output?"),
+                           (["run", "--no-such-thing"], "unknown option --no-such-thing"),
+                           (["rnu"], "unknown command 'rnu'; did you mean run?"),
+                           (["ci", "--fail-on-leak", "1MiB"], "--fail-on-leak takes its size after '=': --fail-on-leak=1MiB")):
+            with self.subTest(args=args):
+                p = self.run_fake([*args, "--", PYTHON, self.cmd, "exit", "0"])
+                self.assertEqual((p.returncode, p.stderr), (2, f"gpumemtrace: {said} (see gpumemtrace --help)\n"))
+                self.assertFalse(os.path.exists(marker))  # CMD never ran
+
     def test_report_file(self):
         p = self.run_fake(["run", "-o", "t", "--report", "rep.txt", "--", PYTHON, self.cmd, "exit", "0"])
         self.assertEqual(p.returncode, 0, p.stderr)

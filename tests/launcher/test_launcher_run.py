@@ -3,6 +3,7 @@
 (build/sim/libcudart.so.13) and build/gpumem-report, on tests/launcher/launcher_prog.py."""
 import json
 import os
+import signal
 import sys
 import unittest
 
@@ -35,6 +36,25 @@ class RealLauncher(LauncherTestCase):
         self.assertIn("launcher_prog.py", p.stdout)  # the text report names the Python file
         traces = os.listdir(os.path.join(self.tmp, "t"))
         self.assertEqual(len(traces), 1, traces)
+
+    def test_a_reader_that_left_is_not_an_error(self):
+        # `gpumemtrace ci ... | head`: the reader leaves before CMD and the report write. Nothing is said
+        # about it, and the gate still decides, whether SIGPIPE is ignored (as Python and some CI runners
+        # leave it for their children) or not.
+        for ignored in (False, True):
+            with self.subTest(sigpipe_ignored=ignored):
+                read, write = os.pipe()
+                os.close(read)
+                preexec = (lambda: signal.signal(signal.SIGPIPE, signal.SIG_IGN)) if ignored else None
+                try:
+                    p = self.launch(["ci", "-o", "t%d" % ignored, "--fail-on-leak", "--", *self.prog("leak")],
+                                    stdout=write, preexec_fn=preexec)
+                finally:
+                    os.close(write)
+                self.assertEqual(p.returncode, 1, p.stderr)
+                self.assertIn("FAILED:", p.stderr)
+                for noise in ("Broken pipe", "cannot write", "exited with status", "killed by signal"):
+                    self.assertNotIn(noise, p.stderr)
 
     def read_json_report(self, directory):
         with open(os.path.join(self.tmp, directory, "report.json")) as f:

@@ -61,6 +61,18 @@ def snapshot_corpus():
                   if n.endswith((".pickle", ".pkl", ".json")))
 
 
+def zstd(path, chunks, long_window=False):
+    """Writes the chunks (bytes) zstd-compressed to `path` (the zstd tool, from a pipe). `long_window`:
+    zstd's --long=27 (a 128 MiB window: far smaller files of repeated data, and a 128 MiB decoder)."""
+    with open(path, "wb") as out:
+        proc = subprocess.Popen(["zstd", "-q", "-c", "-3", *(["--long=27"] if long_window else [])],
+                                stdin=subprocess.PIPE, stdout=out)
+        for chunk in chunks:
+            proc.stdin.write(chunk)
+        proc.stdin.close()
+        assert proc.wait(timeout=600) == 0
+
+
 def report_json(*args, rc=0):
     return json.loads(run_report("--format", "json", *args, check_rc=rc).stdout)
 

@@ -7,6 +7,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import tempfile
 import threading
@@ -38,6 +39,25 @@ class CliOutput(ReportTestCase):
         self.assertEqual(proc.returncode, 2, proc.stderr)
         self.assertEqual(len(proc.stderr.strip().splitlines()), 1, proc.stderr)
         self.assertIn("standard output: cannot write the report", proc.stderr)
+
+    def test_standard_output_whose_reader_left_is_not_an_error(self):
+        # `gpumem-report TRACE | head`: the reader leaves before the report is written. Nothing is said
+        # about it, and the gates still decide the exit status, whether SIGPIPE is ignored (as Python
+        # and some CI runners leave it for their children) or not.
+        for ignored in (False, True):
+            for args, rc in ((["--fail-on-leak", TRACE], 1), ([TRACE], 0), (["--format", "json", TRACE], 0)):
+                with self.subTest(sigpipe_ignored=ignored, args=args):
+                    read, write = os.pipe()
+                    os.close(read)  # the reader is gone before the first write
+                    preexec = (lambda: signal.signal(signal.SIGPIPE, signal.SIG_IGN)) if ignored else None
+                    try:
+                        proc = subprocess.run([REPORT, *args], stdout=write, stderr=subprocess.PIPE, text=True,
+                                              timeout=60, preexec_fn=preexec)
+                    finally:
+                        os.close(write)
+                    self.assertEqual(proc.returncode, rc, proc.stderr)
+                    self.assertNotIn("cannot write", proc.stderr)
+                    self.assertEqual(proc.stderr.count("gpumem-report:"), rc, proc.stderr)  # the FAILED message alone
 
     def test_json_of_a_file_name_that_is_not_utf8(self):
         work = tempfile.mkdtemp()
@@ -127,6 +147,24 @@ class Usage(ReportTestCase):
         self.assertEqual(run_report("--fail-on-leak", TRACE).returncode, 1)
         self.assertEqual(run_report("--fail-on-leak=1GiB", TRACE).returncode, 0)
         self.assertEqual(run_report(TRACE, "--fail-on-leak").returncode, 1)
+
+    def test_slips_are_told_what_to_write(self):
+        for args, said in ((["--fail-on-laek", TRACE], "unknown option --fail-on-laek; did you mean --fail-on-leak?"),
+                           (["--fromat=json", TRACE], "unknown option --fromat; did you mean --format?"),
+                           (["--width-of-everything", TRACE], "unknown option --width-of-everything"),
+                           (["--fail-on-leak", "1MiB", TRACE], "--fail-on-leak takes its size after '=': --fail-on-leak=1MiB"),
+                           (["--fail-on-leak", "0", TRACE], "--fail-on-leak takes its size after '=': --fail-on-leak=0")):
+            with self.subTest(args=args):
+                proc = run_report(*args)
+                self.assertEqual((proc.returncode, proc.stdout), (2, ""))
+                self.assertEqual(proc.stderr, f"gpumem-report: {said} (run with --help for more)\n")
+        # A word that names a file is a trace, size or not.
+        work = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, work)
+        shutil.copy(TRACE, os.path.join(work, "1M"))
+        proc = subprocess.run([REPORT, "--fail-on-leak", "1M"], cwd=work, capture_output=True, text=True, timeout=60)
+        self.assertEqual(proc.returncode, 1, proc.stderr)
+        self.assertIn("FAILED: 1M: leaked", proc.stderr)
 
     def test_options_after_diff(self):
         proc = run_report("diff", TRACE, TRACE, "--format", "json", check_rc=0)

@@ -51,6 +51,27 @@ class CutTraces(ReportTestCase):
             f.write(cut)
         return path
 
+    def test_zst_cut_before_its_first_line_is_cut_not_empty(self):
+        # A process killed before the first block of its trace was written leaves a frame without a
+        # block: a cut trace (an error alone, skipped with a warning among several), not an empty file.
+        with open(os.path.join(HERE, "real", "capped.jsonl.zst"), "rb") as f:
+            data = f.read()
+        said = "compressed stream cut short before its first line: the process was killed before its trace's first block was written"
+        for size in (4, 12, 100):
+            cut = self.path("cut%d.jsonl.zst" % size)
+            with open(cut, "wb") as f:
+                f.write(data[:size])
+            proc = run_report(cut)
+            self.assertEqual((proc.returncode, proc.stderr), (EXIT_BAD_INPUT, f"gpumem-report: error: {cut}:1: {said}\n"))
+        folder = self.path("run")
+        os.mkdir(folder)
+        os.rename(self.path("cut12.jsonl.zst"), os.path.join(folder, "cut12.jsonl.zst"))
+        with open(os.path.join(folder, "whole.jsonl.zst"), "wb") as f:
+            f.write(data)
+        proc = run_report(folder, check_rc=0)
+        self.assertIn(f"gpumem-report: warning: {folder}/cut12.jsonl.zst:1: {said}; skipped", proc.stderr)
+        self.assertIn("OOM (device 0)", proc.stdout)
+
     def test_cut_trace_says_where_the_analysis_stops(self):
         proc = run_report(self.disk_full_trace(), check_rc=0)
         self.assertRegex(proc.stdout, r"INCOMPLETE: cut at [0-9.]+ .s: the analysis covers up to [0-9.]+ .s")

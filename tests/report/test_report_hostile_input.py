@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import tempfile
 
+import reportlib
 from reportlib import REPORT, ReportTestCase, report_json, run_measured, run_report, skip_bounds_under_sanitizer
 
 MiB = 1 << 20
@@ -23,13 +24,7 @@ def read(path, mode="rb"):
 
 
 def zstd(path, data_chunks):
-    """Writes the chunks (bytes) zstd-compressed to `path` (the zstd tool, from a pipe)."""
-    with open(path, "wb") as out:
-        proc = subprocess.Popen(["zstd", "-q", "-c", "-3", "--long=27"], stdin=subprocess.PIPE, stdout=out)
-        for chunk in data_chunks:
-            proc.stdin.write(chunk)
-        proc.stdin.close()
-        assert proc.wait(timeout=600) == 0
+    return reportlib.zstd(path, data_chunks, long_window=True)
 
 
 class HostileInput(ReportTestCase):

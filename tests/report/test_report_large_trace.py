@@ -1,6 +1,7 @@
 # tests/report/test_report_large_trace.py — a 1M-event trace: a small HTML report and a progress line.
 """A trace of 1M events: the HTML report stays small and quick to draw, and reading shows a progress
-line on a terminal (a pty) but not in a pipe."""
+line on a terminal (a pty), with how far along it is (of the file's bytes, compressed ones for .zst)
+and the time left, but not in a pipe."""
 import os
 import pty
 import re
@@ -15,6 +16,14 @@ from demo_trace import write_large_trace
 from reportlib import REPORT, ReportTestCase, run_report
 
 EVENTS = 1_000_000
+
+
+def size_text(n):
+    """n bytes as the report writes sizes (report/outputs/units.cpp, format_bytes)."""
+    for unit, factor in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= factor:
+            return "%.1f %s" % (n / factor, unit)
+    return "%d B" % n
 
 
 class LargeTrace(ReportTestCase):
@@ -66,11 +75,32 @@ class LargeTrace(ReportTestCase):
         os.close(controller)
         return proc.wait(timeout=900), got.decode("utf-8", "replace")
 
+    # How far along and how long to go, where the input's size is known: a percentage (never 100 while
+    # reading) of the file's bytes, the rate, and the time left.
+    PROGRESS = r": (\d{1,2})% of ([\d.]+ [KMG]iB), [\d.]+ M events/s, about \d+ (s|min) left"
+
+    def check_progress(self, shown, name, size):
+        lines = re.findall(r"reading " + name + self.PROGRESS, shown)
+        self.assertTrue(lines, shown[-300:])
+        percents = [int(p) for p, _, _ in lines]
+        self.assertEqual(percents, sorted(percents))  # only forward
+        self.assertEqual({total for _, total, _ in lines}, {size})
+        self.assertTrue(shown.endswith("\r\x1b[K"), f"the line is not cleared at the end: {shown[-80:]!r}")
+
     def test_progress_line_on_a_terminal_then_cleared(self):
         rc, shown = self.run_on_pty("--format", "json", self.trace)
         self.assertEqual(rc, 0)
-        self.assertRegex(shown, r"reading .*big\.jsonl: [\d.]+ [KMG]iB, [\d.]+ M events/s")
-        self.assertTrue(shown.endswith("\r\x1b[K"), f"the line is not cleared at the end: {shown[-80:]!r}")
+        self.check_progress(shown, r".*big\.jsonl", size_text(os.path.getsize(self.trace)))
+
+    def test_progress_of_a_compressed_trace_counts_its_compressed_bytes(self):
+        if not shutil.which("zstd"):
+            self.skipTest("no zstd program")
+        packed = os.path.join(self.dir, "big.jsonl.zst")
+        if not os.path.exists(packed):
+            subprocess.run(["zstd", "-q", "-1", self.trace, "-o", packed], check=True)
+        rc, shown = self.run_on_pty("--format", "json", packed)
+        self.assertEqual(rc, 0)
+        self.check_progress(shown, r".*big\.jsonl\.zst", size_text(os.path.getsize(packed)))
 
     def test_one_progress_line_for_traces_read_at_once(self):
         ranks = os.path.join(self.dir, "ranks")
@@ -80,7 +110,7 @@ class LargeTrace(ReportTestCase):
                 os.link(self.trace, os.path.join(ranks, "rank%d.jsonl" % rank))
         rc, shown = self.run_on_pty("-j", "2", "--format", "json", ranks)
         self.assertEqual(rc, 0)
-        self.assertRegex(shown, r"reading 2 traces: [\d.]+ [KMG]iB, [\d.]+ M events/s")
+        self.check_progress(shown, "2 traces", size_text(2 * os.path.getsize(self.trace)))  # both files
         self.assertNotIn("rank0", shown)
         self.assertTrue(shown.endswith("\r\x1b[K"), f"the line is not cleared at the end: {shown[-80:]!r}")
 

@@ -48,6 +48,9 @@ struct Sim {
   }
 };
 
+// A bad GPUMEMTRACE_SIM_* value stops the program when the library is loaded (sim_settings.h).
+__attribute__((constructor)) void check_sim_settings() { gpumemtrace::sim::check_settings(kMaxDevices); }
+
 Sim& sim() {
   static Sim* s = new Sim();  // never destroyed: programs free memory from static destructors
   return *s;

@@ -83,6 +83,9 @@ struct State {
   std::set<const FakeCtx*> contexts;                           // made by cuCtxCreate, not destroyed yet
 };
 
+// A bad GPUMEMTRACE_SIM_* value stops the program when the library is loaded (sim_settings.h).
+__attribute__((constructor)) void check_sim_settings() { gpumemtrace::sim::check_settings(kMaxDevices); }
+
 State& st() {
   static State* s = [] {
     auto* s = new State;

@@ -1,9 +1,12 @@
-// tests/unit/util_test.cpp — unit tests of the shared helpers in util/: byte sizes, suffixes, the clock.
+// tests/unit/util_test.cpp — unit tests of the shared helpers in util/: byte sizes, suffixes, the clock,
+// the nearest name.
 #include <gtest/gtest.h>
 
 #include <string>
+#include <vector>
 
 #include "util/byte_size.h"
+#include "util/edit_distance.h"
 #include "util/ends_with.h"
 #include "util/monotonic_clock.h"
 
@@ -48,6 +51,26 @@ TEST(ByteSize, RejectsCountsPast64Bits) {
   EXPECT_EQ(parse_byte_size("16777215T"), 16777215ull << 40);
   EXPECT_FALSE(parse_byte_size("16777216T"));
   EXPECT_FALSE(parse_byte_size("16777215.9999999999999999999T"));  // the fraction carries it past the top
+}
+
+TEST(NearestName, WithinTheEditsAllowedAndFirstOfEquals) {
+  using gpumemtrace::util::edit_distance;
+  using gpumemtrace::util::nearest_name;
+  EXPECT_EQ(edit_distance("--fail-on-leak", "--fail-on-laek", 5), 1u);  // neighbours swapped: one edit
+  EXPECT_EQ(edit_distance("--top", "--format", 2), 3u);                 // past the cap: cap + 1
+  const std::vector<std::string> options = {"--format", "--frames", "--fail-on-leak", "--fail-on-growth"};
+  const std::string* got = nearest_name("--fromat", options, 2);
+  ASSERT_NE(got, nullptr);
+  EXPECT_EQ(*got, "--format");
+  got = nearest_name("--fail-on-lek", options, 2);
+  ASSERT_NE(got, nullptr);
+  EXPECT_EQ(*got, "--fail-on-leak");
+  EXPECT_EQ(nearest_name("--width", options, 2), nullptr);
+  const char* const commands[] = {"run", "ci"};
+  const char* const* command = nearest_name("rnu", commands, 1);
+  ASSERT_NE(command, nullptr);
+  EXPECT_STREQ(*command, "run");
+  EXPECT_EQ(nearest_name("xyz", commands, 1), nullptr);
 }
 
 TEST(EndsWith, ComparesTheTail) {

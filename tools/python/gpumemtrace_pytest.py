@@ -169,10 +169,10 @@ def pytest_runtest_call(item):
 
 
 def _raised(call, report):
-    """True when this phase failed: the call raised (a skip from the test's body aside), or teardown
-    failed."""
+    """True when this phase failed: the call raised (a skip from the test's body aside; an xfail
+    included) or went over a limit of its own (gpumemtrace_pytest_results), or teardown failed."""
     if call.when == "call":
-        return call.excinfo is not None and not call.excinfo.errisinstance(pytest.skip.Exception)
+        return report.failed or (call.excinfo is not None and not call.excinfo.errisinstance(pytest.skip.Exception))
     return call.when == "teardown" and report.failed
 
 
@@ -202,6 +202,8 @@ def pytest_runtest_makereport(item, call):
     except Exception:
         pass
     try:
-        gpumemtrace.scope_end(item.nodeid, API, failed=failed)
+        results = sys.modules.get("gpumemtrace_pytest_results")
+        bits = results.scope_bits(item.nodeid) if results is not None else 0
+        gpumemtrace.scope_end(item.nodeid, API, failed=failed, result=bits)
     except Exception:
         pass

@@ -17,7 +17,8 @@
   const GM = window.GpuMem || {};
   // Keys with a view of their own; anything else is shown as it comes.
   const KNOWN_TOP = ["summary", "processes", "leaks", "held_at_exit", "peaks", "ooms", "failed_calls", "growth",
-    "fragmentation", "spread", "what_if", "time_to_oom", "scopes", "top_sites", "stack_table", "allocation_timelines"];
+    "fragmentation", "spread", "what_if", "time_to_oom", "scopes", "top_sites", "stack_table", "allocation_timelines",
+    "process_groups"];
   const KNOWN_PROCESS = ["file", "pid", "ppid", "exe", "cmdline", "host", "complete", "killed", "end", "exit_status",
     "signal", "truncated", "incomplete", "cut", "cut_at_ns", "events", "dropped_events", "duration_ns", "leaked_bytes",
     "warnings", "devices", "marks", "marks_total", "rank", "local_rank", "world_size", "pinned_host", "ended_in_oom",
@@ -604,7 +605,8 @@
     });
     const s = doc.spread || {};
     const line = (name, m) => (m ? h("p", {}, `${name}: min ${bytes(m.min)} (pid ${m.min_pid}), max ${bytes(m.max)} (pid ${m.max_pid}), mean ${bytes(Math.round(m.mean))}`) : null);
-    return section(`Across ${doc.processes.length} processes`, line("Peak", s.peak_bytes), line("Leaked", s.leaked_bytes),
+    const drawn = doc.process_groups ? ` (${doc.processes.length} drawn in full)` : "";
+    return section(`Across ${doc.summary.processes} processes${drawn}`, line("Peak", s.peak_bytes), line("Leaked", s.leaked_bytes),
       table(["Process", "Rank", "Trace", "Host", "Peak", "Leaked", "OOMs", "Events", "Ended"], rows, "", [4, 5, 6, 7]));
   }
 
@@ -621,8 +623,8 @@
       const o = crashOom(crashed[0]);
       cards.push(stat(crashed.length > 1 ? `Ran out of memory (${crashed.length} processes)` : "Ran out of memory",
         o ? `${bytes(o.requested)} · ${o.verdict}` : "yes", "bad"));
-    } else if (doc.ooms.length) {
-      cards.push(stat("OOMs / failed", String(doc.ooms.length), "bad"));
+    } else if (s.ooms) {
+      cards.push(stat("OOMs / failed", String(s.ooms), "bad"));  // summed processes' too
     }
     cards.push(stat("Peak", bytes(s.peak_bytes), "accent"));
     const leaked = doc.processes.filter((p) => !endedInOom(p)).reduce((a, p) => a + p.leaked_bytes, 0);
@@ -634,11 +636,23 @@
         (s.leaking_scopes ? ` · ${bytes((doc.scopes || []).reduce((a, x) => a + (x.leaked_bytes || 0), 0))}` : ""),
       s.leaking_scopes ? "bad" : "good"));
     }
-    if (!doc.ooms.length) cards.push(stat("OOMs / failed", "0", "good"));
+    if (!s.ooms) cards.push(stat("OOMs / failed", "0", "good"));
     cards.push(stat("Growing sites", String(doc.growth.length), doc.growth.length ? "warn" : "good"));
     cards.push(stat("Cached at exit", bytes(s.cached_bytes)));
     cards.push(stat("Trace", s.incomplete ? "incomplete" : s.complete ? "complete" : "cut short", s.incomplete || !s.complete ? "warn" : "good"));
     return h("div", { class: "stats top" }, cards);
+  }
+
+  // A run of many processes (process_groups.h): the ones not drawn in full, summed by executable and rank.
+  function groupsSection() {
+    const g = doc.process_groups;
+    const row = (name, x) => [name, String(x.processes), x.first_pid !== undefined ? `pid ${x.first_pid}` : "", bytes(x.peak_bytes.min),
+      bytes(x.peak_bytes.max), bytes(x.leaked_bytes), String(x.ooms), String(x.events), String(x.cut + x.killed_by_signal)];
+    const rows = g.groups.map((x) => row(`${basename(x.exe) || "(not recorded)"}${x.rank === null ? "" : ` rank ${x.rank}`}`, x));
+    if (g.other) rows.push(row(`${g.other.groups} more executables and ranks`, g.other));
+    return section(`${g.processes} more processes, summed by executable and rank`,
+      h("p", { class: "muted" }, `Of ${doc.summary.processes} processes, the ${doc.processes.length} that tell the most are drawn in full (an OOM first, then a leak, growth or a cut trace, then the largest peak).`),
+      table(["Executable", "Processes", "First", "Lowest peak", "Highest peak", "Leaked", "OOMs", "Events", "Cut or killed"], rows));
   }
 
   function render() {
@@ -647,6 +661,7 @@
       h("p", { class: "meta" }, `gpumemtrace · ${s.processes} process${s.processes === 1 ? "" : "es"} · ${s.events} events`)));
     root.appendChild(summaryCards());
     if (doc.processes.length > 1) root.appendChild(spreadSection());
+    if (doc.process_groups) root.appendChild(groupsSection());
     for (const p of doc.processes) root.appendChild(processSection(p));
     root.appendChild(h("footer", {}, "Made by gpumem-report. Everything is in this one file; it makes no network request."));
     // Charts draw in animation frames queued during render(); this one runs after them.

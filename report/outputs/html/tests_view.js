@@ -13,8 +13,11 @@
       const cells = stackCells(list.map((l) => l.stack));
       return list.map((l, i) => h("div", { class: "leak" }, `${bytes(l.bytes)} in ${l.count}: `, cells[i]));
     };
-    const verdict = (s) => (s.checked === false ? "failed: not checked" : !s.closed ? "never ended" : s.leaked_bytes ? "leaked" : "clean");
-    const tone = (s) => (s.checked === false || !s.closed ? "warn" : s.leaked_bytes ? "bad" : "good");
+    // A test that went over a limit of its own (pytest's gpu_memory_limit, gpu_leak_limit) failed for it.
+    const over = (s) => s.over_own_limits || [];
+    const overText = (s) => "over its " + over(s).map((l) => (s.api === "pytest" ? `gpu_${l}_limit` : `${l} limit`)).join(" and ");
+    const verdict = (s) => (over(s).length ? overText(s) : s.checked === false ? "failed: not checked" : !s.closed ? "never ended" : s.leaked_bytes ? "leaked" : "clean");
+    const tone = (s) => (over(s).length ? "bad" : s.checked === false || !s.closed ? "warn" : s.leaked_bytes ? "bad" : "good");
     const leaked = (s) => {
       if (!s.leaked_bytes) return h("span", { class: "muted" }, "–");
       return h("details", { class: "leaks" }, h("summary", {}, `${bytes(s.leaked_bytes)} in ${s.leaked_count}`),
@@ -28,7 +31,7 @@
     };
     const columns = [
       { title: "Test", value: (s) => s.name, cell: (s) => h("span", { class: "test-name" }, GM.breakable(h, s.name)) },
-      { title: "Result", value: (s) => (s.leaked_bytes ? 0 : s.checked === false || !s.closed ? 1 : 2), cell: (s) => h("span", { class: `result ${tone(s)}` }, verdict(s)) },
+      { title: "Result", value: (s) => (s.leaked_bytes || over(s).length ? 0 : s.checked === false || !s.closed ? 1 : 2), cell: (s) => h("span", { class: `result ${tone(s)}` }, verdict(s)) },
       { title: "Leaked", numeric: true, value: (s) => s.leaked_bytes || 0, cell: leaked },
       { title: "Held until GC", numeric: true, value: (s) => s.held_until_gc_bytes || 0, cell: held },
       { title: "Peak", numeric: true, value: (s) => s.peak_bytes || 0, cell: (s) => bytes(s.peak_bytes || 0) },

@@ -21,36 +21,54 @@ pytest plugin registers it).
 Thread-safety: every function may be called from any thread.
 """
 import contextlib
-import ctypes
-import threading
 import time
 
 __all__ = ["scope", "scope_begin", "scope_end", "active", "flush", "trace_path", "gc_callback"]
 
 API = "gpumemtrace.scope"
 
-_lookup_lock = threading.Lock()
-_report = None      # ctypes function gpumemtrace_report_scope(int end, char* name, char* api)
-_looked_up = False  # the library was looked for (found or not: the answer never changes)
+# ctypes is imported only once libgpumemtrace.so is known to be in the process: importing this package
+# (the pytest plugin does, in every pytest run of an environment where the wheel is installed) costs
+# an untraced program no module it did not import itself.
+_functions = {}     # symbol name -> ctypes function (or None: not exported by the library)
+_present = None     # whether libgpumemtrace.so is mapped into this process (the answer never changes)
+
+
+def _library_present():
+    """Whether libgpumemtrace.so is in this process, from /proc/self/maps (no ctypes needed); True
+    when that cannot be read, so that the symbol lookup decides."""
+    global _present
+    if _present is None:
+        try:
+            with open("/proc/self/maps", "rb") as maps:
+                _present = any(b"libgpumemtrace" in line for line in maps)
+        except OSError:
+            _present = True
+    return _present
+
+
+def _symbol(name, argtypes=None, restype=None):
+    """The library's function `name` from the global scope (the library is LD_PRELOADed, never
+    loaded here), or None. Thread-safety: two threads may both look it up; they find the same."""
+    if name in _functions:
+        return _functions[name]
+    fn = None
+    if _library_present():
+        import ctypes
+        try:
+            fn = getattr(ctypes.CDLL(None), name)
+            if argtypes is not None:
+                fn.argtypes = argtypes(ctypes)
+            fn.restype = restype(ctypes) if restype is not None else None
+        except (OSError, AttributeError):
+            fn = None
+    _functions[name] = fn
+    return fn
 
 
 def _function():
-    """gpumemtrace_report_scope from the global scope (the library is LD_PRELOADed, never loaded
-    here), or None."""
-    global _report, _looked_up
-    if _looked_up:
-        return _report
-    with _lookup_lock:
-        if not _looked_up:
-            try:
-                fn = ctypes.CDLL(None).gpumemtrace_report_scope
-                fn.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_char_p]
-                fn.restype = None
-                _report = fn
-            except (OSError, AttributeError):
-                _report = None
-            _looked_up = True
-    return _report
+    """gpumemtrace_report_scope(int end, char* name, char* api), or None."""
+    return _symbol("gpumemtrace_report_scope", lambda c: [c.c_int, c.c_char_p, c.c_char_p])
 
 
 def _encode(text):
@@ -69,34 +87,27 @@ def scope_begin(name, api=API):
         fn(0, _encode(name), _encode(api))
 
 
-def scope_end(name, api=API, failed=False):
+def scope_end(name, api=API, failed=False, result=0):
     """Closes the innermost open scope `name` (opened by scope_begin or scope). failed=True says that
     the work inside failed (the pytest plugin's failed tests): gpumem-report then lists the scope as
-    not checked instead of checking it for leaks."""
+    not checked instead of checking it for leaks. `result`: more bits of its scope_end's result
+    (docs/trace-format.md, "Scopes": the pytest plugin's limits)."""
     fn = _function()
     if fn is not None:
-        fn(2 if failed else 1, _encode(name), _encode(api))
+        fn(1 + (result | (1 if failed else 0)), _encode(name), _encode(api))
 
 
 def flush():
     """Makes everything recorded so far readable in the trace file now (gpumemtrace_flush(): waits at
     most 2 s for the writer). True when done; False without the library or when it timed out."""
-    try:
-        fn = ctypes.CDLL(None).gpumemtrace_flush
-    except (OSError, AttributeError):
-        return False
-    fn.restype = ctypes.c_int
-    return fn() == 0
+    fn = _symbol("gpumemtrace_flush", restype=lambda c: c.c_int)
+    return fn is not None and fn() == 0
 
 
 def trace_path():
     """The absolute path of this process's trace, or None (no library, or it writes no file)."""
-    try:
-        fn = ctypes.CDLL(None).gpumemtrace_trace_path
-    except (OSError, AttributeError):
-        return None
-    fn.restype = ctypes.c_char_p
-    path = fn()
+    fn = _symbol("gpumemtrace_trace_path", restype=lambda c: c.c_char_p)
+    path = fn() if fn is not None else None
     return path.decode("utf-8", "surrogateescape") if path else None
 
 
@@ -121,12 +132,9 @@ def gc_callback():
     never nest (gcmodule.c, gcstate->collecting), so one `began` serves them all."""
     if time.get_clock_info("monotonic").implementation != "clock_gettime(CLOCK_MONOTONIC)":
         return None  # not the trace's clock: the times would not compare
-    try:
-        report = ctypes.CDLL(None).gpumemtrace_report_gc
-    except (OSError, AttributeError):
+    report = _symbol("gpumemtrace_report_gc", lambda c: [c.c_uint64], lambda c: c.c_int)
+    if report is None:
         return None
-    report.argtypes = [ctypes.c_uint64]
-    report.restype = ctypes.c_int
     clock = time.monotonic_ns
     began = 0
 

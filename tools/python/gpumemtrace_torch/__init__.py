@@ -1,10 +1,10 @@
 # tools/python/gpumemtrace_torch/__init__.py — PyTorch caching-allocator events for gpumemtrace.
 """PyTorch caching-allocator events for gpumemtrace. See docs/pytorch.md.
 
-install() is called by tools/python/sitecustomize.py at interpreter start. It does nothing until the
-program imports torch itself (an import hook: we never import torch), and nothing on the GPU until the
-program initialises CUDA itself (torch.cuda._lazy_call: we never initialise CUDA — that would break
-programs that fork DataLoader workers first). Then it turns on PyTorch's allocation history and
+on_torch_imported() is called by tools/python/sitecustomize.py once the program imported torch itself
+(sitecustomize watches for it; we never import torch, and this package is imported only then). It
+does nothing on the GPU until the program initialises CUDA itself (torch.cuda._lazy_call: we never
+initialise CUDA — that would break programs that fork DataLoader workers first). Then it turns on PyTorch's allocation history and
 forwards it into the trace through libgpumemtrace.so:
   - from a daemon thread, whenever PyTorch's own counters say enough entries have piled up (so the
     ring does not wrap between two drains), at most every GPUMEMTRACE_TORCH_POLL_MS;
@@ -63,7 +63,7 @@ def _env_int(name, default, lo, hi, warn):
 
 
 class TorchHook:
-    """The hook's state: one per process (HOOK below), from install() to exit.
+    """The hook's state: one per process (HOOK below), from install(torch) to exit.
 
     Thread-safety: drains run on the poller thread, the OOM observer's thread (the allocating one), the
     atexit/SIGTERM thread, pytest's (drain_now) and a program thread calling _record_memory_history
@@ -98,17 +98,14 @@ class TorchHook:
         except Exception:
             pass
 
-    def install(self):
+    def install(self, torch):
         if os.environ.get("GPUMEMTRACE_TORCH", "auto").lower() in ("0", "off", "no", "false"):
             return
         b = _bridge_mod.load()
         if b is None:
             return  # not under libgpumemtrace.so
         self.bridge = b
-        if "torch" in sys.modules:
-            self.on_torch_imported(sys.modules["torch"])
-        else:
-            sys.meta_path.insert(0, _TorchImportHook(self.on_torch_imported))
+        self.on_torch_imported(torch)
 
     def on_torch_imported(self, torch):
         try:
@@ -341,56 +338,13 @@ class TorchHook:
             os.kill(os.getpid(), signal.SIGTERM)
 
 
-class _TorchImportHook:
-    """Meta path finder that only watches: when `torch` is about to be executed it wraps the real
-    loader's exec_module so that `on_import(torch)` runs right after torch/__init__.py finished."""
-
-    def __init__(self, on_import):
-        self._busy = False
-        self._on_import = on_import
-
-    def find_spec(self, fullname, path=None, target=None):
-        if fullname != "torch" or self._busy:
-            return None
-        self._busy = True
-        try:
-            import importlib.util
-            spec = importlib.util.find_spec(fullname)
-        except Exception:
-            spec = None
-        finally:
-            self._busy = False
-        try:
-            sys.meta_path.remove(self)
-        except ValueError:
-            pass
-        loader = getattr(spec, "loader", None)
-        if loader is None or not hasattr(loader, "exec_module"):
-            return spec
-        orig = loader.exec_module
-        on_import = self._on_import
-
-        def exec_module(module, _orig=orig):
-            _orig(module)
-            try:
-                del loader.exec_module  # back to the class's method
-            except AttributeError:
-                pass
-            on_import(module)
-
-        try:
-            loader.exec_module = exec_module
-        except Exception:
-            pass
-        return spec
-
-
 HOOK = TorchHook()
 
 
-def install():
-    """Called by tools/python/sitecustomize.py at interpreter start."""
-    HOOK.install()
+def on_torch_imported(torch):
+    """Called by tools/python/sitecustomize.py once the program's `import torch` has run torch's
+    __init__: turns the hook on when libgpumemtrace.so is in the process."""
+    HOOK.install(torch)
 
 
 def drain_now():
