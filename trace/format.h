@@ -200,6 +200,7 @@ inline constexpr const char* kFieldStartTime = "start_time_ns";   // CLOCK_REALT
 inline constexpr const char* kFieldClock = "clock";               // "monotonic": what "t" counts
 inline constexpr const char* kFieldClockStart = "clock_start_ns"; // CLOCK_MONOTONIC at start
 inline constexpr const char* kFieldBackend = "backend";           // "interpose" | "cupti"
+inline constexpr const char* kBackendPytorchSnapshot = "pytorch_snapshot";  // the snapshot import's
 inline constexpr const char* kFieldStackDepth = "stack_depth";
 inline constexpr const char* kFieldOnFull = "on_full";            // "wait" | "drop"
 inline constexpr const char* kFieldLibrary = "library";           // gpumemtrace version string
@@ -262,6 +263,9 @@ inline constexpr const char* kFieldRange = "range";         // scope events of a
 inline constexpr const char* kFieldDelayed = "delayed";     // true: reported after the fact with its
                                                             // own "t" (PyTorch history); its seq is
                                                             // the report's, order it by t (see sync)
+inline constexpr const char* kFieldInitial = "initial";     // true: the state a PyTorch snapshot's
+                                                            // history started from (t 0), not an
+                                                            // event of the history (snapshot import)
 // meminfo events use kFieldFree and kFieldTotal.
 
 // Version 2 event lines: no "type"; the first key is kFieldEventSite. The fields a site holds

@@ -38,7 +38,7 @@ namespace gpumemtrace {
   X(kSimCapacity, "GPUMEMTRACE_SIM_CAPACITY") X(kSimDevices, "GPUMEMTRACE_SIM_DEVICES")                  \
   X(kSimNoDevice, "GPUMEMTRACE_SIM_NO_DEVICE") X(kBuild, "GPUMEMTRACE_BUILD")                            \
   X(kTestPreload, "GPUMEMTRACE_TEST_PRELOAD") X(kFuzzBriefSeconds, "GPUMEMTRACE_FUZZ_BRIEF_SECONDS")     \
-  X(kGpuChecksHome, "GPUMEMTRACE_HOME") X(kSnapshotCorpus, "GPUMEMTRACE_SNAPSHOT_CORPUS")
+  X(kGpuChecksHome, "GPUMEMTRACE_HOME")
 
 namespace var {
 #define GPUMEMTRACE_VARIABLE_NAME(id, text) inline constexpr char id[] = text;

@@ -256,6 +256,7 @@ Placement CachingAllocatorModel::malloc(uint64_t requested, uint64_t stream) {
     ++stats_.ooms;
     return Placement{};
   }
+  seeded_free_.clear();  // the seeding is over
   Params p;
   p.stream = stream;
   p.size = round_size(requested, settings_);
@@ -278,6 +279,7 @@ Placement CachingAllocatorModel::malloc(uint64_t requested, uint64_t stream) {
     out.segment = block->segment;
     out.offset = block->ptr - block->base;
     out.size = block->size;
+    out.expandable = block->es != nullptr;
   } else {
     ++stats_.ooms;
   }
@@ -563,18 +565,129 @@ Block* CachingAllocatorModel::find_expandable_block(uint64_t stream, Pool& pool,
     if (allocatable(c->prev)) c = c->prev;
     if (has_room(c)) return c;
   }
+  return new_expandable(stream, pool, 0);
+}
+
+// A new expandable segment: its whole address range one unmapped block (returned), at `base` (0: an
+// address of the model's own).
+Block* CachingAllocatorModel::new_expandable(uint64_t stream, Pool& pool, uint64_t base) {
   Expandable& es = expandables_.emplace_back();
   es.id = next_segment_++;
   es.page = pool.small ? kSmallBuffer : kLargeBuffer;
   const uint64_t reserve = device_total_ + device_total_ / 8;
   es.max_pages = (reserve + es.page - 1) / es.page;
-  es.base = take_address(es.size());
+  if (base) {
+    es.base = base;
+    ranges_[base] = es.size();
+  } else {
+    es.base = take_address(es.size());
+  }
   Block* candidate = new_block(stream, es.size(), &pool, es.base, es.id);
   candidate->base = es.base;
   candidate->mapped = false;
   candidate->es = &es;
   pool.unmapped.insert(candidate);
   return candidate;
+}
+
+// ---- the state a recording started from (seed_*) ----
+
+uint32_t CachingAllocatorModel::seed_segment(uint64_t addr, uint64_t size, uint64_t stream) {
+  Pool& pool = size <= kSmallBuffer ? *small_ : *large_;
+  const uint32_t segment = next_segment_++;
+  ranges_[addr] = size;
+  Block* block = new_block(stream, size, &pool, addr, segment);
+  block->base = addr;
+  pool.insert_into_blocks(block);
+  seeded_free_[addr] = block;
+  stats_.reserved += size;
+  note_reserved_up();
+  return segment;
+}
+
+uint32_t CachingAllocatorModel::seed_mapped(uint64_t addr, uint64_t size, uint64_t stream, uint64_t* base) {
+  Pool& pool = size % kLargeBuffer == 0 ? *large_ : *small_;
+  const uint64_t page = pool.small ? kSmallBuffer : kLargeBuffer;
+  // The unmapped range of a seeded expandable segment of this pool and stream that holds addr.
+  Block* unmapped = nullptr;
+  for (Block* b : pool.unmapped) {
+    if (b->stream == stream && b->es->page == page && b->ptr <= addr && addr - b->ptr < b->size &&
+        size <= b->size - (addr - b->ptr)) {
+      unmapped = b;
+      break;
+    }
+  }
+  if (!unmapped) unmapped = new_expandable(stream, pool, addr);
+  Expandable& es = *unmapped->es;
+  if (unmapped->ptr < addr) {  // the part in front stays unmapped, a block of its own
+    Block* before = new_block(stream, addr - unmapped->ptr, &pool, unmapped->ptr, es.id);
+    before->base = es.base;
+    before->mapped = false;
+    before->es = &es;
+    pool.unmapped.erase(unmapped);
+    before->splice(unmapped->prev, unmapped);
+    unmapped->ptr = addr;
+    unmapped->size -= before->size;
+    pool.unmapped.insert(unmapped);
+    pool.unmapped.insert(before);
+  }
+  // map_block counts the pages as reserved; the recording mapped them before it started: no
+  // SegmentOp, no cudaMalloc call of the replay.
+  const uint64_t segment_allocs = stats_.segment_allocs;
+  const size_t ops = ops_.size();
+  if (map_block(unmapped, size)) seeded_free_[unmapped->ptr] = unmapped;
+  ops_.resize(ops);
+  stats_.segment_allocs = segment_allocs;
+  *base = es.base;
+  return es.id;
+}
+
+// The free block that holds addr (seeding only): seeded_free_, checked, else a search.
+Block* CachingAllocatorModel::free_block_at(uint64_t addr) {
+  auto holds = [&](const Block* b) {
+    return !b->dead && b->mapped && !b->allocated && !b->pending && b->ptr <= addr && addr - b->ptr < b->size;
+  };
+  auto it = seeded_free_.upper_bound(addr);
+  if (it != seeded_free_.begin() && holds(std::prev(it)->second)) return std::prev(it)->second;
+  for (Block& b : block_storage_) {  // merged away since (map_block): rare
+    if (holds(&b)) {
+      seeded_free_[b.ptr] = &b;
+      return &b;
+    }
+  }
+  return nullptr;
+}
+
+Placement CachingAllocatorModel::seed_block(uint64_t addr, uint64_t requested) {
+  Block* b = free_block_at(addr);
+  if (!b) return Placement{};
+  Pool& pool = *b->pool;
+  pool.blocks.erase(b);
+  seeded_free_.erase(b->ptr);
+  if (b->ptr < addr) {  // the free space in front stays free
+    Block* front = new_block(b->stream, addr - b->ptr, &pool, b->ptr, b->segment);
+    front->base = b->base;
+    front->es = b->es;
+    front->splice(b->prev, b);
+    b->ptr = addr;
+    b->size -= front->size;
+    pool.insert_into_blocks(front);
+    seeded_free_[front->ptr] = front;
+  }
+  const uint64_t size = std::min(round_size(requested, settings_), b->size);
+  if (size < b->size && should_split(b, size)) {  // [A][B] alloc_found_block's split
+    Block* rest = new_block(b->stream, b->size - size, &pool, addr + size, b->segment);
+    rest->base = b->base;
+    rest->es = b->es;
+    rest->splice(b, b->next);
+    b->size = size;
+    pool.insert_into_blocks(rest);
+    seeded_free_[rest->ptr] = rest;
+  }
+  b->allocated = true;
+  stats_.allocated += b->size;
+  stats_.peak_allocated = std::max(stats_.peak_allocated, stats_.allocated);
+  return Placement{b, b->segment, b->ptr - b->base, b->size, b->es != nullptr};
 }
 
 // [A][B] try_allocate_expandable_block: map the candidate's pages, then the following unmapped range,

@@ -53,6 +53,7 @@ struct Placement {
   uint32_t segment = 0;    // the segment (or expandable segment) it lies in
   uint64_t offset = 0;     // its offset there
   uint64_t size = 0;       // its rounded size (what PyTorch counts as allocated)
+  bool expandable = false; // in an expandable segment (whose reported segments are its mapped runs)
 };
 
 struct ModelStats {
@@ -106,6 +107,24 @@ class CachingAllocatorModel {
   // torch.cuda.empty_cache(): release_cached_blocks().
   void empty_cache();
 
+  // The state a recording started from (a snapshot's history begins mid-run), given before the first
+  // request, in this order: every segment, then every live block in address order. A seeded
+  // segment counts as reserved and makes no SegmentOp (the recording made it before it started).
+  // A regular segment of `size` bytes at `addr` on `stream`, free (its pool: small up to kSmallBuffer
+  // bytes, the only size the small pool's cudaMalloc makes; a large pool's segment is larger). Returns
+  // its id.
+  uint32_t seed_segment(uint64_t addr, uint64_t size, uint64_t stream);
+  // A mapped range [addr, addr + size) of an expandable segment on `stream`: it joins the seeded
+  // expandable segment of the same pool and stream whose address range holds it, else starts one at
+  // `addr` (its pool: large when the range is a whole number of 20 MiB pages, else small). Free.
+  // Returns the expandable segment's id; *base: where its address range starts.
+  uint32_t seed_mapped(uint64_t addr, uint64_t size, uint64_t stream, uint64_t* base);
+  // A block live before the recording at `addr` (in a seeded segment or mapped range), of `requested`
+  // bytes: it takes the front of the free space there, as alloc_found_block would have, with the rest
+  // split off or not by should_split (so its extent is the rounded request, or up to the next block
+  // when the rest was too small to split). .block == nullptr when no seeded free space holds it.
+  Placement seed_block(uint64_t addr, uint64_t requested);
+
   // Segment operations made since the last take_ops(), in order.
   const std::vector<SegmentOp>& ops() const { return ops_; }
   void clear_ops() { ops_.clear(); }
@@ -140,6 +159,8 @@ class CachingAllocatorModel {
   void insert_free(Block* block);
 
   Block* find_expandable_block(uint64_t stream, Pool& pool, uint64_t size);
+  Block* new_expandable(uint64_t stream, Pool& pool, uint64_t base);
+  Block* free_block_at(uint64_t addr);
   Block* try_allocate_expandable_block(uint64_t stream, Pool& pool, uint64_t size);
   bool map_block(Block* to_map, uint64_t size);
   void unmap_block(Block* block);
@@ -158,6 +179,7 @@ class CachingAllocatorModel {
   uint32_t next_segment_ = 1;
   bool peak_pending_ = false;
 
+  std::map<uint64_t, Block*> seeded_free_;  // while seeding (until the first malloc): free blocks by address
   NodePool nodes_;  // the pools' set nodes: created and destroyed on nearly every request
   std::deque<Block> block_storage_;
   std::vector<Block*> free_slots_;

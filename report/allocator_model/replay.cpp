@@ -68,6 +68,7 @@ struct AllocatorReplay::Device {
   std::unordered_map<uint64_t, uint64_t> runtime_live;  // this process's CUDA allocations: addr -> size
   uint64_t runtime_bytes = 0;
   bool has_reading = false;
+  uint64_t limit = 0;             // limit_device(): the capacity until the first reading
   uint64_t reading_free = 0, reading_runtime = 0, reading_recorded = 0;
   bool oom_path_open = false;     // a CUDA allocation failed: releases now are the allocator's retry
   bool in_release_burst = false;  // the releases of one empty_cache() come together
@@ -112,6 +113,10 @@ void AllocatorReplay::on_device(const DeviceInfo& info) {
   }
 }
 
+void AllocatorReplay::limit_device(int32_t device, uint64_t bytes) {
+  if (device >= 0) this->device(device).limit = bytes;
+}
+
 // The model is made at the device's first PyTorch event, under the recorded settings; without any, a
 // map before any segment_alloc says the recording ran with expandable segments.
 void AllocatorReplay::ensure_model(Device& d, bool expandable_hint) {
@@ -146,7 +151,13 @@ void AllocatorReplay::on_settings(const Event& e) {
 // The capacity now (see Device): set before each request, since what the process holds outside
 // PyTorch's segments moves.
 void AllocatorReplay::update_capacity(Device& d) {
-  if (!d.has_reading) return;
+  if (!d.has_reading) {
+    if (d.limit) {
+      d.out.capacity = d.limit;
+      d.model->set_capacity(d.limit);
+    }
+    return;
+  }
   uint64_t capacity;
   if (d.runtime_bytes || d.reading_runtime) {
     const uint64_t outside = d.runtime_bytes > d.recorded_reserved ? d.runtime_bytes - d.recorded_reserved : 0;
@@ -215,7 +226,22 @@ void AllocatorReplay::apply(const Event& e) {
   }
 }
 
+// The state the recording started from (events marked "initial": a snapshot's history began mid-run):
+// its segments and mapped ranges go into the model as they were, made before the replay starts.
+void AllocatorReplay::seed_segment(Device& d, const Event& e) {
+  const bool map = e.op == Op::Map && e.api == kApiSegmentMap;
+  if (!map && !(e.op == Op::Alloc && e.api == kApiSegmentAlloc && e.kind == Kind::Device)) return;
+  ensure_model(d, map);
+  uint64_t base = e.addr;
+  const uint32_t segment = map ? d.model->seed_mapped(e.addr, e.size, e.stream, &base)
+                               : d.model->seed_segment(e.addr, e.size, e.stream);
+  d.base_of[segment] = base;
+  d.recorded_reserved += e.size;
+  d.out.recorded_reserved_peak = std::max(d.out.recorded_reserved_peak, d.recorded_reserved);
+}
+
 void AllocatorReplay::on_segment(Device& d, const Event& e) {
+  if (e.initial) return seed_segment(d, e);
   RecordedOp op;
   op.addr = e.addr;
   op.size = e.size;
@@ -259,6 +285,15 @@ void AllocatorReplay::on_segment(Device& d, const Event& e) {
 
 void AllocatorReplay::on_block_alloc(Device& d, const Event& e) {
   ensure_model(d, false);
+  if (e.initial) {  // a block live when the recording started: where it was, with its extent
+    const Placement placed = d.model->seed_block(e.addr, e.size);
+    if (placed.block) {
+      d.live[e.addr] = placed.block;
+    } else if (check_) {
+      diverge(d, e, "the block at " + hex(e.addr) + ", live when the recording started, lies in no segment of it");
+    }
+    return;
+  }
   d.in_release_burst = false;
   d.oom_path_open = false;
   ++d.out.requests;
@@ -290,7 +325,9 @@ void AllocatorReplay::on_block_alloc(Device& d, const Event& e) {
     diverge(d, e, "the block at " + hex(e.addr) + " lies in a segment the replay cannot match to a recorded one");
     return;
   }
-  const uint64_t recorded_base = e.has_segment ? e.segment : base->second;
+  // An expandable segment is reported as its mapped runs, each a "segment" of its own that moves as
+  // pages are unmapped: the block's absolute address is what the two must agree on.
+  const uint64_t recorded_base = e.has_segment && !placed.expandable ? e.segment : base->second;
   if (recorded_base != base->second || e.addr - recorded_base != placed.offset) {
     diverge(d, e, "block of " + bytes(e.size) + " at offset " + hex(e.addr - recorded_base) + " of segment " +
                       hex(recorded_base) + " in the recording, at offset " + hex(placed.offset) +
@@ -307,7 +344,10 @@ void AllocatorReplay::on_block_free(Device& d, const Event& e) {
   auto it = d.live.find(e.addr);
   if (it == d.live.end() || !d.model) return;  // allocated before the trace, or refused by the model
   if (completed) {
-    d.model->complete_free(it->second);
+    // free_completed: the block is reusable now; when no free_requested came first (a snapshot's
+    // importer writes only this one, as both are adjacent when no other stream used the block), its
+    // bytes drop now too.
+    d.model->free(it->second);
     d.live.erase(it);
   } else if (d.frees_complete_later) {
     d.model->request_free(it->second);  // stays in `live` until its free_completed

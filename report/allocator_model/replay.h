@@ -93,6 +93,10 @@ class AllocatorReplay {
   AllocatorReplay& operator=(AllocatorReplay&&) noexcept;
 
   void on_device(const DeviceInfo& info);
+  // What the device could hold at most, where the trace says it only late (a snapshot: at an OOM, its
+  // reserved bytes + the device's free bytes then): the capacity before the first reading, so that no
+  // setting is replayed into more memory than the device has.
+  void limit_device(int32_t device, uint64_t bytes);
   // An "allocator_settings" record, in timeline order.
   void on_settings(const Event& e);
   void apply(const Event& e);
@@ -107,6 +111,7 @@ class AllocatorReplay {
   void on_block_free(Device& d, const Event& e);
   void on_oom(Device& d, const Event& e);
   void on_segment(Device& d, const Event& e);
+  void seed_segment(Device& d, const Event& e);
   void ensure_model(Device& d, bool expandable_hint);
   AllocatorSettings settings_for(const Device& d) const;
   void update_capacity(Device& d);

@@ -88,6 +88,21 @@ ProcessReport analyze_source(ByteSource& source, const std::string& name,
 }
 
 namespace {
+// A snapshot that contradicts itself (blocks outside its segments, a history its final state denies):
+// what it says of its segments cannot be trusted, so nothing built on them is given, as PyTorch's own
+// segsum refuses such a snapshot. The what-if replay is not run either (what_if_settings).
+void without_inconsistent_figures(ProcessReport& report) {
+  report.inconsistent_input = true;
+  report.growth.clear();
+  report.time_to_oom.clear();
+  report.fragmentation.clear();
+  for (PeakReport& peak : report.peaks) {
+    peak.has_fragmentation = false;
+    peak.fragmentation = FragmentationPoint();
+  }
+  for (OomReport& oom : report.ooms) oom.fragmentation = FragmentationPoint();
+}
+
 // analyze_file() without the what-if replays: the report's own pass.
 ProcessReport analyze_file_once(const std::string& path, const Suppressions& suppressions, ReadObserver* observer,
                                 bool allocation_timeline);
@@ -109,7 +124,7 @@ void replay_what_if(const std::string& path, const AnalysisRequest& request, Pro
     }
   }
   SymbolTable symbols;
-  WhatIfPass pass(settings, request.recorded);
+  WhatIfPass pass(settings, request.recorded, report);
   read_trace(*source, path, symbols, pass);
   pass.finish(request, report);
 }
@@ -137,14 +152,11 @@ ProcessReport analyze_file_once(const std::string& path, const Suppressions& sup
     } catch (const TraceError& e) {  // a converter bug: name the pickle, not a line of a trace it never saw
       throw TraceError(path, 0, "PyTorch snapshot: converted trace is invalid: " + e.message());
     }
-    // The converter's warnings (history entries that contradict the final state, ...) first.
+    // The converter's warnings (the one line naming what is inconsistent, ...) first.
     std::vector<std::string> warnings;
     for (const std::string& warning : stats.warnings) warnings.push_back("PyTorch snapshot: " + warning);
-    if (stats.inconsistencies > stats.warnings.size()) {
-      warnings.push_back("PyTorch snapshot: " + std::to_string(stats.inconsistencies) +
-                         " history entries contradict the final state in all");
-    }
     report.warnings.insert(report.warnings.begin(), warnings.begin(), warnings.end());
+    if (stats.inconsistencies) without_inconsistent_figures(report);
     return report;
   }
   std::unique_ptr<ByteSource> source;

@@ -16,6 +16,9 @@ bool AutogradAttribution::on_backward_scope(const Event& e) {
 }
 
 SiteId AutogradAttribution::site_for(const Event& e) const {
+  // A block the snapshot's history starts with, without the frames of its allocation: recorded before
+  // recording started. One with frames is charged to them, as any block.
+  if (e.initial && e.op == Op::BlockAlloc && !e.stack) return make_site(e.stack, Attribution::BeforeRecording);
   const bool frameless_block = !e.stack && (e.op == Op::BlockAlloc || e.kind == Kind::Block) &&
                                is_torch_api(e.api);
   if (!frameless_block) return make_site(e.stack);
@@ -34,6 +37,9 @@ Stack resolve_site(const SymbolTable& symbols, SiteId site) {
       break;
     case Attribution::NoFrames:
       marker.function = "[PyTorch thread without Python frames (autograd engine)]";
+      break;
+    case Attribution::BeforeRecording:
+      marker.function = "[allocated before recording started]";
       break;
   }
   stack.insert(stack.begin(), std::move(marker));

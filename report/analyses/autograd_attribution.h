@@ -6,7 +6,9 @@
 // torch.autograd.backward call with scope_begin/scope_end events of api "torch.backward", whose
 // stack is the caller's (the user's `loss.backward()` line). While one is open, a frameless
 // PyTorch block is charged to that stack (Attribution::Backward); outside one, it is marked as
-// allocated on a thread without Python frames (Attribution::NoFrames), never left blank.
+// allocated on a thread without Python frames (Attribution::NoFrames), never left blank. A frameless
+// block a snapshot's history started with (an "initial" event) was allocated before recording started
+// (Attribution::BeforeRecording).
 //
 // Single-threaded; memory: the open backward calls (bounded by kMaxDepth).
 #pragma once

@@ -37,8 +37,15 @@ namespace {
 // consequence of its blocks growing (reported at the block level), not a growth of its own.
 void collect_level(const Ledger& ledger, Level level, int32_t device, uint32_t windows_used, bool skip_segments,
                    const SymbolTable& symbols, std::vector<GrowthReport>& out) {
+  // Growth is the level's total rising (what it holds once each window's temporaries are gone), and a
+  // site whose rise that explains: a site that only took the place of another's memory (a bounded
+  // cache refilled from a second call site) is no growth while the total stays flat, nor one whose
+  // kept memory (its floor at its last high, temporaries aside) rose by more than twice the total's.
+  uint64_t total_rise = 0;
+  if (!ledger.floor_grows(windows_used, &total_rise)) return;
   for (const auto& [site_id, site] : ledger.sites()) {
-    if (!is_growing(site, windows_used)) continue;
+    const uint64_t kept_rise = site.last_floor - std::min(site.last_floor, site.first_high);
+    if (!is_growing(site, windows_used) || kept_rise > 2 * total_rise) continue;
     Stack stack = resolve_site(symbols, site_id);
     if (skip_segments && is_allocator_segment_stack(stack)) continue;
     GrowthReport g;

@@ -2,7 +2,12 @@
 //
 // Each ledger site records its rises (new highs it kept memory for: its floor rose, ledger.h) and
 // the run windows in which they came. A site grows when it rose in at least a quarter of the run's
-// windows (and at least 3), spread over at least half of the run, and still in its last quarter.
+// windows (and at least 3), spread over at least half of the run, and still in its last quarter;
+// and when its level's total (the device's, or pinned host memory's) grew: the least it held in each
+// window (its floor, once that window's temporaries are gone) rose by the same rule, by at least half
+// of what the site kept (Ledger::floor_grows). A site that only replaces another's memory (a bounded
+// cache refilled from a second call site) is not growth. Memory the trace starts with (a snapshot's
+// state before its history) is the baseline, never a rise.
 // One-off allocations (one high), alloc/free of the same amount each iteration (a high in the first
 // iteration only), a buffer allocated larger each iteration and freed each time (new highs, no
 // rise), warm-up loops (rises packed at the start) and bounded caches (filled, then flat) fail

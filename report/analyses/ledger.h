@@ -8,6 +8,7 @@
 // allocations that each set a new peak costs one copy, not one per allocation.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <unordered_map>
@@ -72,8 +73,13 @@ class Ledger {
   // Live bytes only, no history (highs, rises, peak): memory whose time is unknown (a capped
   // trace's live set at the end).
   void add_live(SiteId site, uint64_t bytes);
-  // A pending peak snapshot is taken first (in `phase`): live bytes are about to go down.
-  void remove(SiteId site, uint64_t bytes, const std::string& phase);
+  // Memory the trace starts with (a PyTorch snapshot's state before its history): live, and part
+  // of the peak, but a baseline for growth, not a rise: the site's first high, and the level's first floor.
+  void add_initial(SiteId site, uint64_t bytes, uint64_t seq, uint64_t time_ns);
+  // A pending peak snapshot is taken first (in `phase`): live bytes are about to go down. `window`:
+  // the growth window of the event (that of the last add() when not given).
+  void remove(SiteId site, uint64_t bytes, const std::string& phase, uint32_t window = kSameWindow);
+  static constexpr uint32_t kSameWindow = ~0u;
   // Drops every live byte (device reset), after taking a pending snapshot as remove() does.
   void clear_live(const std::string& phase);
 
@@ -82,6 +88,10 @@ class Ledger {
   void fold_windows();
 
   uint64_t live() const { return live_; }
+  // Whether the level's total grew over the run: the least it held in a growth window (its floor,
+  // what stays once each window's temporaries are gone) rose from window to window by the rule a
+  // site's highs follow (growth.h). *rise: the highest floor less the first window's.
+  bool floor_grows(uint32_t windows_used, uint64_t* rise) const;
   uint64_t peak() const { return peak_.bytes; }
   const Snapshot& peak_snapshot() const { return peak_; }
   // The n largest live stacks now; *other gets the bytes of the rest.
@@ -92,6 +102,11 @@ class Ledger {
   // sites_[id], through last_: an event's site is most often the previous event's. Creates it when
   // `create`, else nullptr when it is not there.
   Site* find_site(SiteId id, bool create);
+  // After `site` gained bytes: a new high, and whether it was a rise (see Site).
+  static void note_high(Site& site, uint64_t time_ns, uint32_t window);
+  static void note_baseline(Site& site, uint64_t time_ns);
+  void note_peak(uint64_t seq, uint64_t time_ns);
+  void enter_window(uint32_t window);
 
   std::unordered_map<SiteId, Site> sites_;
   // The site of the last add or remove. Elements of an unordered_map never move and sites are never
@@ -108,6 +123,16 @@ class Ledger {
     }
   };
   LastSite last_;
+  // The least live bytes in each growth window (kNoFloor: not reached yet), and the window of the last
+  // change; windows without a change hold what was live when they began.
+  static constexpr uint64_t kNoFloor = ~uint64_t{0};
+  std::array<uint64_t, GrowthWindows::kWindows> floors_ = make_floors();
+  uint32_t window_ = 0;
+  static std::array<uint64_t, GrowthWindows::kWindows> make_floors() {
+    std::array<uint64_t, GrowthWindows::kWindows> floors;
+    floors.fill(kNoFloor);
+    return floors;
+  }
   uint64_t live_ = 0;
   Snapshot peak_;
   bool snapshot_pending_ = false;

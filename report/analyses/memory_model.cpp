@@ -48,6 +48,7 @@ void MemoryModel::apply(const Event& e, uint64_t position, SiteId site) {
   position_ = position;
   seq_ = e.seq;
   time_ = e.t;
+  initial_ = e.initial;
   if (e.op == Op::Trim) return on_trim(e);
   DeviceState& state = device_state(e.device);
   if (history_ended_) return apply_after_history(e, site, state);
@@ -66,7 +67,7 @@ void MemoryModel::apply(const Event& e, uint64_t position, SiteId site) {
       on_free(e, state);
       break;
     case Op::BlockAlloc:
-      ++summary.block_allocations;
+      ++(initial_ ? summary.initial_blocks : summary.block_allocations);
       on_block_alloc(e, site, state);
       break;
     case Op::BlockFree:
@@ -91,6 +92,11 @@ void MemoryModel::apply(const Event& e, uint64_t position, SiteId site) {
       break;
     default:
       break;  // reserve/unreserve: address space only (docs/report.md); marks, scopes: no memory
+  }
+  if (initial_) {  // the state so far is the one the history starts from (initial events come first)
+    summary.initial_reserved = state.reserved.live();
+    summary.initial_allocated = state.allocated.live();
+    if ((e.op == Op::Alloc && e.kind == Kind::Device) || (e.op == Op::Map && is_torch_api(e.api))) ++summary.initial_segments;
   }
 }
 
@@ -160,13 +166,14 @@ Holding holding_of(uint64_t key, const MemoryModel::Block& b) {
 void MemoryModel::acquire(DeviceState& state, Level level, uint64_t key, const Allocation& a) {
   Ledger& ledger = ledger_of(state, level);
   if (history_ended_) ledger.add_live(a.site, a.size);
+  else if (initial_) ledger.add_initial(a.site, a.size, seq_, time_);
   else ledger.add(a.site, a.size, seq_, time_, window_);
   const Holding h = holding_of(level, key, a, level == Level::Physical ? 0 : key);
   for (ModelListener* listener : listeners_) listener->on_acquire(h);
 }
 
 void MemoryModel::release(const Holding& h) {
-  ledger_of(device_state(h.device), h.level).remove(h.site, h.size, phase_);
+  ledger_of(device_state(h.device), h.level).remove(h.site, h.size, phase_, window_);
   for (ModelListener* listener : listeners_) listener->on_release(h);
 }
 
@@ -192,6 +199,7 @@ bool MemoryModel::merges_with_live_segment(const Event& e) {
   if (is_torch_api(e.api)) {
     if (live->second.torch) return false;
     live->second.torch = true;  // the torch event only says the range is a segment
+    if (!live->second.cached) cache_segment(live);
     return true;
   }
   if (live->second.torch_only && live->second.size == e.size) {
@@ -204,7 +212,7 @@ bool MemoryModel::merges_with_live_segment(const Event& e) {
 void MemoryModel::on_alloc(const Event& e, SiteId site, DeviceState& state) {
   const bool plain = e.kind != Kind::Virtual && e.kind != Kind::Block && e.kind != Kind::Physical;
   if (plain && merges_with_live_segment(e)) return;
-  if (!history_ended_) ++(e.kind == Kind::Host ? host_.allocations : state.summary.allocations);
+  if (!history_ended_ && !initial_) ++(e.kind == Kind::Host ? host_.allocations : state.summary.allocations);
   if (e.kind == Kind::Virtual) return;  // address space only: never counted as memory
   if (e.kind == Kind::Block) return on_block_alloc(e, site, state);
   const bool torch = is_torch_api(e.api);
@@ -240,15 +248,16 @@ void MemoryModel::on_alloc(const Event& e, SiteId site, DeviceState& state) {
     ++replaced_live_;  // a free we never saw (or a writer bug): the old range ends here
     end_allocation(existing);
   }
-  allocations_.emplace(e.addr, allocation);
+  auto inserted = allocations_.emplace(e.addr, allocation).first;
+  if (torch && e.kind == Kind::Device) cache_segment(inserted);  // PyTorch's segment: cached, blocks or not
   acquire(state, level_of(allocation), e.addr, allocation);
 }
 
 void MemoryModel::end_allocation(AllocationIt it) {
   const uint64_t addr = it->first;
   const Allocation allocation = it->second;
-  if (allocation.has_blocks) untrack_segment(it);
   if (allocation.has_blocks && allocation.block_bytes) end_blocks_in(addr, allocation.size, allocation.device);
+  if (allocation.cached) uncache_segment(it);
   if (allocation.pool >= 0) pools_[static_cast<size_t>(allocation.pool)].cached += allocation.size;
   allocations_.erase(addr);
   release(holding_of(level_of(allocation), addr, allocation, addr));
@@ -303,11 +312,11 @@ void MemoryModel::on_block_alloc(const Event& e, SiteId site, DeviceState& state
   block.torch = is_torch_api(e.api);
   auto segment = segment_of(e);
   if (segment != allocations_.end()) {
-    if (!segment->second.has_blocks) track_segment(segment);
+    segment->second.has_blocks = true;
     segment->second.block_bytes += e.size;
-    device_state(segment->second.device).segments.allocated += e.size;
     block.segment = segment->first;
     block.in_segment = true;
+    if (!segment->second.cached) cache_segment(segment);  // a cudaMalloc'ed range a block lands in
   }
   gaps_around(blocks_.emplace(e.addr, block).first, true);
   Allocation as_allocation;
@@ -329,14 +338,7 @@ void MemoryModel::on_block_free(const Event& e, DeviceState& state) {
   const Block block = it->second;
   if (block.in_segment) {
     auto segment = allocations_.find(block.segment);
-    if (segment != allocations_.end()) {
-      const uint64_t gone = std::min(segment->second.block_bytes, block.size);
-      segment->second.block_bytes -= gone;
-      if (segment->second.has_blocks) {
-        uint64_t& allocated = device_state(segment->second.device).segments.allocated;
-        allocated -= std::min(allocated, gone);
-      }
-    }
+    if (segment != allocations_.end()) segment->second.block_bytes -= std::min(segment->second.block_bytes, block.size);
   }
   gaps_around(it, false);
   blocks_.erase(it);
@@ -403,7 +405,7 @@ void MemoryModel::on_reset(int32_t device, DeviceState& state) {
   for (Pool& pool : pools_) {
     if (pool.device == device) pool.cached = 0;
   }
-  retrack_all();
+  uncache_device(device);
   for (const Holding& h : gone) {
     if (h.level == Level::Host) host_.ledger.remove(h.site, h.size, phase_);  // the context's pinned memory too
     for (ModelListener* listener : listeners_) listener->on_release(h);
@@ -437,18 +439,22 @@ void MemoryModel::end_blocks_in(uint64_t start, uint64_t size, int32_t device) {
 
 void MemoryModel::on_map(const Event& e) {
   if (e.has_handle) handle_at_[e.handle] = e.addr;
-  if (is_torch_api(e.api) && e.size) torch_mapped_[e.addr] = std::max(torch_mapped_[e.addr], e.size);
+  if (is_torch_api(e.api) && e.size) {
+    torch_mapped_[e.addr] = std::max(torch_mapped_[e.addr], e.size);
+    map_cached(e.addr, range_end(e.addr, e.size), e.device);  // an expandable segment's pages: cached memory
+  }
 }
 
 void MemoryModel::on_unmap(const Event& e) {
   if (!is_torch_api(e.api)) return;  // the handle stays mapped as far as we know until it is freed
   auto it = torch_mapped_.lower_bound(e.addr);
   while (it != torch_mapped_.end() && it->first < e.addr + e.size) it = torch_mapped_.erase(it);
+  unmap_cached(e.addr, range_end(e.addr, e.size), e.device);
 }
 
 bool MemoryModel::is_segment(uint64_t addr) const {
   auto it = allocations_.find(addr);
-  return it != allocations_.end() && (it->second.has_blocks || it->second.torch);
+  return it != allocations_.end() && it->second.cached;
 }
 
 uint64_t MemoryModel::block_bytes_in(uint64_t start, uint64_t size, int32_t device) const {
@@ -478,118 +484,6 @@ bool MemoryModel::is_allocator_chunk(uint64_t handle, const Allocation& chunk, u
   if (range == torch_mapped_.begin()) return false;
   --range;
   return addr < range->first + range->second;
-}
-
-// ---- fragmentation bookkeeping (SegmentGaps) ----
-
-namespace {
-
-uint64_t end_of(uint64_t start, uint64_t size) { return size > UINT64_MAX - start ? UINT64_MAX : start + size; }
-uint64_t gap(uint64_t from, uint64_t to) { return to > from ? to - from : 0; }
-void add_gap(std::multiset<uint64_t>& gaps, uint64_t size) {
-  if (size) gaps.insert(size);
-}
-void remove_gap(std::multiset<uint64_t>& gaps, uint64_t size) {
-  if (!size) return;
-  auto it = gaps.find(size);
-  if (it != gaps.end()) gaps.erase(it);
-}
-
-}  // namespace
-
-// The segment with block data whose range holds `addr`, or allocations_.end().
-MemoryModel::AllocationIt MemoryModel::tracked_segment_at(uint64_t addr) {
-  auto it = allocations_.upper_bound(addr);
-  if (it == allocations_.begin()) return allocations_.end();
-  --it;
-  if (!it->second.has_blocks || addr >= end_of(it->first, it->second.size)) return allocations_.end();
-  return it;
-}
-
-namespace {
-
-// Calls `visit(gap)` for each gap of the segment [start, end): between its blocks, and at its ends.
-template <typename Visit>
-void for_each_gap(const MemoryModel::BlockMap& blocks, uint64_t start, uint64_t end, Visit visit) {
-  uint64_t cursor = start;
-  for (auto b = blocks.lower_bound(start); b != blocks.end() && b->first < end; ++b) {
-    visit(gap(cursor, b->first));
-    cursor = end_of(b->first, b->second.size);
-  }
-  visit(gap(cursor, end));
-}
-
-}  // namespace
-
-// A segment starts (or stops) carrying block data: its size, block bytes and gaps join (leave)
-// its device's totals. O(blocks inside it), once per segment.
-void MemoryModel::track_segment(AllocationIt segment) {
-  Allocation& a = segment->second;
-  a.has_blocks = true;
-  SegmentGaps& totals = device_state(a.device).segments;
-  totals.reserved += a.size;
-  totals.allocated += a.block_bytes;
-  for_each_gap(blocks_, segment->first, end_of(segment->first, a.size),
-               [&](uint64_t size) { add_gap(totals.gaps, size); });
-}
-
-void MemoryModel::untrack_segment(AllocationIt segment) {
-  Allocation& a = segment->second;
-  SegmentGaps& totals = device_state(a.device).segments;
-  totals.reserved -= std::min(totals.reserved, a.size);
-  totals.allocated -= std::min(totals.allocated, a.block_bytes);
-  for_each_gap(blocks_, segment->first, end_of(segment->first, a.size),
-               [&](uint64_t size) { remove_gap(totals.gaps, size); });
-  a.has_blocks = false;
-}
-
-// After a reset: every device's totals again from the live segments (resets are rare, and the
-// reset itself already walks every live allocation).
-void MemoryModel::retrack_all() {
-  for (auto& [device, state] : devices_) state.segments = SegmentGaps();
-  for (auto it = allocations_.begin(); it != allocations_.end(); ++it) {
-    if (it->second.has_blocks) track_segment(it);
-  }
-}
-
-// `block` was just inserted into blocks_ (or is about to be erased): the gap it sits in splits in
-// two (or the two around it merge). O(log n).
-void MemoryModel::gaps_around(BlockIt block, bool inserted) {
-  auto segment = tracked_segment_at(block->first);
-  if (segment == allocations_.end()) return;
-  const uint64_t start = segment->first, end = end_of(start, segment->second.size);
-  uint64_t before = start;  // where the gap in front of `block` starts
-  if (block != blocks_.begin()) {
-    auto previous = std::prev(block);
-    if (previous->first >= start) before = end_of(previous->first, previous->second.size);
-  }
-  uint64_t after = end;  // where the gap behind it ends
-  auto next = std::next(block);
-  if (next != blocks_.end() && next->first < end) after = next->first;
-  std::multiset<uint64_t>& gaps = device_state(segment->second.device).segments.gaps;
-  const uint64_t whole = gap(before, after), left = gap(before, block->first),
-                 right = gap(end_of(block->first, block->second.size), after);
-  if (inserted) {
-    remove_gap(gaps, whole);
-    add_gap(gaps, left);
-    add_gap(gaps, right);
-  } else {
-    remove_gap(gaps, left);
-    remove_gap(gaps, right);
-    add_gap(gaps, whole);
-  }
-}
-
-FragmentationPoint MemoryModel::measure_fragmentation(int32_t device) const {
-  FragmentationPoint point;
-  const DeviceState* state = devices_.find(device);
-  if (!state) return point;
-  const SegmentGaps& totals = state->segments;
-  point.reserved = totals.reserved;
-  point.allocated = totals.allocated;
-  point.largest_free_block = totals.gaps.empty() ? 0 : *totals.gaps.rbegin();
-  point.free_in_reserved = point.reserved - std::min(point.reserved, point.allocated);
-  return point;
 }
 
 }  // namespace gpumemtrace::report

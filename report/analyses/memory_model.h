@@ -34,6 +34,9 @@
 
 namespace gpumemtrace::report {
 
+// The end of [start, start + size), clamped at 2^64 - 1.
+inline uint64_t range_end(uint64_t start, uint64_t size) { return size > UINT64_MAX - start ? UINT64_MAX : start + size; }
+
 // True for events PyTorch reported (snapshot import, live tensor-level events): api "torch.*".
 inline bool is_torch_api(std::string_view api) { return api.size() >= 6 && api.substr(0, 6) == "torch."; }
 
@@ -74,8 +77,10 @@ class MemoryModel {
     uint64_t time_ns = 0;      // when it was acquired
     int32_t device = -1;
     Kind kind = Kind::Device;
-    bool has_blocks = false;   // a caching allocator's segment: its free part is cached, not leaked;
-                               // its gaps are in its device's SegmentGaps while it is true
+    bool has_blocks = false;   // a block landed in it: a caching allocator's segment, whose free
+                               // part is cached, not leaked
+    bool cached = false;       // a caching allocator's segment (PyTorch's, or has_blocks): in cached_,
+                               // with or without a block now (fragmentation.cpp)
     uint64_t block_bytes = 0;  // live block bytes inside (when has_blocks)
     int32_t pool = -1;         // index into pools_ (async)
     bool torch = false;        // PyTorch's (api "torch.*": snapshot import, live events)
@@ -109,15 +114,23 @@ class MemoryModel {
     uint64_t stride_ = 1;
     uint64_t skipped_ = 0;
   };
-  // Fragmentation bookkeeping of one device, updated on every block and segment change in
-  // O(log n), so that a measurement (at each new block-level peak, at each OOM) costs O(1): the
-  // segments with block data (Allocation::has_blocks) and the free gaps inside them. A gap is the
-  // space between a block (or the segment's start) and the next block that starts inside the
-  // segment (or the segment's end); blocks never overlap in a well-formed trace.
+  // Fragmentation bookkeeping of one device (fragmentation.cpp), updated on every block, segment
+  // and mapping change in O(log n), so that a measurement (at each new block-level peak, at each OOM)
+  // costs O(1): the caching allocators' cached memory (every live segment, with or without a block
+  // now, and the mapped ranges of expandable segments: cached_) and the free gaps inside it. A gap is
+  // the space between a block (or its range's start) and the next block that starts inside the range
+  // (or the range's end); blocks never overlap in a well-formed trace.
   struct SegmentGaps {
-    uint64_t reserved = 0;          // bytes of the segments with block data
-    uint64_t allocated = 0;         // their block_bytes
-    std::multiset<uint64_t> gaps;   // every non-empty gap of those segments
+    uint64_t reserved = 0;          // bytes of the cached ranges
+    uint64_t allocated = 0;         // bytes of the blocks that start inside them
+    std::multiset<uint64_t> gaps;   // every non-empty gap of those ranges
+  };
+  // One cached range: a segment (an Allocation with `cached`), or a run of mapped pages of
+  // expandable segments (touching runs merge: one range, as PyTorch's snapshot reports them).
+  struct CachedRange {
+    uint64_t end = 0;
+    int32_t device = -1;
+    bool mapped = false;
   };
   struct DeviceState {
     DeviceSummary summary;
@@ -247,10 +260,16 @@ class MemoryModel {
   uint64_t block_bytes_in(uint64_t start, uint64_t size, int32_t device) const;
   void end_blocks_in(uint64_t start, uint64_t size, int32_t device);
 
-  AllocationIt tracked_segment_at(uint64_t addr);
-  void track_segment(AllocationIt segment);
-  void untrack_segment(AllocationIt segment);
-  void retrack_all();
+  // fragmentation.cpp: the cached ranges and their gaps.
+  using CachedMap = std::map<uint64_t, CachedRange>;
+  CachedMap::iterator cached_at(uint64_t addr);
+  void add_cached(uint64_t start, uint64_t end, int32_t device, bool mapped);
+  void remove_cached(CachedMap::iterator range);
+  void cache_segment(AllocationIt segment);
+  void uncache_segment(AllocationIt segment);
+  void uncache_device(int32_t device);
+  void map_cached(uint64_t start, uint64_t end, int32_t device);
+  void unmap_cached(uint64_t start, uint64_t end, int32_t device);
   void gaps_around(BlockIt block, bool inserted);
 
   std::vector<ModelListener*> listeners_;
@@ -261,6 +280,7 @@ class MemoryModel {
   std::string phase_;
   uint64_t replaced_live_ = 0;  // allocations at an address that was still live
   bool history_ended_ = false;
+  bool initial_ = false;   // the event being applied is one of the state a snapshot's history started from
   bool reading_used_ = false;
   NodePool nodes_;                                    // before the containers it serves
   AllocationMap allocations_{&nodes_};                // CUDA-level ranges by start address
@@ -268,6 +288,7 @@ class MemoryModel {
   BlockMap blocks_{&nodes_};                          // caching-allocator blocks by address
   std::unordered_map<uint64_t, uint64_t> handle_at_;  // physical handle -> address it is mapped at
   std::map<uint64_t, uint64_t> torch_mapped_;         // ranges PyTorch said it mapped: addr -> size
+  CachedMap cached_;                                  // the caching allocators' cached ranges, by start
   uint64_t orphan_blocks_ = 0;                        // blocks ended by their segment's free
   uint64_t orphan_bytes_ = 0;
   DeviceTable<DeviceState> devices_;

@@ -78,6 +78,7 @@ void ProcessAnalyzer::on_device(const DeviceInfo& info) {
 
 void ProcessAnalyzer::on_event(const Event& e) {
   ++events_;
+  initial_events_ += e.initial;
   if (events_ == 1) first_time_ = e.t;
   last_time_ = std::max(last_time_, e.t);
   bool widened = false;
@@ -153,12 +154,14 @@ ProcessReport ProcessAnalyzer::finish(const std::string& file, const ReadResult&
   out.exit_status = footer_.exit_status;
   out.end_signal = footer_.signal;
   out.events = events_;
+  out.initial_events = initial_events_;
   out.dropped_events = dropped_;
   out.first_time_ns = first_time_;
   // The process's time is that of its events: the footer's end_time also counts the recorder's own
   // work at exit (flushing, symbolizing), which is no part of the program's run.
   out.last_time_ns = last_time_;
   out.warnings = read.warnings;
+  out.snapshot = header_.backend == format::kBackendPytorchSnapshot;
   if (model_.replaced_live()) {
     out.warnings.push_back(std::to_string(model_.replaced_live()) +
                            " allocations at an address that was still live (a free was not recorded)");
@@ -197,7 +200,7 @@ ProcessReport ProcessAnalyzer::finish(const std::string& file, const ReadResult&
   collect_growth(model_, clock_.windows_used(), symbols_, out.growth);
   top_sites_.finish(symbols_, out);              // first: the timeline ranks its stacks by the sites
   if (allocation_timeline_) timeline_.finish(out);
-  collect_time_to_oom(model_, out);
+  collect_time_to_oom(model_, out);  // after the OOMs: none is forecast on a device that had one
   for (DeviceSummary& d : out.devices) {
     for (const OomReport& oom : out.ooms) d.ooms += oom.device == d.device ? 1 : 0;
   }

@@ -81,6 +81,7 @@ class ProcessAnalyzer : public TraceHandler {
   uint64_t last_time_ = 0;
   uint64_t last_acquire_ = 0;  // of the last allocation or block that succeeded (story.h: a crash)
   uint64_t events_ = 0;
+  uint64_t initial_events_ = 0;  // a snapshot's state before its history
   std::vector<Mark> marks_;
   uint64_t marks_total_ = 0;
   std::string mark_phase_;  // the last mark's label: the phase of threads with no NVTX range open

@@ -294,6 +294,12 @@ struct DeviceSummary {
   uint64_t library_bytes = 0;       // held by a CUDA library at the end
   uint64_t alive_at_exit_bytes = 0; // caching-allocator blocks still referenced at the end
   uint64_t ooms = 0;                // out-of-memory incidents
+  // A PyTorch snapshot: the state its history started from (its "initial" events, which the counts
+  // above leave out): segments (and expandable segments' mapped ranges), blocks, and their bytes.
+  uint64_t initial_segments = 0;
+  uint64_t initial_blocks = 0;
+  uint64_t initial_reserved = 0;
+  uint64_t initial_allocated = 0;
   std::vector<TimelineSample> timeline;  // reserved/allocated over the run, bounded, evenly thinned
   // A capped trace (GPUMEMTRACE_MAX_BYTES): every figure above covers the events up to the cap.
   // What was live at the end (its `live` records) is known; when, and any peak after the cap, not.
@@ -401,6 +407,11 @@ struct ProcessReport {
   // Cut, killed or crashed: the program did not end on its own terms, so nothing live at the end is a
   // leak and a scope still open then gets no verdict.
   bool ended_early() const { return cut() || killed_by_signal() || ended_in_oom; }
+  // A PyTorch memory snapshot (header backend "pytorch_snapshot"): a moment of a run, not its end.
+  bool snapshot = false;
+  // The snapshot contradicts itself (its first warning says how): no figure is given that depends on it.
+  bool inconsistent_input = false;
+  uint64_t initial_events = 0;      // of `events`: the state the snapshot's history started from
   uint64_t events = 0;
   uint64_t dropped_events = 0;      // > 0: the analysis is incomplete
   uint64_t first_time_ns = 0;

@@ -47,7 +47,8 @@ Role Roles::block_role(SiteId site) {
   auto cached = block_roles_.find(site);
   if (cached != block_roles_.end()) return cached->second;
   Role role = Role::Other;
-  bool backward = site_attribution(site) != Attribution::None;
+  const Attribution attribution = site_attribution(site);
+  bool backward = attribution == Attribution::Backward || attribution == Attribution::NoFrames;
   if (!backward) {
     // The innermost telling frame decides: a parameter created inside forward() (lazy modules)
     // is a parameter, an activation made inside the optimizer's step is optimizer state.

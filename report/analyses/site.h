@@ -18,6 +18,9 @@ enum class Attribution : uint8_t {
   None = 0,      // the trace's own stack for this allocation
   Backward = 1,  // allocated by the autograd engine while this stack's backward() ran
   NoFrames = 2,  // a PyTorch block recorded without frames, and no backward() open to charge it to
+  // A block live when a PyTorch snapshot's history began (an "initial" event), without frames:
+  // allocated before recording started.
+  BeforeRecording = 3,
 };
 
 inline SiteId make_site(StackId stack, Attribution how = Attribution::None) {

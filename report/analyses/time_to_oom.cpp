@@ -5,7 +5,12 @@ namespace gpumemtrace::report {
 
 void collect_time_to_oom(const MemoryModel& model, ProcessReport& report) {
   for (const GrowthReport& g : report.growth) {
-    if (g.rises < 2 || g.peak_bytes <= g.first_bytes) continue;
+    // Nothing left to grow from (the site, or its device, holds nothing at the end), or the device
+    // already ran out of memory in this run: no forecast.
+    if (g.rises < 2 || g.peak_bytes <= g.first_bytes || g.final_bytes == 0) continue;
+    bool had_oom = false;
+    for (const OomReport& oom : report.ooms) had_oom = had_oom || oom.device == g.device;
+    if (had_oom) continue;
     auto it = model.devices().find(g.device);
     if (it == model.devices().end()) continue;
     const MemoryModel::DeviceState& state = it->second;
@@ -17,6 +22,7 @@ void collect_time_to_oom(const MemoryModel& model, ProcessReport& report) {
     t.bytes_per_step = (g.peak_bytes - g.first_bytes) / t.steps;
     if (!t.bytes_per_step) continue;
     const uint64_t reserved = state.reserved.live();
+    if ((g.level == Level::Block ? state.allocated.live() : reserved) == 0) continue;
     if (state.has_meminfo) {
       const uint64_t since = reserved > state.meminfo_reserved ? reserved - state.meminfo_reserved : 0;
       t.free_bytes = state.meminfo_free > since ? state.meminfo_free - since : 0;

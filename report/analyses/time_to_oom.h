@@ -8,7 +8,8 @@
 // process reserved since; without a reading, the device's total less what this process holds (nothing
 // else assumed on the device). For a caching allocator's blocks, the allocator's free cached bytes count
 // as room too. Then steps left = memory left / bytes per step, time left = steps left * pace.
-// An estimate at a constant rate: it says so in every output.
+// An estimate at a constant rate: it says so in every output. None for a site that holds nothing at
+// the end, on a device that holds nothing then, or on a device that already had an OOM in the run.
 #pragma once
 
 #include "report/analyses/memory_model.h"

@@ -73,6 +73,7 @@ WhatIfRow make_row(const allocator_model::DeviceReplay& r) {
 
 std::vector<std::string> what_if_settings(const ProcessReport& report, const AnalysisRequest& request) {
   std::vector<std::string> out;
+  if (report.inconsistent_input) return out;  // a snapshot that contradicts itself: nothing to replay
   if (!request.settings.empty()) {
     out.push_back("");
     out.insert(out.end(), request.settings.begin(), request.settings.end());
@@ -88,9 +89,26 @@ std::vector<std::string> what_if_settings(const ProcessReport& report, const Ana
   return out;
 }
 
-WhatIfPass::WhatIfPass(const std::vector<std::string>& settings, const std::string& recorded) : settings_(settings) {
+WhatIfPass::WhatIfPass(const std::vector<std::string>& settings, const std::string& recorded,
+                       const ProcessReport& report)
+    : settings_(settings) {
   replays_.reserve(settings.size());
   for (size_t i = 0; i < settings.size(); ++i) replays_.emplace_back(settings[i], recorded, i == 0);
+  // A device whose size the trace does not give (a snapshot) held at most what was reserved at an OOM
+  // plus what was free then: no replay may reserve more.
+  std::map<int32_t, uint64_t> limits;
+  for (const DeviceSummary& d : report.devices) {
+    if (d.total) limits[d.device] = 0;  // known: the replay reads it from the trace itself
+  }
+  for (const OomReport& oom : report.ooms) {
+    if (!oom.has_device_free || (limits.count(oom.device) && limits[oom.device] == 0)) continue;
+    limits[oom.device] = std::max(limits[oom.device], oom.live_bytes + oom.device_free);
+  }
+  for (const auto& [device, bytes] : limits) {
+    for (allocator_model::AllocatorReplay& r : replays_) {
+      if (bytes) r.limit_device(device, bytes);
+    }
+  }
 }
 
 void WhatIfPass::on_device(const DeviceInfo& info) {
@@ -115,6 +133,7 @@ void WhatIfPass::finish(const AnalysisRequest& request, ProcessReport& report) {
   for (auto& [device, replays] : by_device) {
     if (replays.size() != settings_.size()) continue;  // a device some replay never modeled
     const allocator_model::DeviceReplay& recorded = replays[0];
+    if (recorded.requests == 0 && recorded.ooms.empty()) continue;  // nothing was asked of the allocator
     WhatIfReport w;
     w.device = device;
     w.recorded_settings = recorded.settings;
@@ -201,6 +220,13 @@ void WhatIfPass::finish(const AnalysisRequest& request, ProcessReport& report) {
       for (size_t i = 1; i < w.rows.size(); ++i) tried += (i > 1 ? ", " : "") + w.rows[i].settings;
       w.advice = "no allocator setting replayed (" + tried + ") lowers the reserved peak" +
                  (w.oom_seqs.empty() ? "" : " or avoids the OOM");
+    }
+    if (!w.faithful) {
+      // A replay that did not reproduce the recording predicts nothing: no row, no advice, no
+      // headroom (the divergence is what is reported).
+      w.rows.clear();
+      w.advice.clear();
+      w.has_headroom = false;
     }
     report.what_if.push_back(std::move(w));
   }

@@ -8,6 +8,9 @@
 // standard candidates (kCandidates) are tried. A setting is named in advice only when its replay shows
 // it helps: the OOM does not happen and no request the recording served fails, or the reserved peak
 // drops by kHelpsShare and kHelpsMin.
+// A replay of the recorded settings that did not reproduce the recording gives no row, advice or
+// headroom (only where it parted); a snapshot that contradicts itself is not replayed, nor a device
+// that asked nothing of the allocator.
 //
 // Headroom (an estimate, and it says so): the activations and backward temporaries held at the
 // allocated peak, times a factor f, still fit the capacity when
@@ -49,7 +52,8 @@ std::vector<std::string> what_if_settings(const ProcessReport& report, const Ana
 // run, checked against the recording).
 class WhatIfPass : public TraceHandler {
  public:
-  WhatIfPass(const std::vector<std::string>& settings, const std::string& recorded);
+  // `report`: the first pass's, for what it learnt of each device's capacity (its OOMs' readings).
+  WhatIfPass(const std::vector<std::string>& settings, const std::string& recorded, const ProcessReport& report);
   void on_device(const DeviceInfo& info) override;
   void on_event(const Event& e) override;
   void on_allocator_settings(const Event& e) override;

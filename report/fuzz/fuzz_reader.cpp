@@ -21,7 +21,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     // The what-if replays (what_if.h) over the same bytes: the allocator model meets hostile events too.
     auto again = memory_byte_source(std::string_view(reinterpret_cast<const char*>(data), size));
     SymbolTable symbols;
-    WhatIfPass pass({"", "expandable_segments:True", "max_split_size_mb:64,roundup_power2_divisions:4"}, "");
+    WhatIfPass pass({"", "expandable_segments:True", "max_split_size_mb:64,roundup_power2_divisions:4"}, "", reports[0]);
     read_trace(*again, "fuzz", symbols, pass);
     pass.finish(AnalysisRequest{}, reports[0]);
     std::ostringstream sink;

@@ -20,9 +20,11 @@
 #include <cstdio>
 #include <fstream>
 #include <map>
+#include <set>
 #include <unordered_map>
 
 #include "report/import/pickle_reader.h"
+#include "trace/alloc_conf.h"
 #include "trace/format.h"
 #include "trace/json_line.h"
 #include "trace/torch_actions.h"
@@ -126,8 +128,11 @@ struct DeviceState {
   std::map<uint64_t, Block> blocks;           // live blocks by address
   // Forward pass only: the physical chunks behind the mapped ranges, start -> (end, stack). Each one
   // is reported like cuMemCreate (an `alloc` of kind physical whose addr is the handle; the chunk's
-  // start address serves as handle) so that reserved memory counts it.
+  // start address serves as handle) so that reserved memory counts it. A mapped range is cut into
+  // chunks at every address where the history maps or unmaps (cuts), so that an unmap releases whole
+  // chunks: reserved bytes move by exactly what was unmapped, never through a dip or a bump.
   std::map<uint64_t, std::pair<uint64_t, uint32_t>> chunks;
+  std::set<uint64_t> cuts;
 };
 
 // Frames of PyTorch's own stack capture, not the program's: dropped like the recorder drops its own.
@@ -157,12 +162,15 @@ class Converter {
   void warn(const std::string& msg) {
     if (stats_.warnings.size() < kMaxWarnings) stats_.warnings.push_back(msg);
   }
+  // A history entry the final state contradicts: counted, the first one named (inconsistency_line).
   void inconsistent(const char* what, const Entry& e) {
-    ++stats_.inconsistencies;
+    if (contradictions_++ > 0) return;
     char buf[160];
     snprintf(buf, sizeof buf, "%s (device %d, addr 0x%" PRIx64 ", size %" PRIu64 ")", what, e.device, e.addr, e.size);
-    warn(buf);
+    first_contradiction_ = buf;
   }
+  // The one line that names what is inconsistent, "" when nothing is.
+  std::string inconsistency_line() const;
   // An integer field of a segment, block or history entry; `fallback` when it is absent. An address
   // or stream may be a negative int64 (PyTorch's C++ pickler writes them so); a size may not. Anything
   // else present (a float, NaN, a negative size, a string) is read as `fallback` too, and counted: one
@@ -193,6 +201,8 @@ class Converter {
   void read_segments(uint32_t segments);
   void read_traces(uint32_t traces);
   void reverse_replay();
+  void leave_out_blocks_outside_segments();
+  void write_settings(uint32_t settings);
   uint32_t stack_of(uint32_t frames);
   uint32_t frame_id(std::string_view function, std::string_view file, int64_t line, bool python);
   // An event line in line_: begin_event writes the fields every event has, the caller adds its
@@ -225,11 +235,14 @@ class Converter {
   }
   std::string limit_error() const;
   void emit_initial_state();
-  void map_chunk(uint64_t t, int device, uint64_t start, uint64_t end, uint32_t stack, bool with_map_event);
+  void map_range(uint64_t t, int device, uint64_t start, uint64_t end, uint32_t stack);
+  void map_chunk(uint64_t t, int device, uint64_t start, uint64_t end, uint32_t stack);
   void unmap_range(uint64_t t, int device, uint64_t start, uint64_t end, uint32_t stack);
   void emit_entry(const Entry& e);
   DeviceState& dev(int device) { return devices_[device]; }
   bool segment_of(int device, uint64_t addr, uint64_t* segment);
+  // True when [addr, addr + size) lies in a live regular segment or a mapped range now.
+  bool inside_live_segment(int device, uint64_t addr, uint64_t size);
   uint64_t t_of(int64_t time_us) const {
     return time_us > t0_us_ ? static_cast<uint64_t>(time_us - t0_us_) * 1000u : 0;
   }
@@ -251,6 +264,13 @@ class Converter {
   uint64_t output_bytes_ = 0;
   uint64_t bad_numbers_ = 0;        // integer fields that held something else (u64)
   std::string first_bad_number_;
+  bool initial_ = false;            // writing the state before the history (events marked "initial")
+  // What is inconsistent (inconsistency_line): blocks outside every segment (left out, and their
+  // frees with them), and history entries the final state contradicts.
+  uint64_t blocks_outside_ = 0;
+  uint64_t contradictions_ = 0;
+  std::string first_contradiction_;
+  std::map<int, std::set<uint64_t>> left_out_;  // per device: blocks of the history left out, by address
   std::unordered_map<std::string, uint32_t> frame_ids_;
   std::map<std::vector<uint32_t>, uint32_t> stack_ids_;
   std::unordered_map<uint32_t, uint32_t> stack_by_node_;
@@ -303,6 +323,12 @@ void Converter::read_segments(uint32_t segments) {
       // but the block is not reusable until its streams are done: still live in our timeline.
       if (state != "active_allocated" && state != "active_awaiting_free" && state != "active_pending_free")
         continue;
+      // A live block must lie in its segment; one that does not (a synthetic snapshot) is left out:
+      // counted in the one inconsistency line, never counted as memory no segment holds.
+      if (addr < base || size > total || addr - base > total - size) {
+        ++blocks_outside_;
+        continue;
+      }
       Block b;
       b.size = size_of(blk, "requested_size", 0);
       if (b.size == 0) b.size = size;
@@ -390,6 +416,130 @@ void Converter::reverse_replay() {
   }
 }
 
+// Blocks live at the start that no segment live at the start holds: left out, as read_segments
+// leaves out a final block outside its segment.
+void Converter::leave_out_blocks_outside_segments() {
+  for (auto& [device, d] : devices_) {
+    for (auto it = d.blocks.begin(); it != d.blocks.end();) {
+      if (inside_live_segment(device, it->first, it->second.size)) {
+        ++it;
+        continue;
+      }
+      ++blocks_outside_;
+      it = d.blocks.erase(it);
+    }
+  }
+}
+
+std::string Converter::inconsistency_line() const {
+  if (!blocks_outside_ && !contradictions_) return "";
+  std::string line = "inconsistent snapshot: ";
+  if (blocks_outside_) {
+    line += std::to_string(blocks_outside_) + (blocks_outside_ == 1 ? " block lies" : " blocks lie") +
+            " outside every segment (left out)";
+  }
+  if (contradictions_) {
+    line += std::string(blocks_outside_ ? "; " : "") + std::to_string(contradictions_) +
+            (contradictions_ == 1 ? " history entry contradicts" : " history entries contradict") +
+            " the final state (the first: " + first_contradiction_ + ")";
+  }
+  return line + "; no fragmentation, growth or what-if figures are given, as PyTorch's own segsum refuses such a snapshot";
+}
+
+// The snapshot's own allocator settings (PyTorch 2.3+: _snapshot()["allocator_settings"], the dict
+// torch/csrc/cuda/Module.cpp builds) as one "allocator_settings" record of source in_force, before
+// the first event: the settings text it last parsed (PYTORCH_CUDA_ALLOC_CONF, only the allocator's
+// own keys: trace/alloc_conf.h), with the options the dict reports taking its values. The same rule as
+// the live hook's (tools/python/gpumemtrace_torch/settings.py, in_force_text).
+void Converter::write_settings(uint32_t settings) {
+  if (!doc_.is(settings, Kind::Dict)) return;
+  std::vector<std::pair<std::string, std::string>> reported;  // key -> item ("" = the default: left out)
+  const uint32_t expandable = doc_.get(settings, "expandable_segments");
+  if (doc_.is(expandable, Kind::Bool)) {
+    reported.emplace_back("expandable_segments", doc_.node(expandable).boolean ? "expandable_segments:True" : "");
+  }
+  int64_t max_split = 0;
+  if (doc_.as_i64(doc_.get(settings, "max_split_size"), &max_split)) {
+    // size_t max, reported as an int64: -1 (unlimited).
+    reported.emplace_back("max_split_size_mb", max_split > 0 && max_split < (int64_t{1} << 62)
+                                                   ? "max_split_size_mb:" + std::to_string(max_split >> 20)
+                                                   : "");
+  }
+  double gc = 0;
+  const uint32_t gc_node = doc_.get(settings, "garbage_collection_threshold");
+  if (gc_node != kNoNode && !doc_.is(gc_node, Kind::Bool) && doc_.as_double(gc_node, &gc)) {
+    char text[64];
+    std::snprintf(text, sizeof text, "garbage_collection_threshold:%.17g", gc);
+    reported.emplace_back("garbage_collection_threshold", gc > 0 && gc < 1 ? text : "");
+  }
+  const uint32_t divisions = doc_.get(settings, "roundup_power2_divisions");
+  if (doc_.is(divisions, Kind::Dict)) {
+    std::map<int64_t, int64_t> pairs;  // interval start in MiB -> divisions
+    const auto& items = doc_.items(divisions);
+    for (size_t i = 0; i + 1 < items.size(); i += 2) {
+      int64_t mb = 0, n = 0;
+      const std::string key(doc_.str(items[i]));
+      if (!doc_.as_i64(items[i + 1], &n) || key.empty() || key.size() > 12 ||
+          key.find_first_not_of("0123456789") != std::string::npos) {
+        continue;
+      }
+      mb = std::stoll(key);
+      pairs[mb] = n;
+    }
+    std::string item;
+    for (const auto& [mb, n] : pairs) {
+      if (n) item = "set";
+    }
+    if (!item.empty()) {
+      item = "roundup_power2_divisions:[";
+      bool first = true;
+      for (const auto& [mb, n] : pairs) {
+        item += (first ? "" : ",") + std::to_string(mb) + ":" + std::to_string(n);
+        first = false;
+      }
+      item += "]";
+    }
+    if (!pairs.empty()) reported.emplace_back("roundup_power2_divisions", item);
+  }
+  // The text it parsed, less the options reported above.
+  std::string parsed(doc_.str(doc_.get(settings, "PYTORCH_CUDA_ALLOC_CONF")).substr(0, 4096));
+  std::vector<char> kept(parsed.size() + 1);
+  alloc_conf::sanitize(parsed, kept.data(), kept.size());
+  std::string conf;
+  std::string_view rest(kept.data());
+  while (!rest.empty()) {
+    const size_t comma = [&] {  // the ',' that ends this item (not one inside [...])
+      int depth = 0;
+      for (size_t i = 0; i < rest.size(); ++i) {
+        if (rest[i] == '[') ++depth;
+        if (rest[i] == ']') --depth;
+        if (rest[i] == ',' && depth <= 0) return i;
+      }
+      return rest.size();
+    }();
+    const std::string_view item = rest.substr(0, comma);
+    const std::string_view key = item.substr(0, item.find(':'));
+    bool replaced = false;
+    for (const auto& r : reported) replaced = replaced || r.first == key;
+    if (!replaced) conf += (conf.empty() ? "" : ",") + std::string(item);
+    rest = comma < rest.size() ? rest.substr(comma + 1) : std::string_view();
+  }
+  for (const auto& r : reported) {
+    if (!r.second.empty()) conf += (conf.empty() ? "" : ",") + r.second;
+  }
+  line_.clear();
+  JsonLine(&line_)
+      .begin(fmt::kTypeAllocatorSettings)
+      .unum(fmt::kFieldSeq, ++seq_)
+      .unum(fmt::kFieldTime, 0)
+      .unum(fmt::kFieldTid, 0)
+      .str(fmt::kFieldSource, fmt::kSettingsSourceInForce)
+      .num(fmt::kFieldDevice, -1)
+      .str(fmt::kFieldConf, conf)
+      .end();
+  write_line();
+}
+
 uint32_t Converter::frame_id(std::string_view function, std::string_view file, int64_t line, bool python) {
   std::string key;
   key.reserve(function.size() + file.size() + 24);
@@ -466,7 +616,22 @@ JsonLine Converter::begin_event(uint64_t t, const char* api, fmt::Op op, fmt::Ki
       .unum(fmt::kFieldSize, size)
       .num(fmt::kFieldDevice, device)
       .unum(fmt::kFieldStack, stack);
+  if (initial_) event.flag(fmt::kFieldInitial);
   return event;
+}
+
+bool Converter::inside_live_segment(int device, uint64_t addr, uint64_t size) {
+  DeviceState& d = dev(device);
+  const uint64_t end = size > UINT64_MAX - addr ? UINT64_MAX : addr + size;
+  auto it = d.regular.upper_bound(addr);
+  if (it != d.regular.begin()) {
+    --it;
+    if (end <= it->first + it->second.size) return true;
+  }
+  uint64_t start;
+  if (!d.mapped.find(addr, &start)) return false;
+  auto range = d.mapped.ranges().find(start);
+  return range != d.mapped.ranges().end() && end <= range->second;
 }
 
 bool Converter::segment_of(int device, uint64_t addr, uint64_t* segment) {
@@ -490,24 +655,35 @@ bool Converter::segment_of(int device, uint64_t addr, uint64_t* segment) {
   return d.mapped.find(addr, segment);
 }
 
-// segment_map: physical memory created (alloc, kind physical, handle = start) then mapped at start.
-void Converter::map_chunk(uint64_t t, int device, uint64_t start, uint64_t end, uint32_t stack, bool with_map_event) {
+// segment_map: the range's physical chunks created (cut where the history maps or unmaps,
+// DeviceState::cuts), then one map of the range (its first chunk's handle), as PyTorch reported it.
+void Converter::map_range(uint64_t t, int device, uint64_t start, uint64_t end, uint32_t stack) {
+  DeviceState& d = dev(device);
+  uint64_t from = start;
+  for (auto cut = d.cuts.upper_bound(start); cut != d.cuts.end() && *cut < end; ++cut) {
+    map_chunk(t, device, from, *cut, stack);
+    from = *cut;
+  }
+  map_chunk(t, device, from, end, stack);
+  JsonLine map = begin_action_event(t, Action::SegmentMap, start, end - start, device, stack);
+  map.hex(fmt::kFieldHandle, start).num(fmt::kFieldResult, 0);
+  end_event(map);
+}
+
+// One chunk: physical memory created (alloc, kind physical, handle = its start).
+void Converter::map_chunk(uint64_t t, int device, uint64_t start, uint64_t end, uint32_t stack) {
   DeviceState& d = dev(device);
   auto old = d.chunks.find(start);
   if (old != d.chunks.end()) unmap_range(t, device, start, old->second.first, 0);  // remapped without an unmap
   JsonLine ev = begin_event(t, ta::api(Action::SegmentMap), fmt::Op::Alloc, fmt::Kind::Physical, start, end - start, device, stack);
   ev.num(fmt::kFieldResult, 0);
   end_event(ev);
-  if (with_map_event) {
-    JsonLine ev = begin_action_event(t, Action::SegmentMap, start, end - start, device, stack);
-    ev.hex(fmt::kFieldHandle, start).num(fmt::kFieldResult, 0);
-    end_event(ev);
-  }
   d.chunks[start] = {end, stack};
 }
 
-// segment_unmap: the range is unmapped, and the physical chunks it covers are released; the parts of
-// a chunk outside the range stay (re-reported as chunks of their own, with the original stack).
+// segment_unmap: the range is unmapped, and the physical chunks it covers are released. Cut at every
+// unmap's ends, the chunks lie wholly inside or outside it; one that does not (two histories' cuts
+// disagree: a remap) is released whole, and its part outside re-made under its original stack.
 void Converter::unmap_range(uint64_t t, int device, uint64_t start, uint64_t end, uint32_t stack) {
   DeviceState& d = dev(device);
   JsonLine ev = begin_action_event(t, Action::SegmentUnmap, start, end - start, device, stack);
@@ -519,17 +695,23 @@ void Converter::unmap_range(uint64_t t, int device, uint64_t start, uint64_t end
   while (it != d.chunks.end() && it->first < end) {
     const uint64_t cs = it->first, ce = it->second.first;
     const uint32_t cstack = it->second.second;
-    JsonLine ev = begin_event(t, ta::api(Action::SegmentUnmap), fmt::Op::Free, fmt::Kind::Physical, cs, ce - cs, device, stack);
-    ev.num(fmt::kFieldResult, 0);
-    end_event(ev);
+    JsonLine free = begin_event(t, ta::api(Action::SegmentUnmap), fmt::Op::Free, fmt::Kind::Physical, cs, ce - cs, device, stack);
+    free.num(fmt::kFieldResult, 0);
+    end_event(free);
     if (cs < start) keep.push_back({cs, {start, cstack}});
     if (ce > end) keep.push_back({end, {ce, cstack}});
     it = d.chunks.erase(it);
   }
-  for (auto& [ks, kv] : keep) map_chunk(t, device, ks, kv.first, kv.second, false);
+  for (auto& [ks, kv] : keep) {  // only for a chunk the cuts did not foresee (remapped without an unmap)
+    JsonLine ev = begin_event(t, ta::api(Action::SegmentMap), fmt::Op::Alloc, fmt::Kind::Physical, ks, kv.first - ks, device, kv.second);
+    ev.num(fmt::kFieldResult, 0);
+    end_event(ev);
+    d.chunks[ks] = kv;
+  }
 }
 
 void Converter::emit_initial_state() {
+  initial_ = true;
   for (auto& [device, d] : devices_) {
     for (auto& [addr, s] : d.regular) {
       ++stats_.initial_segments;
@@ -540,7 +722,7 @@ void Converter::emit_initial_state() {
     }
     for (auto& [start, end] : d.mapped.ranges()) {
       ++stats_.initial_segments;
-      map_chunk(0, device, start, end, 0, true);
+      map_range(0, device, start, end, 0);
     }
   }
   for (auto& [device, d] : devices_) {
@@ -553,6 +735,7 @@ void Converter::emit_initial_state() {
       end_event(ev);
     }
   }
+  initial_ = false;
 }
 
 void Converter::emit_entry(const Entry& e) {
@@ -568,6 +751,13 @@ void Converter::emit_entry(const Entry& e) {
         ++stats_.ignored_entries;
         return;
       }
+      // A block no live segment holds is left out (inconsistency_line), and so is its free.
+      if (alloc && !inside_live_segment(e.device, e.addr, e.size)) {
+        ++blocks_outside_;
+        left_out_[e.device].insert(e.addr);
+        return;
+      }
+      if (!alloc && left_out_[e.device].erase(e.addr)) return;
       uint32_t stack = stack_of(e.frames);
       JsonLine ev = begin_action_event(t, e.action, e.addr, e.size, e.device, stack);
       ev.hex(fmt::kFieldStream, e.stream);
@@ -601,7 +791,7 @@ void Converter::emit_entry(const Entry& e) {
         return;
       }
       if (e.action == Action::SegmentMap) {
-        map_chunk(t, e.device, e.addr, e.addr + e.size, stack, true);
+        map_range(t, e.device, e.addr, e.addr + e.size, stack);
         d.mapped.add(e.addr, e.addr + e.size);
       } else {
         unmap_range(t, e.device, e.addr, e.addr + e.size, stack);
@@ -611,12 +801,11 @@ void Converter::emit_entry(const Entry& e) {
     }
     case Action::Oom: {
       uint32_t stack = stack_of(e.frames);
+      // The device's free bytes when PyTorch gave up come on the OOM itself, as the live hook writes
+      // them: whoever reads the OOM knows what cudaMalloc could still get.
       JsonLine ev = begin_action_event(t, Action::Oom, 0, e.size, e.device, stack);
-      ev.hex(fmt::kFieldStream, e.stream);
+      ev.hex(fmt::kFieldStream, e.stream).unum(fmt::kFieldFree, e.device_free);
       end_event(ev);
-      JsonLine info = begin_event(t, ta::api(Action::Oom), fmt::Op::MemInfo, fmt::Kind::None, 0, 0, e.device, stack);
-      info.unum(fmt::kFieldFree, e.device_free);
-      end_event(info);
       return;
     }
     case Action::Snapshot:
@@ -653,6 +842,15 @@ void Converter::run() {
          "a negative size; the first: " + first_bad_number_ + "): read as 0, the figures around them may be off");
   }
   reverse_replay();
+  leave_out_blocks_outside_segments();
+  for (auto& [device, list] : traces_) {
+    for (const Entry& e : list) {
+      if ((e.action == Action::SegmentMap || e.action == Action::SegmentUnmap) && e.size && e.addr <= UINT64_MAX - e.size) {
+        dev(device).cuts.insert(e.addr);
+        dev(device).cuts.insert(e.addr + e.size);
+      }
+    }
+  }
 
   // Merge the devices' histories by time (each device's own order is kept).
   std::vector<const Entry*> order;
@@ -693,15 +891,19 @@ void Converter::run() {
       .unum(fmt::kFieldStartTime, have_time ? static_cast<uint64_t>(t0_us_) * 1000u : 0)
       .str(fmt::kFieldClock, "monotonic")
       .unum(fmt::kFieldClockStart, 0)
-      .str(fmt::kFieldBackend, "pytorch_snapshot")
+      .str(fmt::kFieldBackend, fmt::kBackendPytorchSnapshot)
       .unum(fmt::kFieldStackDepth, 0)
       .str(fmt::kFieldOnFull, "wait")
       .str(kFieldSource, source_name_)
       .end();
   write_line();
 
+  if (doc_.is(root, Kind::Dict)) write_settings(doc_.get(root, "allocator_settings"));
   emit_initial_state();
   for (const Entry* e : order) emit_entry(*e);
+  stats_.inconsistencies = blocks_outside_ + contradictions_;
+  const std::string inconsistency = inconsistency_line();
+  if (!inconsistency.empty()) stats_.warnings.insert(stats_.warnings.begin(), inconsistency);
 
   line_.clear();
   JsonLine(&line_)

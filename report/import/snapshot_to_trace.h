@@ -35,7 +35,9 @@ struct ConvertStats {
   uint64_t initial_blocks = 0;    // blocks synthesized as live before the first history entry
   uint64_t events = 0;            // event lines written
   uint64_t ignored_entries = 0;   // free_requested (when free_completed exists), snapshot, unknown
-  uint64_t inconsistencies = 0;   // history entries that contradict the final state (see warnings)
+  // Blocks outside every segment (left out of the trace) + history entries that contradict the final
+  // state; when not 0, warnings[0] is the one line that names them.
+  uint64_t inconsistencies = 0;
   std::vector<std::string> warnings;  // at most a few, one line each
 };
 

@@ -80,6 +80,11 @@ json process_json(const ProcessReport& r) {
                        {"library_bytes", d.library_bytes},
                        {"alive_at_exit_bytes", d.alive_at_exit_bytes},
                        {"ooms", d.ooms},
+                       {"initial", r.snapshot ? json{{"segments", d.initial_segments},
+                                                     {"blocks", d.initial_blocks},
+                                                     {"reserved_bytes", d.initial_reserved},
+                                                     {"allocated_bytes", d.initial_allocated}}
+                                              : json(nullptr)},
                        {"after_cap", d.after_cap ? json{{"live_bytes", d.after_cap_live},
                                                         {"allocated_bytes", d.after_cap_allocated}}
                                                   : json(nullptr)},
@@ -114,6 +119,11 @@ json process_json(const ProcessReport& r) {
           {"cut", r.cut()},
           {"cut_at_ns", r.cut() ? r.last_time_ns - r.first_time_ns : 0},
           {"events", r.events},
+          // A PyTorch snapshot: a moment of the run (taken after its history's last event), not its end.
+          {"snapshot", r.snapshot ? json{{"history_events", r.events - r.initial_events},
+                                         {"initial_events", r.initial_events},
+                                         {"inconsistent", r.inconsistent_input}}
+                                  : json(nullptr)},
           {"dropped_events", r.dropped_events},
           {"duration_ns", r.last_time_ns - r.first_time_ns},
           {"leaked_bytes", r.leaked_bytes()},

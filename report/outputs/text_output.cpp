@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <ctime>
 #include <string>
 
 #include "report/analyses/story.h"
@@ -86,8 +87,35 @@ std::string ending(const ProcessReport& r) {
   return "clean exit";  // a footer that does not say how
 }
 
+// "2025-09-07 14:14:17 UTC" for a CLOCK_REALTIME time in ns.
+std::string utc(uint64_t ns) {
+  const time_t seconds = static_cast<time_t>(ns / 1000000000);
+  struct tm tm {};
+  char text[32] = "";
+  if (gmtime_r(&seconds, &tm)) std::strftime(text, sizeof text, "%Y-%m-%d %H:%M:%S UTC", &tm);
+  return text;
+}
+
+// A PyTorch snapshot is a moment of a run, taken after the last event of its history.
+std::string snapshot_moment(const ProcessReport& r) {
+  const uint64_t history = r.events - r.initial_events;
+  if (r.events == 0) return "PyTorch memory snapshot, empty: no segment, no block, no history";
+  if (history == 0) return "PyTorch memory snapshot without a history: the memory at one moment";
+  const std::string entries = plural(history, "event");
+  if (!r.header.start_time_ns) return "PyTorch memory snapshot taken after its history of " + entries + " (no times recorded)";
+  return "PyTorch memory snapshot taken after " + utc(r.header.start_time_ns + r.last_time_ns) + ", the end of its history of " +
+         entries + " from " + utc(r.header.start_time_ns + r.first_time_ns) + " (" +
+         format_seconds(r.last_time_ns - r.first_time_ns) + ")";
+}
+
 void write_header(std::ostream& out, const ProcessReport& r) {
-  out << "== " << printable(r.file) << ": pid " << r.header.pid;
+  out << "== " << printable(r.file);
+  if (r.snapshot) {
+    out << ": " << snapshot_moment(r) << "\n";
+    for (const std::string& warning : r.warnings) out << "warning: " << printable(warning) << "\n";
+    return;
+  }
+  out << ": pid " << r.header.pid;
   if (r.header.rank >= 0) {
     out << ", rank " << r.header.rank;
     if (r.header.world_size > 0) out << " of " << r.header.world_size;
@@ -119,6 +147,12 @@ void write_summary(std::ostream& out, const ProcessReport& r) {
     if (d.after_cap) out << " up to the cap; " << format_bytes(d.after_cap_live) << " live at the end (after the cap, time unknown)";
     if (d.unmatched_frees) out << "; " << d.unmatched_frees << " frees of unknown addresses";
     out << "\n";
+    if (r.snapshot && (d.initial_segments || d.initial_blocks)) {
+      out << "    " << (r.events == r.initial_events ? "at the snapshot" : "when its history began") << ": "
+          << format_bytes(d.initial_reserved) << " reserved in " << plural(d.initial_segments, "segment") << ", "
+          << format_bytes(d.initial_allocated) << " in " << plural(d.initial_blocks, "block")
+          << " allocated before recording started\n";
+    }
   }
   const PinnedHostSummary& host = r.pinned_host;
   if (host.allocations || host.live_bytes) {
@@ -156,6 +190,22 @@ void write_leaks(std::ostream& out, const ProcessReport& r, const TextOptions& o
         << (r.cut() ? "live when cut, " : !killed.empty() ? "live when killed, " : r.ended_in_oom ? "live when it crashed, " : "")
         << "allocated here:\n";
     write_stack(out, leak.stack, "      ", options.stacks);
+  });
+}
+
+// A snapshot's blocks are live at a moment of the run, not at its end: no leak verdict, no "exit".
+void write_live_at_snapshot(std::ostream& out, const ProcessReport& r, const TextOptions& options) {
+  uint64_t cached = 0, live = 0;
+  for (const DeviceSummary& d : r.devices) cached += d.cached_bytes;
+  for (const HeldAtExit& held : r.held_at_exit) live += held.bytes;
+  out << "live when the snapshot was taken (a moment of the run, not its end: no leak verdict): " << format_bytes(live)
+      << " in PyTorch blocks";
+  if (cached) out << ", " << format_bytes(cached) << " cached by the allocator";
+  out << "\n";
+  for_top(r.held_at_exit, options.max_items, [&](const HeldAtExit& held) {
+    out << "  " << format_bytes(held.bytes) << " in " << plural(held.count, "allocation") << " (" << device_name(held.device)
+        << "), allocated here:\n";
+    write_stack(out, held.stack, "      ", options.stacks);
   });
 }
 
@@ -442,12 +492,21 @@ void write_text(std::ostream& out, const std::vector<ProcessReport>& reports, co
   if (grouped) write_process_groups_note(out, *options.groups, reports.size());
   for (const ProcessReport& r : reports) {
     write_header(out, r);
+    if (r.snapshot && r.events == 0) {  // said in the header: nothing more to say
+      out << "\n";
+      continue;
+    }
     write_summary(out, r);
     for (Section section : story_order(r)) {
       switch (section) {
         case Section::Ooms: write_ooms(out, r, options); break;
-        case Section::Leaks: write_leaks(out, r, options); break;
-        case Section::HeldAtExit: write_held_at_exit(out, r, options); break;
+        case Section::Leaks:  // a snapshot's blocks are live at a moment of the run, never leaks
+          if (r.snapshot) write_live_at_snapshot(out, r, options);
+          else write_leaks(out, r, options);
+          break;
+        case Section::HeldAtExit:
+          if (!r.snapshot) write_held_at_exit(out, r, options);
+          break;
         case Section::Scopes: write_scopes(out, r, options); break;
         case Section::Peaks: write_peaks(out, r, options); break;
         case Section::FailedCalls: write_failed_calls(out, r, options); break;

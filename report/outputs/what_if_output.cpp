@@ -162,7 +162,8 @@ void write_what_if_text(std::ostream& out, const ProcessReport& r, const TextOpt
           << " blocks at the same offsets)\n";
     } else {
       out << ": differs from the recording at event " << w.divergence_seq << ": " << w.divergence
-          << "; the figures below are the model's\n";
+          << "; no what-if figures: a replay that does not reproduce the run predicts nothing of it\n";
+      continue;
     }
     const size_t width = 30;
     out << "  " << pad("settings", width) << pad("reserved peak", 15) << pad("allocated peak", 16)

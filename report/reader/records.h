@@ -96,6 +96,7 @@ struct Event {
   bool has_handle = false;
   bool has_meminfo = false;
   bool delayed = false;   // "delayed":true: reported after the fact, ordered by t (event_merger.h)
+  bool initial = false;   // "initial":true: a PyTorch snapshot's state before its history (t 0)
   std::string_view pool;  // "" when absent; a "0x..." handle or an allocator pool name
   std::string_view label;
   std::string_view api;

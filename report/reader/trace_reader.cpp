@@ -77,6 +77,7 @@ struct Fields {
   int64_t device = -1, result = 0, pid = -1, ppid = -1, rank = -1, local_rank = -1, world_size = -1,
           exit_status = -1, signal = 0;
   bool delayed = false;
+  bool initial = false;
   // "t" read as a signed number (version 2, where an event line's "t" is a delta): t holds its
   // two's complement.
   bool t_negative = false;
@@ -375,7 +376,10 @@ void parse_field(std::string_view key, od::value& v, Fields& f, int version) {
     case 7:
       switch (key[0]) {
         case 's': if (is(fmt::kFieldSegment)) { f.segment = parse_hex(get_str(v, key), key); f.present |= B::kSegment; } return;
-        case 'i': if (is(fmt::kFieldInlined)) parse_inlined(v, f); return;
+        case 'i':
+          if (is(fmt::kFieldInlined)) parse_inlined(v, f);
+          else if (is(fmt::kFieldInitial)) f.initial = get_bool(v, key);
+          return;
         case 'v': if (is(fmt::kFieldVersion)) { f.version = get_u64(v, key, UINT64_MAX); f.present |= B::kVersion; } return;
         case 'l': if (is(fmt::kFieldLibrary)) f.library = get_str(v, key); return;
         case 'b': if (is(fmt::kFieldBackend)) f.backend = get_str(v, key); return;
@@ -976,6 +980,7 @@ class Dispatcher {
     e.result = f.result;
     e.api = f.api;
     e.delayed = f.delayed;
+    e.initial = f.initial;
     fill_optional(f, e);
     exact_values(f, e);
     return e;

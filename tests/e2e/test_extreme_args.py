@@ -97,10 +97,11 @@ class RuntimeAndApi(ExtremeArguments, unittest.TestCase):
         proc = subprocess.run([REPORT, "--what-if", "max_split_size_mb:64,roundup_power2_divisions:4", path],
                               capture_output=True, text=True, timeout=120)
         self.assertEqual(proc.returncode, 0, proc.stderr)
-        rows = [line for line in proc.stdout.splitlines() if line.startswith("  max_split_size_mb:64")]
-        self.assertEqual(len(rows), 1, proc.stdout)
-        self.assertTrue(rows[0].rstrip().endswith("happens"), rows[0])
         self.assertNotIn("found room", proc.stdout)
+        # The trace's few blocks come from no PyTorch allocator (the replay differs before the OOM): its
+        # replay shows no figure, and no row an impossible one.
+        self.assertIn("no what-if figures", proc.stdout)
+        self.assertEqual([line for line in proc.stdout.splitlines() if line.startswith("  max_split_size_mb:64")], [])
 
     def test_a_c_function_named_like_a_type_keeps_its_name(self):
         path, _ = self.trace_of([program("extreme_args"), "runtime"])

@@ -48,8 +48,9 @@ def run_measured(argv, limit_s=60):
 
 
 # Real PyTorch snapshots recorded outside this project (never copied into the repository): tests
-# that read them skip when the folder is absent.
-SNAPSHOT_CORPUS = os.environ.get("GPUMEMTRACE_SNAPSHOT_CORPUS") or os.path.join(ROOT, "..", "shared", "corpus",
+# that read them skip when the folder is absent; PYTORCH_SNAPSHOT_CORPUS names another (as for
+# tests/snapshot/).
+SNAPSHOT_CORPUS = os.environ.get("PYTORCH_SNAPSHOT_CORPUS") or os.path.join(ROOT, "..", "shared", "corpus",
                                                                                 "pytorch-snapshots")
 
 

@@ -7,7 +7,7 @@
 - segment_laughs(n): the same with 'segments' and their 'blocks' (blocks without an address, so each
   copy is a distinct block);
 - wide_dict(keys, refs): one history entry with `keys` extra keys, referenced `refs` times (every key
-  lookup in it scanned every key before dict lookups were hashed: quadratic time).
+  lookup in it scanned every key before dict lookups were hashed: quadratic time), in one segment.
 
 `python3 hostile_pickles.py --corpus DIR` writes small instances of each into DIR (the fuzzing seeds;
 tests/snapshot/corpus/ holds the checked-in copies).
@@ -69,7 +69,10 @@ def segment_laughs(n):
 
 
 def wide_dict(keys, refs):
-    return root(EMPTY_LIST, EMPTY_LIST + MARK + repeated(entry(keys), refs) + APPENDS)
+    # One segment holds the entry's block: a block outside every segment is left out of the trace.
+    seg = EMPTY_DICT + MARK + s("device") + i(0) + s("address") + i(0x7f0000000000) + s("total_size")
+    seg += i(1 << 30) + s("blocks") + EMPTY_LIST + SETITEMS
+    return root(EMPTY_LIST + MARK + seg + APPENDS, EMPTY_LIST + MARK + repeated(entry(keys), refs) + APPENDS)
 
 
 def main():

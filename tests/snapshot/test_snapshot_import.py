@@ -117,9 +117,7 @@ class TraceShape(SnapshotTestCase):
         oom = [e for e in ev if e["op"] == "block_oom"]
         self.assertEqual(len(oom), 1)
         self.assertEqual(oom[0]["size"], 4 * MiB)
-        meminfo = [e for e in ev if e["op"] == "meminfo"]
-        self.assertEqual(meminfo[0]["free"], 1 * MiB)
-        self.assertEqual(meminfo[0]["seq"], oom[0]["seq"] + 1)
+        self.assertEqual(oom[0]["free"], 1 * MiB)  # on the OOM itself, as the live hook writes it
 
     def test_two_devices_and_expandable_segments(self):
         out, _ = self.convert(self.write("dev", samples.two_devices_expandable()))

@@ -251,3 +251,65 @@ TEST(AllocatorModel, StressKeepsInvariants) {
     EXPECT_GT(m.stats().peak_reserved, 0u);
   }
 }
+
+// The state a snapshot's history started from: segments and blocks where they were, each block's
+// extent by alloc_found_block's split (the rest of a large-pool block stays with it when 1 MiB or less),
+// the reserved bytes counted and no segment operation made; then the model goes on from there.
+TEST(AllocatorModel, SeededStateIsWhereTheRecordingLeftIt) {
+  CachingAllocatorModel m(AllocatorSettings{}, 80 * GiB);
+  const uint64_t large = 0x7f0000000000, small = 0x7f0100000000;
+  const uint32_t segment = m.seed_segment(large, 20 * MiB, 0);
+  m.seed_segment(small, 2 * MiB, 0);
+  const Placement a = m.seed_block(large, 3 * MiB);                         // 17 MiB follow: split
+  const Placement b = m.seed_block(large + 3 * MiB, 16 * MiB + 1);          // 1 MiB - 511 B follow: kept
+  const Placement c = m.seed_block(small + 4096, 1000);                     // small pool: 1024 B
+  ASSERT_TRUE(a.block && b.block && c.block);
+  EXPECT_EQ(a.segment, segment);
+  EXPECT_EQ(a.size, 3 * MiB);
+  EXPECT_EQ(b.offset, 3 * MiB);
+  EXPECT_EQ(b.size, 17 * MiB);
+  EXPECT_EQ(c.offset, 4096u);
+  EXPECT_EQ(c.size, 1024u);
+  EXPECT_FALSE(m.seed_block(0x1000, 512).block);  // in no seeded segment
+  EXPECT_EQ(m.stats().reserved, 22 * MiB);
+  EXPECT_EQ(m.stats().allocated, 20 * MiB + 1024);
+  EXPECT_TRUE(m.ops().empty());
+  EXPECT_EQ(m.check_invariants(), "");
+  // Freed, a seeded block merges with its free neighbours; the space is served without a new segment.
+  m.free(a.block);
+  const Placement d = m.malloc(3 * MiB, 0);
+  EXPECT_EQ(d.segment, segment);
+  EXPECT_EQ(d.offset, 0u);
+  const Placement e = m.malloc(3000, 0);  // the small segment's free space in front of the seeded block
+  EXPECT_EQ(e.offset, 0u);
+  EXPECT_TRUE(m.ops().empty());
+  EXPECT_EQ(m.check_invariants(), "");
+}
+
+// Expandable segments: a mapped range seeds an expandable segment at its address; a second range of
+// the same segment joins it; blocks go in at their addresses and new pages map after them.
+TEST(AllocatorModel, SeededExpandableSegment) {
+  CachingAllocatorModel m(conf("expandable_segments:True"), 80 * GiB);
+  const uint64_t base = 0x7f0000000000;
+  uint64_t at = 0, again = 0;
+  const uint32_t es = m.seed_mapped(base, 40 * MiB, 0, &at);
+  EXPECT_EQ(m.seed_mapped(base + 60 * MiB, 20 * MiB, 0, &again), es);
+  EXPECT_EQ(at, base);
+  EXPECT_EQ(again, base);
+  const Placement a = m.seed_block(base + 20 * MiB, 20 * MiB);
+  ASSERT_TRUE(a.block);
+  EXPECT_TRUE(a.expandable);
+  EXPECT_EQ(a.segment, es);
+  EXPECT_EQ(a.offset, 20 * MiB);
+  EXPECT_EQ(m.stats().reserved, 60 * MiB);
+  EXPECT_TRUE(m.ops().empty());
+  const Placement b = m.malloc(30 * MiB, 0);  // the first free run with room: pages 40-60 MiB mapped
+  EXPECT_EQ(b.segment, es);
+  EXPECT_EQ(b.offset, 40 * MiB);
+  std::vector<SegmentOp> ops = take(m);
+  ASSERT_EQ(ops.size(), 1u);
+  EXPECT_EQ(ops[0].kind, SegmentOp::Map);
+  EXPECT_EQ(ops[0].offset, 40 * MiB);
+  EXPECT_EQ(ops[0].size, 20 * MiB);
+  EXPECT_EQ(m.check_invariants(), "");
+}

@@ -394,3 +394,45 @@ TEST(Suppressions, MatchLikeLsan) {
   EXPECT_FALSE(suppression_matches("libfoo.so$", "/usr/lib/libfoo.so.1"));
   EXPECT_THROW(Suppressions::parse("race:foo\n", "s"), std::runtime_error);
 }
+
+// A level's total grows when what it holds once each window's temporaries are gone (its floor)
+// rises; memory moving between sites (a bounded cache refilled from a second site) leaves it flat.
+TEST(Growth, TheTotalsFloorRisesOnlyWhenMemoryIsKept) {
+  // 64 entries of 1 MiB stored, then 200 iterations with a temporary of 4 MiB, each storing one more
+  // entry from a second site, and (`bounded`) evicting the oldest.
+  auto run = [](bool bounded, uint64_t* rise) {
+    Ledger ledger;
+    GrowthWindows windows;
+    const SiteId fill = make_site(StackId(1)), refill = make_site(StackId(2)), temp = make_site(StackId(3));
+    uint64_t seq = 0;
+    uint32_t w = 0;
+    auto tick = [&] {
+      bool widened = false;
+      w = windows.window_of(++seq, &widened);
+      if (widened) ledger.fold_windows();
+    };
+    std::vector<SiteId> cache;
+    for (int i = 0; i < 64; ++i) {
+      tick();
+      ledger.add(fill, MiB, seq, seq, w);
+      cache.push_back(fill);
+    }
+    for (int i = 0; i < 200; ++i) {
+      tick();
+      ledger.add(temp, 4 * MiB, seq, seq, w);
+      ledger.remove(temp, 4 * MiB, "", w);
+      if (bounded) {
+        ledger.remove(cache.front(), MiB, "", w);
+        cache.erase(cache.begin());
+      }
+      ledger.add(refill, MiB, seq, seq, w);
+      cache.push_back(refill);
+    }
+    return ledger.floor_grows(windows.used(seq), rise);
+  };
+  uint64_t rise = 0;
+  EXPECT_TRUE(run(false, &rise));
+  EXPECT_GT(rise, 200 * MiB);  // a window's floor is the least it held in it: up to a window's rise less
+  EXPECT_FALSE(run(true, &rise));  // filled at the start, then flat
+  EXPECT_LE(rise, 64 * MiB);
+}

@@ -22,7 +22,7 @@
   const KNOWN_PROCESS = ["file", "pid", "ppid", "exe", "cmdline", "host", "complete", "killed", "end", "exit_status",
     "signal", "truncated", "incomplete", "cut", "cut_at_ns", "events", "dropped_events", "duration_ns", "leaked_bytes",
     "warnings", "devices", "marks", "marks_total", "rank", "local_rank", "world_size", "pinned_host", "ended_in_oom",
-    "story"];
+    "story", "snapshot"];
   const TABLE_ROWS = 100;  // rows drawn per table; the rest are counted
 
   GM.restoreStacks(doc);
@@ -113,6 +113,7 @@
 
   // What the memory still live at the end is called.
   function liveAtEndIs(p) {
+    if (p.snapshot) return "Live when the snapshot was taken, not leaks";  // a moment of the run, not its end
     if (p.end === "signal") return "Live when killed, not leaks";
     if (p.cut) return "Live when the trace was cut, not leaks";
     if (endedInOom(p)) return "Live when it crashed, not leaks";
@@ -121,6 +122,7 @@
 
   // How the process ended (docs/report.md, "How the process ended").
   function endedAs(p) {
+    if (p.snapshot) return "a PyTorch snapshot: a moment of the run, not its end";
     if (!p.complete) return "no footer";
     const status = p.exit_status === null || p.exit_status === undefined ? "" : ` ${p.exit_status}`;
     if (p.end === "signal") return `killed by ${p.signal}`;
@@ -370,6 +372,8 @@
       stat("Peak reserved", bytes(d.peak_bytes), "accent"),
       d.peak_allocated_bytes ? stat("Peak allocated", bytes(d.peak_allocated_bytes)) : null,
       endedInOom(p) ? stat("Live when it crashed", bytes(liveAtCrash(p, d.device)))
+        // A snapshot is a moment of the run: what was live then, never "at exit".
+        : p.snapshot ? stat("Live at the snapshot", bytes(d.alive_at_exit_bytes))
         : stat("Leaked at exit", bytes(d.leaked_bytes), d.leaked_bytes ? "bad" : "good"),
       stat("OOMs / failed", String(ooms.length), ooms.length ? "bad" : "good"),
       d.total ? stat("Device memory", bytes(d.total)) : null,
@@ -426,7 +430,8 @@
     const devicePrefix = (x) => (multiDevice ? [{ name: `GPU ${x.device}`, fold: true }] : []);
     const axes = new Map(p.devices.map((d) => [d.device, axisFor(p, d, t0)]));
     const el = h("section", { class: "process", id: `pid-${p.pid}` });
-    el.appendChild(h("h2", {}, basename(p.exe) || basename(p.file), h("span", { class: "muted" }, ` · pid ${p.pid}`)));
+    el.appendChild(h("h2", {}, basename(p.exe) || basename(p.file),
+      h("span", { class: "muted" }, p.snapshot ? " · PyTorch snapshot" : ` · pid ${p.pid}`)));
     const rank = p.rank === null || p.rank === undefined ? "" : `rank ${p.rank}` +
       (p.world_size !== null && p.world_size !== undefined ? ` of ${p.world_size}` : "") +
       (p.local_rank !== null && p.local_rank !== undefined ? ` (local rank ${p.local_rank})` : "");
@@ -444,14 +449,15 @@
     // what went wrong (an OOM, real leaks, growth, tests that leaked) before the charts, in that order;
     // the rest after the flame graphs, in that order too.
     const crashed = endedInOom(p);
-    const realLeaks = !crashed && !p.cut && p.end !== "signal";
+    const realLeaks = !crashed && !p.cut && p.end !== "signal" && !p.snapshot;
     const held = ofProcess(doc.held_at_exit, p), failed = ofProcess(doc.failed_calls, p), ttoom = ofProcess(doc.time_to_oom, p);
     const cards = {
       ooms: () => (ooms.length ? section(crashed ? "It ran out of memory" : `Out-of-memory errors and failed allocations (${ooms.length})`,
         GM.oomIncidents(ui, ooms, t0, { crash: crashed ? crashOom(p) : null, growth })) : null),
       leaks: () => section(`${liveAtEndIs(p)} (${leaks.filter((l) => !l.suppressed).length})`, GM.leaksTable(ui, leaks,
         leakingTests(p) ? `Nothing leaked at exit; ${leakingTests(p)} leaked during the run (see Tests).` : realLeaks ? "No leaks." : "Nothing was live.")),
-      held_at_exit: () => (held.length ? section(`${crashed ? "Held when it crashed" : "Held at exit"}, not leaks (${bytes(held.reduce((a, x) => a + x.bytes, 0))})`,
+      held_at_exit: () => (held.length ? section(`${p.snapshot ? "Live when the snapshot was taken" : crashed ? "Held when it crashed, not leaks"
+        : "Held at exit, not leaks"} (${bytes(held.reduce((a, x) => a + x.bytes, 0))})`,
         GM.heldTable(ui, held)) : null),
       scopes: () => (tests.length && GM.testsView ? section(`Tests and scopes (${tests.length})`, GM.testsView(ui, tests, t0)) : null),
       growth: () => (growth.length ? section(`Growth (${growth.length})`, GM.growthTable(ui, growth)) : null),
@@ -628,8 +634,10 @@
     }
     cards.push(stat("Peak", bytes(s.peak_bytes), "accent"));
     const leaked = doc.processes.filter((p) => !endedInOom(p)).reduce((a, p) => a + p.leaked_bytes, 0);
+    const snapshots = doc.processes.length && doc.processes.every((p) => p.snapshot);  // moments, not exits
     if (crashed.length) cards.push(stat("Live when it crashed", bytes(crashedBytes)));
-    if (!crashed.length || leaked) cards.push(stat("Leaked at exit", `${bytes(leaked)} in ${s.leaked_count}`, leaked ? "bad" : "good"));
+    if (snapshots) cards.push(stat("Live at the snapshot", bytes(s.alive_at_exit_bytes)));
+    else if (!crashed.length || leaked) cards.push(stat("Leaked at exit", `${bytes(leaked)} in ${s.leaked_count}`, leaked ? "bad" : "good"));
     // A test's leak is freed by the end of the run, so it is not among the leaks at exit: its own card.
     if (s.scopes) {
       cards.push(stat("Tests that leaked", `${s.leaking_scopes} of ${s.scopes}` +
@@ -638,7 +646,7 @@
     }
     if (!s.ooms) cards.push(stat("OOMs / failed", "0", "good"));
     cards.push(stat("Growing sites", String(doc.growth.length), doc.growth.length ? "warn" : "good"));
-    cards.push(stat("Cached at exit", bytes(s.cached_bytes)));
+    cards.push(stat(snapshots ? "Cached at the snapshot" : "Cached at exit", bytes(s.cached_bytes)));
     cards.push(stat("Trace", s.incomplete ? "incomplete" : s.complete ? "complete" : "cut short", s.incomplete || !s.complete ? "warn" : "good"));
     return h("div", { class: "stats top" }, cards);
   }
