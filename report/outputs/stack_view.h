@@ -90,4 +90,14 @@ struct StackViewLine {
 };
 std::vector<StackViewLine> stack_view(const Stack& stack, const StackViewOptions& options);
 
+// The path a flame graph draws for the stack, innermost first: every frame the view would judge,
+// each on its own (libraries are not folded: a flame graph parts where their calls part), without
+// what says nothing about the program: the frames below the entry, the profiler's and CUDA's own
+// frames, the interpreter's native frames where the stack has Python frames; each run of start-up
+// frames (pytest and pluggy, the Python standard library) is one text line, `[pytest internals]`
+// without a count so that paths through it merge, and the outermost such run is left out, so that
+// a stack the recorder cut at its depth limit joins the tree of the whole ones (unless nothing
+// else is left). Empty for an empty stack.
+std::vector<StackViewLine> flame_view(const Stack& stack, const StackViewOptions& options);
+
 }  // namespace gpumemtrace::report

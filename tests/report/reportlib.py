@@ -47,6 +47,21 @@ def run_measured(argv, limit_s=60):
     return (int(rc) if rc != "timeout" else rc), proc.stderr, float(seconds), int(rss)
 
 
+# Real PyTorch snapshots recorded outside this project (never copied into the repository): tests
+# that read them skip when the folder is absent; PYTORCH_SNAPSHOT_CORPUS names another (as for
+# tests/snapshot/).
+SNAPSHOT_CORPUS = os.environ.get("PYTORCH_SNAPSHOT_CORPUS") or os.path.join(ROOT, "..", "shared", "corpus",
+                                                                                "pytorch-snapshots")
+
+
+def snapshot_corpus():
+    """The corpus's snapshots (paths), or [] when the folder is absent."""
+    if not os.path.isdir(SNAPSHOT_CORPUS):
+        return []
+    return sorted(os.path.join(SNAPSHOT_CORPUS, n) for n in os.listdir(SNAPSHOT_CORPUS)
+                  if n.endswith((".pickle", ".pkl", ".json")))
+
+
 def zstd(path, chunks, long_window=False):
     """Writes the chunks (bytes) zstd-compressed to `path` (the zstd tool, from a pipe). `long_window`:
     zstd's --long=27 (a 128 MiB window: far smaller files of repeated data, and a 128 MiB decoder)."""
