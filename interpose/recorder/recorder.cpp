@@ -130,6 +130,7 @@ void on_fork_parent() { pthread_mutex_unlock(&g_loader_walk_mutex); }
 
 void on_fork_child() {
   pthread_mutex_unlock(&g_loader_walk_mutex);
+  signal_flush_on_fork_child();
   // Only the forking thread exists here. The parent's writer thread is gone: forget its state (leak
   // it, its locks may be held), close its file so the child can never write into the parent's trace,
   // and let the child's first event start a trace of its own.
