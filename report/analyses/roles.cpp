@@ -62,12 +62,13 @@ Role Roles::block_role(SiteId site) {
     // is a parameter, an activation made inside the optimizer's step is optimizer state. Without a
     // telling Python frame, the autograd engine's native frames tell a backward().
     bool python = false, engine = false;
-    for (const LogicalFrame& f : symbols_.resolve(site_stack(site))) {
+    for (LogicalFrame& f : symbols_.resolve(site_stack(site))) {
       if (!f.python) {
         engine = engine || is_autograd_engine_frame(f);
         continue;
       }
       python = true;
+      std::replace(f.file.begin(), f.file.end(), '\\', '/');  // a Windows path: D:\...\torch\optim\adamw.py
       if (is_parameter_frame(f)) { role = Role::Parameters; break; }
       if (contains(f.file, "torch/optim/")) { role = Role::OptimizerState; break; }
       if (is_backward_frame(f)) { backward = true; break; }

@@ -1,8 +1,8 @@
 // report/analyses/roles.h — what live memory is for: parameters, gradients, optimizer state,
 // activations, backward temporaries, library workspaces, allocator cache, other.
 //
-// A block's role is decided when it is allocated, from its site's frames (Python first; docs/
-// report.md, "Memory by role", is the table):
+// A block's role is decided when it is allocated, from its site's frames (Python first, their paths
+// with either separator; docs/report.md, "Memory by role", is the table):
 //  - parameters: under Module.to/cuda/_apply/load_state_dict, nn.Parameter, torch.load, or a
 //    module's __init__/reset_parameters (created on the device);
 //  - optimizer state: under torch/optim/ (Optimizer.step: state on first touch, and its step

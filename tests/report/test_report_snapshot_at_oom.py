@@ -9,7 +9,9 @@ OOM, worded as a snapshot taken there, not as the end of the run (story.h).
 - generated snapshots (tests/snapshot/snapshot_samples.py's builders): one forward pass through 40
   identical blocks that runs out of memory; the same with an allocation after the OOM (the program
   caught it and went on: not taken at it); a loop that copies each batch to the device and keeps
-  each forward pass's output (growth across passes, the OOM's cause);
+  each forward pass's output (growth across passes, the OOM's cause); a training step recorded on
+  Windows, whose roles (and so its passes) are read from `D:\...\torch\...` paths and whose
+  backward() the snapshot shows no end of (its gradients are settled when the optimizer allocates);
 - the real snapshots of ../shared/corpus/pytorch-snapshots (PYTORCH_SNAPSHOT_CORPUS names another
   folder; skipped without one): each opens with its OOM exactly when its history ends in one, and
   each growth it reports is a site the history shows rising in at least two passes, by an oracle
@@ -103,6 +105,32 @@ def kept_outputs(steps=40):
     return samples.snapshot(segs, [h.entries])
 
 
+def windows_training_step():
+    """A forward pass keeps a 4 MiB activation, backward() a 2 MiB gradient and frees a 1 MiB temporary
+    (Python frames of torch\\_tensor.py, then the autograd engine's thread: native frames only), then
+    AdamW takes 8 MiB of state: Windows paths throughout, one 16 MiB segment."""
+    venv = "D:\\work\\.venv\\Lib\\site-packages\\torch\\"
+    user = "D:\\work\\train.py"
+    forward = [frame("forward", 20, "D:\\work\\model.py"), frame("_call_impl", 1750, venv + "nn\\modules\\module.py"),
+               frame("train", 30, user)]
+    backward = [frame("_make_grads", 220, venv + "autograd\\__init__.py"), frame("backward", 626, venv + "_tensor.py"),
+                frame("train", 31, user)]
+    engine = [frame("torch::autograd::Engine::evaluate_function(...)", 0, "??"),
+              frame("torch::autograd::Engine::thread_main(...)", 0, "??")]
+    step = [frame("_init_group", 170, venv + "optim\\adamw.py"), frame("train", 32, user)]
+    h = History()
+    h.add("segment_alloc", SEG, 16 * MiB, forward)
+    h.alloc(SEG, 4 * MiB, forward)
+    h.alloc(SEG + 4 * MiB, 1 * MiB, backward)
+    h.alloc(SEG + 5 * MiB, 2 * MiB, engine)
+    h.free(SEG + 4 * MiB, 1 * MiB, engine)
+    h.alloc(SEG + 8 * MiB, 8 * MiB, step)
+    blocks = [(4 * MiB, 4 * MiB, "active_allocated", forward), (1 * MiB, 0, "inactive", None),
+              (2 * MiB, 2 * MiB, "active_allocated", engine), (1 * MiB, 0, "inactive", None),
+              (8 * MiB, 8 * MiB, "active_allocated", step)]
+    return samples.snapshot([segment(SEG, 16 * MiB, blocks)], [h.entries])
+
+
 def oom_lines(text):
     return [l for l in text.splitlines() if l.startswith("OOM (")]
 
@@ -162,6 +190,12 @@ class GeneratedSnapshots(ReportTestCase):
         text = run_report("--width", "0", path, check_rc=0).stdout
         self.assertRegex(text, r"\n  cause: forward \(/home/user/project/model\.py:20\) grew by 156\.0 MiB over 39 steps "
                                r"and held 160\.0 MiB \(\d+% of the live memory\) at the OOM\n")
+
+    def test_a_windows_snapshots_roles_and_its_backward_without_an_end(self):
+        r = report_json(self.write("windows.pickle", windows_training_step()))
+        roles = {k: v for k, v in r["peaks"][0]["roles"].items() if v}
+        self.assertEqual(roles, {"activations": 4 * MiB, "gradients": 2 * MiB, "optimizer state": 8 * MiB,
+                                 "allocator cache": 2 * MiB})
 
 
 # --- the corpus: an oracle of passes and of where each history ends ----------------------------------
