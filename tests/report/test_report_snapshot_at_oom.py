@@ -19,7 +19,6 @@ OOM, worded as a snapshot taken there, not as the end of the run (story.h).
   Nesta-gitU/discrete_diffusion (one forward pass of 28 blocks out of memory) has no growth and the
   activations advice.
 """
-import json
 import os
 import re
 import shutil
