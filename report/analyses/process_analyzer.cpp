@@ -108,7 +108,10 @@ void ProcessAnalyzer::on_event(const Event& e) {
   roles_.set_time(e.t);
   scopes_.at(e);
   if (incidents_.tracking()) incidents_.before_event(e, model_);
-  model_.apply(e, events_, autograd_.site_for(e));
+  const SiteId site = autograd_.site_for(e);
+  // The pass a block falls in follows from its role, known before the block is applied (passes.h).
+  model_.set_pass(e.op == Op::BlockAlloc ? passes_.on_block(roles_.role_of_new_block(site)) : 0);
+  model_.apply(e, events_, site);
   if ((e.op == Op::Alloc && e.result == 0 && e.kind != Kind::Virtual) || e.op == Op::BlockAlloc) last_acquire_ = e.t;
   sample(e);
   if (e.op == Op::BlockOom || (e.op == Op::Alloc && e.result != 0)) {
@@ -135,7 +138,10 @@ void ProcessAnalyzer::sample(const Event& e) {
 void ProcessAnalyzer::on_scope(const Event& e) {
   if (e.api == format::kApiNvtx) return nvtx_.on_scope(e);  // phases, not leak checks
   if (e.api == kBackwardScopeApi) {
-    if (e.op == Op::ScopeBegin) roles_.on_backward_begin();
+    if (e.op == Op::ScopeBegin) {
+      roles_.on_backward_begin();
+      passes_.on_backward_begin();
+    }
     if (autograd_.on_backward_scope(e)) roles_.on_backward_end();
     return;
   }

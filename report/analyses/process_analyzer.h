@@ -4,6 +4,7 @@
 // (memory_model.h) and hands each to the analyses that need it, each in its own file:
 //   autograd_attribution  frameless PyTorch blocks -> the backward() call that allocated them
 //   roles                 live memory by role, at each peak and each OOM
+//   passes                the forward/backward pass or optimizer step each block falls in (growth)
 //   scopes                per-scope (per-test) leak checks, apart from what a garbage collection
 //                         freed later (held_until_gc)
 //   scope_peaks           each scope's own high-water mark (a test's peak)
@@ -30,6 +31,7 @@
 #include "report/analyses/memory_model.h"
 #include "report/analyses/nvtx_phases.h"
 #include "report/analyses/oom_incidents.h"
+#include "report/analyses/passes.h"
 #include "report/analyses/report_model.h"
 #include "report/analyses/roles.h"
 #include "report/analyses/scope_peaks.h"
@@ -90,6 +92,7 @@ class ProcessAnalyzer : public TraceHandler {
   GrowthClock clock_;
   AutogradAttribution autograd_;
   Roles roles_;
+  Passes passes_;
   Scopes scopes_;
   NvtxPhases nvtx_;
   OomIncidents incidents_;

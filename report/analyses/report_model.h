@@ -402,8 +402,15 @@ struct ProcessReport {
   // allocated, and an end that says it failed (a non-zero exit status, a signal, a cut trace). What
   // was live then is "live when it crashed", never a leak; crash_oom is the incident (an index into ooms).
   bool ended_in_oom = false;
+  // A PyTorch snapshot whose history ends in an OOM incident (nothing allocated after it): taken at
+  // that OOM, as an OOM observer or an except handler takes one. Its story opens with that OOM as a
+  // crashed run's does (story.h), but nothing says the run ended there. crash_oom is that incident too.
+  bool taken_at_oom = false;
   size_t crash_oom = 0;
   bool is_crash(const OomReport& oom) const { return ended_in_oom && &oom == &ooms[crash_oom]; }
+  // The story opens with an OOM (crash_oom): the run ended in it, or the snapshot was taken at it.
+  bool opens_with_oom() const { return ended_in_oom || taken_at_oom; }
+  bool is_story_oom(const OomReport& oom) const { return opens_with_oom() && &oom == &ooms[crash_oom]; }
   // Cut, killed or crashed: the program did not end on its own terms, so nothing live at the end is a
   // leak and a scope still open then gets no verdict.
   bool ended_early() const { return cut() || killed_by_signal() || ended_in_oom; }

@@ -352,7 +352,8 @@ void write_ooms(std::ostream& out, const ProcessReport& r, const TextOptions& op
     const bool crash = r.is_crash(oom);
     out << "OOM (" << device_name(oom.device) << "): " << format_bytes(oom.requested) << " requested at "
         << at(oom.time_ns, r) << " (" << printable(oom.api.empty() ? oom.op : oom.api) << phase_note(oom.phase)
-        << "): " << verdict_name(oom.verdict) << (crash ? "; the run ended here" : "") << "\n";
+        << "): " << verdict_name(oom.verdict)
+        << (crash ? "; the run ended here" : r.is_story_oom(oom) ? "; the snapshot was taken at this OOM" : "") << "\n";
     if (!oom.explanation.empty()) write_wrapped(out, "  ", "why: ", oom.explanation, options.stacks.width);
     if (oom.has_cause) write_wrapped(out, "  ", "cause: ", cause_text(r, oom, options), options.stacks.width);
     write_advice(out, oom.advice, "  ", options);
