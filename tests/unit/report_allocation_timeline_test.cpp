@@ -139,7 +139,8 @@ TEST(AllocationTimeline, TheEventClockKnowsWhichEventHappenedWhen) {
   for (size_t i = 0; i < n; ++i) {
     t.ev("block_alloc", "block", kSegment + 64 * MiB, 4096).ev("block_free", "block", kSegment + 64 * MiB, 0);
   }
-  const EventClock& clock = t.analyze().allocation_timeline.devices.at(0).clock;
+  const ProcessReport report = t.analyze();  // the clock below refers into it: it must outlive them
+  const EventClock& clock = report.allocation_timeline.devices.at(0).clock;
   EXPECT_EQ(clock.events, 6 + 2 * n);
   ASSERT_LE(clock.knots.size(), EventClock::kMaxKnots);
   ASSERT_GE(clock.knots.size(), EventClock::kMaxKnots / 4);
@@ -149,7 +150,9 @@ TEST(AllocationTimeline, TheEventClockKnowsWhichEventHappenedWhen) {
     const EventClock::Knot& k = clock.knots[i];
     // TraceText: the event with seq s happens at 10 s ns (plus the wait after the sixth).
     EXPECT_EQ(k.time_ns, 10 * (k.event + 1) + (k.event >= 6 ? 5'000'000'000 : 0)) << i;
-    if (i) EXPECT_GT(k.event, clock.knots[i - 1].event);
+    if (i) {
+      EXPECT_GT(k.event, clock.knots[i - 1].event);
+    }
   }
   // The wait is inside one interval of knots, which spans a few events, not a fifth of the run.
   for (size_t i = 1; i < clock.knots.size(); ++i) {
