@@ -513,7 +513,8 @@ void write_text(std::ostream& out, const std::vector<ProcessReport>& reports, co
         case Section::FailedCalls: write_failed_calls(out, r, options); break;
         case Section::Growth:
           write_growth(out, r, options);
-          if (r.growth.empty()) out << "growth: none\n";
+          // A snapshot that contradicts itself gets no growth verdict either way (its warning says why).
+          if (r.growth.empty() && !r.inconsistent_input) out << "growth: none\n";
           break;
         case Section::TimeToOom: write_time_to_oom_text(out, r, options); break;
         case Section::WhatIf: write_what_if_text(out, r, options); break;
