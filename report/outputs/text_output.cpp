@@ -319,7 +319,12 @@ void write_peaks(std::ostream& out, const ProcessReport& r, const TextOptions& o
     }
     out << "\n";
     write_after_cap(out, r, peak.device);
-    write_holders(out, main.culprits, main.bytes, options);
+    // A snapshot without a history peaks at its one moment: its holders are the live section's, said once.
+    if (r.snapshot && r.events == r.initial_events) {
+      out << "  the snapshot's one moment (no history): held by the allocations listed as live above\n";
+    } else {
+      write_holders(out, main.culprits, main.bytes, options);
+    }
     if (peak.has_fragmentation) {
       out << "  at the allocated peak: ";
       write_fragmentation_point(out, peak.fragmentation);
