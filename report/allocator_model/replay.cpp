@@ -69,6 +69,7 @@ struct AllocatorReplay::Device {
   uint64_t runtime_bytes = 0;
   bool has_reading = false;
   uint64_t limit = 0;             // limit_device(): the capacity until the first reading
+  uint64_t kept_free = 0;         // keep_free(): taken off every capacity
   uint64_t reading_free = 0, reading_runtime = 0, reading_recorded = 0;
   bool oom_path_open = false;     // a CUDA allocation failed: releases now are the allocator's retry
   bool in_release_burst = false;  // the releases of one empty_cache() come together
@@ -117,6 +118,10 @@ void AllocatorReplay::limit_device(int32_t device, uint64_t bytes) {
   if (device >= 0) this->device(device).limit = bytes;
 }
 
+void AllocatorReplay::keep_free(int32_t device, uint64_t bytes) {
+  if (device >= 0) this->device(device).kept_free = bytes;
+}
+
 // The model is made at the device's first PyTorch event, under the recorded settings; without any, a
 // map before any segment_alloc says the recording ran with expandable segments.
 void AllocatorReplay::ensure_model(Device& d, bool expandable_hint) {
@@ -153,8 +158,8 @@ void AllocatorReplay::on_settings(const Event& e) {
 void AllocatorReplay::update_capacity(Device& d) {
   if (!d.has_reading) {
     if (d.limit) {
-      d.out.capacity = d.limit;
-      d.model->set_capacity(d.limit);
+      d.out.capacity = d.limit - std::min(d.limit, d.kept_free);
+      d.model->set_capacity(d.out.capacity);
     }
     return;
   }
@@ -166,6 +171,7 @@ void AllocatorReplay::update_capacity(Device& d) {
   } else {  // PyTorch's events only (a snapshot): its reserved bytes at the reading
     capacity = d.reading_free + d.reading_recorded;
   }
+  capacity -= std::min(capacity, d.kept_free);
   d.out.capacity = capacity;
   d.model->set_capacity(capacity);
 }
@@ -302,9 +308,12 @@ void AllocatorReplay::on_block_alloc(Device& d, const Event& e) {
   d.model->offer_address(0);
   after_model_call(d, e);
   if (!placed.block) {
+    ++refusals_;
     if (d.out.new_ooms++ == 0) {
       d.out.first_new_oom_seq = e.seq;
       d.out.first_new_oom_time_ns = e.t;
+      d.out.first_new_oom_reserved = d.model->stats().reserved;
+      d.out.first_new_oom_capacity = d.model->capacity();
     }
     if (check_) {
       diverge(d, e, "the replay ran out of memory for a request of " + bytes(e.size) +
@@ -372,6 +381,7 @@ void AllocatorReplay::on_oom(Device& d, const Event& e) {
   outcome.time_ns = e.t;
   outcome.requested = e.size;
   outcome.still_happens = placed.block == nullptr;
+  refusals_ += outcome.still_happens;
   outcome.reserved = d.model->stats().reserved;
   outcome.capacity = d.model->capacity();
   // The program never got this block: a model that found room gives it back at once.

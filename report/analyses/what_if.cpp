@@ -79,12 +79,13 @@ std::vector<std::string> what_if_settings(const ProcessReport& report, const Ana
     out.insert(out.end(), request.settings.begin(), request.settings.end());
     return out;
   }
-  if (!request.automatic) return out;
   bool wanted = false;
   for (const OomReport& oom : report.ooms) wanted = wanted || (has_torch_blocks(report, oom.device) && (oom.has_blocks || is_torch_oom(oom)));
   for (const PeakReport& peak : report.peaks) wanted = wanted || (has_torch_blocks(report, peak.device) && fragmented(peak));
-  if (!wanted) return out;
+  wanted = wanted && request.automatic;
+  if (!wanted && !request.replay_recorded) return out;
   out.push_back("");
+  if (!wanted) return out;
   for (const char* candidate : kCandidates) out.push_back(candidate);
   return out;
 }

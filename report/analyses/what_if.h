@@ -35,6 +35,8 @@ struct AnalysisRequest {
   std::vector<std::string> settings;  // --what-if, PYTORCH_CUDA_ALLOC_CONF text (checked when parsed)
   std::string recorded;               // --recorded-settings: what the trace cannot tell
   bool automatic = true;              // try kCandidates on OOMs and fragmented peaks
+  bool replay_recorded = false;       // replay the recorded settings even with nothing to compare (the
+                                      // batch what-if's rows join that table: batch_what_if.h)
   bool allocation_timeline = true;    // keep the bands and buckets of allocation_timeline.h
 };
 
