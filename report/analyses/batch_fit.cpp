@@ -10,6 +10,26 @@ namespace gpumemtrace::report {
 
 namespace {
 
+// The least-squares parabola through (x, y) (three distinct x or more: a residual needs them), by
+// the normal equations, solved by Cramer's rule.
+void parabola_through(const std::vector<std::pair<double, double>>& points, RequestFit& fit) {
+  long double s[5] = {}, t[3] = {};  // s[k] = sum x^k, t[k] = sum y x^k
+  for (const auto& [x, y] : points) {
+    long double p = 1;
+    for (int k = 0; k < 5; ++k, p *= x) {
+      s[k] += p;
+      if (k < 3) t[k] += y * p;
+    }
+  }
+  auto det = [](long double a, long double b, long double c, long double d, long double e, long double f, long double g,
+                long double h, long double i) { return a * (e * i - f * h) - b * (d * i - f * g) + c * (d * h - e * g); };
+  const long double d = det(s[0], s[1], s[2], s[1], s[2], s[3], s[2], s[3], s[4]);
+  if (d == 0) return;
+  fit.q0 = static_cast<double>(det(t[0], s[1], s[2], t[1], s[2], s[3], t[2], s[3], s[4]) / d);
+  fit.q1 = static_cast<double>(det(s[0], t[0], s[2], s[1], t[1], s[3], s[2], t[2], s[4]) / d);
+  fit.q2 = static_cast<double>(det(s[0], s[1], t[0], s[1], s[2], t[1], s[2], s[3], t[2]) / d);
+}
+
 // The least-squares line through (x, y); at least two distinct x.
 RequestFit line_through(const std::vector<std::pair<double, double>>& points) {
   long double mx = 0, my = 0;
@@ -30,6 +50,7 @@ RequestFit line_through(const std::vector<std::pair<double, double>>& points) {
   for (const auto& [x, y] : points) fit.residual = std::max(fit.residual, std::fabs(y - (fit.a + fit.b * x)));
   if (fit.residual <= kLinearTolerance) fit.residual = 0;  // whole bytes: a rounding, not a curve
   fit.kind = fit.b != 0 ? RequestFit::Scales : RequestFit::Constant;
+  if (fit.residual > 0) parabola_through(points, fit);
   return fit;
 }
 
@@ -151,12 +172,16 @@ SizeFits fit_by_roles(const BatchRun& run) {
 }
 
 uint64_t size_at(const RequestFit& fit, double batch, int spread, double lo, double hi) {
-  double widen = 1;
-  if (hi > lo) {
-    const double distance = batch < lo ? lo - batch : batch > hi ? batch - hi : 0;
-    widen += distance / (hi - lo);
+  double size = fit.a + fit.b * batch;
+  if (spread && fit.residual > 0) {
+    double widen = 1;
+    if (hi > lo) {
+      const double distance = batch < lo ? lo - batch : batch > hi ? batch - hi : 0;
+      widen += distance / (hi - lo);
+    }
+    const double curve = fit.q0 + fit.q1 * batch + fit.q2 * batch * batch;
+    size = spread < 0 ? std::min(size - fit.residual * widen, curve) : std::max(size + fit.residual * widen, curve);
   }
-  const double size = fit.a + fit.b * batch + spread * fit.residual * widen;
   if (!(size > 0)) return 0;
   constexpr uint64_t kLargest = uint64_t{1} << 62;  // far past any device: the replay refuses it
   if (size >= static_cast<double>(kLargest)) return kLargest;

@@ -38,6 +38,9 @@ struct RequestFit {
   double a = 0;         // bytes at batch 0
   double b = 0;         // bytes per unit of batch
   double residual = 0;  // the largest distance of a matched size from the line (0 through two points)
+  // When residual > 0 (three batch sizes or more): the least-squares parabola q0 + q1 x + q2 x^2
+  // through the sizes, the simplest curve they follow; the range of the size spans it.
+  double q0 = 0, q1 = 0, q2 = 0;
   Kind kind = Unmatched;
 };
 
@@ -68,9 +71,10 @@ struct SizeFits {
 SizeFits fit_sizes(const std::vector<const BatchRun*>& runs, size_t tmpl);
 SizeFits fit_by_roles(const BatchRun& run);
 
-// The request's size at `batch`, in whole bytes, never negative. `spread`: -1 the low end of its
-// range, +1 the high end, 0 the line. The range is the residual, widened beyond the batch sizes fitted
-// (lo..hi) in proportion to the distance: residual * (1 + distance / (hi - lo)).
+// The request's size at `batch`, in whole bytes, never negative. `spread`: 0 the line; -1 the low end
+// of its range, +1 the high end. The range of a size that is not a straight line spans the line
+// widened by its residual (more beyond the batch sizes fitted, lo..hi: residual * (1 + distance /
+// (hi - lo))) and the parabola through its sizes; a straight line has none.
 uint64_t size_at(const RequestFit& fit, double batch, int spread = 0, double lo = 0, double hi = 0);
 
 }  // namespace gpumemtrace::report

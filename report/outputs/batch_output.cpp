@@ -110,9 +110,10 @@ void write_fit(std::ostream& out, const BatchReport& b) {
   if (b.unmatched) out << ", " << format_count(static_cast<double>(b.unmatched)) << " not matched in another run (kept as recorded)";
   out << "\n";
   if (b.not_linear) {
-    out << "  sizes: NOT LINEAR in the batch: " << plural(b.not_linear, "request is", "requests are")
-        << " off its straight line by up to " << format_bytes(static_cast<uint64_t>(std::llround(b.max_residual)))
-        << " (" << b.batches << " batch sizes): the reserved peak is a range, wider further from the batches recorded\n";
+    out << "  sizes: NOT LINEAR in the batch: " << plural(b.not_linear, "request is off its", "requests are off their")
+        << " straight line by up to " << format_bytes(static_cast<uint64_t>(std::llround(b.max_residual))) << " ("
+        << b.batches << " batch sizes): the reserved peak is a range, from the line (widened further from the "
+        << "batches recorded) to the curve through the sizes\n";
   } else if (!b.linearity_checked) {
     out << "  sizes: a straight line through " << b.batches
         << " batch sizes for each request: whether they are linear is not checked (a run at a third batch size would)\n";
@@ -137,14 +138,16 @@ void write_device(std::ostream& out, const BatchReport& b, const BatchDevice& d,
         << d.divergence_seq << " (" << d.divergence
         << "): the figures below are the model's, not checked against this run's allocator\n";
   }
-  out << "    " << padded("batch", with_settings ? 40 : 18) << padded("reserved peak", 32) << padded("allocated peak", 16)
+  out << "    " << padded("batch", with_settings ? 40 : 18) << padded("reserved peak", 36) << padded("allocated peak", 16)
       << padded("fragmentation", 15) << "out of memory\n";
   for (const BatchRow& row : d.rows) {
     std::string name = std::to_string(row.batch) + (row.recorded_sizes ? " (recorded)" : "");
     if (with_settings) name += ", " + settings_name(row.settings);
     std::string reserved = format_bytes(row.reserved_peak);
-    if (row.has_range) reserved += " (" + format_bytes(row.reserved_low) + " to " + format_bytes(row.reserved_high) + ")";
-    out << "    " << padded(name, with_settings ? 40 : 18) << padded(reserved, 32)
+    if (row.has_range && row.reserved_low != row.reserved_high) {
+      reserved += " (" + format_bytes(row.reserved_low) + " to " + format_bytes(row.reserved_high) + ")";
+    }
+    out << "    " << padded(name, with_settings ? 40 : 18) << padded(reserved, 36)
         << padded(format_bytes(row.allocated_peak), 16) << padded(ratio_text(row.at_peak.ratio()), 15);
     if (!row.refused) {
       out << "no";

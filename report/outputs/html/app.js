@@ -400,16 +400,19 @@
   // recorded run's (its replay, which matches the recording when "replay.faithful").
   function whatIfBlock(w, t0) {
     const block = h("div", {});
+    // A batch what-if's rows (docs/what-if.md, "Another batch size") name their batch.
+    const rowName = (row) => (row.batch ? `batch ${row.batch}${row.settings ? ` with ${row.settings}` : ""} (predicted${row.estimate ? ", an estimate" : ""})` : row.settings);
     const r = w.replay;
     block.appendChild(h("p", { class: r.faithful ? "hint" : "warning" }, r.faithful
       ? `Replayed under ${w.recorded_settings || "the default settings"}, the model matches the recording: ${r.segment_ops_compared} segment operations, ${r.blocks_compared} blocks at the same offsets.`
       : `The replay differs from the recording at event ${r.divergence.seq}: ${r.divergence.what}. The figures are the model's.`));
     block.appendChild(table(["Settings", "Reserved peak", "Allocated peak", "Fragmentation at the peak", "Cache flushes", "Retries"]
       .concat(w.ooms.map((o, i) => `OOM ${i + 1} (${bytes(o.requested)})`)),
-      w.rows.map((row) => [row.recorded ? "recorded run" : row.settings, bytes(row.reserved_peak), bytes(row.allocated_peak),
+      w.rows.map((row) => [row.recorded ? "recorded run" : rowName(row),
+        bytes(row.reserved_peak) + (row.reserved_range ? ` (${bytes(row.reserved_range[0])} to ${bytes(row.reserved_range[1])})` : ""), bytes(row.allocated_peak),
         `${(100 * row.at_peak.ratio).toFixed(0)}%`, String(row.cache_flushes), String(row.retries)]
         .concat(row.ooms_still_happen.map((x) => (x ? "happens" : "avoided")))
-        .concat(row.new_ooms ? [`${row.new_ooms} new OOMs`] : []))));
+        .concat(row.new_ooms ? [row.batch ? "runs out of memory" : `${row.new_ooms} new OOMs`] : []))));
     if (w.advice) block.appendChild(h("p", { class: "advice" }, w.advice));
     if (w.headroom) {
       block.appendChild(h("p", { class: "hint" }, `Headroom (an estimate): about ${w.headroom.factor_recorded.toFixed(1)}x the activations at the peak (${bytes(w.headroom.activation_bytes)}) would fit` +
@@ -426,7 +429,7 @@
       const step = Math.max(1, Math.ceil(times.length / 2000));
       const samples = times.filter((_, i) => i % step === 0).map((t) => {
         const s = { time_ns: t };
-        w.rows.forEach((row) => { s[row.recorded ? "recorded" : row.settings] = at(row.timeline, t); });
+        w.rows.forEach((row) => { s[row.recorded ? "recorded" : rowName(row)] = at(row.timeline, t); });
         return s;
       });
       const chartEl = h("div", { class: "timeline" });

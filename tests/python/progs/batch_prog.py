@@ -28,7 +28,7 @@ class Net:
         per_sample = torch.empty(1024 * batch, device="cuda")  # LINE_PER_SAMPLE
         kept = [h1, h2, per_sample]
         if curved:
-            kept.append(torch.empty(16 * 1024 * batch * batch, device="cuda"))  # LINE_SCORES
+            kept.append(torch.empty(64 * 1024 * batch * batch, device="cuda"))  # LINE_SCORES
         workspace = torch.empty(8 * MiB, device="cuda")  # LINE_WORKSPACE: a fixed size
         del workspace
         return kept
