@@ -37,13 +37,14 @@ RSS_GROWTH_ALLOWED = 1.25
 RSS_SLACK_MIB = 2.0
 
 
-def generate(path, events):
+def generate(path, events, large=None):
     """A steady loop on top of 6 persistent 48 MiB weights: each step allocates 5 large tensors (each in a
     segment of its own size), 3 medium ones (1-10 MiB: packed into one 20 MiB segment) and 5 small ones
     (packed into one 2 MiB segment), and frees them in reverse. The segment events and every block's
     address are what the default allocator does with this sequence (large first, so that no medium
-    request is served by a cached large segment): the replay of the recorded settings must match it."""
-    large = [12 * MiB, 16 * MiB, 22 * MiB, 24 * MiB, 48 * MiB]
+    request is served by a cached large segment): the replay of the recorded settings must match it.
+    `large`: other large sizes (multiples of 2 MiB, from 10 MiB: a segment of their own size each)."""
+    large = large or [12 * MiB, 16 * MiB, 22 * MiB, 24 * MiB, 48 * MiB]
     medium = [6 * MiB, 3 * MiB, 2 * MiB + 512]
     small = [1 * MiB, 4096, 65536, 300 * 1024, 100]
     head = ('{"type":"header","format":"gpumemtrace","version":1,"library":"0.1.0","pid":1,"ppid":0,'

@@ -13,14 +13,13 @@
 #include <cstring>
 #include <fstream>
 #include <iostream>
-#include <map>
 #include <optional>
 #include <set>
 #include <stdexcept>
 
 #include "report/analyses/analyze.h"
-#include "report/analyses/batch_what_if.h"
 #include "report/analyses/diff.h"
+#include "report/cli/batch_inputs.h"
 #include "report/cli/gates.h"
 #include "report/cli/inputs.h"
 #include "report/cli/jobs.h"
@@ -59,7 +58,9 @@ AnalyzedInputs analyze_all(const std::vector<TraceInput>& inputs, const Suppress
     ProgressLine progress(STDERR_FILENO);
     AnalysisRequest what_if{options.what_if, options.recorded_settings, !options.diff,
                             options.format == OutputFormat::Html};  // only the page draws the timeline
-    what_if.replay_recorded = options.batch();  // the batch rows join the recorded run's what-if table
+    // The page shows the batch what-if's rows in the recorded run's what-if table: it is made even
+    // when nothing else asks for it.
+    what_if.replay_recorded = options.batch() && options.format == OutputFormat::Html;
     analyzed = analyze_inputs(inputs, suppressions, options.progress ? &progress : nullptr,
                               options.jobs ? options.jobs : default_jobs(), what_if, folding);
   }  // the line is cleared here, before any warning or report is written
@@ -67,37 +68,6 @@ AnalyzedInputs analyze_all(const std::vector<TraceInput>& inputs, const Suppress
   for (const std::string& warning : analyzed.skipped) std::cerr << "gpumem-report: warning: " << printable(warning) << "\n";
   if (analyzed.reports.empty()) throw std::runtime_error("no trace to report on: every trace given is empty");
   return analyzed;
-}
-
-// The batch what-if (batch_what_if.h): each TRACE one run, read again for its requests; the batch of
-// each from --batch-of (TRACE as given, or the same file), its marks or its file name.
-BatchReport batch_what_if_of(const std::vector<TraceInput>& inputs, const Options& options) {
-  std::vector<BatchRun> runs;
-  for (const TraceInput& input : inputs) runs.push_back(read_batch_run(input.path, input.name));
-  std::map<std::string, uint64_t> given;
-  for (const auto& [trace, batch] : options.batch_of) {
-    struct stat named {};
-    const bool exists = ::stat(trace.c_str(), &named) == 0;
-    const TraceInput* found = nullptr;
-    for (const TraceInput& input : inputs) {
-      struct stat st {};
-      if (input.name == trace || (exists && input.spooled.empty() && ::stat(input.path.c_str(), &st) == 0 &&
-                                  st.st_dev == named.st_dev && st.st_ino == named.st_ino)) {
-        found = &input;
-      }
-    }
-    if (!found) throw BatchError("--batch-of " + trace + "=" + std::to_string(batch) + ": not one of the traces given");
-    given[found->name] = batch;
-  }
-  assign_batches(runs, given);
-  BatchQuestion question;
-  question.at = options.at_batch;
-  question.max = options.max_batch;
-  question.margin = options.batch_margin;
-  question.margin_share = options.batch_margin_share;
-  question.settings = options.what_if;
-  question.recorded = options.recorded_settings;
-  return batch_what_if(runs, question);
 }
 
 void write_report(std::ostream& out, const std::vector<ProcessReport>& reports, const ProcessGroups& groups,
@@ -219,7 +189,7 @@ int run(const Options& options) {
     std::optional<BatchReport> batch;
     if (options.batch()) batch = batch_what_if_of(groups[0], options);
     AnalyzedInputs analyzed = analyze_all(groups[0], suppressions, options, &folding);
-    if (batch) add_batch_rows(*batch, analyzed.reports);
+    if (batch && options.format == OutputFormat::Html) add_batch_rows(*batch, analyzed.reports);
     // The text report prints the warnings of the processes it shows in full itself.
     std::set<std::string> shown;
     if (options.format == OutputFormat::Text)

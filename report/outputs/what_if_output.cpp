@@ -158,7 +158,6 @@ void write_what_if_text(std::ostream& out, const ProcessReport& r, const TextOpt
     for (size_t i = 0; i < w.oom_seqs.size(); ++i) out << "OOM " << (i + 1) << " (" << format_bytes(w.oom_requested[i]) << ")  ";
     out << "\n";
     for (const WhatIfRow& row : w.rows) {
-      if (row.batch) continue;  // a batch what-if's row: the batch section at the top has it
       std::string name = row.recorded ? "recorded run" : row.settings;
       if (name.size() >= width) name = name.substr(0, width - 4) + "...";
       out << "  " << padded(name, width) << padded(format_bytes(row.reserved_peak), 15)
