@@ -155,12 +155,19 @@ void AllocatorReplay::on_settings(const Event& e) {
 
 // The capacity now (see Device): set before each request, since what the process holds outside
 // PyTorch's segments moves.
+// The margin comes off what the process may hold: cudaMalloc's reach, or the memory fraction's cap
+// when that is lower (a capped process never reaches the device's free bytes).
 void AllocatorReplay::update_capacity(Device& d) {
-  if (!d.has_reading) {
-    if (d.limit) {
-      d.out.capacity = d.limit - std::min(d.limit, d.kept_free);
-      d.model->set_capacity(d.out.capacity);
+  const auto set = [&d](uint64_t capacity) {
+    if (d.kept_free) {
+      capacity = std::min(capacity, d.model->fraction_cap());
+      capacity -= std::min(capacity, d.kept_free);
     }
+    d.model->set_capacity(capacity);
+    d.out.capacity = d.model->limit();
+  };
+  if (!d.has_reading) {
+    if (d.limit) set(d.limit);
     return;
   }
   uint64_t capacity;
@@ -171,9 +178,7 @@ void AllocatorReplay::update_capacity(Device& d) {
   } else {  // PyTorch's events only (a snapshot): its reserved bytes at the reading
     capacity = d.reading_free + d.reading_recorded;
   }
-  capacity -= std::min(capacity, d.kept_free);
-  d.out.capacity = capacity;
-  d.model->set_capacity(capacity);
+  set(capacity);
 }
 
 void AllocatorReplay::take_reading(Device& d, uint64_t free) {
@@ -313,11 +318,11 @@ void AllocatorReplay::on_block_alloc(Device& d, const Event& e) {
       d.out.first_new_oom_seq = e.seq;
       d.out.first_new_oom_time_ns = e.t;
       d.out.first_new_oom_reserved = d.model->stats().reserved;
-      d.out.first_new_oom_capacity = d.model->capacity();
+      d.out.first_new_oom_capacity = d.model->limit();
     }
     if (check_) {
       diverge(d, e, "the replay ran out of memory for a request of " + bytes(e.size) +
-                        " that the recorded allocator served (capacity " + bytes(d.model->capacity()) + ")");
+                        " that the recorded allocator served (capacity " + bytes(d.model->limit()) + ")");
     }
     return;
   }
@@ -383,7 +388,7 @@ void AllocatorReplay::on_oom(Device& d, const Event& e) {
   outcome.still_happens = placed.block == nullptr;
   refusals_ += outcome.still_happens;
   outcome.reserved = d.model->stats().reserved;
-  outcome.capacity = d.model->capacity();
+  outcome.capacity = d.model->limit();
   // The program never got this block: a model that found room gives it back at once.
   if (placed.block) d.model->free(placed.block);
   after_model_call(d, e);

@@ -50,7 +50,7 @@ struct OomOutcome {
   uint64_t requested = 0;
   bool still_happens = true;
   uint64_t reserved = 0;   // the model's reserved bytes after it tried
-  uint64_t capacity = 0;   // what cudaMalloc could reach then
+  uint64_t capacity = 0;   // what the model could hold reserved then (CachingAllocatorModel::limit)
 };
 
 struct ReservedSample {
@@ -67,13 +67,13 @@ struct DeviceReplay {
   ModelStats stats;
   uint64_t requests = 0;              // torch.alloc events replayed
   uint64_t recorded_reserved_peak = 0;  // from the trace's PyTorch segment events
-  uint64_t capacity = 0;              // the last capacity used (0: never known)
+  uint64_t capacity = 0;              // the last limit used: cudaMalloc's reach or the fraction's cap (0: never known)
   std::vector<OomOutcome> ooms;       // one per recorded torch.oom, in order
   uint64_t new_ooms = 0;              // requests the recording served and the model refused
   uint64_t first_new_oom_seq = 0;
   uint64_t first_new_oom_time_ns = 0;
   uint64_t first_new_oom_reserved = 0;   // the model's reserved bytes when it refused it
-  uint64_t first_new_oom_capacity = 0;   // and what cudaMalloc could reach then
+  uint64_t first_new_oom_capacity = 0;   // and what it could hold reserved then (limit)
   uint64_t empty_cache_calls = 0;     // releases replayed as torch.cuda.empty_cache()
   std::vector<ReservedSample> timeline;  // the model's reserved bytes, bounded, evenly thinned
   // Checking (the recorded settings only).

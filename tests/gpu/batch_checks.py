@@ -63,8 +63,11 @@ VOCAB, SEQ, EMBD, LAYERS, HEADS = 8192, 256, 512, 4, 8
 def gpt2():
     from transformers import GPT2Config, GPT2LMHeadModel
     cfg = GPT2Config(vocab_size=VOCAB, n_positions=SEQ, n_embd=EMBD, n_layer=LAYERS, n_head=HEADS,
-                     resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
-    cfg._attn_implementation = "eager"
+                     resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, attn_implementation="eager")
+    try:  # releases before the keyword: an attribute (a setter in those that have one)
+        cfg._attn_implementation = "eager"
+    except Exception:
+        pass
     model = GPT2LMHeadModel(cfg)
     return model, (lambda ids: model(ids, labels=ids).loss)
 
@@ -128,9 +131,9 @@ try:
         try:
             model, loss_of = gpt2()
             which = "transformers GPT2LMHeadModel"
-        except ImportError:
+        except Exception as e:  # not installed, or not importable with this PyTorch
             model, loss_of = small_gpt()
-            which = "hand-written GPT"
+            which = "hand-written GPT (transformers: %s)" % type(e).__name__
         model = model.to(dev)
         model.train()
         opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
@@ -182,6 +185,7 @@ class Check:
         name = "run_b%d" % batch if traced else "plain_b%d" % batch
         trace = os.path.join(self.dir, name + ".jsonl")
         env = gpuenv.traced_env(trace) if traced else dict(os.environ)
+        env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")   # nothing is downloaded
         timeout = max(10, min(90, gpuenv.time_left() - 5))
         try:
             p = subprocess.run([sys.executable, self.script, str(batch), str(self.cap), str(STEPS)],

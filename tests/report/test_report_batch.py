@@ -157,6 +157,31 @@ class BatchRuns(unittest.TestCase):
         self.assertLess(share["largest"], kept["largest"])  # 102.4 MiB kept free
         self.assertLessEqual(kept["refused"]["capacity"], plain["refused"]["capacity"] - 100 * MiB)
 
+    def test_a_memory_fraction_caps_what_could_be_reserved(self):
+        # set_per_process_memory_fraction(0.5) on the 1 GiB device, recorded by the hook: what PyTorch
+        # could reserve is the cap, not the device's free bytes, in the device's line, each row's spare
+        # bytes and the search; a margin comes off the cap.
+        cap = GiB // 2
+        runs = (self.run_of(8, "capped"), self.run_of(16, "capped"))
+        full = report_json("--at-batch", "24", "--max-batch", *runs)
+        self.assertEqual(full["batch"]["devices"][0]["capacity"], cap)
+        self.assertEqual(device_row(full, 24)["capacity"], cap)
+        found = full["batch"]["max_batch"][0]
+        self.assertEqual(found["refused"]["capacity"], cap)
+        self.assertLessEqual(found["refused"]["reserved"], cap)
+        uncapped = report_json("--max-batch", self.run_of(8), self.run_of(16))["batch"]["max_batch"][0]
+        self.assertLess(found["largest"], uncapped["largest"])
+        # The program at the largest batch and one more, under the cap: one fits, one does not.
+        self.assertIsNone(self.alone(found["largest"], "capped")["refused"])
+        self.assertIsNotNone(self.alone(found["failing"], "capped")["refused"])
+        kept = report_json("--max-batch=100MiB", *runs)["batch"]["max_batch"][0]
+        self.assertEqual(kept["refused"]["capacity"], cap - 100 * MiB)
+        self.assertLess(kept["largest"], found["largest"])
+        text = run_report("--at-batch", "24", *runs, check_rc=0).stdout
+        self.assertIn("PyTorch could reserve 512.0 MiB", text)
+        spare = re.search(r"\n    24 +([0-9.]+) MiB .* no: ([0-9.]+) MiB to spare\n", text)
+        self.assertAlmostEqual(float(spare.group(1)) + float(spare.group(2)), 512.0, delta=0.1)
+
     # --- how far to trust it -------------------------------------------------------------------------
 
     def test_sizes_that_are_not_linear_are_said_and_widen_the_range(self):

@@ -1,7 +1,8 @@
 # tests/python/progs/batch_prog.py — a training loop whose memory follows its batch size, on the stand-in torch.
 """Child of tests/report/test_report_batch.py, run under the recorder on the simulated runtime.
-argv[1]: the batch size. argv[2]: "linear" (default: every request's size is a + b * batch) or "curved"
-(attention-like scores of batch * batch elements: not a straight line in the batch).
+argv[1]: the batch size. argv[2]: "linear" (default: every request's size is a + b * batch), "curved"
+(attention-like scores of batch * batch elements: not a straight line in the batch) or "capped" (linear,
+under torch.cuda.set_per_process_memory_fraction(0.5), set before the first request).
 
 Each of three steps: an input batch, two layers' activations, a temporary freed before the second layer
 asks for more than its segment holds (the freed segment stays cached: fragmentation), a small buffer per
@@ -14,6 +15,8 @@ import torch
 MiB = 1 << 20
 batch = int(sys.argv[1])
 curved = len(sys.argv) > 2 and sys.argv[2] == "curved"
+if len(sys.argv) > 2 and sys.argv[2] == "capped":
+    torch.cuda.set_per_process_memory_fraction(0.5)
 
 
 class Net:
