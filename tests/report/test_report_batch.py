@@ -406,12 +406,12 @@ class BatchOnRealTraces(unittest.TestCase):
                 self.assertIn("batch 24 (predicted, an estimate)", names)
                 self.assertTrue(rows["fits"], width)
                 self.assertEqual(page.errors, [])
-                if os.environ.get("GPUMEMTRACE_SCREENSHOTS"):  # to look at: GPUMEMTRACE_SCREENSHOTS=dir
+                if os.environ.get("BATCH_TEST_SCREENSHOTS"):  # to look at: BATCH_TEST_SCREENSHOTS=dir
                     page.evaluate("[...document.querySelectorAll('table')].find(t => /^Settings/.test(t.innerText))"
                                   ".closest('section').scrollIntoView({block: 'start'})")
                     shot = page.send("Page.captureScreenshot", {"format": "png"})["data"]
                     import base64
-                    with open(os.path.join(os.environ["GPUMEMTRACE_SCREENSHOTS"], f"batch-{width}.png"), "wb") as f:
+                    with open(os.path.join(os.environ["BATCH_TEST_SCREENSHOTS"], f"batch-{width}.png"), "wb") as f:
                         f.write(base64.b64decode(shot))
 
 
