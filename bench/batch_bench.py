@@ -26,12 +26,9 @@ import subprocess
 import sys
 import tempfile
 
-from benchlib import Spread, interleaved_rounds, load_average
-from what_if_bench import MiB, generate
+from benchlib import Spread, load_average
+from what_if_bench import MiB, generate, time_variants
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests", "report"))
-from reportlib import run_measured  # noqa: E402
 
 TARGET_S = 10.0
 
@@ -76,16 +73,7 @@ def main():
             found = batch["max_batch"][0]
             replays[name] = (found["replays"], found["largest"])
 
-        def run(name, _round):
-            rc, err, seconds, rss = run_measured(variants[name], limit_s=600)
-            if rc != 0:
-                print(f"{name}: exit {rc}: {err}", file=sys.stderr)
-                return None
-            return (seconds, rss)
-
-        samples = interleaved_rounds(tuple(variants), args.runs, run)
-        if samples is None:
-            sys.exit(1)
+        samples = time_variants(variants, args.runs)
         print(f"\n{events} tensor events in the run at batch 16 ({os.path.getsize(run16) >> 20} MiB of trace); "
               f"{args.runs} runs each\n")
         print("| variant | median s | min-max s | peak RSS MiB | replays in the search | largest batch |")

@@ -37,6 +37,22 @@ RSS_GROWTH_ALLOWED = 1.25
 RSS_SLACK_MIB = 2.0
 
 
+def time_variants(variants, runs):
+    """{name: [(seconds, peak RSS)] * runs} of each command of `variants` ({name: argv}), in interleaved
+    rounds; exits when one fails."""
+    def run(name, _round):
+        rc, err, seconds, rss = run_measured(variants[name], limit_s=600)
+        if rc != 0:
+            print(f"{name}: exit {rc}: {err}", file=sys.stderr)
+            return None
+        return (seconds, rss)
+
+    samples = interleaved_rounds(tuple(variants), runs, run)
+    if samples is None:
+        sys.exit(1)
+    return samples
+
+
 def generate(path, events, large=None):
     """A steady loop on top of 6 persistent 48 MiB weights: each step allocates 5 large tensors (each in a
     segment of its own size), 3 medium ones (1-10 MiB: packed into one 20 MiB segment) and 5 small ones
@@ -126,16 +142,7 @@ def main():
             "what-if x5": [report, "--format", "json"] + [a for s in SETTINGS_X5 for a in ("--what-if", s)] + [big],
         }
 
-        def run(name, _round):
-            rc, err, seconds, rss = run_measured(variants[name], limit_s=600)
-            if rc != 0:
-                print(f"{name}: exit {rc}: {err}", file=sys.stderr)
-                return None
-            return (seconds, rss)
-
-        samples = interleaved_rounds(tuple(variants), args.runs, run)
-        if samples is None:
-            sys.exit(1)
+        samples = time_variants(variants, args.runs)
         print(f"\n{events} tensor events ({os.path.getsize(big) >> 20} MiB of trace), {args.runs} runs each\n")
         print("| variant | median s | min-max s | events/s | peak RSS MiB |")
         print("|---|---|---|---|---|")

@@ -3,22 +3,26 @@
 
 #include <algorithm>
 
+#include "trace/torch_actions.h"
+
 namespace gpumemtrace::report {
 
 namespace {
+
+using torch_actions::Action;
 
 // The api text the replay tells events apart by (replay.cpp), per BatchRecord::Api.
 std::string_view api_text(BatchRecord::Api api) {
   switch (api) {
     case BatchRecord::Runtime: return "cudaMalloc";
-    case BatchRecord::TorchAlloc: return "torch.alloc";
-    case BatchRecord::TorchFreeRequested: return "torch.free_requested";
-    case BatchRecord::TorchFreeCompleted: return "torch.free_completed";
-    case BatchRecord::TorchOom: return "torch.oom";
-    case BatchRecord::TorchSegmentAlloc: return "torch.segment_alloc";
-    case BatchRecord::TorchSegmentFree: return "torch.segment_free";
-    case BatchRecord::TorchSegmentMap: return "torch.segment_map";
-    case BatchRecord::TorchSegmentUnmap: return "torch.segment_unmap";
+    case BatchRecord::TorchAlloc: return torch_actions::api(Action::Alloc);
+    case BatchRecord::TorchFreeRequested: return torch_actions::api(Action::FreeRequested);
+    case BatchRecord::TorchFreeCompleted: return torch_actions::api(Action::FreeCompleted);
+    case BatchRecord::TorchOom: return torch_actions::api(Action::Oom);
+    case BatchRecord::TorchSegmentAlloc: return torch_actions::api(Action::SegmentAlloc);
+    case BatchRecord::TorchSegmentFree: return torch_actions::api(Action::SegmentFree);
+    case BatchRecord::TorchSegmentMap: return torch_actions::api(Action::SegmentMap);
+    case BatchRecord::TorchSegmentUnmap: return torch_actions::api(Action::SegmentUnmap);
     case BatchRecord::TorchOther: return "torch.other";
     case BatchRecord::Settings: return "";
   }

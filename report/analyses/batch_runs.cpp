@@ -4,32 +4,32 @@
 #include <regex>
 
 #include "report/analyses/analyze.h"
+#include "trace/torch_actions.h"
 
 namespace gpumemtrace::report {
 
 namespace {
 
-constexpr std::string_view kApiAlloc = "torch.alloc";
-constexpr std::string_view kApiOom = "torch.oom";
-constexpr std::string_view kApiFreeRequested = "torch.free_requested";
-constexpr std::string_view kApiFreeCompleted = "torch.free_completed";
-constexpr std::string_view kApiSegmentAlloc = "torch.segment_alloc";
-constexpr std::string_view kApiSegmentFree = "torch.segment_free";
-constexpr std::string_view kApiSegmentMap = "torch.segment_map";
-constexpr std::string_view kApiSegmentUnmap = "torch.segment_unmap";
+using torch_actions::Action;
 
-bool is_torch(std::string_view api) { return api.size() > 6 && api.substr(0, 6) == "torch."; }
+constexpr std::string_view kTorchPrefix = "torch.";  // + PyTorch's action name (trace/torch_actions.h)
+
+bool is_torch(std::string_view api) {
+  return api.size() > kTorchPrefix.size() && api.substr(0, kTorchPrefix.size()) == kTorchPrefix;
+}
 
 BatchRecord::Api torch_api(std::string_view api) {
-  if (api == kApiAlloc) return BatchRecord::TorchAlloc;
-  if (api == kApiOom) return BatchRecord::TorchOom;
-  if (api == kApiFreeRequested) return BatchRecord::TorchFreeRequested;
-  if (api == kApiFreeCompleted) return BatchRecord::TorchFreeCompleted;
-  if (api == kApiSegmentAlloc) return BatchRecord::TorchSegmentAlloc;
-  if (api == kApiSegmentFree) return BatchRecord::TorchSegmentFree;
-  if (api == kApiSegmentMap) return BatchRecord::TorchSegmentMap;
-  if (api == kApiSegmentUnmap) return BatchRecord::TorchSegmentUnmap;
-  return BatchRecord::TorchOther;
+  switch (torch_actions::parse(api.substr(kTorchPrefix.size()))) {
+    case Action::Alloc: return BatchRecord::TorchAlloc;
+    case Action::Oom: return BatchRecord::TorchOom;
+    case Action::FreeRequested: return BatchRecord::TorchFreeRequested;
+    case Action::FreeCompleted: return BatchRecord::TorchFreeCompleted;
+    case Action::SegmentAlloc: return BatchRecord::TorchSegmentAlloc;
+    case Action::SegmentFree: return BatchRecord::TorchSegmentFree;
+    case Action::SegmentMap: return BatchRecord::TorchSegmentMap;
+    case Action::SegmentUnmap: return BatchRecord::TorchSegmentUnmap;
+    default: return BatchRecord::TorchOther;
+  }
 }
 
 // The events AllocatorReplay::apply acts on (replay.cpp), and no others.
@@ -162,9 +162,10 @@ void BatchRunRecorder::on_event(const Event& e) {
   }
   const bool torch = is_torch(e.api);
   if (!replay_reads(e, torch)) return;
-  keep(e, torch ? torch_api(e.api) : BatchRecord::Runtime);
+  const BatchRecord::Api api = torch ? torch_api(e.api) : BatchRecord::Runtime;
+  keep(e, api);
   if (!torch || e.initial) return;
-  if ((e.op == Op::BlockAlloc && e.api == kApiAlloc) || (e.op == Op::BlockOom && e.api == kApiOom)) {
+  if ((e.op == Op::BlockAlloc && api == BatchRecord::TorchAlloc) || (e.op == Op::BlockOom && api == BatchRecord::TorchOom)) {
     on_request(e);
   } else if (e.op == Op::BlockFree) {
     on_block_free(e);

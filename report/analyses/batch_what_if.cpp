@@ -5,6 +5,7 @@
 #include <set>
 
 #include "report/analyses/batch_replay.h"
+#include "report/analyses/what_if.h"
 
 namespace gpumemtrace::report {
 
@@ -71,19 +72,11 @@ BatchRow make_row(const DeviceReplay& d, const std::string& settings, uint64_t b
   row.recorded_sizes = recorded_sizes;
   row.reserved_peak = d.stats.peak_reserved;
   row.allocated_peak = d.stats.peak_allocated;
-  row.at_peak.reserved = d.stats.peak_reserved;
-  row.at_peak.allocated = std::min(d.stats.allocated_at_peak, d.stats.peak_reserved);
-  row.at_peak.free_in_reserved = d.stats.peak_reserved - row.at_peak.allocated;
-  row.at_peak.largest_free_block = std::min(d.stats.largest_free_at_peak, row.at_peak.free_in_reserved);
+  row.at_peak = at_peak_of(d.stats);
   row.cache_flushes = d.stats.cache_flushes;
   row.retries = d.stats.retries;
   row.capacity = d.capacity;
-  for (const allocator_model::ReservedSample& s : d.timeline) {
-    TimelineSample sample;
-    sample.time_ns = s.time_ns;
-    sample.reserved = s.reserved;
-    row.timeline.push_back(sample);
-  }
+  row.timeline = timeline_of(d.timeline);
   return row;
 }
 

@@ -6,6 +6,7 @@
 
 #include "report/outputs/json_output.h"
 #include "report/outputs/units.h"
+#include "report/outputs/what_if_output.h"
 #include "util/terminal_text.h"
 
 namespace gpumemtrace::report {
@@ -67,12 +68,7 @@ json row_json(const BatchRow& row) {
           {"reserved_peak", row.reserved_peak},
           {"reserved_range", row.has_range ? json::array({row.reserved_low, row.reserved_high}) : json(nullptr)},
           {"allocated_peak", row.allocated_peak},
-          {"at_peak",
-           {{"reserved", row.at_peak.reserved},
-            {"allocated", row.at_peak.allocated},
-            {"free_in_reserved", row.at_peak.free_in_reserved},
-            {"largest_free_block", row.at_peak.largest_free_block},
-            {"ratio", row.at_peak.ratio()}}},
+          {"at_peak", at_peak_json(row.at_peak)},
           {"cache_flushes", row.cache_flushes},
           {"retries", row.retries},
           {"capacity", row.capacity ? json(row.capacity) : json(nullptr)},

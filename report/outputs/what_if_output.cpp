@@ -35,12 +35,7 @@ json row_json(const WhatIfRow& row) {
           {"automatic", row.automatic},
           {"reserved_peak", row.reserved_peak},
           {"allocated_peak", row.allocated_peak},
-          {"at_peak",
-           {{"reserved", row.at_peak.reserved},
-            {"allocated", row.at_peak.allocated},
-            {"free_in_reserved", row.at_peak.free_in_reserved},
-            {"largest_free_block", row.at_peak.largest_free_block},
-            {"ratio", row.at_peak.ratio()}}},
+          {"at_peak", at_peak_json(row.at_peak)},
           {"cache_flushes", row.cache_flushes},
           {"retries", row.retries},
           {"new_ooms", row.new_ooms},
@@ -52,6 +47,14 @@ json row_json(const WhatIfRow& row) {
 }
 
 }  // namespace
+
+json at_peak_json(const FragmentationPoint& p) {
+  return {{"reserved", p.reserved},
+          {"allocated", p.allocated},
+          {"free_in_reserved", p.free_in_reserved},
+          {"largest_free_block", p.largest_free_block},
+          {"ratio", p.ratio()}};
+}
 
 std::string format_duration(double seconds) {
   if (seconds < 1) return "under a second";

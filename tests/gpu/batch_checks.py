@@ -10,18 +10,19 @@ eager attention, no dropout), else (no transformers) a small GPT written here wi
 steps at each size. The stand-in torch (tests/python/fake_torch, no torch.nn) runs a workload of plain
 torch.empty requests instead, so that this script's plumbing runs on CPU too.
 
-The device is capped with torch.cuda.set_per_process_memory_fraction(CAP / total memory) (CAP: 4 GiB,
+The device is capped with torch.cuda.set_per_process_memory_fraction(CAP / total memory) (CAP: 8 GiB,
 BATCH_CHECK_CAP_MIB overrides), so that the largest batch is a few dozen and checks in seconds on any
 GPU. How gpumem-report learns the cap: the recorder's PyTorch hook records each
-set_per_process_memory_fraction call (a `settings` record, docs/pytorch.md "Allocator settings"), and
+set_per_process_memory_fraction call (an `allocator_settings` record, docs/pytorch.md "Allocator settings"), and
 the allocator model caps what it reserves at fraction x the device's memory, as PyTorch does. The `cap`
 check says whether the report's capacity is that cap; when it is not, the other checks run again with
 `--recorded-settings per_process_memory_fraction:F` (the option that tells the model a cap the trace
 does not show), so that their figures still come.
 
   record       the three runs recorded (batch 4, 8, 12), each with PyTorch's max_memory_reserved()
-  cap          the report's device capacity == the cap (fraction x total), and its replay of the
-               template reproduces the recording (the model's reserved peak == max_memory_reserved())
+  cap          the report's device capacity == the cap (fraction x total)
+  replay       the model's replay of the template (batch 12) reproduces its recording: its reserved peak
+               == max_memory_reserved()
   predict_bN   gpumem-report --at-batch N from the three runs, N two sizes between the largest recorded
                and the largest that fits; then the program at N: the predicted reserved peak within 3%
                of max_memory_reserved(), and out of memory in both or in neither
@@ -63,7 +64,8 @@ VOCAB, SEQ, EMBD, LAYERS, HEADS = 8192, 256, 512, 4, 8
 def gpt2():
     from transformers import GPT2Config, GPT2LMHeadModel
     cfg = GPT2Config(vocab_size=VOCAB, n_positions=SEQ, n_embd=EMBD, n_layer=LAYERS, n_head=HEADS,
-                     resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, attn_implementation="eager")
+                     resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, activation_function="gelu",
+                     attn_implementation="eager")
     try:  # releases before the keyword: an attribute (a setter in those that have one)
         cfg._attn_implementation = "eager"
     except Exception:
@@ -211,14 +213,14 @@ class Check:
         cmd += [t for _, t in traces]
         with open(os.path.join(self.dir, name + ".cmd"), "w") as f:
             f.write(" ".join(cmd) + "\n")
-        stderr = ""
+        said = "not run"
         try:
             p = subprocess.run(cmd, capture_output=True, text=True, timeout=max(10, min(60, gpuenv.time_left())))
-            stderr = one_line(p.stderr)
+            said = "exit %d: %s" % (p.returncode, one_line(p.stderr))
             with open(out) as f:
                 return json.load(f)["batch"], ""
         except (OSError, ValueError, KeyError, subprocess.SubprocessError) as e:
-            return None, "gpumem-report %s failed (%s): %s" % (name, type(e).__name__, stderr)
+            return None, "gpumem-report (%s) gave no batch object (%s: %s); %s" % (name, type(e).__name__, e, said)
 
 
 def device_of(batch_doc):
@@ -240,13 +242,13 @@ def main():
         return 0
     import torch
     stand_in = not hasattr(torch, "nn")
-    try:
-        import transformers
-        tv = transformers.__version__
+    try:  # without importing it here (seconds): the children do
+        from importlib.metadata import version
+        tv = version("transformers")
     except Exception:
         tv = "not installed"
     print("PyTorch %s, transformers %s" % (torch.__version__, tv), flush=True)
-    cap = int(os.environ.get("BATCH_CHECK_CAP_MIB", 512 if stand_in else 4096)) << 20
+    cap = int(os.environ.get("BATCH_CHECK_CAP_MIB", 512 if stand_in else 8192)) << 20
     try:
         checks(Check(cap))
     except Exception:
@@ -284,14 +286,14 @@ def checks(c):
     faithful = (dev.get("replay") or {}).get("faithful")
     own = next((r for r in dev.get("rows", []) if r["recorded_sizes"] and not r["settings"]), {})
     recorded = runs[template][0]["reserved"]
-    R.say("cap", ok_cap and faithful and own.get("reserved_peak") == recorded,
-          "the report's capacity %s vs the cap %d (fraction %r of %d); the model's replay of b%d %s: its reserved "
-          "peak %s vs max_memory_reserved() %d (the trace's %s)%s"
-          % (dev.get("capacity"), cap_bytes, first["fraction"], first["total"], template,
-             "reproduces the recording" if faithful else "parts from it: %s" % (dev.get("replay") or {}).get("divergence"),
-             own.get("reserved_peak"), recorded, dev.get("recorded_reserved_peak"), "" if ok_cap else
-             "; the cap is not the report's: the next reports are told --recorded-settings per_process_memory_fraction:%r"
-             % first["fraction"]))
+    R.say("cap", ok_cap, "the report's capacity %s vs the cap %d (fraction %r of %d)%s"
+          % (dev.get("capacity"), cap_bytes, first["fraction"], first["total"], "" if ok_cap else
+             "; the next reports are told --recorded-settings per_process_memory_fraction:%r" % first["fraction"]))
+    R.say("replay", faithful and own.get("reserved_peak") == recorded,
+          "the model's replay of b%d %s: its reserved peak %s vs max_memory_reserved() %d (the trace's %s)"
+          % (template, "reproduces the recording" if faithful
+             else "parts from it: %s" % (dev.get("replay") or {}).get("divergence"),
+             own.get("reserved_peak"), recorded, dev.get("recorded_reserved_peak")))
     if not ok_cap:
         c.settings = ["per_process_memory_fraction:%r" % first["fraction"]]
         doc, why = c.report("max_batch_told", traces, ["--max-batch"])

@@ -101,7 +101,7 @@ class GpuRunTest(unittest.TestCase):
     def test_batch_checks_plumbing_against_the_stand_in(self):
         # The stand-in has no torch.nn: the script's own workload of plain requests runs instead, capped
         # with set_per_process_memory_fraction. The stand-in's allocator is not PyTorch's, so what the
-        # model's replay of its recording says is not checked here (the cap, leave one out): what is, is
+        # model's replay of its recording says is not checked here (replay, leave one out): what is, is
         # the plumbing the GPU run depends on (recording, the report's batch object, the children's
         # figures) and that the predictions and the largest batch agree with the stand-in's own runs.
         out = tempfile.mkdtemp(prefix="gpumemtrace-gpu-out-")
@@ -115,7 +115,7 @@ class GpuRunTest(unittest.TestCase):
             rows = {r["check"].split("/", 1)[1]: r for r in (json.loads(line) for line in f)}
         predicted = sorted(n for n in rows if n.startswith("predict_b"))
         self.assertEqual(len(predicted), 2, rows)
-        for name in ["record", "max_batch"] + predicted:
+        for name in ["record", "cap", "max_batch"] + predicted:
             self.assertEqual(rows[name]["status"], "PASS", rows[name])
         # The cap the program set is the report's capacity.
         self.assertIn("the report's capacity 536870912 vs the cap 536870912", rows["cap"]["figure"])
