@@ -332,6 +332,12 @@ struct WhatIfRow {
   uint64_t first_new_oom_time_ns = 0;
   std::vector<bool> ooms_still_happen;  // per recorded OOM (WhatIfReport::oom_seqs)
   std::vector<TimelineSample> timeline; // predicted reserved bytes (allocated unused), bounded
+  // A batch what-if's row (batch_what_if.h): the batch replayed (0: a setting's row), from one run's
+  // roles (an estimate), and the range of the reserved peak when the sizes are not linear.
+  uint64_t batch = 0;
+  bool estimate = false;
+  bool has_range = false;
+  uint64_t reserved_low = 0, reserved_high = 0;
 };
 
 struct WhatIfReport {

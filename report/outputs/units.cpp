@@ -31,6 +31,22 @@ std::string format_seconds(uint64_t nanoseconds) {
   return text;
 }
 
+std::string format_count(double n) {
+  char digits[32];
+  std::snprintf(digits, sizeof digits, "%.0f", n);
+  std::string plain = digits, out;
+  for (size_t i = 0; i < plain.size(); ++i) {
+    if (i && (plain.size() - i) % 3 == 0 && plain[i - 1] != '-') out += ',';
+    out += plain[i];
+  }
+  return out;
+}
+
+std::string padded(std::string text, size_t width) {
+  text.append(text.size() < width ? width - text.size() : 1, ' ');
+  return text;
+}
+
 std::string signal_name(int signal) {
   switch (signal) {
     case 1: return "SIGHUP";

@@ -2,6 +2,7 @@
 // ("10M", "1.5GiB") are read by util/byte_size.h.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
@@ -9,6 +10,8 @@ namespace gpumemtrace::report {
 
 std::string format_bytes(uint64_t bytes);      // "512 B", "3.0 KiB", "1.5 GiB"
 std::string format_seconds(uint64_t nanoseconds);  // "1.234 s", "12 ms"
+std::string format_count(double n);            // rounded to a whole number: "20,038"
+std::string padded(std::string text, size_t width);  // spaces up to `width`, at least one (a table's column)
 // "SIGTERM", "SIGINT", "SIGHUP" (the signals a footer names; Linux numbers), else "signal N".
 std::string signal_name(int signal);
 

@@ -138,6 +138,8 @@
   GM.whatIfBlock = function (ui, w, t0, axis, chart) {
     const { h, bytes, table } = ui;
     const block = h("div", {});
+    // A batch what-if's rows (docs/what-if.md, "Another batch size") name their batch.
+    const rowName = (row) => (row.batch ? `batch ${row.batch}${row.settings ? ` with ${row.settings}` : ""} (predicted${row.estimate ? ", an estimate" : ""})` : row.settings);
     const r = w.replay;
     block.appendChild(h("p", { class: r.faithful ? "hint" : "warning" }, r.faithful
       ? `Replayed under ${w.recorded_settings || "the default settings"}, the model matches the recording: ${r.segment_ops_compared} segment operations, ${r.blocks_compared} blocks at the same offsets.`
@@ -150,10 +152,11 @@
       (w.unmodeled_options || []).length ? `not modelled: ${w.unmodeled_options.join(", ")}` : ""].filter(Boolean).join("; ") + "."));
     block.appendChild(table(["Settings", "Reserved peak", "Allocated peak", "Fragmentation at the peak", "Cache flushes", "Retries"]
       .concat(w.ooms.map((o, i) => `OOM ${i + 1} (${bytes(o.requested)})`)),
-    w.rows.map((row) => [row.recorded ? "recorded run" : GM.breakable(h, row.settings), bytes(row.reserved_peak), bytes(row.allocated_peak),
+    w.rows.map((row) => [row.recorded ? "recorded run" : GM.breakable(h, rowName(row)),
+      bytes(row.reserved_peak) + (row.reserved_range ? ` (${bytes(row.reserved_range[0])} to ${bytes(row.reserved_range[1])})` : ""), bytes(row.allocated_peak),
       pct(row.at_peak.ratio), String(row.cache_flushes), String(row.retries)]
       .concat(row.ooms_still_happen.map((x) => (x ? "happens" : "avoided")))
-      .concat(row.new_ooms ? [`${row.new_ooms} new OOMs`] : []))));
+      .concat(row.new_ooms ? [row.batch ? "runs out of memory" : `${row.new_ooms} new OOMs`] : []))));
     if (w.advice) block.appendChild(h("p", { class: "advice" }, w.advice));
     if (w.headroom) {
       block.appendChild(h("p", { class: "hint" }, `Headroom (an estimate): about ${w.headroom.factor_recorded.toFixed(1)}x the activations at the peak (${bytes(w.headroom.activation_bytes)}) would fit` +
@@ -174,7 +177,7 @@
       block.appendChild(chartEl);
       block.appendChild(h("p", { class: "hint" }, "PyTorch's reserved bytes over time: the recorded run and each setting's replay."));
       requestAnimationFrame(() => chart(chartEl, kept.map((t) => t - t0), w.rows.map((row, i) => ({
-        label: row.recorded ? "recorded" : row.settings, color: colors[i % colors.length], fill: colors[i % colors.length] + "1f",
+        label: row.recorded ? "recorded" : rowName(row), color: colors[i % colors.length], fill: colors[i % colors.length] + "1f",
         values: kept.map((t) => at(row.timeline, t)),
       })), axis, [], 240));
     }
