@@ -53,6 +53,12 @@ class HtmlViews(PageTests, ReportTestCase):
         self.assertIn(why, self.text(page, "main section.card"))
         self.assertEqual(page.errors, [])
 
+    def test_a_run_that_leaked_nothing_says_so_without_a_count(self):
+        page = self.open("capped", os.path.join(REAL, "capped.jsonl.zst"))
+        cards = self.text(page, "header + .stats .stat")
+        self.assertRegex(cards, r"LEAKED AT EXIT\s+0 B\b")
+        self.assertNotIn("0 B in 0", cards)
+
     def test_tests_are_a_sortable_table_and_the_cards_count_their_leaks(self):
         page = self.open("pytest", os.path.join(REAL, "pytest.jsonl.zst"))
         cards = self.text(page, "header + .stats .stat")

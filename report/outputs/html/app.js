@@ -637,7 +637,7 @@
     const snapshots = doc.processes.length && doc.processes.every((p) => p.snapshot);  // moments, not exits
     if (crashed.length) cards.push(stat("Live when it crashed", bytes(crashedBytes)));
     if (snapshots) cards.push(stat("Live at the snapshot", bytes(s.alive_at_exit_bytes)));
-    else if (!crashed.length || leaked) cards.push(stat("Leaked at exit", `${bytes(leaked)} in ${s.leaked_count}`, leaked ? "bad" : "good"));
+    else if (!crashed.length || leaked) cards.push(stat("Leaked at exit", leaked ? `${bytes(leaked)} in ${s.leaked_count}` : bytes(0), leaked ? "bad" : "good"));
     // A test's leak is freed by the end of the run, so it is not among the leaks at exit: its own card.
     if (s.scopes) {
       cards.push(stat("Tests that leaked", `${s.leaking_scopes} of ${s.scopes}` +
