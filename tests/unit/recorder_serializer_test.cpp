@@ -329,6 +329,43 @@ TEST(Serializer, GcRecordSpansItsCollection) {
   EXPECT_EQ(s.events_written(), 2u);
 }
 
+// Stacks paused and resumed (format::Op::Pause / Resume): standalone records with absolute seq and t,
+// which leave the event lines' deltas as they were and count as no event.
+TEST(Serializer, PauseAndResumeAreRecordsOfTheirOwn) {
+  std::string out;
+  TraceSerializer s(&out, /*symbolize=*/false);
+  EventRecord a{};
+  a.seq = 1;
+  a.time_ns = 1000;
+  a.api = "cudaFree";
+  a.op = format::Op::Free;
+  a.addr = 0x7000;
+  s.event(a);
+  EventRecord pause{};
+  pause.seq = 2;
+  pause.time_ns = 1200;
+  pause.tid = 9;
+  pause.op = format::Op::Pause;
+  pause.kind = format::Kind::None;
+  s.pause(pause);
+  EventRecord resume = pause;
+  resume.seq = 3;
+  resume.time_ns = 1300;
+  resume.op = format::Op::Resume;
+  s.pause(resume);
+  EventRecord b = a;
+  b.seq = 4;
+  b.time_ns = 1010;
+  s.event(b);
+  const std::vector<json> lines = parse_lines(out);
+  ASSERT_EQ(lines.size(), 5u);  // site, event, pause, resume, event
+  EXPECT_EQ(lines[2], json::parse(R"({"type":"pause","seq":2,"t":1200,"tid":9})"));
+  EXPECT_EQ(lines[3], json::parse(R"({"type":"resume","seq":3,"t":1300,"tid":9})"));
+  EXPECT_EQ(lines[4]["t"], 10);
+  EXPECT_EQ(lines[4]["q"], 4);
+  EXPECT_EQ(s.events_written(), 2u);
+}
+
 TEST(Serializer, EventLinesAreCompactAndDeltaCoded) {
   std::string out;
   TraceSerializer s(&out, /*symbolize=*/false);
