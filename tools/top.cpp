@@ -430,6 +430,8 @@ int main(int argc, char** argv) {
   TopOptions options;
   CLI::App app{"", "gpumemtrace top"};
   app.set_help_flag("-h,--help", "this text");
+  app.footer("Keys: 1/2/3 sort by live bytes, growth, count; l level; d device; / filter; ? help; q quit.\n"
+             "Exit 0; 2 when the trace cannot be found or read. docs/launcher.md, \"gpumemtrace top\".");
   app.add_option("--interval", options.interval, "seconds between refreshes (default 1)")
       ->check(CLI::Range(0.05, 3600.0));
   app.add_flag("--batch", options.batch, "a plain screen per refresh on standard output, until the trace ends");

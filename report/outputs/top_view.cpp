@@ -65,7 +65,7 @@ std::string header_line(const LiveState& s, const TopScreen& screen) {
   line += ", " + ending(s);
   std::string cmd;
   for (const std::string& arg : s.header.cmdline) cmd += (cmd.empty() ? "" : " ") + util::printable(arg);
-  return line + (cmd.empty() ? "" : ": " + cmd);
+  return line + (cmd.empty() ? "" : " \u2014 " + cmd);
 }
 
 std::string counts_line(const LiveState& s, const TopScreen& screen) {
@@ -122,7 +122,7 @@ const char* top_sort_name(TopSort sort) {
 
 std::string site_label(const LiveSite& site, size_t width) {
   StackViewOptions options;
-  options.max_frames = 4;
+  options.max_frames = 6;
   options.width = 0;
   const std::vector<std::string> lines = stack_lines(site.stack ? *site.stack : Stack{}, options, 0);
   if (lines.empty()) return "(no stack recorded)";
@@ -130,7 +130,8 @@ std::string site_label(const LiveSite& site, size_t width) {
   // (a cuda_malloc wrapper, say) are told apart on one line.
   std::string label = lines.front();
   for (size_t i = 1; i < lines.size(); ++i) {
-    if (lines[i].rfind("...", 0) == 0) break;  // "... N more frames"
+    if (lines[i].rfind("...", 0) == 0) break;     // "... N more frames"
+    if (lines[i].rfind("[", 0) == 0) continue;    // a library's folded frames, called by the first line
     label += " < " + lines[i].substr(0, lines[i].find(" ("));
   }
   return fit(label, width);

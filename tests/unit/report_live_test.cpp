@@ -100,7 +100,7 @@ TEST(TopView, GrewSinceTheLastRefreshSortFilterAndSize) {
   screen.refresh = 1;  // nothing to compare with: no GREW figure, and no device growth
   std::string text = joined(render_top(now, before, screen));
   EXPECT_EQ(text.find("+2.0 MiB"), std::string::npos) << text;
-  EXPECT_NE(text.find("pid 7, running: python app.py"), std::string::npos) << text;
+  EXPECT_NE(text.find("pid 7, running \u2014 python app.py"), std::string::npos) << text;
 
   screen.refresh = 2;
   TopFrame frame = render_top(now, before, screen);
