@@ -72,14 +72,16 @@ static inline void* gpumemtrace_lookup_(void** cache, int* looked, const char* n
 
 /* The union turns dlsym's object pointer into a function pointer, which ISO C does not allow as a
    cast (the header compiles with -std=c11 -pedantic -Werror). */
-#define GPUMEMTRACE_FORWARD_(type, symbol, ...)                                       \
+#define GPUMEMTRACE_LOOKUP_(type, symbol)                                             \
   static void* cache_ = 0;                                                            \
   static int looked_ = 0;                                                             \
   union {                                                                             \
     void* object;                                                                     \
     type function;                                                                    \
   } fn_;                                                                              \
-  fn_.object = gpumemtrace_lookup_(&cache_, &looked_, symbol);                        \
+  fn_.object = gpumemtrace_lookup_(&cache_, &looked_, symbol)
+#define GPUMEMTRACE_FORWARD_(type, symbol, ...) \
+  GPUMEMTRACE_LOOKUP_(type, symbol);            \
   if (fn_.object) fn_.function(__VA_ARGS__)
 
 static inline void gpumemtrace_block_alloc(const void* ptr, size_t size, const void* segment, int device,
@@ -110,14 +112,8 @@ static inline void gpumemtrace_scope_end(const char* name) {
 
 /* As GPUMEMTRACE_FORWARD_, for a function that returns an int: `absent` without gpumemtrace. `args`
    is the parenthesised argument list (ISO C wants at least one argument for a macro's "..."). */
-#define GPUMEMTRACE_RETURN_(type, symbol, absent, args)                               \
-  static void* cache_ = 0;                                                            \
-  static int looked_ = 0;                                                             \
-  union {                                                                             \
-    void* object;                                                                     \
-    type function;                                                                    \
-  } fn_;                                                                              \
-  fn_.object = gpumemtrace_lookup_(&cache_, &looked_, symbol);                        \
+#define GPUMEMTRACE_RETURN_(type, symbol, absent, args) \
+  GPUMEMTRACE_LOOKUP_(type, symbol);                    \
   return fn_.object ? fn_.function args : (absent)
 
 static inline int gpumemtrace_pause(void) {

@@ -36,9 +36,7 @@
 #include <vector>
 
 #include "report/analyses/live_model.h"
-#include "report/cli/options.h"
 #include "report/outputs/top_view.h"
-#include "report/outputs/units.h"
 #include "report/reader/follow_source.h"
 #include "report/reader/trace_reader.h"
 #include "util/ends_with.h"
