@@ -379,7 +379,10 @@ int run(const TopOptions& options) {
         const bool done = reader_done.load(std::memory_order_acquire);
         before = std::move(now);
         now = model.state();
+        // One interval after this refresh was due, or after now when it came late (the machine
+        // was suspended, say): late refreshes are not made up in a burst.
         next += interval;
+        if (next <= Clock::now()) next = Clock::now() + interval;
         ++screen.refresh;
         devices.clear();
         for (const report::LiveDevice& d : now.devices) devices.push_back(d.device);
