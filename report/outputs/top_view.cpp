@@ -189,7 +189,9 @@ TopFrame render_top(const LiveState& now, const LiveState& before, const TopScre
     });
     out.push_back(std::string(screen.level == Level::Block ? "caching-allocator blocks" : "CUDA allocations") +
                   " by call site: " + std::to_string(rows.size()) + (rows.size() == 1 ? " site, " : " sites, ") +
-                  format_bytes(level_bytes) + " live; sorted by " + top_sort_name(screen.sort) +
+                  format_bytes(level_bytes) + " live" +
+                  (all_devices ? "" : " on device " + std::to_string(screen.device)) + "; sorted by " +
+                  top_sort_name(screen.sort) +
                   (filter.empty() ? "" : "; filter \"" + util::printable(screen.filter) + "\""));
     frame.table_header = out.size();
     out.push_back(right("LIVE", 11) + right("COUNT", 9) + right("GREW", 12) + (all_devices ? "  DEV " : "") + "  SITE");

@@ -120,6 +120,12 @@ TEST(TopView, GrewSinceTheLastRefreshSortFilterAndSize) {
   EXPECT_NE(text.find("1 site, 8.0 MiB live"), std::string::npos) << text;
   EXPECT_EQ(text.find("grow_cache"), std::string::npos) << text;
 
+  screen.device = 0;  // one device: no DEV column, and the title says which
+  text = joined(render_top(now, before, screen));
+  EXPECT_NE(text.find("1 site, 8.0 MiB live on device 0; sorted by grew"), std::string::npos) << text;
+  EXPECT_EQ(text.find("DEV"), std::string::npos) << text;
+  screen.device = kAllDevices;
+
   screen.filter.clear();
   screen.level = Level::Block;  // no allocator blocks in this trace
   text = joined(render_top(now, before, screen));
