@@ -391,6 +391,15 @@ void TraceSerializer::gc(const EventRecord& r) {
       .end();
 }
 
+void TraceSerializer::pause(const EventRecord& r) {
+  JsonLine(out_)
+      .begin(r.op == f::Op::Pause ? f::kTypePause : f::kTypeResume)
+      .unum(f::kFieldSeq, r.seq)
+      .unum(f::kFieldTime, r.time_ns)
+      .unum(f::kFieldTid, r.tid)
+      .end();
+}
+
 void TraceSerializer::device(int32_t device, const char* name, uint64_t total, uint64_t free_bytes) {
   JsonLine j(out_);
   j.begin(f::kTypeDevice).num(f::kFieldDevice, limits::device(device)).str(f::kFieldName, name);

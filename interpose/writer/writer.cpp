@@ -180,6 +180,8 @@ void Writer::write_event(const EventRecord& r) {
   }
   if (!capped_ && r.op == format::Op::AllocatorSettings) return serializer_->allocator_settings(r);
   if (!capped_ && r.op == format::Op::Gc) return serializer_->gc(r);
+  // A pause after the cap is detail the cap stopped: not an event either, so not counted.
+  if (r.op == format::Op::Pause || r.op == format::Op::Resume) return capped_ ? void() : serializer_->pause(r);
   if (!capped_) {
     const uint32_t stack = serializer_->event(r, stack_of(r));
     if (max_bytes_ || scope_bound_.tracking() || r.op == format::Op::ScopeBegin) live_.apply(r, stack);
@@ -349,6 +351,7 @@ void Writer::run_until_stopped() {
   uint64_t last_flush = util::monotonic_ns();
   for (;;) {
     if (exec_phase_.load(std::memory_order_acquire) != kNoExec && !serve_exec()) break;
+    if (dump_phase_.load(std::memory_order_acquire) == kDumpRequested) serve_dump();
     const bool stopping = stop_requested_.load(std::memory_order_acquire);
     const bool got = drain_once(4096);
     publish_devices();

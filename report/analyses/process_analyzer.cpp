@@ -149,6 +149,16 @@ void ProcessAnalyzer::on_scope(const Event& e) {
   scope_peaks_.on_scope(e, events_);
 }
 
+void ProcessAnalyzer::on_pause(const Event& e) {
+  if (e.op == Op::Pause && !paused_since_) {
+    ++pauses_;
+    paused_since_ = std::max<uint64_t>(e.t, 1);
+  } else if (e.op == Op::Resume && paused_since_) {
+    paused_ns_ += e.t > paused_since_ ? e.t - paused_since_ : 0;
+    paused_since_ = 0;
+  }
+}
+
 ProcessReport ProcessAnalyzer::finish(const std::string& file, const ReadResult& read) {
   model_.settle_all();
   ProcessReport out;
@@ -176,6 +186,13 @@ ProcessReport ProcessAnalyzer::finish(const std::string& file, const ReadResult&
     out.warnings.push_back(std::to_string(model_.orphan_blocks()) + " blocks (" +
                            std::to_string(model_.orphan_bytes()) +
                            " bytes) were still live when their segment was freed: ended with it, not leaks");
+  }
+  if (pauses_) {
+    const uint64_t open = paused_since_ && last_time_ > paused_since_ ? last_time_ - paused_since_ : 0;
+    out.warnings.push_back("stacks were paused " + std::string(pauses_ == 1 ? "once" : std::to_string(pauses_) + " times") +
+                           ", " + format_seconds(paused_ns_ + open) +
+                           " in all (gpumemtrace.stop() to start()): what was allocated then is counted, "
+                           "shown as \"(no stack recorded)\"");
   }
   if (capped_) {
     const std::string at = format_seconds(events_ && capped_->t > first_time_ ? capped_->t - first_time_ : 0);

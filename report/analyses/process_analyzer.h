@@ -62,6 +62,9 @@ class ProcessAnalyzer : public TraceHandler {
   void on_allocator_settings(const Event& e) override { settings_.apply(e); }
   // A garbage collection that freed objects (what a test left live and it freed was no leak).
   void on_gc(const Event& e) override { scopes_.on_gc(e); }
+  // Stacks paused by the program (gpumemtrace.stop()): counted, for the warning that says why events
+  // have no stack.
+  void on_pause(const Event& e) override;
 
   ProcessReport finish(const std::string& file, const ReadResult& read);
 
@@ -84,6 +87,9 @@ class ProcessAnalyzer : public TraceHandler {
   uint64_t last_acquire_ = 0;  // of the last allocation or block that succeeded (story.h: a crash)
   uint64_t events_ = 0;
   uint64_t initial_events_ = 0;  // a snapshot's state before its history
+  uint64_t pauses_ = 0;          // "pause" records that paused stacks
+  uint64_t paused_ns_ = 0;       // their time, up to their "resume" (closed pauses only)
+  uint64_t paused_since_ = 0;    // the pause under way; 0: none
   std::vector<Mark> marks_;
   uint64_t marks_total_ = 0;
   std::string mark_phase_;  // the last mark's label: the phase of threads with no NVTX range open

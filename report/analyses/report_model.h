@@ -398,9 +398,10 @@ struct ProcessReport {
   format::End end = format::End::Unknown;
   int32_t exit_status = -1;         // End::Exit, End::QuickExit: 0-255; -1 when not known
   int32_t end_signal = 0;           // End::Signal: the signal's number
-  // Cut: no footer (killed, disk full, still running) or a cut-short last line. The analysis covers
-  // up to last_time_ns only; what was live then is "live when the trace was cut", never a leak.
-  bool cut() const { return !complete || truncated; }
+  // Cut: no footer (killed, disk full, still running), a cut-short last line, or a dump (a running
+  // process's trace sealed by gpumemtrace.dump(): footer "end": "dump"). The analysis covers up to
+  // last_time_ns only; what was live then is "live when the trace was cut", never a leak.
+  bool cut() const { return !complete || truncated || end == format::End::Dump; }
   // Killed by a signal's default action (SIGTERM, SIGINT, SIGHUP), the trace finished up to it: what
   // was live then is "live when killed", never a leak (the program did not get to free it).
   bool killed_by_signal() const { return complete && !truncated && end == format::End::Signal; }

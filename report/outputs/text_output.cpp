@@ -82,6 +82,7 @@ std::string ending(const ProcessReport& r) {
     case format::End::QuickExit: return "ended by _exit" + status;
     case format::End::Signal: return "killed by " + signal_name(r.end_signal);
     case format::End::Exec: return "replaced by exec";
+    case format::End::Dump: return "still running: a dump of its trace so far";
     case format::End::Unknown: break;
   }
   return "clean exit";  // a footer that does not say how

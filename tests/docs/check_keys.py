@@ -107,7 +107,10 @@ TRACE_FIXTURES = REPORT_FIXTURES + (
     "python ../tests/python/progs/torch_prog.py settings >/dev/null 2>&1 || true; "
     # a garbage collection as the pytest plugin's gc callback reports it: a gc record
     "LD_PRELOAD=$P PYTHONPATH=../tools/python GPUMEMTRACE_OUTPUT=gc.jsonl "
-    "python -c 'import gc, gpumemtrace; gc.callbacks.append(gpumemtrace.gc_callback()); a = []; a.append(a); del a; gc.collect()' >/dev/null")
+    "python -c 'import gc, gpumemtrace; gc.callbacks.append(gpumemtrace.gc_callback()); a = []; a.append(a); del a; gc.collect()' >/dev/null; "
+    # gpumemtrace.stop(), start() and dump(): pause and resume records, a dump's footer
+    "LD_PRELOAD=$P PYTHONPATH=../tools/python GPUMEMTRACE_OUTPUT=control.jsonl.zst "
+    "python ../tests/python/progs/control_prog.py ../build/sim/libcudart.so.13 control . >/dev/null")
 
 # Fields the docs' examples show that the recorder writes only with a GPU, PyTorch or a full ring:
 # (record type, field); "event" is the expanded form of an event (docs/trace-format.md).
