@@ -22,7 +22,7 @@ from testenv import under_tsan
 
 RUN = os.path.join(ROOT, "tests", "gpu", "run.sh")
 FAKE = os.path.join(ROOT, "tests", "python", "fake_torch")
-CHECKS = ("history/history checks", "batch/batch checks", "torch/torch checks", "driver/driver GPU checks", "corpus/corpus",
+CHECKS = ("history/history checks", "batch/batch checks", "corpus/corpus", "torch/torch checks", "driver/driver GPU checks",
           "verdict/verdict checks", "cost/cost checks")
 
 

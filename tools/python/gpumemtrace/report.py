@@ -471,6 +471,10 @@ class WhatIfRow:
     new_ooms: int = 0
     ooms_still_happen: List[bool] = field(default_factory=list)
     timeline: List[WhatIfSample] = field(default_factory=list)
+    # A batch what-if's row (docs/what-if.md, "Another batch size"); a setting's row has batch None.
+    batch: Optional[int] = None
+    estimate: bool = False
+    reserved_range: Optional[List[int]] = None
 
 
 @_record
