@@ -70,6 +70,7 @@ struct AllocatorReplay::Device {
   bool has_reading = false;
   uint64_t limit = 0;             // limit_device(): the capacity until the first reading
   uint64_t kept_free = 0;         // keep_free(): taken off every capacity
+  double kept_share = 0;          // keep_free(): and this share of what the process may hold at most
   uint64_t reading_free = 0, reading_runtime = 0, reading_recorded = 0;
   bool oom_path_open = false;     // a CUDA allocation failed: releases now are the allocator's retry
   bool in_release_burst = false;  // the releases of one empty_cache() come together
@@ -118,8 +119,11 @@ void AllocatorReplay::limit_device(int32_t device, uint64_t bytes) {
   if (device >= 0) this->device(device).limit = bytes;
 }
 
-void AllocatorReplay::keep_free(int32_t device, uint64_t bytes) {
-  if (device >= 0) this->device(device).kept_free = bytes;
+void AllocatorReplay::keep_free(int32_t device, uint64_t bytes, double share) {
+  if (device < 0) return;
+  Device& d = this->device(device);
+  d.kept_free = bytes;
+  d.kept_share = share;
 }
 
 // The model is made at the device's first PyTorch event, under the recorded settings; without any, a
@@ -156,12 +160,17 @@ void AllocatorReplay::on_settings(const Event& e) {
 // The capacity now (see Device): set before each request, since what the process holds outside
 // PyTorch's segments moves.
 // The margin comes off what the process may hold: cudaMalloc's reach, or the memory fraction's cap
-// when that is lower (a capped process never reaches the device's free bytes).
+// when that is lower (a capped process never reaches the device's free bytes). A share is of the
+// most the process may hold: the device's memory, or the cap under a memory fraction (5% of a
+// 139 GiB device is not a margin inside an 8 GiB cap).
 void AllocatorReplay::update_capacity(Device& d) {
   const auto set = [&d](uint64_t capacity) {
-    if (d.kept_free) {
+    if (d.kept_free || d.kept_share > 0) {
       capacity = std::min(capacity, d.model->fraction_cap());
-      capacity -= std::min(capacity, d.kept_free);
+      const uint64_t most = std::min(d.total ? d.total : capacity, d.model->fraction_cap());
+      const uint64_t margin = d.kept_free + static_cast<uint64_t>(d.kept_share * static_cast<double>(most));
+      d.out.kept_free = margin;
+      capacity -= std::min(capacity, margin);
     }
     d.model->set_capacity(capacity);
     d.out.capacity = d.model->limit();

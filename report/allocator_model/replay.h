@@ -68,6 +68,7 @@ struct DeviceReplay {
   uint64_t requests = 0;              // torch.alloc events replayed
   uint64_t recorded_reserved_peak = 0;  // from the trace's PyTorch segment events
   uint64_t capacity = 0;              // the last limit used: cudaMalloc's reach or the fraction's cap (0: never known)
+  uint64_t kept_free = 0;             // the margin keep_free() took off it last, in bytes
   std::vector<OomOutcome> ooms;       // one per recorded torch.oom, in order
   uint64_t new_ooms = 0;              // requests the recording served and the model refused
   uint64_t first_new_oom_seq = 0;
@@ -99,9 +100,10 @@ class AllocatorReplay {
   // reserved bytes + the device's free bytes then): the capacity before the first reading, so that no
   // setting is replayed into more memory than the device has.
   void limit_device(int32_t device, uint64_t bytes);
-  // Bytes of `device` that must stay free (the batch what-if's margin, batch_what_if.h): the capacity
-  // the model sees is this much lower, wherever it came from.
-  void keep_free(int32_t device, uint64_t bytes);
+  // Bytes of `device` that must stay free (the batch what-if's margin, batch_what_if.h), plus `share`
+  // of the most the process may hold there (the device's memory, or a memory fraction's cap): the
+  // capacity the model sees is this much lower, wherever it came from.
+  void keep_free(int32_t device, uint64_t bytes, double share = 0);
   // An "allocator_settings" record, in timeline order.
   void on_settings(const Event& e);
   void apply(const Event& e);

@@ -42,7 +42,7 @@ std::vector<allocator_model::DeviceReplay> replay_at(const BatchRun& run, const 
                                                      const BatchReplayOptions& options) {
   allocator_model::AllocatorReplay replay(options.overlay, options.recorded, options.check);
   for (const DeviceInfo& info : run.devices) replay.on_device(info);
-  for (const auto& [device, bytes] : options.keep_free) replay.keep_free(device, bytes);
+  for (const auto& [device, margin] : options.keep_free) replay.keep_free(device, margin.bytes, margin.share);
   size_t request = 0;
   for (size_t i = 0; i < run.records.size(); ++i) {
     const BatchRecord& r = run.records[i];

@@ -42,7 +42,11 @@ struct BatchSizes {
 struct BatchReplayOptions {
   std::string overlay;                  // PYTORCH_CUDA_ALLOC_CONF over the recorded settings ("": none)
   std::string recorded;                 // --recorded-settings
-  std::map<int32_t, uint64_t> keep_free;  // the margin, per device
+  struct Margin {
+    uint64_t bytes = 0;
+    double share = 0;  // of the most the process may hold on the device (AllocatorReplay::keep_free)
+  };
+  std::map<int32_t, Margin> keep_free;  // the margin, per device
   bool check = false;                   // compare with the recording (recorded sizes only)
   // End at the first request refused: the program would have raised there (as a recorded run that
   // ran out of memory ends), so nothing after it is part of the prediction.

@@ -52,15 +52,15 @@ BatchRefusal refusal_of(const BatchRun& run, const FirstRefusal& first, const Ba
   return out;
 }
 
-// The margin on each device of the run: bytes, or a share of its memory.
-std::map<int32_t, uint64_t> margins(const BatchRun& run, const BatchQuestion& question) {
-  std::map<int32_t, uint64_t> out;
+// The margin on each device of the run: bytes, or a share of what the process may hold there (the
+// replay works it out: a memory fraction's cap is known only as the run's settings are replayed).
+std::map<int32_t, BatchReplayOptions::Margin> margins(const BatchRun& run, const BatchQuestion& question) {
+  std::map<int32_t, BatchReplayOptions::Margin> out;
   for (const DeviceInfo& info : run.devices) {
-    if (info.device < 0) continue;
-    out[info.device] = question.margin + static_cast<uint64_t>(question.margin_share * static_cast<double>(info.total));
+    if (info.device >= 0) out[info.device] = {question.margin, question.margin_share};
   }
   for (const BatchRecord& r : run.records) {
-    if (r.device >= 0 && !out.count(r.device)) out[r.device] = question.margin;
+    if (r.device >= 0 && !out.count(r.device)) out[r.device] = {question.margin, question.margin_share};
   }
   return out;
 }
@@ -140,8 +140,10 @@ BatchMax search(const BatchRun& run, const BatchSizes& sizes, const BatchReplayO
     at.batch = static_cast<double>(found.failing);
     const FirstRefusal first = first_refusal(found.at_failing);
     if (first.any) out.refusal = refusal_of(run, first, at);
-    const std::map<int32_t, uint64_t> kept = options.keep_free;
-    out.margin = kept.count(out.refusal.device) ? kept.at(out.refusal.device) : question.margin;
+    out.margin = question.margin;  // the bytes the replay kept on the device that refused
+    for (const allocator_model::DeviceReplay& d : found.at_failing) {
+      if (d.device == out.refusal.device) out.margin = d.kept_free;
+    }
   }
   if (ranged && !found.unbounded) {
     // A request at the high end of its range runs out sooner: the low end of the largest batch.

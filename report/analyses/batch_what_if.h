@@ -40,7 +40,7 @@ struct BatchQuestion {
   std::vector<uint64_t> at;            // --at-batch
   bool max = false;                    // --max-batch
   uint64_t margin = 0;                 // --max-batch=SIZE: bytes kept free on each device
-  double margin_share = 0;             // --max-batch=PCT%: that share of each device's memory
+  double margin_share = 0;             // --max-batch=PCT%: that share of what the process may hold (a cap)
   std::vector<std::string> settings;   // --what-if (checked)
   std::string recorded;                // --recorded-settings
 };

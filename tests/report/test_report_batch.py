@@ -177,6 +177,11 @@ class BatchRuns(unittest.TestCase):
         kept = report_json("--max-batch=100MiB", *runs)["batch"]["max_batch"][0]
         self.assertEqual(kept["refused"]["capacity"], cap - 100 * MiB)
         self.assertLess(kept["largest"], found["largest"])
+        # A share is of the cap, not of the device: 20% of 512 MiB, not of 1 GiB (which would leave
+        # 307 MiB).
+        share = report_json("--max-batch=20%", *runs)["batch"]["max_batch"][0]
+        self.assertEqual(share["margin"], int(0.2 * cap))
+        self.assertEqual(share["refused"]["capacity"], cap - int(0.2 * cap))
         text = run_report("--at-batch", "24", *runs, check_rc=0).stdout
         self.assertIn("PyTorch could reserve 512.0 MiB", text)
         spare = re.search(r"\n    24 +([0-9.]+) MiB .* no: ([0-9.]+) MiB to spare\n", text)

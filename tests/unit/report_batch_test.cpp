@@ -183,7 +183,7 @@ TEST(BatchSearch, TheLargestBatchIsTheOneEveryBatchTriedSays) {
     EXPECT_EQ(replay_fits(replay_at(b, sizes, options)), batch <= found.largest) << batch;
   }
   // A margin kept free lowers it; nothing that scales makes it unbounded.
-  options.keep_free[0] = 200 * MiB;
+  options.keep_free[0] = {200 * MiB, 0};
   EXPECT_LT(find_max_batch(b, sizes, options, 16).largest, found.largest);
   RunBuilder fixed(4, GiB);
   fixed.request(1, 10 * MiB);
