@@ -32,7 +32,7 @@
 #include <new>
 #include <string>
 
-#include "cupti/backend.h"
+#include "interpose/recorder/capture_backend.h"
 #include "interpose/python/python_stack.h"
 #include "interpose/recorder/fork_marker.h"
 #include "interpose/recorder/label_table.h"

@@ -11,7 +11,7 @@
 #include <iterator>
 #include <new>
 
-#include "cupti/backend.h"
+#include "interpose/recorder/capture_backend.h"
 #include "interpose/recorder/recorder.h"
 #include "interpose/recorder/recorder_state.h"
 #include "interpose/writer/format_limits.h"
