@@ -6,13 +6,15 @@ import glob
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from launcher_testlib import CUDART, LAUNCHER, LIB, PROG, PYTHON, LauncherTestCase, is_elf  # noqa: E402
+from launcher_testlib import (CUDART, LAUNCHER, LIB, PROG, PYTHON, LauncherTestCase, is_elf,  # noqa: E402
+                              sanitizer_runtime)
 
 TMUX = shutil.which("tmux")
 # A row of the sites table whose site is grow_cache() and whose GREW column is positive.
@@ -32,9 +34,24 @@ class Top(LauncherTestCase):
         once the program has begun."""
         env = dict(os.environ)
         env.pop("LD_PRELOAD", None)
+        if sanitizer_runtime():  # the launcher adds the recorder in front of it (launcher_testlib.launch)
+            env["LD_PRELOAD"] = sanitizer_runtime()
         proc = subprocess.Popen([LAUNCHER, "run", "-q", "-o", "t", "--", PYTHON, PROG, "grow", CUDART], cwd=self.tmp,
-                                env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-        self.addCleanup(lambda: proc.poll() is None and (proc.terminate(), proc.wait(30)))
+                                env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                                start_new_session=True)
+
+        def stop():
+            # The whole group: under ThreadSanitizer the launcher does not pass SIGTERM on
+            # (testenv.SIGNALS_UNDER_TSAN), so the program would go on growing.
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGTERM)
+                try:
+                    proc.wait(10)
+                except subprocess.TimeoutExpired:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                    proc.wait(10)
+            proc.stdout.close()
+        self.addCleanup(stop)
         self.assertEqual(proc.stdout.readline().strip(), "ready")
         return proc
 
