@@ -28,9 +28,12 @@ void LiveModel::on_event(const Event& e) {
   if (e.op == Op::Mark || e.op == Op::ScopeBegin || e.op == Op::ScopeEnd) return;
   const SiteId site = make_site(e.stack);
   model_.apply(e, state_.events, site);
+  // One OOM per failed request, as the report's incidents count them (oom_incidents.h): on a device a
+  // caching allocator serves, its block_oom is the request, and the cudaMalloc failures beneath it
+  // (the first try and the retry after freeing the cache) belong to it.
   if (is_out_of_memory(e)) {
-    ++state_.ooms;
-    ++device_ooms_[e.device];
+    const auto d = model_.devices().find(e.device);
+    if (e.op == Op::BlockOom || d == model_.devices().end() || !d->second.has_blocks) ++device_ooms_[e.device];
   }
   const bool acquires = (e.op == Op::Alloc && e.result == 0) || e.op == Op::BlockAlloc;
   if (acquires && !stacks_.count(site)) stacks_.emplace(site, std::make_shared<const Stack>(resolve_site(symbols_, site)));
@@ -54,6 +57,7 @@ LiveState LiveModel::state() const {
     live.has_blocks = d.has_blocks;
     const auto ooms = device_ooms_.find(device);
     live.ooms = ooms == device_ooms_.end() ? 0 : ooms->second;
+    out.ooms += live.ooms;
     out.devices.push_back(std::move(live));
     for (const auto& [level, ledger] : {std::pair{Level::Allocation, &d.reserved}, std::pair{Level::Block, &d.allocated}}) {
       for (const auto& [site, s] : ledger->sites()) {

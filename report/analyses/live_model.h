@@ -41,7 +41,7 @@ struct LiveDevice {
   uint64_t allocated = 0;    // live in caching-allocator blocks
   uint64_t peak_reserved = 0;
   bool has_blocks = false;   // block-level data (PyTorch, a custom allocator)
-  uint64_t ooms = 0;
+  uint64_t ooms = 0;         // failed requests, as the report counts its OOM incidents
 };
 
 struct LiveState {
@@ -52,7 +52,7 @@ struct LiveState {
   uint64_t events = 0;
   uint64_t first_time_ns = 0;  // of the first and the last event read
   uint64_t last_time_ns = 0;
-  uint64_t ooms = 0;
+  uint64_t ooms = 0;           // the devices' together
   uint64_t dropped = 0;      // events the recorder lost (the figures may be off)
   bool capped = false;       // the trace reached its size cap: the figures stopped there
   bool paused = false;       // stacks are paused (gpumemtrace.stop()) as of the last record read
@@ -79,7 +79,7 @@ class LiveModel : public TraceHandler {
  private:
   const SymbolTable& symbols_;
   MemoryModel model_;
-  LiveState state_;  // all but devices and sites, which come from the model
+  LiveState state_;  // all but devices, sites and the OOM total, which come from the model and device_ooms_
   std::map<int32_t, DeviceInfo> device_info_;
   std::map<int32_t, uint64_t> device_ooms_;
   std::unordered_map<SiteId, std::shared_ptr<const Stack>> stacks_;

@@ -65,6 +65,24 @@ std::string joined(const TopFrame& frame) {
 
 }  // namespace
 
+// A PyTorch OOM is one failed request: the cudaMalloc, its retry after the cache was freed, then the
+// allocator's block_oom. top counts it once, as the report does.
+TEST(LiveModel, APyTorchOomIsOneOom) {
+  auto block = [](uint64_t seq, const char* op, uint64_t addr, uint64_t size) {
+    std::string line = event(seq, op, addr, size, 1);
+    line.replace(line.find(R"("kind":"device","api":"cudaMalloc")"), 34, R"("kind":"block","api":"torch.alloc")");
+    return line;
+  };
+  const std::string events = event(1, "alloc", 0x1000000, 20 * MiB, 1) + block(2, "block_alloc", 0x1000000, 4 * MiB) +
+                             event(3, "alloc", 0, 64 * MiB, 1, R"(,"result":2)") +
+                             event(4, "alloc", 0, 64 * MiB, 1, R"(,"result":2)") + block(5, "block_oom", 0, 64 * MiB);
+  const LiveState s = read_state(kStart + events);
+  ASSERT_EQ(s.devices.size(), 1u);
+  EXPECT_TRUE(s.devices[0].has_blocks);
+  EXPECT_EQ(s.devices[0].ooms, 1u);
+  EXPECT_EQ(s.ooms, 1u);
+}
+
 TEST(LiveModel, LiveBytesPerSiteAndDeviceOomsAndTheEnd) {
   const std::string events = event(1, "alloc", 0x1000, 4 * MiB, 1) + event(2, "alloc", 0x9000000, 2 * MiB, 1) +
                              event(3, "alloc", 0x20000000, 8 * MiB, 2) + event(4, "free", 0x20000000, 0, 2) +
