@@ -293,6 +293,9 @@ BatchReport batch_what_if(const std::vector<BatchRun>& runs, const BatchQuestion
   std::vector<std::string> settings{""};
   settings.insert(settings.end(), question.settings.begin(), question.settings.end());
   const bool ranged = fits.not_linear > 0;
+  // The same for every setting: the template's devices (a scan of its records).
+  const std::map<int32_t, BatchReplayOptions::Margin> kept = question.max ? margins(t, question)
+                                                                          : std::map<int32_t, BatchReplayOptions::Margin>{};
   for (const std::string& setting : settings) {
     BatchReplayOptions options;
     options.overlay = setting;
@@ -306,7 +309,7 @@ BatchReport batch_what_if(const std::vector<BatchRun>& runs, const BatchQuestion
       if (ranged) add_ranges(t, sizes, options, report);
     }
     if (question.max) {
-      options.keep_free = margins(t, question);
+      options.keep_free = kept;
       report.max.push_back(search(t, BatchSizes{&fits, 0, 0, lo, hi}, options, setting, question, ranged, report.devices));
     }
   }
@@ -322,7 +325,9 @@ void add_batch_rows(const BatchReport& batch, std::vector<ProcessReport>& report
       for (const BatchDevice& d : batch.devices) {
         if (d.device != w.device) continue;
         for (const BatchRow& row : d.rows) {
-          if (row.recorded_sizes && row.settings.empty()) continue;  // the table's recorded run
+          // At the run's own sizes, a row is the table's own (the recorded run, or the what-if replay of
+          // that setting): only the predicted batches join it.
+          if (row.recorded_sizes) continue;
           WhatIfRow out;
           out.settings = row.settings;
           out.reserved_peak = row.reserved_peak;

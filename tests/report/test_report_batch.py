@@ -382,6 +382,17 @@ class BatchOnRealTraces(unittest.TestCase):
         self.assertEqual([(r["recorded"], r["batch"]) for r in rows], [(True, None), (False, 16)])
         self.assertEqual(rows[1]["reserved_peak"], device_row(doc, 16)["reserved_peak"])
         self.assertTrue(rows[1]["estimate"])
+        # With a --what-if setting, the page's table has that setting's row once (the what-if replay's,
+        # not again as "batch 8", the run's own batch), and the batch row under it.
+        run_report("--format", "html", "-o", page, "--what-if", "expandable_segments:True", "--at-batch", "16",
+                   "--batch-of", self.TRACE + "=8", self.TRACE, check_rc=0)
+        with open(page, encoding="utf-8") as f:
+            data = json.loads(re.search(r'id="gpumem-data">(.*?)</script>', f.read(), re.S).group(1))
+        names = [(r["settings"], r["batch"]) for r in data["what_if"][0]["rows"] if not r["recorded"]]
+        self.assertEqual(len(names), len(set(names)), names)
+        self.assertIn(("expandable_segments:True", None), names)
+        self.assertNotIn(("expandable_segments:True", 8), names)
+        self.assertIn(("expandable_segments:True", 16), names)
         text = run_report("--at-batch", "16", "--batch-of", self.TRACE + "=8", self.TRACE, check_rc=0).stdout
         self.assertTrue(text.startswith("batch what-if (an estimate)"))
         self.assertIn("the model reproduces", text.splitlines()[2])
