@@ -14,17 +14,13 @@
 #include "interpose/recorder/recorder_state.h"
 #include "interpose/writer/serializer.h"
 #include "interpose/writer/sink.h"
+#include "interpose/writer/wait.h"
 #include "interpose/writer/writer.h"
 #include "util/ends_with.h"
 #include "util/monotonic_clock.h"
 
 namespace gpumemtrace {
 namespace {
-
-void sleep_200us() {
-  timespec ts{0, 200 * 1000};
-  nanosleep(&ts, nullptr);
-}
 
 // Copies the first `size` bytes of `in` to `out`. False with `error` when a read or a write failed.
 bool copy_prefix(int in, uint64_t size, TraceFile* out, std::string* error) {
@@ -55,16 +51,12 @@ bool Writer::dump(const std::string& path, int timeout_ms, std::string* message)
   }
   dump_path_ = path;
   dump_phase_.store(kDumpRequested, std::memory_order_release);
-  for (long waited_us = 0; dump_phase_.load(std::memory_order_acquire) != kDumpDone; waited_us += 200) {
-    if (!alive()) {
-      *message = "the trace was finished first (the process is ending)";
-      return false;
-    }
-    if (waited_us >= timeout_ms * 1000L) {
-      *message = "the dump did not finish in " + std::to_string(timeout_ms) + " ms (it goes on in the background)";
-      return false;
-    }
-    sleep_200us();
+  const auto dumped = [this] { return dump_phase_.load(std::memory_order_acquire) == kDumpDone; };
+  writer_wait::wait_until([&] { return dumped() || !alive(); }, timeout_ms);
+  if (!dumped()) {
+    *message = !alive() ? "the trace was finished first (the process is ending)"
+                        : "the dump did not finish in " + std::to_string(timeout_ms) + " ms (it goes on in the background)";
+    return false;
   }
   *message = dump_message_;
   const bool written = dump_written_;
