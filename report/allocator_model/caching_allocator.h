@@ -94,7 +94,6 @@ class CachingAllocatorModel {
   // as the recorded allocator did. 0 = none; used once. Without one, addresses are the model's own,
   // handed out downwards (cudaMalloc tends to return lower addresses as the device fills).
   void offer_address(uint64_t addr) { offered_ = addr; }
-  uint64_t capacity() const { return capacity_; }
   // What the model may hold reserved in all: cudaMalloc's reach, or the memory fraction's cap
   // (allowed_memory_maximum) when that is lower. The figure a report shows as "could reserve".
   uint64_t limit() const { return std::min(capacity_, fraction_cap()); }

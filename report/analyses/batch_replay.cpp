@@ -117,13 +117,14 @@ MaxBatchSearch find_max_batch(const BatchRun& run, BatchSizes sizes, const Batch
     out.unbounded = true;
     return out;
   }
-  std::map<uint64_t, std::vector<allocator_model::DeviceReplay>> seen;
+  // hi only ever moves to a batch that failed, and each failure moves it: the last failing replay is
+  // the one at the final hi, the only one kept.
   auto fits = [&](uint64_t batch) {
     sizes.batch = static_cast<double>(batch);
     std::vector<allocator_model::DeviceReplay> replays = replay_at(run, sizes, options);
     ++out.replays;
     const bool ok = replay_fits(replays);
-    seen[batch] = std::move(replays);
+    if (!ok) out.at_failing = std::move(replays);
     return ok;
   };
   uint64_t lo = 0, hi = 0;  // invariant once set: lo fits (0: none known), hi does not (0: none known)
@@ -154,8 +155,6 @@ MaxBatchSearch find_max_batch(const BatchRun& run, BatchSizes sizes, const Batch
   }
   out.largest = lo;
   out.failing = hi;
-  if (lo) out.at_largest = std::move(seen[lo]);
-  out.at_failing = std::move(seen[hi]);
   return out;
 }
 

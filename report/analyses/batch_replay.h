@@ -76,7 +76,7 @@ struct MaxBatchSearch {
   uint64_t largest = 0;     // 0: not even batch 1 fits
   bool unbounded = false;   // every batch up to kMaxSearchedBatch fits (nothing scales)
   uint64_t failing = 0;     // largest + 1, which does not fit (when bounded)
-  std::vector<allocator_model::DeviceReplay> at_largest, at_failing;
+  std::vector<allocator_model::DeviceReplay> at_failing;  // the replay at `failing`
   uint64_t replays = 0;     // replays the search made
 };
 // `sizes.batch` is ignored: the search sets it. `start`: the batch to start from (the template's).
