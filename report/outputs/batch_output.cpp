@@ -29,12 +29,6 @@ std::string plural(uint64_t n, const char* one, const char* many) {
   return format_count(static_cast<double>(n)) + " " + (n == 1 ? one : many);
 }
 
-std::string ratio_text(double ratio) {
-  char text[16];
-  std::snprintf(text, sizeof text, "%.2f", ratio);
-  return text;
-}
-
 std::string percent_change(uint64_t value, uint64_t reference) {
   if (!reference) return "";
   char text[32];

@@ -293,15 +293,6 @@ size_t code_points(const std::string& text) {
   }));
 }
 
-// The first `n` code points of `text`.
-std::string prefix_of(const std::string& text, size_t n) {
-  size_t seen = 0, i = 0;
-  for (; i < text.size(); ++i) {
-    if ((static_cast<unsigned char>(text[i]) & 0xC0) != 0x80 && seen++ == n) break;
-  }
-  return text.substr(0, i);
-}
-
 std::string cut(const std::string& text, size_t width) {
   if (code_points(text) <= width) return text;
   if (width <= 3) return std::string("...").substr(0, width);
@@ -389,6 +380,15 @@ std::vector<ViewLine> default_view(const Stack& stack, const StackViewOptions& o
 }
 
 }  // namespace
+
+// The first `n` code points of `text`.
+std::string prefix_of(const std::string& text, size_t n) {
+  size_t seen = 0, i = 0;
+  for (; i < text.size(); ++i) {
+    if ((static_cast<unsigned char>(text[i]) & 0xC0) != 0x80 && seen++ == n) break;
+  }
+  return text.substr(0, i);
+}
 
 bool is_internal_frame(const LogicalFrame& frame) {
   std::string module = basename_of(frame.module);

@@ -74,6 +74,8 @@ std::string frame_location(const LogicalFrame& frame);
 // fit is cut from the name, which then ends in "...", so the location stays whole; when even the
 // location does not leave room for a short name, the line is cut at the end.
 std::string fit_line(const std::string& name, const std::string& location, size_t width);
+// The first `n` code points of `text` (UTF-8; a cut never splits a character).
+std::string prefix_of(const std::string& text, size_t n);
 
 // The stack as the text report prints it, one string per line, without the indent; each at most
 // options.width - indent characters. Never empty: a stack with nothing to show gives one line

@@ -546,9 +546,6 @@ void write_text(std::ostream& out, const std::vector<ProcessReport>& reports, co
 
 void write_diff_text(std::ostream& out, const DiffReport& diff, const TextOptions& options) {
   for (const std::string& warning : diff.warnings) out << "warning: " << printable(warning) << "\n";
-  auto signed_bytes = [](int64_t delta) {
-    return (delta < 0 ? "-" : "+") + format_bytes(static_cast<uint64_t>(delta < 0 ? -delta : delta));
-  };
   // Which process was compared with which, when there is a choice to show.
   if (diff.pairs.size() > 1 || !diff.only_base.empty() || !diff.only_new.empty()) {
     for (const ProcessPair& pair : diff.pairs) {
@@ -558,9 +555,9 @@ void write_diff_text(std::ostream& out, const DiffReport& diff, const TextOption
   }
   for (const PeakDelta& p : diff.peaks) {
     out << "peak (" << pair_name(diff.pairs[p.process]) << ", " << device_name(p.device) << "): " << format_bytes(p.base_bytes)
-        << " -> " << format_bytes(p.new_bytes) << " (" << signed_bytes(p.delta()) << ")\n";
+        << " -> " << format_bytes(p.new_bytes) << " (" << format_signed_bytes(p.delta()) << ")\n";
     for_top(p.culprits, options.max_items, [&](const StackDelta& d) {
-      out << "    " << signed_bytes(d.delta()) << " (" << format_bytes(d.base_bytes) << " -> "
+      out << "    " << format_signed_bytes(d.delta()) << " (" << format_bytes(d.base_bytes) << " -> "
           << format_bytes(d.new_bytes) << "):\n";
       write_stack(out, d.stack, "        ", options.stacks);
     });
@@ -568,7 +565,7 @@ void write_diff_text(std::ostream& out, const DiffReport& diff, const TextOption
   out << "leaks" << (diff.only_base.empty() && diff.only_new.empty() ? "" : " (of the pairs)") << ": "
       << format_bytes(diff.base_leaked) << " -> " << format_bytes(diff.new_leaked) << "\n";
   for_top(diff.leaks, options.max_items, [&](const StackDelta& d) {
-    out << "    " << signed_bytes(d.delta()) << " (" << format_bytes(d.base_bytes) << " in " << d.base_count
+    out << "    " << format_signed_bytes(d.delta()) << " (" << format_bytes(d.base_bytes) << " in " << d.base_count
         << " -> " << format_bytes(d.new_bytes) << " in " << d.new_count << "):\n";
     write_stack(out, d.stack, "        ", options.stacks);
   });

@@ -22,26 +22,14 @@ std::string lower(std::string text) {
 }
 
 // "+1.0 MiB", "-512 B", "" for no change.
-std::string signed_bytes(int64_t delta) {
-  if (delta == 0) return "";
-  const uint64_t magnitude = delta < 0 ? -static_cast<uint64_t>(delta) : static_cast<uint64_t>(delta);
-  return (delta < 0 ? "-" : "+") + format_bytes(magnitude);
-}
+std::string signed_bytes(int64_t delta) { return delta ? format_signed_bytes(delta) : ""; }
 
 std::string right(const std::string& text, size_t width) {
   return text.size() >= width ? text : std::string(width - text.size(), ' ') + text;
 }
 
 // At most `width` code points (0: no limit).
-std::string fit(const std::string& text, size_t width) {
-  if (width == 0) return text;
-  size_t points = 0;
-  for (size_t i = 0; i < text.size(); ++i) {
-    if ((static_cast<unsigned char>(text[i]) & 0xC0) == 0x80) continue;
-    if (++points > width) return text.substr(0, i);
-  }
-  return text;
-}
+std::string fit(const std::string& text, size_t width) { return width ? prefix_of(text, width) : text; }
 
 std::string ending(const LiveState& s) {
   if (!s.ended) return "running";

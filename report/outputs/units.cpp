@@ -42,6 +42,17 @@ std::string format_count(double n) {
   return out;
 }
 
+std::string format_signed_bytes(int64_t delta) {
+  const uint64_t magnitude = delta < 0 ? -static_cast<uint64_t>(delta) : static_cast<uint64_t>(delta);
+  return (delta < 0 ? "-" : "+") + format_bytes(magnitude);
+}
+
+std::string ratio_text(double ratio) {
+  char text[16];
+  std::snprintf(text, sizeof text, "%.2f", ratio);
+  return text;
+}
+
 std::string padded(std::string text, size_t width) {
   text.append(text.size() < width ? width - text.size() : 1, ' ');
   return text;

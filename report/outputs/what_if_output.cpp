@@ -13,12 +13,6 @@ using nlohmann::json;
 
 namespace {
 
-std::string ratio_text(double ratio) {
-  char text[16];
-  std::snprintf(text, sizeof text, "%.2f", ratio);
-  return text;
-}
-
 std::string factor_text(double factor) {
   char text[32];
   std::snprintf(text, sizeof text, "%.1fx", std::floor(factor * 10) / 10);
