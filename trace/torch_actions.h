@@ -25,6 +25,14 @@ namespace gpumemtrace::torch_actions {
 using format::Kind;
 using format::Op;
 
+// The api of every event PyTorch reported (an action's row, the backward scope): this prefix + a name.
+inline constexpr std::string_view kApiPrefix = "torch.";
+
+// True for an event PyTorch reported (the live bridge, a snapshot import): api "torch." + a name.
+inline bool is_torch_api(std::string_view api) {
+  return api.size() > kApiPrefix.size() && api.compare(0, kApiPrefix.size(), kApiPrefix) == 0;
+}
+
 // Where an action's row applies (bits).
 inline constexpr uint8_t kLive = 1;    // the live bridge records it
 inline constexpr uint8_t kImport = 2;  // the snapshot importer converts it

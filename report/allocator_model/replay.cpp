@@ -7,6 +7,7 @@
 #include <unordered_map>
 
 #include "report/analyses/node_pool.h"
+#include "trace/torch_actions.h"
 
 namespace gpumemtrace::report::allocator_model {
 
@@ -19,8 +20,6 @@ constexpr std::string_view kApiSegmentFree = "torch.segment_free";
 constexpr std::string_view kApiSegmentMap = "torch.segment_map";
 constexpr std::string_view kApiSegmentUnmap = "torch.segment_unmap";
 constexpr int64_t kCudaOutOfMemory = 2;  // cudaErrorMemoryAllocation == CUDA_ERROR_OUT_OF_MEMORY
-
-bool is_torch(std::string_view api) { return api.size() > 6 && api.substr(0, 6) == "torch."; }
 
 // "20971520 B (20.0 MiB)": exact, and readable.
 std::string bytes(uint64_t n) {
@@ -197,14 +196,31 @@ void AllocatorReplay::take_reading(Device& d, uint64_t free) {
   d.reading_recorded = d.recorded_reserved;
 }
 
+bool AllocatorReplay::reads(const Event& e) {
+  if (e.device < 0) return false;
+  const bool torch = torch_actions::is_torch_api(e.api);
+  switch (e.op) {
+    case Op::MemInfo: return e.has_meminfo;
+    case Op::Alloc:
+      return torch || e.result == kCudaOutOfMemory || (e.result == 0 && (e.kind == Kind::Device || e.kind == Kind::Physical));
+    case Op::Free: return true;
+    case Op::BlockAlloc:
+    case Op::BlockFree:
+    case Op::BlockOom:
+    case Op::Map:
+    case Op::Unmap: return torch;
+    default: return false;
+  }
+}
+
 void AllocatorReplay::apply(const Event& e) {
-  if (e.device < 0) return;
-  const bool torch = is_torch(e.api);
+  if (!reads(e)) return;
+  const bool torch = torch_actions::is_torch_api(e.api);
   switch (e.op) {
     case Op::MemInfo: {
       Device& d = device(e.device);
-      if (e.has_meminfo && e.total && !d.total) d.total = e.total;
-      if (e.has_meminfo && (e.free || e.total)) take_reading(d, e.free);
+      if (e.total && !d.total) d.total = e.total;
+      if (e.free || e.total) take_reading(d, e.free);
       return;
     }
     case Op::Alloc:
@@ -227,15 +243,8 @@ void AllocatorReplay::apply(const Event& e) {
         return;
       }
       break;
-    case Op::BlockAlloc:
-    case Op::BlockFree:
-    case Op::BlockOom:
-    case Op::Map:
-    case Op::Unmap:
-      if (!torch) return;
-      break;
     default:
-      return;
+      break;  // a block, map or unmap event PyTorch reported (reads())
   }
   Device& d = device(e.device);
   switch (e.op) {

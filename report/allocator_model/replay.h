@@ -106,6 +106,8 @@ class AllocatorReplay {
   void keep_free(int32_t device, uint64_t bytes, double share = 0);
   // An "allocator_settings" record, in timeline order.
   void on_settings(const Event& e);
+  // True for the events apply() acts on: a caller that keeps events to replay later keeps these only.
+  static bool reads(const Event& e);
   void apply(const Event& e);
   std::vector<DeviceReplay> finish();
   // Requests refused so far on any device: new OOMs, and recorded OOMs that happen in the replay too.

@@ -5,6 +5,7 @@
 
 #include "report/analyses/oom_incidents.h"
 #include "report/analyses/roles.h"
+#include "trace/torch_actions.h"
 
 namespace gpumemtrace::report {
 namespace {
@@ -56,7 +57,7 @@ bool has_forward_frame(const Stack& stack) {
 
 bool is_torch_incident(const OomReport& oom) {
   for (const OomAttempt& a : oom.attempts) {
-    if (a.api.compare(0, 6, "torch.") == 0) return true;
+    if (torch_actions::is_torch_api(a.api)) return true;
   }
   return false;
 }

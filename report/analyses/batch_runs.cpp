@@ -12,14 +12,11 @@ namespace {
 
 using torch_actions::Action;
 
-constexpr std::string_view kTorchPrefix = "torch.";  // + PyTorch's action name (trace/torch_actions.h)
-
-bool is_torch(std::string_view api) {
-  return api.size() > kTorchPrefix.size() && api.substr(0, kTorchPrefix.size()) == kTorchPrefix;
-}
+using torch_actions::is_torch_api;
+using torch_actions::kApiPrefix;
 
 BatchRecord::Api torch_api(std::string_view api) {
-  switch (torch_actions::parse(api.substr(kTorchPrefix.size()))) {
+  switch (torch_actions::parse(api.substr(kApiPrefix.size()))) {
     case Action::Alloc: return BatchRecord::TorchAlloc;
     case Action::Oom: return BatchRecord::TorchOom;
     case Action::FreeRequested: return BatchRecord::TorchFreeRequested;
@@ -29,22 +26,6 @@ BatchRecord::Api torch_api(std::string_view api) {
     case Action::SegmentMap: return BatchRecord::TorchSegmentMap;
     case Action::SegmentUnmap: return BatchRecord::TorchSegmentUnmap;
     default: return BatchRecord::TorchOther;
-  }
-}
-
-// The events AllocatorReplay::apply acts on (replay.cpp), and no others.
-bool replay_reads(const Event& e, bool torch) {
-  if (e.device < 0) return false;
-  switch (e.op) {
-    case Op::MemInfo: return e.has_meminfo;
-    case Op::Alloc: return torch || e.result != 0 || e.kind == Kind::Device || e.kind == Kind::Physical;
-    case Op::Free: return true;
-    case Op::BlockAlloc:
-    case Op::BlockFree:
-    case Op::BlockOom:
-    case Op::Map:
-    case Op::Unmap: return torch;
-    default: return false;
   }
 }
 
@@ -160,8 +141,8 @@ void BatchRunRecorder::on_event(const Event& e) {
     if (autograd_.on_backward_scope(e)) roles_.on_backward_end();
     return;
   }
-  const bool torch = is_torch(e.api);
-  if (!replay_reads(e, torch)) return;
+  const bool torch = is_torch_api(e.api);
+  if (!allocator_model::AllocatorReplay::reads(e)) return;
   const BatchRecord::Api api = torch ? torch_api(e.api) : BatchRecord::Runtime;
   keep(e, api);
   if (!torch || e.initial) return;

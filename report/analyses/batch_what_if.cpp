@@ -67,16 +67,11 @@ std::map<int32_t, BatchReplayOptions::Margin> margins(const BatchRun& run, const
 
 BatchRow make_row(const DeviceReplay& d, const std::string& settings, uint64_t batch, bool recorded_sizes) {
   BatchRow row;
+  static_cast<ReplayFigures&>(row) = figures_of(d);
   row.settings = settings;
   row.batch = batch;
   row.recorded_sizes = recorded_sizes;
-  row.reserved_peak = d.stats.peak_reserved;
-  row.allocated_peak = d.stats.peak_allocated;
-  row.at_peak = at_peak_of(d.stats);
-  row.cache_flushes = d.stats.cache_flushes;
-  row.retries = d.stats.retries;
   row.capacity = d.capacity;
-  row.timeline = timeline_of(d.timeline);
   return row;
 }
 
@@ -256,7 +251,7 @@ BatchReport batch_what_if(const std::vector<BatchRun>& runs, const BatchQuestion
   report.batches = fits.batches;
   report.linearity_checked = fits.linearity_checked;
   for (const SiteFit& s : fits.sites) {
-    report.sites.push_back(BatchSite{t.sites[s.site], s.device, s.requests, s.same_line, s.a, s.b, s.residual, s.kind, s.role});
+    report.sites.push_back(BatchSite{s, t.sites[s.site]});
   }
   double lo = 0, hi = 0;
   for (const BatchRun& run : runs) {

@@ -70,21 +70,15 @@ struct BatchRefusal {
 
 // One replay of the template at one batch under one setting, on one device: up to the first request
 // refused on any device (the run would end there), the template's own sizes to its end.
-struct BatchRow {
+struct BatchRow : ReplayFigures {
   std::string settings;          // over the recorded settings ("": the recorded settings)
   uint64_t batch = 0;
   bool recorded_sizes = false;   // the template's own batch: its recorded sizes
-  uint64_t reserved_peak = 0;
-  uint64_t allocated_peak = 0;
-  FragmentationPoint at_peak;    // at the reserved peak
-  uint64_t cache_flushes = 0;
-  uint64_t retries = 0;
   bool has_range = false;        // the fit is not exact: the reserved peak lies in [low, high]
   uint64_t reserved_low = 0, reserved_high = 0;
   uint64_t capacity = 0;         // what the model could reserve at the end (0: not known)
   bool refused = false;          // the device would refuse a request: `refusal`, where the run would end
   BatchRefusal refusal;
-  std::vector<TimelineSample> timeline;  // reserved bytes over the template's time, bounded
 };
 
 struct BatchDevice {
@@ -124,15 +118,10 @@ struct BatchCheck {
   bool refused_predicted = false, refused_replayed = false;
 };
 
-struct BatchSite {
+// A template site's fit with its stack (SiteFit::site indexes the template's sites, which the report
+// does not keep).
+struct BatchSite : SiteFit {
   Stack stack;
-  int32_t device = -1;
-  uint64_t requests = 0;
-  bool same_line = true;
-  double a = 0, b = 0;
-  double residual = 0;
-  RequestFit::Kind kind = RequestFit::Unmatched;
-  Role role = Role::Other;
 };
 
 struct BatchReport {

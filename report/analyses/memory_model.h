@@ -31,14 +31,14 @@
 #include "report/analyses/report_model.h"
 #include "report/analyses/site.h"
 #include "report/reader/records.h"
+#include "trace/torch_actions.h"
 
 namespace gpumemtrace::report {
 
 // The end of [start, start + size), clamped at 2^64 - 1.
 inline uint64_t range_end(uint64_t start, uint64_t size) { return size > UINT64_MAX - start ? UINT64_MAX : start + size; }
 
-// True for events PyTorch reported (snapshot import, live tensor-level events): api "torch.*".
-inline bool is_torch_api(std::string_view api) { return api.size() >= 6 && api.substr(0, 6) == "torch."; }
+using torch_actions::is_torch_api;
 
 // One piece of memory, as the listeners see it.
 struct Holding {

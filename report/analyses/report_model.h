@@ -318,20 +318,25 @@ struct NvtxRange {
   bool closed = true;               // false: the trace ended inside it
 };
 
-// One setting's replay of a device's PyTorch requests (what_if.h). The recorded run is the first row.
-struct WhatIfRow {
-  std::string settings;             // PYTORCH_CUDA_ALLOC_CONF text over the recorded settings
-  bool recorded = false;            // the recorded run: reserved peak from the trace, the rest replayed
-  bool automatic = false;           // a candidate the report tried by itself (no --what-if)
+// What one replay of the allocator model shows: the figures of a what-if row (WhatIfRow) and of a
+// batch what-if's row (BatchRow, batch_what_if.h), made by what_if.h's figures_of.
+struct ReplayFigures {
   uint64_t reserved_peak = 0;
   uint64_t allocated_peak = 0;      // rounded block sizes, as PyTorch counts allocated bytes
   FragmentationPoint at_peak;       // at the reserved peak
   uint64_t cache_flushes = 0;       // whole-cache releases inside a failing malloc
   uint64_t retries = 0;             // allocations retried after one
+  std::vector<TimelineSample> timeline; // predicted reserved bytes (allocated unused), bounded
+};
+
+// One setting's replay of a device's PyTorch requests (what_if.h). The recorded run is the first row.
+struct WhatIfRow : ReplayFigures {
+  std::string settings;             // PYTORCH_CUDA_ALLOC_CONF text over the recorded settings
+  bool recorded = false;            // the recorded run: reserved peak from the trace, the rest replayed
+  bool automatic = false;           // a candidate the report tried by itself (no --what-if)
   uint64_t new_ooms = 0;            // requests the recording served and this setting refused
   uint64_t first_new_oom_time_ns = 0;
   std::vector<bool> ooms_still_happen;  // per recorded OOM (WhatIfReport::oom_seqs)
-  std::vector<TimelineSample> timeline; // predicted reserved bytes (allocated unused), bounded
   // A batch what-if's row (batch_what_if.h): the batch replayed (0: a setting's row), from one run's
   // roles (an estimate), and the range of the reserved peak when the sizes are not linear.
   uint64_t batch = 0;

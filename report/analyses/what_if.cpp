@@ -5,6 +5,7 @@
 #include <map>
 
 #include "report/outputs/units.h"
+#include "trace/torch_actions.h"
 
 namespace gpumemtrace::report {
 
@@ -19,7 +20,7 @@ bool has_torch_blocks(const ProcessReport& report, int32_t device) {
 
 bool is_torch_oom(const OomReport& oom) {
   for (const OomAttempt& a : oom.attempts) {
-    if (a.op == "block_oom" && a.api.compare(0, 6, "torch.") == 0) return true;
+    if (a.op == "block_oom" && torch_actions::is_torch_api(a.api)) return true;
   }
   return false;
 }
@@ -46,23 +47,6 @@ double headroom(uint64_t capacity, uint64_t reserved, uint64_t allocated, uint64
   return 1.0 + static_cast<double>(capacity - reserved) / (static_cast<double>(activations) * overhead);
 }
 
-WhatIfRow make_row(const allocator_model::DeviceReplay& r) {
-  WhatIfRow row;
-  row.settings = r.settings;
-  row.reserved_peak = r.stats.peak_reserved;
-  row.allocated_peak = r.stats.peak_allocated;
-  row.at_peak = at_peak_of(r.stats);
-  row.cache_flushes = r.stats.cache_flushes;
-  row.retries = r.stats.retries;
-  row.new_ooms = r.new_ooms;
-  row.first_new_oom_time_ns = r.first_new_oom_time_ns;
-  for (const allocator_model::OomOutcome& o : r.ooms) row.ooms_still_happen.push_back(o.still_happens);
-  row.timeline = timeline_of(r.timeline);
-  return row;
-}
-
-}  // namespace
-
 FragmentationPoint at_peak_of(const allocator_model::ModelStats& stats) {
   FragmentationPoint p;
   p.reserved = stats.peak_reserved;
@@ -82,6 +66,29 @@ std::vector<TimelineSample> timeline_of(const std::vector<allocator_model::Reser
     out.push_back(sample);
   }
   return out;
+}
+
+WhatIfRow make_row(const allocator_model::DeviceReplay& r) {
+  WhatIfRow row;
+  static_cast<ReplayFigures&>(row) = figures_of(r);
+  row.settings = r.settings;
+  row.new_ooms = r.new_ooms;
+  row.first_new_oom_time_ns = r.first_new_oom_time_ns;
+  for (const allocator_model::OomOutcome& o : r.ooms) row.ooms_still_happen.push_back(o.still_happens);
+  return row;
+}
+
+}  // namespace
+
+ReplayFigures figures_of(const allocator_model::DeviceReplay& replay) {
+  ReplayFigures f;
+  f.reserved_peak = replay.stats.peak_reserved;
+  f.allocated_peak = replay.stats.peak_allocated;
+  f.at_peak = at_peak_of(replay.stats);
+  f.cache_flushes = replay.stats.cache_flushes;
+  f.retries = replay.stats.retries;
+  f.timeline = timeline_of(replay.timeline);
+  return f;
 }
 
 std::vector<std::string> what_if_settings(const ProcessReport& report, const AnalysisRequest& request) {

@@ -47,11 +47,10 @@ inline constexpr uint64_t kFragmentedMin = 64ull << 20;
 inline constexpr double kHelpsShare = 0.05;
 inline constexpr uint64_t kHelpsMin = 32ull << 20;
 
-// A replay's fragmentation at its reserved peak, and its reserved bytes over time: the pieces of a row
-// of the what-if table, the batch what-if's rows too (batch_what_if.h). The allocated bytes and the
-// largest free block never exceed what they are part of.
-FragmentationPoint at_peak_of(const allocator_model::ModelStats& stats);
-std::vector<TimelineSample> timeline_of(const std::vector<allocator_model::ReservedSample>& samples);
+// A replay's peaks, its fragmentation at its reserved peak and its reserved bytes over time: the figures
+// of a row of the what-if table, the batch what-if's rows too (batch_what_if.h). The allocated bytes
+// and the largest free block never exceed what they are part of.
+ReplayFigures figures_of(const allocator_model::DeviceReplay& replay);
 
 // The settings to replay for this report (the recorded run first, as ""), or none.
 std::vector<std::string> what_if_settings(const ProcessReport& report, const AnalysisRequest& request);
