@@ -111,16 +111,18 @@ const char* top_sort_name(TopSort sort) {
 std::string site_label(const LiveSite& site, size_t width) {
   StackViewOptions options;
   options.max_frames = 6;
-  options.width = 0;
-  const std::vector<std::string> lines = stack_lines(site.stack ? *site.stack : Stack{}, options, 0);
+  static const Stack kNoStack;
+  const Stack& stack = site.stack ? *site.stack : kNoStack;
+  const std::vector<StackViewLine> lines = stack_view(stack, options);
   if (lines.empty()) return "(no stack recorded)";
-  // The first line whole; its callers by name only, so that sites reached through one helper
-  // (a cuda_malloc wrapper, say) are told apart on one line.
-  std::string label = lines.front();
+  if (lines.front().frame == StackViewLine::kText) return fit(lines.front().text, width);  // why none is shown
+  // The first frame with its location; its callers by name only, so that sites reached through one
+  // helper (a cuda_malloc wrapper, say) are told apart on one line. A text line after the first is a
+  // library's folded frames (called by the first line: left out) or the "... N more frames" at the end.
+  const LogicalFrame& first = stack[lines.front().frame];
+  std::string label = fit_line(frame_name(first, options.full_names), frame_location(first), 0);
   for (size_t i = 1; i < lines.size(); ++i) {
-    if (lines[i].rfind("...", 0) == 0) break;     // "... N more frames"
-    if (lines[i].rfind("[", 0) == 0) continue;    // a library's folded frames, called by the first line
-    label += " < " + lines[i].substr(0, lines[i].find(" ("));
+    if (lines[i].frame != StackViewLine::kText) label += " < " + frame_name(stack[lines[i].frame], options.full_names);
   }
   return fit(label, width);
 }
