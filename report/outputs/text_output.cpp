@@ -76,16 +76,9 @@ void write_holders(std::ostream& out, const std::vector<StackBytes>& list, uint6
 // How the process ended, as the footer says.
 std::string ending(const ProcessReport& r) {
   if (!r.complete) return "no footer: the process was killed, ran out of disk or is still running";
-  const std::string status = r.exit_status >= 0 ? " with status " + std::to_string(r.exit_status) : "";
-  switch (r.end) {
-    case format::End::Exit: return "exited" + status;
-    case format::End::QuickExit: return "ended by _exit" + status;
-    case format::End::Signal: return "killed by " + signal_name(r.end_signal);
-    case format::End::Exec: return "replaced by exec";
-    case format::End::Dump: return "still running: a dump of its trace so far";
-    case format::End::Unknown: break;
-  }
-  return "clean exit";  // a footer that does not say how
+  if (r.end == format::End::Dump) return "still running: a dump of its trace so far";
+  const std::string ended = how_it_ended(r.end, r.exit_status, r.end_signal);
+  return ended.empty() ? "clean exit" : ended;  // a footer that does not say how
 }
 
 // "2025-09-07 14:14:17 UTC" for a CLOCK_REALTIME time in ns.

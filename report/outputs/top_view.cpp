@@ -33,16 +33,9 @@ std::string fit(const std::string& text, size_t width) { return width ? prefix_o
 
 std::string ending(const LiveState& s) {
   if (!s.ended) return "running";
-  const std::string status = s.footer.exit_status >= 0 ? " with status " + std::to_string(s.footer.exit_status) : "";
-  switch (s.footer.end) {
-    case format::End::Exit: return "ended: exited" + status;
-    case format::End::QuickExit: return "ended: _exit" + status;
-    case format::End::Signal: return "ended: killed by " + signal_name(s.footer.signal);
-    case format::End::Exec: return "ended: replaced by exec";
-    case format::End::Dump: return "a dump (the trace up to it)";
-    case format::End::Unknown: break;
-  }
-  return "ended";
+  if (s.footer.end == format::End::Dump) return "a dump (the trace up to it)";
+  const std::string ended = how_it_ended(s.footer.end, s.footer.exit_status, s.footer.signal);
+  return ended.empty() ? "ended" : "ended: " + ended;
 }
 
 // What is shown first, as the width may cut the line: the process, whether it still runs, its command.

@@ -67,4 +67,17 @@ std::string signal_name(int signal) {
   }
 }
 
+std::string how_it_ended(format::End end, int exit_status, int signal) {
+  const std::string status = exit_status >= 0 ? " with status " + std::to_string(exit_status) : "";
+  switch (end) {
+    case format::End::Exit: return "exited" + status;
+    case format::End::QuickExit: return "ended by _exit" + status;
+    case format::End::Signal: return "killed by " + signal_name(signal);
+    case format::End::Exec: return "replaced by exec";
+    case format::End::Dump:
+    case format::End::Unknown: break;
+  }
+  return "";
+}
+
 }  // namespace gpumemtrace::report
