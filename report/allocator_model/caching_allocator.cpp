@@ -169,6 +169,27 @@ Block* CachingAllocatorModel::new_block(uint64_t stream, uint64_t size, Pool* po
   return b;
 }
 
+Block* CachingAllocatorModel::split_front(Block* block, uint64_t size) {
+  Block* front = new_block(block->stream, size, block->pool, block->ptr, block->segment);
+  front->base = block->base;
+  front->es = block->es;
+  front->mapped = block->mapped;
+  front->splice(block->prev, block);
+  block->ptr += size;
+  block->size -= size;
+  return front;
+}
+
+Block* CachingAllocatorModel::split_back(Block* block, uint64_t keep) {
+  Block* back = new_block(block->stream, block->size - keep, block->pool, block->ptr + keep, block->segment);
+  back->base = block->base;
+  back->es = block->es;
+  back->mapped = block->mapped;
+  back->splice(block, block->next);
+  block->size = keep;
+  return back;
+}
+
 void CachingAllocatorModel::delete_block(Block* b) {
   b->dead = true;
   free_slots_.push_back(b);
@@ -477,15 +498,7 @@ Block* CachingAllocatorModel::alloc_found_block(Params& p, bool split) {
   Block* block = p.block;
   if (split) {
     Block* remaining = block;
-    block = new_block(p.stream, p.size, p.pool, remaining->ptr, remaining->segment);
-    block->es = remaining->es;
-    block->base = remaining->base;
-    block->prev = remaining->prev;
-    if (block->prev) block->prev->next = block;
-    block->next = remaining;
-    remaining->prev = block;
-    remaining->ptr += p.size;
-    remaining->size -= p.size;
+    block = split_front(remaining, p.size);
     p.pool->insert_into_blocks(remaining);
   }
   block->allocated = true;
@@ -620,14 +633,8 @@ uint32_t CachingAllocatorModel::seed_mapped(uint64_t addr, uint64_t size, uint64
   if (!unmapped) unmapped = new_expandable(stream, pool, addr);
   Expandable& es = *unmapped->es;
   if (unmapped->ptr < addr) {  // the part in front stays unmapped, a block of its own
-    Block* before = new_block(stream, addr - unmapped->ptr, &pool, unmapped->ptr, es.id);
-    before->base = es.base;
-    before->mapped = false;
-    before->es = &es;
     pool.unmapped.erase(unmapped);
-    before->splice(unmapped->prev, unmapped);
-    unmapped->ptr = addr;
-    unmapped->size -= before->size;
+    Block* before = split_front(unmapped, addr - unmapped->ptr);
     pool.unmapped.insert(unmapped);
     pool.unmapped.insert(before);
   }
@@ -665,22 +672,13 @@ Placement CachingAllocatorModel::seed_block(uint64_t addr, uint64_t requested) {
   pool.blocks.erase(b);
   seeded_free_.erase(b->ptr);
   if (b->ptr < addr) {  // the free space in front stays free
-    Block* front = new_block(b->stream, addr - b->ptr, &pool, b->ptr, b->segment);
-    front->base = b->base;
-    front->es = b->es;
-    front->splice(b->prev, b);
-    b->ptr = addr;
-    b->size -= front->size;
+    Block* front = split_front(b, addr - b->ptr);
     pool.insert_into_blocks(front);
     seeded_free_[front->ptr] = front;
   }
   const uint64_t size = std::min(round_size(requested, settings_), b->size);
   if (size < b->size && should_split(b, size)) {  // [A][B] alloc_found_block's split
-    Block* rest = new_block(b->stream, b->size - size, &pool, addr + size, b->segment);
-    rest->base = b->base;
-    rest->es = b->es;
-    rest->splice(b, b->next);
-    b->size = size;
+    Block* rest = split_back(b, size);
     pool.insert_into_blocks(rest);
     seeded_free_[rest->ptr] = rest;
   }
@@ -717,16 +715,8 @@ bool CachingAllocatorModel::map_block(Block* to_map, uint64_t size) {
   if (stats_.reserved + mapped > capacity_) return false;
   Pool& pool = *to_map->pool;
   pool.unmapped.erase(to_map);
+  if (mapped < to_map->size) pool.unmapped.insert(split_back(to_map, mapped));  // the rest stays unmapped
   to_map->mapped = true;
-  if (mapped < to_map->size) {
-    Block* remaining = new_block(to_map->stream, to_map->size - mapped, &pool, to_map->ptr + mapped, es.id);
-    remaining->base = es.base;
-    remaining->mapped = false;
-    remaining->es = &es;
-    remaining->splice(to_map, to_map->next);
-    pool.unmapped.insert(remaining);
-    to_map->size = mapped;
-  }
   try_merge(to_map, to_map->prev);
   try_merge(to_map, to_map->next);
   pool.insert_into_blocks(to_map);
@@ -748,24 +738,9 @@ void CachingAllocatorModel::unmap_block(Block* block) {
   pool.blocks.erase(block);
   const uint64_t unmapped_ptr = es.base + begin * es.page;
   const uint64_t unmapped_size = (end - begin) * es.page;
-  const uint64_t before = unmapped_ptr - block->ptr;
-  if (before > 0) {
-    Block* before_free = new_block(block->stream, before, &pool, block->ptr, es.id);
-    before_free->base = es.base;
-    before_free->es = &es;
-    before_free->splice(block->prev, block);
-    pool.insert_into_blocks(before_free);
-  }
-  const uint64_t after = block->size - (before + unmapped_size);
-  if (after > 0) {
-    Block* after_free = new_block(block->stream, after, &pool, unmapped_ptr + unmapped_size, es.id);
-    after_free->base = es.base;
-    after_free->es = &es;
-    after_free->splice(block, block->next);
-    pool.insert_into_blocks(after_free);
-  }
-  block->ptr = unmapped_ptr;
-  block->size = unmapped_size;
+  // The partial pages in front and behind stay mapped and free: blocks of their own.
+  if (block->ptr < unmapped_ptr) pool.insert_into_blocks(split_front(block, unmapped_ptr - block->ptr));
+  if (block->size > unmapped_size) pool.insert_into_blocks(split_back(block, unmapped_size));
   block->mapped = false;
   try_merge(block, block->prev);
   try_merge(block, block->next);

@@ -147,6 +147,13 @@ class CachingAllocatorModel {
   struct Params;
 
   Block* new_block(uint64_t stream, uint64_t size, Pool* pool, uint64_t ptr, uint32_t segment);
+  // The two ways a block is cut: split_front makes a new block of the first `size` bytes (`block`
+  // keeps the rest), split_back one of the bytes after the first `keep` (`block` keeps those). The
+  // new block shares the segment, its base, its expandable range and whether it is mapped, and sits
+  // beside `block` in the segment's list. Neither is put into a pool: `block` must be in none (its
+  // address and size change), and the caller files both.
+  Block* split_front(Block* block, uint64_t size);
+  Block* split_back(Block* block, uint64_t keep);
   void delete_block(Block* b);
   bool less_by_size(const Block* a, const Block* b) const;
 
