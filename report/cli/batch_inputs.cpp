@@ -3,11 +3,8 @@
 
 #include <sys/stat.h>
 
-#include <atomic>
 #include <exception>
 #include <map>
-#include <system_error>
-#include <thread>
 
 #include "report/cli/jobs.h"
 
@@ -17,25 +14,13 @@ BatchReport batch_what_if_of(const std::vector<TraceInput>& inputs, const Option
   // The runs are read at once, up to --jobs at a time; the first error in input order is the one said.
   std::vector<BatchRun> runs(inputs.size());
   std::vector<std::exception_ptr> errors(inputs.size());
-  std::atomic<size_t> next{0};
-  auto work = [&] {
-    for (size_t i = next++; i < inputs.size(); i = next++) {
-      try {
-        runs[i] = read_batch_run(inputs[i].path, inputs[i].name);
-      } catch (...) {
-        errors[i] = std::current_exception();
-      }
+  for_each_on_threads(inputs.size(), options.jobs ? options.jobs : default_jobs(), [&](size_t i) {
+    try {
+      runs[i] = read_batch_run(inputs[i].path, inputs[i].name);
+    } catch (...) {
+      errors[i] = std::current_exception();
     }
-  };
-  std::vector<std::thread> workers;
-  const size_t threads = std::min(options.jobs ? options.jobs : default_jobs(), inputs.size());
-  try {
-    for (size_t t = 1; t < threads; ++t) workers.emplace_back(work);
-  } catch (const std::system_error&) {
-    // No more threads to be had: those started and this one share the work.
-  }
-  work();
-  for (std::thread& worker : workers) worker.join();
+  });
   for (const std::exception_ptr& error : errors) {
     if (error) std::rethrow_exception(error);
   }

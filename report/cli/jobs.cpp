@@ -16,6 +16,21 @@ namespace gpumemtrace::report {
 
 size_t default_jobs() { return usable_cpus(); }
 
+void for_each_on_threads(size_t count, size_t threads, const std::function<void(size_t)>& job) {
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t i = next++; i < count; i = next++) job(i);
+  };
+  std::vector<std::thread> workers;
+  try {
+    for (size_t t = 1; t < std::min(threads, count); ++t) workers.emplace_back(work);
+  } catch (const std::system_error&) {
+    // No more threads to be had: those started and this one share the work.
+  }
+  work();
+  for (std::thread& worker : workers) worker.join();
+}
+
 namespace {
 
 // What became of one input: a report, a skip warning, or an error.
@@ -72,28 +87,17 @@ AnalyzedInputs analyze_inputs(const std::vector<TraceInput>& inputs, const Suppr
     uint64_t total = 0;
     for (const TraceInput& input : inputs) total += regular_file_size(input.path);
     if (progress) progress->start_file(std::to_string(inputs.size()) + " traces", total);
-    std::atomic<size_t> next{0};
     // The first input (in input order) that failed: inputs after it need not be analysed.
     std::atomic<size_t> first_error{inputs.size()};
-    auto work = [&] {
-      for (size_t i = next++; i < inputs.size(); i = next++) {
-        if (i > first_error.load()) continue;
-        analyze_one(inputs[i], alone, suppressions, observer, what_if, outcomes[i]);
-        settle(i);
-        if (!outcomes[i].error) continue;
-        size_t seen = first_error.load();
-        while (i < seen && !first_error.compare_exchange_weak(seen, i)) {
-        }
+    for_each_on_threads(inputs.size(), threads, [&](size_t i) {
+      if (i > first_error.load()) return;
+      analyze_one(inputs[i], alone, suppressions, observer, what_if, outcomes[i]);
+      settle(i);
+      if (!outcomes[i].error) return;
+      size_t seen = first_error.load();
+      while (i < seen && !first_error.compare_exchange_weak(seen, i)) {
       }
-    };
-    std::vector<std::thread> workers;
-    try {
-      for (size_t t = 1; t < threads; ++t) workers.emplace_back(work);
-    } catch (const std::system_error&) {
-      // No more threads to be had: those started and this one share the work.
-    }
-    work();
-    for (std::thread& worker : workers) worker.join();
+    });
   }
   AnalyzedInputs out;
   for (Outcome& outcome : outcomes) {

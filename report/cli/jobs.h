@@ -42,6 +42,11 @@ struct Folding {
 // The default of -j: the number of CPUs this process may run on (at least 1).
 size_t default_jobs();
 
+// Calls job(i) for every i in [0, count), each once, on up to `threads` threads: this one and the
+// others it can start (when no more can be started, those started share the work). Returns when
+// every call has returned. `job` must not throw; it runs concurrently with itself.
+void for_each_on_threads(size_t count, size_t threads, const std::function<void(size_t)>& job);
+
 // Analyses `inputs` on up to `jobs` threads (this one included; 1: one after another here). An empty
 // trace among several is skipped with a warning (analyze_one_of_many); a trace given alone, or a
 // stream, is analysed as such (analyze_input). `progress` (may be null) shows each file's name with
