@@ -230,7 +230,8 @@ BatchReport batch_what_if(const std::vector<BatchRun>& runs, const BatchQuestion
   const BatchRun& t = runs[tmpl];
   if (t.requests.empty()) {
     throw BatchError(t.file + ": no PyTorch tensor request (torch.alloc) to replay: the batch what-if needs a run "
-                     "recorded with the PyTorch hook (docs/pytorch.md)");
+                     "recorded with the PyTorch hook (docs/pytorch.md), or a snapshot taken with an allocation "
+                     "history (torch.cuda.memory._record_memory_history)");
   }
   for (size_t i = 0; i < runs.size(); ++i) {
     const BatchRun& run = runs[i];

@@ -326,6 +326,10 @@ class BatchTraces(unittest.TestCase):
         self.assertEqual(doc["runs"][1]["batch"], 6)
 
     def test_what_the_command_line_refuses(self):
+        cuda_only = os.path.join(self.dir, "cuda_only_b4.jsonl")  # no tensor request: nothing to scale
+        t = Trace(cuda_only, devices=((0, "Simulated GPU", 4 << 30),))
+        t.event("alloc", "device", 0x7F0000000000, 20 * MiB, t.stack("main", 3))
+        t.close()
         a = self.write("plain_one.jsonl", 4, mark=False)
         b = self.write("run_b8.jsonl", 8, mark=False)
         c = self.write("other_b8.jsonl", 8, mark=False)
@@ -340,6 +344,7 @@ class BatchTraces(unittest.TestCase):
             (("--at-batch", "16", "--format", "perfetto", b), "--at-batch and --max-batch write text, json or html"),
             (("diff", "--at-batch", "16", b, c), "--at-batch and --max-batch do not apply to diff"),
             (("--at-batch", "16", self.dir), "traces: --at-batch and --max-batch take one trace per run"),
+            (("--max-batch", cuda_only), "cuda_only_b4.jsonl: no PyTorch tensor request (torch.alloc) to replay"),
         ]:
             proc = run_report(*args)
             self.assertEqual(proc.returncode, 2, (args, proc.stderr))
