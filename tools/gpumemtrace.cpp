@@ -422,7 +422,33 @@ std::string python_startup_dir(const std::string& bindir) {
 // (tools/python/gpumemtrace/kernel.py) with PY itself, so that it lands where that Python's Jupyter
 // looks and names that interpreter; this only finds the library and the package. Exit: PY's status
 // (0 installed, 2 with one line), 2 for bad usage or a missing piece.
+const char kKernelHelp[] =
+    "usage: gpumemtrace kernel install [--python PY] [--name NAME] [--display-name TEXT]\n"
+    "                                  [--user | --prefix DIR | --sys-prefix] [--output DIR]\n"
+    "\n"
+    "Registers a Jupyter kernel whose ipykernel runs under the recorder; `%load_ext gpumemtrace` in it\n"
+    "gives %%gpumemtrace, each cell's GPU memory shown under it (docs/notebooks.md).\n"
+    "\n"
+    "Options:\n"
+    "  --python PY           the kernel's interpreter (default python3 on PATH); it needs ipykernel\n"
+    "  --name NAME           the kernel's name (default gpumemtrace); an existing one is replaced\n"
+    "  --display-name TEXT   the name the notebook shows (default \"Python 3 (gpumemtrace)\")\n"
+    "  --user                into the user's Jupyter folder (~/.local/share/jupyter)\n"
+    "  --prefix DIR          into DIR/share/jupyter\n"
+    "  --sys-prefix          into PY's sys.prefix\n"
+    "  --output DIR          the kernel's traces (default gpumemtrace-traces/ in the notebook's folder)\n"
+    "  -h, --help            this text\n"
+    "Without --user, --prefix or --sys-prefix: the system's folder, as `jupyter kernelspec install`.\n"
+    "Exit status: 0 installed; 2 with one line when it cannot be (bad usage, a PY that cannot run or has\n"
+    "no ipykernel, a folder that cannot be written).\n";
+
 int kernel_main(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+      fputs(kKernelHelp, stdout);
+      return 0;
+    }
+  }
   if (argc < 2 || strcmp(argv[1], "install") != 0)
     return usage_error("expected `gpumemtrace kernel install [--python PY] [--name NAME] [--display-name TEXT] "
                        "[--user | --prefix DIR | --sys-prefix] [--output DIR]`");
