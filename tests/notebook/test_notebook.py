@@ -43,8 +43,15 @@ def jupyter_python():
                   "and nbclient): `make deps` installs Debian's jupyter-nbconvert and python3-ipykernel")
 
 
-PYTHON, JUPYTER = jupyter_python()
+PYTHON, JUPYTER = jupyter_python()   # JUPYTER: why not, when PYTHON is None
 BUILT = all(os.path.exists(p) for p in (LIB, SIM, LAUNCHER))
+
+
+def needs_jupyter(cls):
+    """Skips the class, saying why, without the build or without Jupyter (and only then)."""
+    if not BUILT:
+        return unittest.skip("needs build/libgpumemtrace.so, build/gpumemtrace and build/sim/libcudart.so.13")(cls)
+    return unittest.skip(JUPYTER)(cls) if PYTHON is None else cls
 
 
 def outputs(notebook):
@@ -73,12 +80,10 @@ def env_for_torch():
     return env
 
 
-@unittest.skipUnless(BUILT, "needs build/libgpumemtrace.so, build/gpumemtrace and build/sim/libcudart.so.13")
+@needs_jupyter
 class NotebookTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        if PYTHON is None:
-            raise unittest.SkipTest(JUPYTER)
         cls.dir = tempfile.TemporaryDirectory()
         d = cls.dir.name
         cls.traces = os.path.join(d, "traces")
@@ -124,7 +129,8 @@ class NotebookTest(unittest.TestCase):
                          "gpumemtrace: cell 2 (recorder): peak 24.0 MiB, left allocated 8.0 MiB in 1 allocation")
         self.assertIn("left 8.0 MiB, allocated at this cell, line 1", text)
         self.assertIn("<svg class='gpumemtrace-timeline'", page)
-        self.assertIn("<td style='text-align:left'>left allocated 8.0 MiB in 1 allocation</td>", page)
+        self.assertIn("<th style='text-align:left;padding-right:1em'>left allocated</th><td style='text-align:left'>"
+                      "8.0 MiB in 1 allocation</td>", page)
 
     def test_the_oom_cell_shows_the_verdict_then_raises(self):
         kinds = [k for k, _, _ in self.cells[2]]
@@ -154,12 +160,10 @@ class NotebookTest(unittest.TestCase):
         self.assertIn("<details><summary>gpumem-report</summary>", page)
 
 
-@unittest.skipUnless(BUILT, "needs build/gpumemtrace and build/sim/libcudart.so.13")
+@needs_jupyter
 class WithoutRecorderTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        if PYTHON is None:
-            raise unittest.SkipTest(JUPYTER)
         env = env_for_torch()
         env["PYTHONPATH"] = TOOLS + os.pathsep + env["PYTHONPATH"]
         cls.proc = subprocess.run([PYTHON, os.path.join(HERE, "plain_shell.py"), NOTEBOOK], capture_output=True,

@@ -81,8 +81,9 @@ def install(argv):
     where.add_argument("--sys-prefix", action="store_true")
     ap.add_argument("--output")
     args = ap.parse_args(argv)
+    import importlib
     try:
-        import ipykernel  # noqa: F401  (the kernel's own module: without it the kernel would not start)
+        importlib.import_module("ipykernel")  # the kernel's own module: without it the kernel would not start
         from jupyter_client.kernelspec import KernelSpecManager
     except ImportError as e:
         sys.stderr.write("gpumemtrace kernel install: %s has no %s: install ipykernel for it (pip install "

@@ -63,11 +63,14 @@ class CellReport:
         self.error = None   # the cell's exception, as "Type: message"
         self.note = None    # why a figure is missing
 
-    def left_text(self):
+    def left_figure(self):
+        """What the recorder says the cell left: "8.0 MiB in 1 allocation", or "nothing"."""
         if not self.left_count:
-            return "left nothing allocated"
-        return "left allocated %s in %d allocation%s" % (size(self.left), self.left_count,
-                                                       "" if self.left_count == 1 else "s")
+            return "nothing"
+        return "%s in %d allocation%s" % (size(self.left), self.left_count, "" if self.left_count == 1 else "s")
+
+    def left_text(self):
+        return "left nothing allocated" if not self.left_count else "left allocated " + self.left_figure()
 
     def lines(self):
         """The plain-text report."""
@@ -93,7 +96,7 @@ class CellReport:
     def html(self):
         rows = [("peak", size(self.peak or 0))]
         if self.source == "recorder":
-            rows.append(("left", self.left_text()))
+            rows.append(("left allocated", self.left_figure()))
         elif self.source == "torch":
             rows.append(("allocated since the cell began", ("+" if self.left >= 0 else "-") + size(abs(self.left))))
         rows += [("OOM: " + verdict, "%s requested: %s" % (size(requested), explanation))
@@ -281,6 +284,7 @@ def run_cell(shell, cell):
     """Runs `cell` in the user's namespace as IPython's %%time does (its transforms, %magics and !cmd
     lines included); returns (the value of a last bare expression or None, the cell's file name in
     its tracebacks and stacks)."""
+    __tracebackhide__ = True  # IPython leaves this frame out of the cell's traceback
     transformed = shell.transform_cell(cell)
     tree = shell.transform_ast(shell.compile.ast_parse(transformed))
     last = None
@@ -330,6 +334,7 @@ def _load_magics():
         def gpumemtrace(self, line, cell):
             """Runs the cell as a gpumemtrace scope and shows its report: peak, what it left allocated,
             its OOMs with their verdicts, a timeline (docs/notebooks.md)."""
+            __tracebackhide__ = True  # the cell's traceback shows the cell, not the magic
             source = self._source()
             report = CellReport(line.strip() or "cell %d" % self.shell.execution_count,
                                 source.name if source else None)
