@@ -197,7 +197,8 @@ class KernelInstallErrorsTest(unittest.TestCase):
         return subprocess.run([LAUNCHER] + list(args), capture_output=True, text=True, timeout=60)
 
     def test_bad_usage_is_one_line_and_exit_2(self):
-        for args in (["kernel"], ["kernel", "instal"]):
+        for args in (["kernel"], ["kernel", "instal"], ["kernel", "install", "--user", "--prefix", "/tmp"],
+                     ["kernel", "install", "--usr"]):
             proc = self.launcher(*args)
             self.assertEqual(proc.returncode, 2, args)
             self.assertEqual(len(proc.stderr.splitlines()), 1, proc.stderr)

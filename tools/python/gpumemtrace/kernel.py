@@ -70,7 +70,13 @@ def install(argv):
     import argparse
     import json
     import tempfile
-    ap = argparse.ArgumentParser(prog="gpumemtrace kernel install")
+
+    class Parser(argparse.ArgumentParser):
+        def error(self, message):  # one line, exit 2, as the launcher's own usage errors
+            sys.stderr.write("gpumemtrace kernel install: %s (see gpumemtrace kernel --help)\n" % message)
+            sys.exit(2)
+
+    ap = Parser(prog="gpumemtrace kernel install", add_help=False)
     ap.add_argument("--library", required=True)
     ap.add_argument("--python-path", required=True)
     ap.add_argument("--name", default=DEFAULT_NAME)
