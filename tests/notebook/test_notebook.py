@@ -122,21 +122,26 @@ class NotebookTest(unittest.TestCase):
         report = gpumemtrace.read(os.path.join(self.traces, self.kernel_traces[0]))
         self.assertIn("ipykernel_launcher", " ".join(report.processes[0].cmdline))
 
+    def test_a_cell_before_any_cuda_call(self):
+        (kind, text, _), (result, value, _) = self.cells[1]
+        self.assertEqual(text, "gpumemtrace: no gpu (recorder): peak 0 B, left nothing allocated")
+        self.assertEqual((result, value), ("execute_result", "45"))
+
     def test_a_cell_shows_its_peak_and_what_it_left(self):
-        (kind, text, page), = self.cells[1]
+        (kind, text, page), = self.cells[2]
         self.assertEqual(kind, "display_data")
         self.assertEqual(text.splitlines()[0],
-                         "gpumemtrace: cell 2 (recorder): peak 24.0 MiB, left allocated 8.0 MiB in 1 allocation")
+                         "gpumemtrace: cell 3 (recorder): peak 24.0 MiB, left allocated 8.0 MiB in 1 allocation")
         self.assertIn("left 8.0 MiB, allocated at this cell, line 1", text)
         self.assertIn("<svg class='gpumemtrace-timeline'", page)
         self.assertIn("<th style='text-align:left;padding-right:1em'>left allocated</th><td style='text-align:left'>"
                       "8.0 MiB in 1 allocation</td>", page)
 
     def test_the_oom_cell_shows_the_verdict_then_raises(self):
-        kinds = [k for k, _, _ in self.cells[2]]
+        kinds = [k for k, _, _ in self.cells[3]]
         self.assertEqual(kinds, ["display_data", "error"])
-        text = self.cells[2][0][1]
-        self.assertEqual(self.cells[2][1][1], "OutOfMemoryError")
+        text = self.cells[3][0][1]
+        self.assertEqual(self.cells[3][1][1], "OutOfMemoryError")
         report = gpumemtrace.read(os.path.join(self.traces, self.kernel_traces[0]))
         self.assertEqual(len(report.ooms), 1)
         oom = report.ooms[0]
@@ -145,16 +150,16 @@ class NotebookTest(unittest.TestCase):
         self.assertTrue(text.startswith("gpumemtrace: too big (recorder): peak 0 B, left nothing allocated"), text)
 
     def test_a_cell_that_frees_leaves_nothing_and_keeps_its_value(self):
-        (kind, text, _), (result, value, _) = self.cells[3]
+        (kind, text, _), (result, value, _) = self.cells[4]
         self.assertEqual(text, "gpumemtrace: release (recorder): peak 0 B, left nothing allocated")
         self.assertEqual((result, value), ("execute_result", "'released'"))
 
     def test_the_session_report(self):
-        (kind, text, page), = self.cells[4]
+        (kind, text, page), = self.cells[5]
         lines = text.splitlines()
-        self.assertEqual(lines[0], "gpumemtrace: the session so far, 3 measured cells")
+        self.assertEqual(lines[0], "gpumemtrace: the session so far, 4 measured cells")
         self.assertEqual([l.split(" (")[0] for l in lines if l.startswith("gpumemtrace: ") and "(recorder)" in l],
-                         ["gpumemtrace: cell 2", "gpumemtrace: too big", "gpumemtrace: release"])
+                         ["gpumemtrace: no gpu", "gpumemtrace: cell 3", "gpumemtrace: too big", "gpumemtrace: release"])
         trace = os.path.join(self.traces, self.kernel_traces[0])
         self.assertIn("== %s: pid " % trace, text)  # gpumem-report's own report of the kernel's trace
         self.assertIn("<details><summary>gpumem-report</summary>", page)
@@ -177,7 +182,9 @@ class WithoutRecorderTest(unittest.TestCase):
         self.assertIn("gpumemtrace kernel install --user", said[0])
 
     def test_pytorch_counters_give_the_figures(self):
-        self.assertIn("gpumemtrace: cell 2 (PyTorch's counters): peak 24.0 MiB, allocated +8.0 MiB since the "
+        self.assertIn("gpumemtrace: no gpu (PyTorch's counters): peak 0 B, allocated +0 B since the cell began",
+                      self.lines)
+        self.assertIn("gpumemtrace: cell 3 (PyTorch's counters): peak 24.0 MiB, allocated +8.0 MiB since the "
                       "cell began", self.lines)
         self.assertIn("gpumemtrace: release (PyTorch's counters): peak 0 B, allocated -8.0 MiB since the cell "
                       "began", self.lines)

@@ -159,8 +159,8 @@ class RecorderSource:
         gpumemtrace.scope_end(cell.name)
         report = self.session()
         pid = os.getpid()
-        scope = next((s for s in reversed(report.scopes) if s.name == cell.name and s.pid == pid), None)
-        if scope is None:  # the trace starts at the first CUDA call: a cell before it did none
+        scope = report and next((s for s in reversed(report.scopes) if s.name == cell.name and s.pid == pid), None)
+        if not scope:  # the trace starts at the first CUDA call: a cell before it did none
             cell.peak, cell.left_count = 0, 0
             return
         cell.peak, cell.left, cell.left_count = scope.peak_bytes, scope.leaked_bytes, scope.leaked_count
@@ -170,10 +170,10 @@ class RecorderSource:
         cell.timeline = window(report, pid, scope.begin_time_ns, scope.end_time_ns)
 
     def session(self):
-        """The report of the trace so far (flushed first)."""
+        """The report of the trace so far (flushed first); None before anything was recorded."""
         gpumemtrace.flush()
         self.path = gpumemtrace.trace_path()
-        return gpumemtrace.read(self.path)
+        return gpumemtrace.read(self.path) if self.path else None
 
     def text(self):
         """gpumem-report's own text report of the trace so far."""
