@@ -25,11 +25,14 @@ DEB_PACKAGES := build-essential clang libunwind-dev nlohmann-json3-dev libgtest-
                 libdw-dev libelf-dev libzstd-dev libsimdjson-dev libcli11-dev zstd jq python3 python3-pytest heaptrack valgrind time \
                 nodejs chromium elfutils tmux \
                 m4 zlib1g-dev \
-                libpython3.11-testsuite python3-pyflakes
+                libpython3.11-testsuite python3-pyflakes \
+                jupyter-nbconvert jupyter-client python3-ipykernel python3-nbclient
 # tmux: the terminal `gpumemtrace top` is tested in (tests/launcher/test_top.py).
 # m4: elfutils' build (packaging/third_party.sh, make dist); zlib1g-dev: libz.a, linked into the bundle.
 # libpython3.11-testsuite (CPython's Lib/test for Debian 12's python3), python3-pyflakes (ships its
 # tests): the suites `make test-transparency` runs plain and traced.
+# jupyter-nbconvert, jupyter-client, python3-ipykernel, python3-nbclient: the notebook test
+# (tests/notebook: `jupyter nbconvert --execute` in a `gpumemtrace kernel install` kernel).
 # npm packages (vendor/package.json, pinned by vendor/package-lock.json): the HTML report's chart
 # libraries, inlined into gpumem-report at build time. `make deps` installs them under vendor/node_modules.
 NPM_VENDOR_STAMP := vendor/node_modules/.package-lock.json

@@ -50,6 +50,7 @@ const char kHelp[] =
     "usage: gpumemtrace run [-o DIR] [--report FILE] [-q] [REPORT OPTIONS] -- CMD [ARGS...]\n"
     "       gpumemtrace ci  [-o DIR] [--report FILE] [-q] [GATE AND REPORT OPTIONS] -- CMD [ARGS...]\n"
     "       gpumemtrace top [--interval S] [--sort KEY] [--batch [--iterations N]] PID | TRACE\n"
+    "       gpumemtrace kernel install [--python PY] [--name NAME] [--display-name TEXT] [--user | --prefix DIR]\n"
     "       gpumemtrace --help | --version\n"
     "\n"
     "Runs CMD with every CUDA memory event recorded (with its call stack, Python frames included), then\n"
@@ -67,6 +68,11 @@ const char kHelp[] =
     "        l level (CUDA allocations or allocator blocks); d device; / filter; q quit. --batch: a plain\n"
     "        screen per refresh on stdout until the trace ends (or --iterations N). Exit 0; 2 when the\n"
     "        trace cannot be found or read.\n"
+    "  kernel install  register a Jupyter kernel for PY (default python3, which needs ipykernel) that\n"
+    "        runs under the recorder, its traces in --output DIR (default gpumemtrace-traces/ in the\n"
+    "        notebook's folder); --name (gpumemtrace), --display-name, --user, --prefix, --sys-prefix as\n"
+    "        `jupyter kernelspec install` has them. `%load_ext gpumemtrace` in it gives %%gpumemtrace\n"
+    "        (docs/notebooks.md). Exit 0; 2 with one line when it cannot be installed.\n"
     "\n"
     "Options (before --):\n"
     "  -o DIR, --output DIR   directory for the traces (created if needed); default: a new directory\n"
@@ -385,6 +391,101 @@ std::vector<std::string> list_entries(const std::string& dir) {
   return names;
 }
 
+// The recorder to preload: GPUMEMTRACE_LIBRARY, else the first candidate beside this program that
+// exists (the first one when none does: the caller says it is missing).
+std::string recorder_library(const std::string& bindir) {
+  const char* lib_env = getenv(var::kLibrary);
+  std::string library_path = library_candidates(bindir).front();
+  for (const std::string& candidate : library_candidates(bindir)) {
+    char resolved[PATH_MAX];
+    if (exists(candidate, S_IFREG)) {
+      library_path = realpath(candidate.c_str(), resolved) ? resolved : candidate;  // no "bin/.." in LD_PRELOAD
+      break;
+    }
+  }
+  return absolute(lib_env && *lib_env ? lib_env : library_path);
+}
+
+// The Python startup directory (sitecustomize.py and the gpumemtrace package), or "".
+std::string python_startup_dir(const std::string& bindir) {
+  for (const std::string& candidate : python_candidates(bindir)) {
+    if (exists(candidate + "/sitecustomize.py", S_IFREG)) {
+      char resolved[PATH_MAX];
+      return realpath(candidate.c_str(), resolved) ? resolved : candidate;
+    }
+  }
+  return "";
+}
+
+// `gpumemtrace kernel install [--python PY] [OPTIONS]`: a Jupyter kernel for PY (default python3)
+// that runs under the recorder. The kernel spec is written by the Python package
+// (tools/python/gpumemtrace/kernel.py) with PY itself, so that it lands where that Python's Jupyter
+// looks and names that interpreter; this only finds the library and the package. Exit: PY's status
+// (0 installed, 2 with one line), 2 for bad usage or a missing piece.
+const char kKernelHelp[] =
+    "usage: gpumemtrace kernel install [--python PY] [--name NAME] [--display-name TEXT]\n"
+    "                                  [--user | --prefix DIR | --sys-prefix] [--output DIR]\n"
+    "\n"
+    "Registers a Jupyter kernel whose ipykernel runs under the recorder; `%load_ext gpumemtrace` in it\n"
+    "gives %%gpumemtrace, each cell's GPU memory shown under it (docs/notebooks.md).\n"
+    "\n"
+    "Options:\n"
+    "  --python PY           the kernel's interpreter (default python3 on PATH); it needs ipykernel\n"
+    "  --name NAME           the kernel's name (default gpumemtrace); an existing one is replaced\n"
+    "  --display-name TEXT   the name the notebook shows (default \"Python 3 (gpumemtrace)\")\n"
+    "  --user                into the user's Jupyter folder (~/.local/share/jupyter)\n"
+    "  --prefix DIR          into DIR/share/jupyter\n"
+    "  --sys-prefix          into PY's sys.prefix\n"
+    "  --output DIR          the kernel's traces (default gpumemtrace-traces/ in the notebook's folder)\n"
+    "  -h, --help            this text\n"
+    "Without --user, --prefix or --sys-prefix: the system's folder, as `jupyter kernelspec install`.\n"
+    "Exit status: 0 installed; 2 with one line when it cannot be (bad usage, a PY that cannot run or has\n"
+    "no ipykernel, a folder that cannot be written).\n";
+
+int kernel_main(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+      fputs(kKernelHelp, stdout);
+      return 0;
+    }
+  }
+  if (argc < 2 || strcmp(argv[1], "install") != 0)
+    return usage_error("expected `gpumemtrace kernel install [--python PY] [--name NAME] [--display-name TEXT] "
+                       "[--user | --prefix DIR | --sys-prefix] [--output DIR]`");
+  std::string python = "python3";
+  std::vector<std::string> args;
+  for (int i = 2; i < argc; ++i) {
+    if (strcmp(argv[i], "--python") == 0 && i + 1 < argc) {
+      python = argv[++i];
+    } else if (strncmp(argv[i], "--python=", 9) == 0) {
+      python = argv[i] + 9;
+    } else {
+      args.push_back(argv[i]);
+    }
+  }
+  const std::string bindir = self_dir();
+  const std::string library = recorder_library(bindir);
+  const std::string python_dir = python_startup_dir(bindir);
+  if (!exists(library, S_IFREG)) {
+    fprintf(stderr, "gpumemtrace: the recorder library %s does not exist (build it with make, or set GPUMEMTRACE_LIBRARY)\n", library.c_str());
+    return 2;
+  }
+  if (python_dir.empty() || !exists(python_dir + "/gpumemtrace/kernel.py", S_IFREG)) {
+    fprintf(stderr, "gpumemtrace: the gpumemtrace Python package is not beside this program (%s)\n", bindir.c_str());
+    return 2;
+  }
+  if (const int error = command_error(python)) {
+    fprintf(stderr, "gpumemtrace: %s: %s (name the Python the kernel is for with --python)\n", python.c_str(),
+            error == ENOENT && python.find('/') == std::string::npos ? "command not found" : strerror(error));
+    return 2;
+  }
+  std::vector<std::string> cmd = {python, "-m", "gpumemtrace.kernel", "install", "--library", library,
+                                  "--python-path", python_dir};
+  cmd.insert(cmd.end(), args.begin(), args.end());
+  const int status = spawn_and_wait(cmd, {{"PYTHONPATH", prepend_path("PYTHONPATH", python_dir)}}, false);
+  return exit_code_of(status) == 0 ? 0 : 2;
+}
+
 // The launcher's command line: `run|ci [LAUNCHER AND REPORT OPTIONS] -- CMD [ARGS...]`.
 struct LaunchOptions {
   bool ci = false;
@@ -401,15 +502,15 @@ struct LaunchOptions {
 // gpumem-report's own definition, so a typo is found before CMD runs, not after it.
 LaunchOptions parse_command_line(int argc, char** argv) {
   LaunchOptions options;
-  if (argc < 2) throw report::UsageError("expected a command: run, ci or top");
+  if (argc < 2) throw report::UsageError("expected a command: run, ci, top or kernel");
   const std::string command = argv[1];
   if (command == "--help" || command == "-h" || command == "help") return options.help = true, options;
   if (command == "--version") return options.version = true, options;
   if (command != "run" && command != "ci") {
-    const char* const commands[] = {"run", "ci", "top"};
+    const char* const commands[] = {"run", "ci", "top", "kernel"};
     const char* const* nearest = util::nearest_name(command, commands, 1);
     throw report::UsageError("unknown command '" + command + "'" +
-                             (nearest ? std::string("; did you mean ") + *nearest + "?" : ": expected run, ci or top"));
+                             (nearest ? std::string("; did you mean ") + *nearest + "?" : ": expected run, ci, top or kernel"));
   }
   options.ci = command == "ci";
   // Everything after the first `--` is CMD, untouched.
@@ -483,6 +584,7 @@ bool report_file_writable(const std::string& path) {
 int main(int argc, char** argv) {
   // `gpumemtrace top`: the live view (tools/top.cpp), options of its own.
   if (argc >= 2 && strcmp(argv[1], "top") == 0) return gpumemtrace::top::main(argc - 1, argv + 1);
+  if (argc >= 2 && strcmp(argv[1], "kernel") == 0) return kernel_main(argc - 1, argv + 1);
   LaunchOptions options;
   try {
     options = parse_command_line(argc, argv);
@@ -513,16 +615,7 @@ int main(int argc, char** argv) {
     fprintf(stderr, "gpumemtrace: cannot find this program's own directory (/proc/self/exe: is /proc mounted?)\n");
     return 2;
   }
-  const char* lib_env = getenv(var::kLibrary);
-  std::string library_path = library_candidates(bindir).front();
-  for (const std::string& candidate : library_candidates(bindir)) {
-    char resolved[PATH_MAX];
-    if (exists(candidate, S_IFREG)) {
-      library_path = realpath(candidate.c_str(), resolved) ? resolved : candidate;  // no "bin/.." in LD_PRELOAD
-      break;
-    }
-  }
-  const std::string library = absolute(lib_env && *lib_env ? lib_env : library_path);
+  const std::string library = recorder_library(bindir);
   // A relative GPUMEMTRACE_REPORT is resolved against the current directory, as GPUMEMTRACE_LIBRARY
   // is (a bare name would otherwise be checked here and then looked up on PATH by exec).
   const char* report_env = getenv(var::kReport);
@@ -539,14 +632,7 @@ int main(int argc, char** argv) {
     fprintf(stderr, "gpumemtrace: the analyzer %s is not an executable (build it with make, or set GPUMEMTRACE_REPORT; a relative one is resolved against the current directory)\n", report.c_str());
     return 2;
   }
-  std::string python_dir;
-  for (const std::string& candidate : python_candidates(bindir)) {
-    if (exists(candidate + "/sitecustomize.py", S_IFREG)) {
-      char resolved[PATH_MAX];
-      python_dir = realpath(candidate.c_str(), resolved) ? resolved : candidate;
-      break;
-    }
-  }
+  const std::string python_dir = python_startup_dir(bindir);
 
   // A command that cannot be run is said now, as exec would say it, and before DIR is made: not
   // after an empty run, as "no trace was written".

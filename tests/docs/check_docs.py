@@ -264,16 +264,18 @@ def check_options(docs, build):
     report_opts = help_options(os.path.join(build, "gpumem-report"))
     launcher_opts = help_options(os.path.join(build, "gpumemtrace"))
     top_opts = help_options(os.path.join(build, "gpumemtrace"), "top")
+    kernel_opts = help_options(os.path.join(build, "gpumemtrace"), "kernel")
     for doc, heading, end, opts, prog in (
             ("docs/report.md", "| option | meaning |", None, report_opts, "gpumem-report"),
             ("docs/launcher.md", "## Options", "\n## ", launcher_opts, "gpumemtrace"),
-            ("docs/launcher.md", "## `gpumemtrace top`", "\n## ", top_opts, "gpumemtrace top")):
+            ("docs/launcher.md", "## `gpumemtrace top`", "\n## ", top_opts, "gpumemtrace top"),
+            ("docs/launcher.md", "## `gpumemtrace kernel install`", "\n## ", kernel_opts, "gpumemtrace kernel")):
         table = table_options(docs, doc, heading, end)
         problems += [f"{doc}: {o} (`{prog} --help`) is not in the option table" for o in sorted(opts - set(table))]
         problems += [f"{doc}:{table[o]}: {o} is not an option of {prog}" for o in sorted(set(table) - opts)]
         rows = re.findall(r"^\| (`-[^|]*)\|", docs.text[doc], re.M)
         problems += [f"{doc}: the option table has the row `{r.strip()}` twice" for r in sorted(set(rows)) if rows.count(r) > 1]
-    known = report_opts | launcher_opts | top_opts | FOREIGN_OPTIONS | script_options()
+    known = report_opts | launcher_opts | top_opts | kernel_opts | FOREIGN_OPTIONS | script_options()
     for name, i, line in docs.lines():
         for o in re.findall(r"(?<![\w-])(--[a-z][a-z0-9_-]*[a-z0-9])", line):
             if o not in known:

@@ -30,7 +30,7 @@ import contextlib
 import time
 
 __all__ = ["scope", "scope_begin", "scope_end", "active", "flush", "trace_path", "gc_callback", "mark", "start",
-           "stop", "dump", "read", "NotTracedWarning", "DumpError"]
+           "stop", "dump", "read", "NotTracedWarning", "DumpError", "load_ipython_extension"]
 
 API = "gpumemtrace.scope"
 
@@ -268,6 +268,13 @@ def read(*traces, what_if=(), suppressions=None, report=None):
     suppressions file (--suppressions)."""
     from gpumemtrace import report as _report
     return _report.read(*traces, what_if=what_if, suppressions=suppressions, report=report)
+
+
+def load_ipython_extension(ipython):
+    """`%load_ext gpumemtrace`: the %%gpumemtrace and %gpumemtrace_report magics (gpumemtrace.notebook,
+    docs/notebooks.md). IPython is imported only here."""
+    from gpumemtrace import notebook
+    notebook.load_ipython_extension(ipython)
 
 
 class scope(contextlib.ContextDecorator):

@@ -28,6 +28,11 @@ def _cuda_resetAccumulatedMemoryStats(device):
     cuda._cpp_init().reset_accumulated()
 
 
+def _cuda_resetPeakMemoryStats(device):
+    from . import cuda
+    cuda._cpp_init().reset_peaks()
+
+
 def _cuda_setMemoryFraction(fraction, device):
     """THCPModule_setMemoryFraction -> the device's DeviceCachingAllocator::setMemoryFraction."""
     from . import cuda

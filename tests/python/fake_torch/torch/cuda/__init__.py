@@ -151,7 +151,7 @@ def empty_cache():
 from . import memory  # noqa: E402
 memory._cuda = sys.modules[__name__]
 from .memory import (memory_stats, memory_allocated, memory_reserved, max_memory_allocated,  # noqa: E402,F401
-                     max_memory_reserved, reset_accumulated_memory_stats, memory_snapshot,
+                     max_memory_reserved, reset_accumulated_memory_stats, reset_peak_memory_stats, memory_snapshot,
                      set_per_process_memory_fraction)
 if _release_module.FRACTION_OPTION:
     from .memory import get_per_process_memory_fraction  # noqa: E402,F401

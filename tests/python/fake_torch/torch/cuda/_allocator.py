@@ -190,6 +190,12 @@ class Allocator:
                 st.allocated = st.freed = 0
             self.num_ooms = self.num_device_alloc = self.num_device_free = 0
 
+    def reset_peaks(self):
+        """resetPeakStats: each peak becomes the current value."""
+        with self.lock:
+            for st in self.stats.values():
+                st.peak = st.current
+
     # -- memory --
     def _new_range(self, size):
         if self.rt is not None:

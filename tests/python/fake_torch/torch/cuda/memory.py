@@ -169,6 +169,11 @@ def reset_accumulated_memory_stats(device=None):
     _C._cuda_resetAccumulatedMemoryStats(0)
 
 
+def reset_peak_memory_stats(device=None):
+    from .. import _C
+    _C._cuda_resetPeakMemoryStats(0)
+
+
 def _stat(key):
     return memory_stats().get(key, 0)
 
