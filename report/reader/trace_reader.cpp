@@ -902,7 +902,7 @@ class Dispatcher {
     exact_values(f, e);
     if (e.op == Op::Sync) return merger_.sync(e.t);
     ++result_.events;
-    merger_.push(e);
+    merger_.push(e, /*stable_api=*/true);  // the site's name, interned in site_apis_ for the whole read
   }
 
   // A "live" record: an allocation still live at the end of a capped trace (its seq is its own
