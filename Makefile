@@ -23,9 +23,10 @@ ALL_CFLAGS   = -std=c11 -fPIC $(WARN) $(CFLAGS)
 # Debian packages the build and the tests need; `make deps` installs the missing ones.
 DEB_PACKAGES := build-essential clang libunwind-dev nlohmann-json3-dev libgtest-dev libbenchmark-dev \
                 libdw-dev libelf-dev libzstd-dev libsimdjson-dev libcli11-dev zstd jq python3 python3-pytest heaptrack valgrind time \
-                nodejs chromium elfutils \
+                nodejs chromium elfutils tmux \
                 m4 zlib1g-dev \
                 libpython3.11-testsuite python3-pyflakes
+# tmux: the terminal `gpumemtrace top` is tested in (tests/launcher/test_top.py).
 # m4: elfutils' build (packaging/third_party.sh, make dist); zlib1g-dev: libz.a, linked into the bundle.
 # libpython3.11-testsuite (CPython's Lib/test for Debian 12's python3), python3-pyflakes (ships its
 # tests): the suites `make test-transparency` runs plain and traced.

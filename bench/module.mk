@@ -74,6 +74,13 @@ bench-what-if: $(BUILD)/gpumem-report $(BUILD)/bench/what_if_replay_bench
 .PHONY: bench-what-if
 BENCH_TARGETS += bench-what-if
 
+## bench-batch: gpumem-report's batch what-if (--max-batch: the search, --at-batch) on 2M tensor events, beside the plain report
+BENCH_BATCH_EVENTS ?= 2000000
+bench-batch: $(BUILD)/gpumem-report
+	$(PYTHON) bench/batch_bench.py --build $(BUILD) --events $(BENCH_BATCH_EVENTS)
+.PHONY: bench-batch
+BENCH_TARGETS += bench-batch
+
 ## bench-html: the HTML report of a 100M-event run: page size, bands kept, gpumem-report's time and memory, time to
 ## draw in headless Chromium, beside memory_viz's page for the same run (BENCH_HTML_ARGS: e.g. --events 10000000 --runs 3)
 bench-html: $(BUILD)/gpumem-report

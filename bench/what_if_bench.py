@@ -37,13 +37,30 @@ RSS_GROWTH_ALLOWED = 1.25
 RSS_SLACK_MIB = 2.0
 
 
-def generate(path, events):
+def time_variants(variants, runs):
+    """{name: [(seconds, peak RSS)] * runs} of each command of `variants` ({name: argv}), in interleaved
+    rounds; exits when one fails."""
+    def run(name, _round):
+        rc, err, seconds, rss = run_measured(variants[name], limit_s=600)
+        if rc != 0:
+            print(f"{name}: exit {rc}: {err}", file=sys.stderr)
+            return None
+        return (seconds, rss)
+
+    samples = interleaved_rounds(tuple(variants), runs, run)
+    if samples is None:
+        sys.exit(1)
+    return samples
+
+
+def generate(path, events, large=None):
     """A steady loop on top of 6 persistent 48 MiB weights: each step allocates 5 large tensors (each in a
     segment of its own size), 3 medium ones (1-10 MiB: packed into one 20 MiB segment) and 5 small ones
     (packed into one 2 MiB segment), and frees them in reverse. The segment events and every block's
     address are what the default allocator does with this sequence (large first, so that no medium
-    request is served by a cached large segment): the replay of the recorded settings must match it."""
-    large = [12 * MiB, 16 * MiB, 22 * MiB, 24 * MiB, 48 * MiB]
+    request is served by a cached large segment): the replay of the recorded settings must match it.
+    `large`: other large sizes (multiples of 2 MiB, from 10 MiB: a segment of their own size each)."""
+    large = large or [12 * MiB, 16 * MiB, 22 * MiB, 24 * MiB, 48 * MiB]
     medium = [6 * MiB, 3 * MiB, 2 * MiB + 512]
     small = [1 * MiB, 4096, 65536, 300 * 1024, 100]
     head = ('{"type":"header","format":"gpumemtrace","version":1,"library":"0.1.0","pid":1,"ppid":0,'
@@ -125,16 +142,7 @@ def main():
             "what-if x5": [report, "--format", "json"] + [a for s in SETTINGS_X5 for a in ("--what-if", s)] + [big],
         }
 
-        def run(name, _round):
-            rc, err, seconds, rss = run_measured(variants[name], limit_s=600)
-            if rc != 0:
-                print(f"{name}: exit {rc}: {err}", file=sys.stderr)
-                return None
-            return (seconds, rss)
-
-        samples = interleaved_rounds(tuple(variants), args.runs, run)
-        if samples is None:
-            sys.exit(1)
+        samples = time_variants(variants, args.runs)
         print(f"\n{events} tensor events ({os.path.getsize(big) >> 20} MiB of trace), {args.runs} runs each\n")
         print("| variant | median s | min-max s | events/s | peak RSS MiB |")
         print("|---|---|---|---|---|")

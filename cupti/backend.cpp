@@ -12,7 +12,7 @@
 //
 // Thread-safety: the decision is a CAS on g_state; the thread that wins starts CUPTI while the others
 // keep recording through the hooks (state Deciding counts as interpose), so no call waits.
-#include "cupti/backend.h"
+#include "interpose/recorder/capture_backend.h"
 
 #include <cupti.h>
 #include <dlfcn.h>

@@ -44,9 +44,9 @@ $(DIST_BUILD)/gpumem-report: $(BUILD)/report/main.o $(REPORT_LIB) $(DIST_COMPAT_
 	@mkdir -p $(@D)
 	$(CXX) -o $@ $(BUILD)/report/main.o $(REPORT_LIB) $(DIST_COMPAT_OBJ) $(DIST_LDFLAGS) \
 	  $(call dist_static,-lsimdjson -lzstd -ldw -lelf -lz)
-$(DIST_BUILD)/gpumemtrace: $(BUILD)/tools/gpumemtrace.o $(REPORT_LIB) $(DIST_COMPAT_OBJ) $(PIC_STAMP)
+$(DIST_BUILD)/gpumemtrace: $(LAUNCHER_OBJS) $(REPORT_LIB) $(DIST_COMPAT_OBJ) $(PIC_STAMP)
 	@mkdir -p $(@D)
-	$(CXX) -o $@ $(BUILD)/tools/gpumemtrace.o $(REPORT_LIB) $(DIST_COMPAT_OBJ) $(DIST_LDFLAGS) \
+	$(CXX) -o $@ $(LAUNCHER_OBJS) $(REPORT_LIB) $(DIST_COMPAT_OBJ) $(DIST_LDFLAGS) \
 	  $(call dist_static,-lsimdjson -lzstd -ldw -lelf -lz)
 
 # ---- the bundle tree, its tarball and the wheel ----

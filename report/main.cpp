@@ -13,16 +13,19 @@
 #include <cstring>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <set>
 #include <stdexcept>
 
 #include "report/analyses/analyze.h"
 #include "report/analyses/diff.h"
+#include "report/cli/batch_inputs.h"
 #include "report/cli/gates.h"
 #include "report/cli/inputs.h"
 #include "report/cli/jobs.h"
 #include "report/cli/options.h"
 #include "report/cli/progress.h"
+#include "report/outputs/batch_output.h"
 #include "report/outputs/folded_output.h"
 #include "report/outputs/html_output.h"
 #include "report/outputs/json_output.h"
@@ -55,6 +58,9 @@ AnalyzedInputs analyze_all(const std::vector<TraceInput>& inputs, const Suppress
     ProgressLine progress(STDERR_FILENO);
     AnalysisRequest what_if{options.what_if, options.recorded_settings, !options.diff,
                             options.format == OutputFormat::Html};  // only the page draws the timeline
+    // The page shows the batch what-if's rows in the recorded run's what-if table: it is made even
+    // when nothing else asks for it.
+    what_if.replay_recorded = options.batch() && options.format == OutputFormat::Html;
     analyzed = analyze_inputs(inputs, suppressions, options.progress ? &progress : nullptr,
                               options.jobs ? options.jobs : default_jobs(), what_if, folding);
   }  // the line is cleared here, before any warning or report is written
@@ -65,11 +71,19 @@ AnalyzedInputs analyze_all(const std::vector<TraceInput>& inputs, const Suppress
 }
 
 void write_report(std::ostream& out, const std::vector<ProcessReport>& reports, const ProcessGroups& groups,
-                  const Options& options, TextOptions text) {
+                  const Options& options, TextOptions text, const BatchReport* batch) {
   text.groups = &groups;
   switch (options.format) {
-    case OutputFormat::Text: write_text(out, reports, text); break;
-    case OutputFormat::Json: out << dump_json(reports_to_json(reports, &groups)) << "\n"; break;
+    case OutputFormat::Text:
+      if (batch) write_batch_text(out, *batch, text);  // the question asked, before each run's own report
+      write_text(out, reports, text);
+      break;
+    case OutputFormat::Json: {
+      nlohmann::json document = reports_to_json(reports, &groups);
+      if (batch) document["batch"] = batch_to_json(*batch);
+      out << dump_json(document) << "\n";
+      break;
+    }
     case OutputFormat::Html: write_html(out, reports, &groups); break;
     case OutputFormat::Perfetto: out << dump_json(perfetto_trace(reports)) << "\n"; break;
     case OutputFormat::Folded: write_folded(out, reports, options.folded); break;
@@ -111,7 +125,12 @@ int run(const Options& options) {
   std::vector<std::vector<TraceInput>> groups(options.diff ? 2 : 1);
   std::vector<std::string> input_paths = options.inputs;
   for (size_t i = 0; i < options.inputs.size(); ++i) {
-    for (TraceInput& input : input_set.resolve(options.inputs[i])) {
+    std::vector<TraceInput> resolved = input_set.resolve(options.inputs[i]);
+    if (options.batch() && resolved.size() != 1) {
+      throw BatchError(options.inputs[i] + ": holds " + std::to_string(resolved.size()) +
+                       " traces: --at-batch and --max-batch take one trace per run");
+    }
+    for (TraceInput& input : resolved) {
       if (input.spooled.empty()) input_paths.push_back(input.path);
       groups[options.diff ? i : 0].push_back(std::move(input));
     }
@@ -167,7 +186,10 @@ int run(const Options& options) {
       for (const std::string& warning : report.warnings)
         judged_warnings[i].push_back(printable(report.file) + ": warning: " + printable(warning));
     };
+    std::optional<BatchReport> batch;
+    if (options.batch()) batch = batch_what_if_of(groups[0], options);
     AnalyzedInputs analyzed = analyze_all(groups[0], suppressions, options, &folding);
+    if (batch && options.format == OutputFormat::Html) add_batch_rows(*batch, analyzed.reports);
     // The text report prints the warnings of the processes it shows in full itself.
     std::set<std::string> shown;
     if (options.format == OutputFormat::Text)
@@ -176,7 +198,7 @@ int run(const Options& options) {
       if (i < groups[0].size() && shown.count(printable(groups[0][i].name))) continue;
       for (const std::string& warning : judged_warnings[i]) std::cerr << "gpumem-report: " << warning << "\n";
     }
-    write_report(out, analyzed.reports, analyzed.groups, options, text);
+    write_report(out, analyzed.reports, analyzed.groups, options, text, batch ? &*batch : nullptr);
     for (auto& list : judged_failures) failures.insert(failures.end(), list.begin(), list.end());
     for (auto& list : judged_incomplete) incomplete.insert(incomplete.end(), list.begin(), list.end());
   }

@@ -24,8 +24,8 @@ HTML_VENDOR_FILES := $(addprefix vendor/node_modules/, \
   d3-timer/dist/d3-timer.min.js d3-transition/dist/d3-transition.min.js \
   d3-flame-graph/dist/d3-flamegraph.umd.min.js)
 # The report's own views (each file adds to window.GpuMem) come before app.js, which draws the page.
-HTML_VIEW_FILES := $(addprefix report/outputs/html/, timeline_data.js tables.js allocations_view.js segment_view.js \
-  sites_view.js tests_view.js views.css)
+HTML_VIEW_FILES := $(addprefix report/outputs/html/, timeline_data.js stacks.js axis.js tables.js allocations_view.js \
+  segment_view.js history_view.js sections.js sites_view.js tests_view.js views.css)
 HTML_ASSET_FILES := $(HTML_VENDOR_FILES) $(HTML_VIEW_FILES) report/outputs/html/app.js report/outputs/html/app.css
 HTML_ASSETS_SRC := $(BUILD)/report/outputs/html_assets.cpp
 

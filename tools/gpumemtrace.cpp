@@ -37,6 +37,7 @@
 #include "report/analyses/suppressions.h"
 #include "interpose/recorder/config.h"
 #include "report/cli/options.h"
+#include "tools/top.h"
 #include "util/edit_distance.h"
 
 namespace {
@@ -48,6 +49,7 @@ namespace var = gpumemtrace::var;  // the variable names, from the recorder's on
 const char kHelp[] =
     "usage: gpumemtrace run [-o DIR] [--report FILE] [-q] [REPORT OPTIONS] -- CMD [ARGS...]\n"
     "       gpumemtrace ci  [-o DIR] [--report FILE] [-q] [GATE AND REPORT OPTIONS] -- CMD [ARGS...]\n"
+    "       gpumemtrace top [--interval S] [--sort KEY] [--batch [--iterations N]] PID | TRACE\n"
     "       gpumemtrace --help | --version\n"
     "\n"
     "Runs CMD with every CUDA memory event recorded (with its call stack, Python frames included), then\n"
@@ -58,6 +60,13 @@ const char kHelp[] =
     "  ci    run CMD; if it failed, print the report and exit with CMD's status (128+N for a signal);\n"
     "        otherwise exit with the report's gate verdict: 0 every gate passed, 1 a gate failed,\n"
     "        2 the traces could not be read (or no trace was written), 3 a gate met a cut trace (no verdict).\n"
+    "  top   a live view of a running process's GPU memory (PID: a process running under gpumemtrace; TRACE:\n"
+    "        a trace being written, also by another host on a shared file system), refreshed every\n"
+    "        --interval seconds (default 1): live bytes per device and per call site, what grew since the\n"
+    "        last refresh, the OOMs. Keys: 1/2/3 sort by live bytes, growth, count (--sort live|grew|count);\n"
+    "        l level (CUDA allocations or allocator blocks); d device; / filter; q quit. --batch: a plain\n"
+    "        screen per refresh on stdout until the trace ends (or --iterations N). Exit 0; 2 when the\n"
+    "        trace cannot be found or read.\n"
     "\n"
     "Options (before --):\n"
     "  -o DIR, --output DIR   directory for the traces (created if needed); default: a new directory\n"
@@ -392,15 +401,15 @@ struct LaunchOptions {
 // gpumem-report's own definition, so a typo is found before CMD runs, not after it.
 LaunchOptions parse_command_line(int argc, char** argv) {
   LaunchOptions options;
-  if (argc < 2) throw report::UsageError("expected a command: run or ci");
+  if (argc < 2) throw report::UsageError("expected a command: run, ci or top");
   const std::string command = argv[1];
   if (command == "--help" || command == "-h" || command == "help") return options.help = true, options;
   if (command == "--version") return options.version = true, options;
   if (command != "run" && command != "ci") {
-    const char* const commands[] = {"run", "ci"};
+    const char* const commands[] = {"run", "ci", "top"};
     const char* const* nearest = util::nearest_name(command, commands, 1);
     throw report::UsageError("unknown command '" + command + "'" +
-                             (nearest ? std::string("; did you mean ") + *nearest + "?" : ": expected run or ci"));
+                             (nearest ? std::string("; did you mean ") + *nearest + "?" : ": expected run, ci or top"));
   }
   options.ci = command == "ci";
   // Everything after the first `--` is CMD, untouched.
@@ -472,6 +481,8 @@ bool report_file_writable(const std::string& path) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // `gpumemtrace top`: the live view (tools/top.cpp), options of its own.
+  if (argc >= 2 && strcmp(argv[1], "top") == 0) return gpumemtrace::top::main(argc - 1, argv + 1);
   LaunchOptions options;
   try {
     options = parse_command_line(argc, argv);

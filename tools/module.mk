@@ -53,5 +53,8 @@ PROGRAMS += $(BUILD)/gpumemtrace
 # It checks the report options it passes on with gpumem-report's own definition (report/cli/options.cpp,
 # from the report library), before it starts the program.
 $(BUILD)/tools/gpumemtrace.o: CPPFLAGS += -DGPUMEMTRACE_VERSION='"$(GPUMEMTRACE_VERSION)"'
-$(BUILD)/gpumemtrace: $(BUILD)/tools/gpumemtrace.o $(REPORT_LIB)
+# `gpumemtrace top` (tools/top.cpp) reads traces with the report library too. LAUNCHER_OBJS: the
+# release bundle links the same objects (packaging/module.mk).
+LAUNCHER_OBJS := $(BUILD)/tools/gpumemtrace.o $(BUILD)/tools/top.o
+$(BUILD)/gpumemtrace: $(LAUNCHER_OBJS) $(REPORT_LIB)
 	$(CXX) $(ALL_CXXFLAGS) $^ -o $@ $(REPORT_LDLIBS)

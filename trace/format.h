@@ -21,7 +21,10 @@
 //                                          event line: readers that do not know it skip it)
 //                 {"type":"gc", ...}       a garbage collection of the program's language runtime
 //                                          (Python's) that freed objects: from t to end_time
-//   last line     {"type":"footer", ...}   how the process ended ("end": exit, _exit, signal, exec);
+//                 {"type":"pause", ...}    from here to the next "resume" record, events carry no
+//                 {"type":"resume", ...}   stack (gpumemtrace_pause(), Python's gpumemtrace.stop())
+//   last line     {"type":"footer", ...}   how the process ended ("end": exit, _exit, signal, exec,
+//                                          or dump: a running process's trace sealed by a dump);
 //                                          its absence means the process died otherwise
 //
 // Invariants the reader may rely on (the writer guarantees them; docs/trace-format.md repeats them):
@@ -80,6 +83,12 @@ inline constexpr const char* kTypeAllocatorSettings = "allocator_settings";
 // was freed by the collector: cyclic garbage, not memory a program held on purpose. Added within
 // version 2, like allocator_settings.
 inline constexpr const char* kTypeGc = "gc";
+// Stacks paused and resumed (docs/trace-format.md, "pause"): gpumemtrace_pause() / _resume() (Python's
+// gpumemtrace.stop() / start()) at seq and t, on thread tid. Events recorded between a "pause" and
+// the next "resume" (or the trace's end) carry no stack; every event is still recorded, so what is
+// live stays exact. Added within version 2, like gc.
+inline constexpr const char* kTypePause = "pause";
+inline constexpr const char* kTypeResume = "resume";
 
 // ---- event operations ("op" field of an event) ----
 // Each op says what happened to the address range [addr, addr+size).
@@ -116,6 +125,9 @@ enum class Op : uint8_t {
   AllocatorSettings,
   // Not an event op either: a "gc" record on the same way.
   Gc,
+  // Nor these: "pause" and "resume" records on their way through the ring.
+  Pause,
+  Resume,
 };
 
 inline constexpr const char* op_name(Op op) {
@@ -129,6 +141,10 @@ inline constexpr const char* op_name(Op op) {
       return kTypeAllocatorSettings;
     case Op::Gc:
       return kTypeGc;
+    case Op::Pause:
+      return kTypePause;
+    case Op::Resume:
+      return kTypeResume;
   }
   return "unknown";
 }
@@ -137,7 +153,8 @@ inline constexpr const char* op_name(Op op) {
 // range carry neither; trim carries a size (the bytes the pool keeps) and no address.
 inline constexpr bool op_has_size(Op op) {
   return op != Op::Mark && op != Op::MemInfo && op != Op::Reset && op != Op::Sync && op != Op::ScopeBegin &&
-         op != Op::ScopeEnd && op != Op::AllocatorSettings && op != Op::Gc;
+         op != Op::ScopeEnd && op != Op::AllocatorSettings && op != Op::Gc && op != Op::Pause &&
+         op != Op::Resume;
 }
 inline constexpr bool op_has_addr(Op op) { return op_has_size(op) && op != Op::Trim; }
 
@@ -334,8 +351,10 @@ enum class End : uint8_t {
   QuickExit,  // "_exit": _exit() or _Exit(), no exit handlers ran
   Signal,     // "signal": SIGTERM, SIGINT or SIGHUP took its default action (terminate)
   Exec,       // "exec": exec replaced the program's image (the new image has its own trace)
+  Dump,       // "dump": the process was still running; this copy of its trace was sealed by a dump
+              // (gpumemtrace_dump(), Python's gpumemtrace.dump()) and ends there
 };
-inline constexpr const char* kEndNames[] = {"", "exit", "_exit", "signal", "exec"};  // by End
+inline constexpr const char* kEndNames[] = {"", "exit", "_exit", "signal", "exec", "dump"};  // by End
 
 inline constexpr const char* end_name(End end) { return kEndNames[static_cast<int>(end)]; }
 

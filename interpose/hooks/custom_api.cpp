@@ -2,9 +2,11 @@
 // own sub-allocations, the program's phase markers and named scopes, recorded like any other event
 // (same ring, same sequence, stacks of the caller); and the garbage collections the pytest plugin
 // reports (gpumemtrace_report_gc).
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <string>
 
 #include "interpose/recorder/program_strings.h"
 #include "interpose/recorder/event_record.h"
@@ -90,6 +92,36 @@ __attribute__((visibility("default"))) void gpumemtrace_report_scope_end(const c
 __attribute__((visibility("default"))) void gpumemtrace_report_scope(int end, const char* name,
                                                                      const char* api) {
   report_labelled(end ? f::Op::ScopeEnd : f::Op::ScopeBegin, name, static_scope_api(api), end >= 2 ? end - 1 : 0);
+}
+
+// Control (include/gpumemtrace.h; tools/python/gpumemtrace: start(), stop(), dump()). Pausing keeps
+// every event and drops its stack (interpose/recorder/pause.h): 1 when the state changed, 0 when it
+// already was so, -1 when the recorder is off.
+__attribute__((visibility("default"))) int gpumemtrace_report_pause(void) { return gpumemtrace::set_paused(true); }
+
+__attribute__((visibility("default"))) int gpumemtrace_report_resume(void) { return gpumemtrace::set_paused(false); }
+
+// Seals the trace so far into `path` (null or "": beside the trace, its name with "-dump"), waiting at
+// most `timeout_ms` (recorder.h, dump_trace): 0 when written, 1 when not, 2 when nothing is recorded
+// yet, -1 when the recorder is off. `message` (`size` bytes, may be null) gets the path written or
+// why not, cut to fit.
+__attribute__((visibility("default"))) int gpumemtrace_report_dump(const char* path, int timeout_ms, char* message,
+                                                                   size_t size) {
+  std::string text;
+  char path_copy[4096];  // the program's string, read without faulting (program_strings.h)
+  int rc = 1;
+  if (path && gpumemtrace::program_strnlen(path, sizeof path_copy) >= sizeof path_copy) {
+    text = "the dump's path is longer than " + std::to_string(sizeof path_copy - 1) + " bytes";
+  } else {
+    const char* asked = path ? gpumemtrace::copy_program_string(path, path_copy, sizeof path_copy) : "";
+    rc = gpumemtrace::dump_trace(asked, timeout_ms > 0 ? timeout_ms : 1, &text);
+  }
+  if (message && size) {
+    const size_t n = std::min(text.size(), size - 1);
+    memcpy(message, text.data(), n);
+    message[n] = '\0';
+  }
+  return rc;
 }
 
 // A garbage collection of the program's language runtime that freed objects, reported when it ends

@@ -23,7 +23,7 @@
 
 #include <atomic>
 
-#include "cupti/backend.h"
+#include "interpose/recorder/capture_backend.h"
 #include "interpose/hooks/driver_table.h"
 #include "interpose/hooks/real_function.h"
 #include "interpose/recorder/recorder.h"

@@ -10,7 +10,7 @@
 // queries, as the CUPTI callbacks record the same calls. Return values, out-parameters and errno are
 // what the program would have seen: the driver calls we add (device of a context, free memory) run
 // inside our scope, only when recording, and keep errno (record_call).
-#include "cupti/backend.h"
+#include "interpose/recorder/capture_backend.h"
 #include "interpose/hooks/driver_cuda.h"
 #include "interpose/hooks/driver_calls.h"
 #include "interpose/hooks/driver_table.h"
@@ -62,7 +62,7 @@ CUresult hook_cuGetProcAddress_v2(Pfn_cuGetProcAddress_v2 real, const char* symb
 }
 
 // ---- wrappers handed out for driver pointers (slots) and our exported symbols ----
-// While CUPTI records, the real function runs untouched (cupti/backend.h). The resolvers are always
+// While CUPTI records, the real function runs untouched (interpose/recorder/capture_backend.h). The resolvers are always
 // wrapped: a pointer handed out now may be called after a backend fallback.
 inline bool passthrough(Fn fn) noexcept { return !is_resolver(fn) && !backend::interpose_recording(); }
 

@@ -32,11 +32,12 @@
 #include <new>
 #include <string>
 
-#include "cupti/backend.h"
+#include "interpose/recorder/capture_backend.h"
 #include "interpose/python/python_stack.h"
 #include "interpose/recorder/fork_marker.h"
 #include "interpose/recorder/label_table.h"
 #include "interpose/recorder/line_queue.h"
+#include "interpose/recorder/pause.h"
 #include "interpose/recorder/program_stderr.h"
 #include "interpose/recorder/recorder_state.h"
 #include "interpose/recorder/thread_check.h"
@@ -130,6 +131,7 @@ void on_fork_parent() { pthread_mutex_unlock(&g_loader_walk_mutex); }
 
 void on_fork_child() {
   pthread_mutex_unlock(&g_loader_walk_mutex);
+  signal_flush_on_fork_child();
   // Only the forking thread exists here. The parent's writer thread is gone: forget its state (leak
   // it, its locks may be held), close its file so the child can never write into the parent's trace,
   // and let the child's first event start a trace of its own.
@@ -266,7 +268,11 @@ bool ensure_active() {
     arm_fork_marker();  // before any state a copy could inherit
     if (g_state.compare_exchange_strong(st, kStarting, std::memory_order_acq_rel)) {
       start();
-      return g_state.load(std::memory_order_acquire) == kActive;
+      const bool active = g_state.load(std::memory_order_acquire) == kActive;
+      // A pause the program made before its first event (or its parent's, in a fork child) opens the
+      // trace, ahead of the event being recorded.
+      if (active && pause::since_ns.load(std::memory_order_relaxed)) (void)record(event::pause_marker(true));
+      return active;
     }
   }
   if (copied_without_fork_handler()) return untraced_copy();
@@ -446,8 +452,12 @@ bool record(const EventFacts& facts) noexcept {
   // (the pytest plugin's callback, wherever the collection happened to start).
   const bool releases = facts.op == format::Op::Free || facts.op == format::Op::BlockFree ||
                         facts.op == format::Op::Unmap || facts.op == format::Op::Unreserve;
+  // Pause and resume records are bookkeeping too. While the program has paused stacks (pause.h),
+  // every event goes without.
   const bool stackless = facts.op == format::Op::Sync || facts.op == format::Op::AllocatorSettings ||
-                         facts.op == format::Op::Gc || (releases && !cfg.free_stacks);
+                         facts.op == format::Op::Gc || facts.op == format::Op::Pause ||
+                         facts.op == format::Op::Resume || (releases && !cfg.free_stacks) ||
+                         pause::stackless(facts.time_ns);
   const int depth = stackless ? 0 : cfg.stack_depth;
   uintptr_t native[kMaxNativeFrames];
   python::PythonFrameRef captured[python::kMaxPythonFrames];
@@ -640,6 +650,48 @@ int64_t scope_live_bytes(const char* name) noexcept {
   if (getpid() != g_trace_pid) return -1;  // a vfork or fork child: the writer's figures are its parent's
   Writer* w = g_state.load(std::memory_order_acquire) == kActive ? g_writer : nullptr;
   return w ? w->scope_live_bytes(name) : -1;
+}
+
+int set_paused(bool pause) noexcept {
+  const int st = g_state.load(std::memory_order_acquire);
+  if (st == kDisabled || st == kStopped) return -1;
+  if (pause) {
+    uint64_t running = 0;
+    if (!pause::since_ns.compare_exchange_strong(running, util::monotonic_ns(), std::memory_order_relaxed)) return 0;
+  } else if (pause::since_ns.exchange(0, std::memory_order_relaxed) == 0) {
+    return 0;
+  }
+  // Not before the recorder runs: a call that only says "paused" must not start it (the trace is
+  // opened by the first CUDA memory call, which records a pause still under way: ensure_active).
+  if (st == kActive && getpid() == g_trace_pid) {
+    HookScope scope;
+    if (scope.recording()) (void)record(event::pause_marker(pause));
+  }
+  return 1;
+}
+
+int dump_trace(const char* path, int timeout_ms, std::string* message) noexcept {
+  try {
+    const int st = g_state.load(std::memory_order_acquire);
+    if (st == kDisabled || st == kStopped) {
+      *message = "the recorder is off";
+      return -1;
+    }
+    Writer* w = st == kActive && getpid() == g_trace_pid ? g_writer : nullptr;
+    if (!w) {
+      *message = "nothing is recorded yet: the recorder starts at the program's first CUDA memory call";
+      return 2;
+    }
+    // The default name beside the trace, from its absolute path: the program may have changed its
+    // working directory since the trace was opened.
+    const std::string where = path && *path ? std::string(path)
+                              : g_trace_path[0] ? tagged_path(g_trace_path, "-dump") : std::string();
+    const bool done = w->dump(where, timeout_ms, message);
+    print_queued_lines();
+    return done ? 0 : 1;
+  } catch (...) {  // out of memory: nothing of ours may end the process
+    return 1;
+  }
 }
 
 bool flush_now(int timeout_ms, bool durable) noexcept {

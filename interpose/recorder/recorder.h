@@ -23,6 +23,7 @@
 #include <cerrno>
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 #include "interpose/python/python_stack.h"
 #include "interpose/recorder/event_record.h"
@@ -245,6 +246,14 @@ inline EventFacts gc_window(uint64_t began_ns) noexcept {
   return e;
 }
 
+// The program paused or resumed stacks (format::Op::Pause / Resume: a "pause" or "resume" record of
+// its own, interpose/recorder/pause.h). No memory, no stack.
+inline EventFacts pause_marker(bool pause) noexcept {
+  EventFacts e = with_op(pause ? format::Op::Pause : format::Op::Resume, format::Kind::None, 0, 0, false).on_device(-1);
+  e.api = pause ? format::kTypePause : format::kTypeResume;
+  return e;
+}
+
 }  // namespace event
 
 // Keeps errno as the program's own call left it across the calls a hook adds (device queries,
@@ -364,6 +373,19 @@ void recorder_exec_failed() noexcept;
 // at most `timeout_ms`. True when done in time. For a process about to die (SIGTERM handlers).
 // `durable`: and synced to the disk (a failed allocation's record, recorder.cpp).
 bool flush_now(int timeout_ms, bool durable = false) noexcept;
+// Pauses (`pause` true) or resumes stacks (pause.h; gpumemtrace_pause() / gpumemtrace_resume()) and
+// records a "pause" or "resume" record, once the recorder runs (a pause made before it starts is
+// recorded when it starts). 1: the state changed; 0: it already was so; -1: the recorder is off
+// (disabled, stopped): nothing is recorded either way. Any thread; not for a hook's path.
+int set_paused(bool pause) noexcept;
+
+// Seals what was recorded so far into a new, self-contained trace at `path` (empty: beside the trace,
+// its name with "-dump"), which ends with a footer "end": "dump"; the trace itself goes on
+// (Writer::dump). Waits at most `timeout_ms`. 0: done, `*message` the path written; 1: failed,
+// `*message` why; 2: nothing to dump yet (the recorder starts at the first CUDA memory call); -1:
+// the recorder is off. Any thread; not for a hook's path, not async-signal-safe (it allocates).
+int dump_trace(const char* path, int timeout_ms, std::string* message) noexcept;
+
 // The absolute path of this process's trace; "" when it writes none (gpumemtrace_trace_path()).
 const char* trace_path() noexcept;
 // What the writer drained of the scope that ended last, if it is `name` (gpumemtrace_scope_live_bytes()).

@@ -52,6 +52,8 @@ void unlock_loader_walks() noexcept;
 // Makes SIGTERM, SIGINT, SIGHUP and SIGABRT finish the trace before the program's own action takes
 // effect (signal_flush.cpp). Called on each start of the recorder; installs once per signal.
 void install_signal_flush() noexcept;
+// In a fork child (the atfork handler): the signal slots copied are this process's own from now on.
+void signal_flush_on_fork_child() noexcept;
 
 // Info line (suppressed by GPUMEMTRACE_QUIET); log_line() in recorder.h is for warnings.
 void log_info(const char* msg) noexcept;

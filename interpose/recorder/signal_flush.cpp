@@ -24,6 +24,10 @@
 // or exec: multiprocessing's Pool.terminate() sends SIGTERM to workers that may be ending by
 // os._exit) waits for that footer, at most GPUMEMTRACE_EXIT_TIMEOUT_MS, before its default action
 // (finish_trace).
+// A vfork child (posix_spawn's; CPython's subprocess, which sets every handler back to the default
+// before its exec) shares this memory, and so these slots, with its parent, but has signal actions of
+// its own: what it sets goes to its own kernel action only, never into the parent's slots (else the
+// parent's next SIGINT would find "the default" there and end it).
 // Thread-safety: the program's action of each signal is written under a spin lock with the signal
 // blocked in the writing thread, read by the handler through a sequence count (it never waits on
 // the code it interrupted); the handler is async-signal-safe (atomics, nanosleep, write, sigaction,
@@ -31,12 +35,14 @@
 #include <dlfcn.h>
 #include <pthread.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
 
+#include "interpose/recorder/fork_marker.h"
 #include "interpose/recorder/recorder.h"
 #include "interpose/recorder/recorder_state.h"
 #include "util/runs_before_sanitizers.h"
@@ -72,6 +78,9 @@ __thread bool t_setting_kernel_action __attribute__((tls_model("initial-exec")))
 // Per signal of kSignals: its kernel action is ours (or SIG_IGN as the program asked), and the program's
 // is in its Slot. Read by the sigaction hook, uninstrumented: atomic builtins, no std::atomic.
 bool g_owned[kCount];
+// The process whose slots these are: the one that installed them, or the fork child that copied them
+// (signal_flush_on_fork_child). Another pid in the same address space is a vfork child.
+pid_t g_slots_pid = 0;
 
 // One signal's state. `program` is written under `lock` (a spin lock, taken with the signal blocked in
 // the writing thread) and read through `seq` (odd while being written) word by word.
@@ -225,6 +234,7 @@ void install_signal_flush() noexcept {
   if (!g_first_sigaction.load(std::memory_order_acquire))
     g_first_sigaction.store(reinterpret_cast<SigactionFn>(dlsym(RTLD_DEFAULT, "sigaction")), std::memory_order_release);
   (void)next_sigaction();  // resolved now, not first in a handler
+  __atomic_store_n(&g_slots_pid, getpid(), __ATOMIC_RELEASE);
   for (int i = 0; i < kCount; ++i) {
     Slot& slot = g_slots[i];
     if (__atomic_load_n(&g_owned[i], __ATOMIC_ACQUIRE)) continue;  // a fork child, a restart after exec failed
@@ -244,6 +254,14 @@ bool program_sigaction(int sig, const struct sigaction* act, struct sigaction* o
   const int i = index_of(sig);
   if (i < 0 || !__atomic_load_n(&g_owned[i], __ATOMIC_ACQUIRE)) return false;
   Slot& slot = g_slots[i];
+  if (getpid() != __atomic_load_n(&g_slots_pid, __ATOMIC_ACQUIRE) && !copied_without_fork_handler()) {
+    // A vfork child: the slots are its parent's (see the top). Its own action is set as asked; the
+    // program's action it reads is its parent's, which it inherited. No lock: the parent's other
+    // threads go on, and nothing is written here.
+    if (old) *old = read_program(slot);
+    *rc = act ? set_kernel_action(sig, act, nullptr) : 0;
+    return true;
+  }
   const int saved_errno = errno;
   SlotLock lock(slot, sig);
   // Behind the hooks, someone else may have set the kernel's action since (a raw system call): then
@@ -270,6 +288,8 @@ bool program_sigaction(int sig, const struct sigaction* act, struct sigaction* o
   *rc = 0;
   return true;
 }
+
+void signal_flush_on_fork_child() noexcept { __atomic_store_n(&g_slots_pid, getpid(), __ATOMIC_RELEASE); }
 
 GPUMEMTRACE_RUNS_BEFORE_SANITIZERS bool recorder_owns_signal(int sig) noexcept {
   for (int i = 0; i < kCount; ++i)

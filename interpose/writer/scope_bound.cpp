@@ -1,18 +1,16 @@
 // interpose/writer/scope_bound.cpp — see scope_bound.h.
 #include "interpose/writer/scope_bound.h"
 
-#include <cstring>
-
 namespace gpumemtrace {
 
 void ScopeBound::on_event(const EventRecord& r, const LiveSet& live) {
+  if (!bounds(r)) return;
   if (r.op == format::Op::ScopeBegin) {
     tracking_ = true;
     if (open_.size() == kMaxOpenScopes) open_.erase(open_.begin());
     open_.push_back({r.label_text(), r.seq});
     return;
   }
-  if (r.op != format::Op::ScopeEnd) return;
   const char* name = r.label_text();
   for (size_t i = open_.size(); i-- > 0;) {
     if (open_[i].name != name) continue;

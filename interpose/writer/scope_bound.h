@@ -17,6 +17,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -32,6 +33,13 @@ class ScopeBound {
 
   // True once a scope has begun: the writer then keeps its live set for every event.
   bool tracking() const { return tracking_; }
+  // A scope this bound is kept for: the program's and the pytest plugin's, not NVTX ranges, which
+  // nothing asks about and which can come by the thousand per second (each end would walk the whole
+  // live set).
+  static bool bounds(const EventRecord& r) {
+    return (r.op == format::Op::ScopeBegin || r.op == format::Op::ScopeEnd) &&
+           !(r.api && std::strcmp(r.api, format::kApiNvtx) == 0);
+  }
   // After `r` was applied to `live`.
   void on_event(const EventRecord& r, const LiveSet& live);
   // The bound of the scope that ended last, when its name is `name`; -1 otherwise (no scope ended

@@ -11,7 +11,7 @@
 #include <iterator>
 #include <new>
 
-#include "cupti/backend.h"
+#include "interpose/recorder/capture_backend.h"
 #include "interpose/recorder/recorder.h"
 #include "interpose/recorder/recorder_state.h"
 #include "interpose/writer/format_limits.h"
@@ -387,6 +387,15 @@ void TraceSerializer::gc(const EventRecord& r) {
       .unum(f::kFieldSeq, r.seq)
       .unum(f::kFieldTime, began)
       .unum(f::kFieldEndTime, r.time_ns)
+      .unum(f::kFieldTid, r.tid)
+      .end();
+}
+
+void TraceSerializer::pause(const EventRecord& r) {
+  JsonLine(out_)
+      .begin(r.op == f::Op::Pause ? f::kTypePause : f::kTypeResume)
+      .unum(f::kFieldSeq, r.seq)
+      .unum(f::kFieldTime, r.time_ns)
       .unum(f::kFieldTid, r.tid)
       .end();
 }

@@ -79,6 +79,8 @@ class TraceSerializer {
   // A "gc" record (r.op == Op::Gc): standalone like allocator_settings; t is when the collection began
   // (r.began_ns), end_time when it ended (r.time_ns, the moment it was reported).
   void gc(const EventRecord& r);
+  // A "pause" or "resume" record (r.op == Op::Pause / Op::Resume): standalone like gc.
+  void pause(const EventRecord& r);
   void device(int32_t device, const char* name, uint64_t total, uint64_t free_bytes);
   void dropped(uint64_t count, uint64_t total);
   // The trace reached its size cap at `r` (not written); `bytes` written so far.

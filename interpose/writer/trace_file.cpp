@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -104,7 +105,9 @@ Named open_named_existing(const std::string& path, const ProgramStreams& streams
 
 }  // namespace
 
-std::string numbered_path(const std::string& path, int n) {
+std::string numbered_path(const std::string& path, int n) { return tagged_path(path, "-" + std::to_string(n)); }
+
+std::string tagged_path(const std::string& path, const std::string& tag) {
   const size_t slash = path.rfind('/');
   const size_t base = slash == std::string::npos ? 0 : slash + 1;
   size_t at = path.find(".jsonl", base);
@@ -112,7 +115,7 @@ std::string numbered_path(const std::string& path, int n) {
   if (at == std::string::npos && path.size() > base + 4 && path.compare(path.size() - 4, 4, ".zst") == 0)
     at = path.size() - 4;
   if (at == std::string::npos) at = path.size();
-  return path.substr(0, at) + "-" + std::to_string(n) + path.substr(at);
+  return path.substr(0, at) + tag + path.substr(at);
 }
 
 ProgramStreams ProgramStreams::of_calling_thread() {
@@ -226,6 +229,18 @@ bool TraceFile::write_all(const char* data, size_t size, std::string* error) {
 bool TraceFile::can_cut_back() const {
   struct stat st;
   return created_ && still_ours() && fstat(fd_, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+int TraceFile::open_for_reading() const {
+  if (!can_cut_back()) return -1;
+  const std::string self = "/proc/self/task/" + std::to_string(syscall(SYS_gettid)) + "/fd/" + std::to_string(fd_);
+  const int fd = ::open(self.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY);
+  struct stat st;
+  if (fd >= 0 && (fstat(fd, &st) != 0 || st.st_dev != dev_ || st.st_ino != ino_)) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
 }
 
 bool TraceFile::cut_back_to(uint64_t size, bool* removed) {

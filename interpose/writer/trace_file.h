@@ -64,6 +64,12 @@ class TraceFile {
   // True for a regular file we created that is still ours: it can be cut back (cut_back_to).
   bool can_cut_back() const;
 
+  // A new read-only descriptor of this file, from its start (for a dump: writer.h), when it is a
+  // regular file we created that is still ours; -1 otherwise (a FIFO, a stream, a number the program
+  // took over). Opened through the calling thread's own descriptor table (/proc/self/task/TID/fd),
+  // so that a file renamed or removed since is still found. The caller closes it.
+  int open_for_reading() const;
+
   // Cuts a file we created back to its first `size` bytes (a point where everything before is whole:
   // the end of a line, of a zstd block or frame) and writes on from there. Where `size` is 0, the file
   // is removed instead, when its name still is this file (no empty trace is left behind), and
@@ -99,5 +105,7 @@ bool open_trace_file(const std::string& path, bool named, TraceFile* file, std::
 // before the trace suffix (".jsonl...", else a final ".zst"), so the file is still compressed and
 // readers still recognise it by its extension.
 std::string numbered_path(const std::string& path, int n);
+// The same with any `tag` in the number's place: "dir/name.jsonl.zst", "-dump" -> "dir/name-dump.jsonl.zst".
+std::string tagged_path(const std::string& path, const std::string& tag);
 
 }  // namespace gpumemtrace

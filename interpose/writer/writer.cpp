@@ -17,16 +17,15 @@
 #include "interpose/writer/private_fds.h"
 #include "interpose/writer/serializer.h"
 #include "interpose/writer/sink.h"
+#include "interpose/writer/wait.h"
 #include "util/ends_with.h"
 #include "util/monotonic_clock.h"
 
 namespace gpumemtrace {
 namespace {
 
-void sleep_us(long us) {
-  timespec ts{0, us * 1000};
-  nanosleep(&ts, nullptr);
-}
+using writer_wait::sleep_us;
+using writer_wait::wait_until;
 
 // Flush the text buffer to the sink once it holds this much, even between timed flushes.
 constexpr size_t kBufferFlushBytes = 256 * 1024;
@@ -85,16 +84,6 @@ Writer* Writer::start(RecorderShared* shared, TraceOpening* opening) {
   }
   pthread_detach(thread);
   return w;
-}
-
-// Polls `done` every 200 us for at most `timeout_ms`; false on time-out.
-template <typename Done>
-bool wait_until(Done&& done, int timeout_ms) {
-  for (long waited_us = 0; !done(); waited_us += 200) {
-    if (waited_us >= timeout_ms * 1000L) return false;
-    sleep_us(200);
-  }
-  return true;
 }
 
 bool Writer::stop(int timeout_ms, const ProcessEnd& end) {
@@ -180,9 +169,13 @@ void Writer::write_event(const EventRecord& r) {
   }
   if (!capped_ && r.op == format::Op::AllocatorSettings) return serializer_->allocator_settings(r);
   if (!capped_ && r.op == format::Op::Gc) return serializer_->gc(r);
+  // A pause after the cap is detail the cap stopped: not an event either, so not counted.
+  if (r.op == format::Op::Pause || r.op == format::Op::Resume) return capped_ ? void() : serializer_->pause(r);
   if (!capped_) {
     const uint32_t stack = serializer_->event(r, stack_of(r));
-    if (max_bytes_ || scope_bound_.tracking() || r.op == format::Op::ScopeBegin) live_.apply(r, stack);
+    if (max_bytes_ || scope_bound_.tracking() || (r.op == format::Op::ScopeBegin && ScopeBound::bounds(r))) {
+      live_.apply(r, stack);
+    }
     scope_bound_.on_event(r, live_);
     return;
   }
@@ -349,6 +342,7 @@ void Writer::run_until_stopped() {
   uint64_t last_flush = util::monotonic_ns();
   for (;;) {
     if (exec_phase_.load(std::memory_order_acquire) != kNoExec && !serve_exec()) break;
+    if (dump_phase_.load(std::memory_order_acquire) == kDumpRequested) serve_dump();
     const bool stopping = stop_requested_.load(std::memory_order_acquire);
     const bool got = drain_once(4096);
     publish_devices();

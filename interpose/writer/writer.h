@@ -69,6 +69,16 @@ class Writer {
   // The scope that ended last, as far as the thread has drained (scope_bound.h). Any thread.
   int64_t scope_live_bytes(const char* name) const { return scope_bound_.last_ended(name); }
 
+  // Seals what was written so far into a new, self-contained trace at `path` (""; beside the trace,
+  // its name with "-dump"; a name that is taken gets a number, as the trace's own does): the thread
+  // drains and writes everything, ends the zstd frame (a decoder reads the frames that follow as one
+  // text), copies the file and ends the copy as a finished trace ends (the live records of a capped
+  // trace, a footer with "end": "dump"). The trace itself goes on. The copy is compressed as the
+  // trace is: a name that says otherwise (.zst or not) is refused. Waits at most `timeout_ms`. True
+  // when done, with the path written in `*message`; false with why. One at a time: a call while
+  // another's dump is under way fails. Any thread; not async-signal-safe.
+  bool dump(const std::string& path, int timeout_ms, std::string* message);
+
   // exec is about to replace the program image. The thread drains and writes everything, ends the
   // zstd frame (the point a failed exec comes back to), then writes the ending a finished trace has
   // (footer with `end`) and waits, draining nothing more, for resume_after_failed_exec(); waits at
@@ -101,6 +111,8 @@ class Writer {
   void output_failed(const std::string& why);
   void write_ending(uint64_t stranded);
   bool serve_exec();
+  void serve_dump();
+  bool write_dump(const std::string& path, std::string* message);
   void write_event(const EventRecord& r);
   uint32_t stack_of(const EventRecord& r);
   void write_live_summary();
@@ -134,6 +146,11 @@ class Writer {
   std::atomic<uint64_t> durable_ticket_{0};  // the latest request that asked to be synced to the disk
   std::atomic<bool> finished_{false};
   std::atomic<int> exec_phase_{kNoExec};
+  enum DumpPhase : int { kNoDump, kDumpClaimed, kDumpRequested, kDumpDone };
+  std::atomic<int> dump_phase_{kNoDump};
+  std::string dump_path_;     // written by dump() before kDumpRequested (release), read by the thread
+  std::string dump_message_;  // written by the thread before kDumpDone (release), read by dump()
+  bool dump_written_ = false;  // as dump_message_
   bool ended_ = false;  // the trace's ending is written (an exec's checkpoint that was never resumed)
 };
 

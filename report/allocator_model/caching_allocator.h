@@ -12,6 +12,7 @@
 // Pure: no I/O, no globals. Memory: O(live and cached blocks + segments). Single-threaded.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <deque>
 #include <map>
@@ -93,7 +94,11 @@ class CachingAllocatorModel {
   // as the recorded allocator did. 0 = none; used once. Without one, addresses are the model's own,
   // handed out downwards (cudaMalloc tends to return lower addresses as the device fills).
   void offer_address(uint64_t addr) { offered_ = addr; }
-  uint64_t capacity() const { return capacity_; }
+  // What the model may hold reserved in all: cudaMalloc's reach, or the memory fraction's cap
+  // (allowed_memory_maximum) when that is lower. The figure a report shows as "could reserve".
+  uint64_t limit() const { return std::min(capacity_, fraction_cap()); }
+  // allowed_memory_maximum when a memory fraction is set; else no cap (all ones).
+  uint64_t fraction_cap() const { return set_fraction_ ? allowed_memory_maximum_ : ~uint64_t{0}; }
 
   // DeviceCachingAllocator::malloc for `requested` bytes on `stream`; .block == nullptr when it
   // fails (after the cache release and retry PyTorch makes).

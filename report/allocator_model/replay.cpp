@@ -69,6 +69,8 @@ struct AllocatorReplay::Device {
   uint64_t runtime_bytes = 0;
   bool has_reading = false;
   uint64_t limit = 0;             // limit_device(): the capacity until the first reading
+  uint64_t kept_free = 0;         // keep_free(): taken off every capacity
+  double kept_share = 0;          // keep_free(): and this share of what the process may hold at most
   uint64_t reading_free = 0, reading_runtime = 0, reading_recorded = 0;
   bool oom_path_open = false;     // a CUDA allocation failed: releases now are the allocator's retry
   bool in_release_burst = false;  // the releases of one empty_cache() come together
@@ -117,6 +119,13 @@ void AllocatorReplay::limit_device(int32_t device, uint64_t bytes) {
   if (device >= 0) this->device(device).limit = bytes;
 }
 
+void AllocatorReplay::keep_free(int32_t device, uint64_t bytes, double share) {
+  if (device < 0) return;
+  Device& d = this->device(device);
+  d.kept_free = bytes;
+  d.kept_share = share;
+}
+
 // The model is made at the device's first PyTorch event, under the recorded settings; without any, a
 // map before any segment_alloc says the recording ran with expandable segments.
 void AllocatorReplay::ensure_model(Device& d, bool expandable_hint) {
@@ -150,12 +159,24 @@ void AllocatorReplay::on_settings(const Event& e) {
 
 // The capacity now (see Device): set before each request, since what the process holds outside
 // PyTorch's segments moves.
+// The margin comes off what the process may hold: cudaMalloc's reach, or the memory fraction's cap
+// when that is lower (a capped process never reaches the device's free bytes). A share is of the
+// most the process may hold: the device's memory, or the cap under a memory fraction (5% of a
+// 139 GiB device is not a margin inside an 8 GiB cap).
 void AllocatorReplay::update_capacity(Device& d) {
-  if (!d.has_reading) {
-    if (d.limit) {
-      d.out.capacity = d.limit;
-      d.model->set_capacity(d.limit);
+  const auto set = [&d](uint64_t capacity) {
+    if (d.kept_free || d.kept_share > 0) {
+      capacity = std::min(capacity, d.model->fraction_cap());
+      const uint64_t most = std::min(d.total ? d.total : capacity, d.model->fraction_cap());
+      const uint64_t margin = d.kept_free + static_cast<uint64_t>(d.kept_share * static_cast<double>(most));
+      d.out.kept_free = margin;
+      capacity -= std::min(capacity, margin);
     }
+    d.model->set_capacity(capacity);
+    d.out.capacity = d.model->limit();
+  };
+  if (!d.has_reading) {
+    if (d.limit) set(d.limit);
     return;
   }
   uint64_t capacity;
@@ -166,8 +187,7 @@ void AllocatorReplay::update_capacity(Device& d) {
   } else {  // PyTorch's events only (a snapshot): its reserved bytes at the reading
     capacity = d.reading_free + d.reading_recorded;
   }
-  d.out.capacity = capacity;
-  d.model->set_capacity(capacity);
+  set(capacity);
 }
 
 void AllocatorReplay::take_reading(Device& d, uint64_t free) {
@@ -302,13 +322,16 @@ void AllocatorReplay::on_block_alloc(Device& d, const Event& e) {
   d.model->offer_address(0);
   after_model_call(d, e);
   if (!placed.block) {
+    ++refusals_;
     if (d.out.new_ooms++ == 0) {
       d.out.first_new_oom_seq = e.seq;
       d.out.first_new_oom_time_ns = e.t;
+      d.out.first_new_oom_reserved = d.model->stats().reserved;
+      d.out.first_new_oom_capacity = d.model->limit();
     }
     if (check_) {
       diverge(d, e, "the replay ran out of memory for a request of " + bytes(e.size) +
-                        " that the recorded allocator served (capacity " + bytes(d.model->capacity()) + ")");
+                        " that the recorded allocator served (capacity " + bytes(d.model->limit()) + ")");
     }
     return;
   }
@@ -372,8 +395,9 @@ void AllocatorReplay::on_oom(Device& d, const Event& e) {
   outcome.time_ns = e.t;
   outcome.requested = e.size;
   outcome.still_happens = placed.block == nullptr;
+  refusals_ += outcome.still_happens;
   outcome.reserved = d.model->stats().reserved;
-  outcome.capacity = d.model->capacity();
+  outcome.capacity = d.model->limit();
   // The program never got this block: a model that found room gives it back at once.
   if (placed.block) d.model->free(placed.block);
   after_model_call(d, e);

@@ -50,7 +50,7 @@ struct OomOutcome {
   uint64_t requested = 0;
   bool still_happens = true;
   uint64_t reserved = 0;   // the model's reserved bytes after it tried
-  uint64_t capacity = 0;   // what cudaMalloc could reach then
+  uint64_t capacity = 0;   // what the model could hold reserved then (CachingAllocatorModel::limit)
 };
 
 struct ReservedSample {
@@ -67,11 +67,14 @@ struct DeviceReplay {
   ModelStats stats;
   uint64_t requests = 0;              // torch.alloc events replayed
   uint64_t recorded_reserved_peak = 0;  // from the trace's PyTorch segment events
-  uint64_t capacity = 0;              // the last capacity used (0: never known)
+  uint64_t capacity = 0;              // the last limit used: cudaMalloc's reach or the fraction's cap (0: never known)
+  uint64_t kept_free = 0;             // the margin keep_free() took off it last, in bytes
   std::vector<OomOutcome> ooms;       // one per recorded torch.oom, in order
   uint64_t new_ooms = 0;              // requests the recording served and the model refused
   uint64_t first_new_oom_seq = 0;
   uint64_t first_new_oom_time_ns = 0;
+  uint64_t first_new_oom_reserved = 0;   // the model's reserved bytes when it refused it
+  uint64_t first_new_oom_capacity = 0;   // and what it could hold reserved then (limit)
   uint64_t empty_cache_calls = 0;     // releases replayed as torch.cuda.empty_cache()
   std::vector<ReservedSample> timeline;  // the model's reserved bytes, bounded, evenly thinned
   // Checking (the recorded settings only).
@@ -97,10 +100,16 @@ class AllocatorReplay {
   // reserved bytes + the device's free bytes then): the capacity before the first reading, so that no
   // setting is replayed into more memory than the device has.
   void limit_device(int32_t device, uint64_t bytes);
+  // Bytes of `device` that must stay free (the batch what-if's margin, batch_what_if.h), plus `share`
+  // of the most the process may hold there (the device's memory, or a memory fraction's cap): the
+  // capacity the model sees is this much lower, wherever it came from.
+  void keep_free(int32_t device, uint64_t bytes, double share = 0);
   // An "allocator_settings" record, in timeline order.
   void on_settings(const Event& e);
   void apply(const Event& e);
   std::vector<DeviceReplay> finish();
+  // Requests refused so far on any device: new OOMs, and recorded OOMs that happen in the replay too.
+  uint64_t refusals() const { return refusals_; }
 
   static constexpr size_t kMaxSamples = 512;
 
@@ -127,6 +136,7 @@ class AllocatorReplay {
   RecordedSettings recorded_;
   std::map<int32_t, std::unique_ptr<Device>> devices_;
   Device* last_ = nullptr;  // the last device() looked up (elements of devices_ never move)
+  uint64_t refusals_ = 0;
 };
 
 }  // namespace gpumemtrace::report::allocator_model

@@ -179,8 +179,30 @@ void AllocationTimelineAnalysis::keep(const Band& band) {
   if (out) give_way(evicted);
 }
 
+// --- the event clock -----------------------------------------------------------------------------
+
+void AllocationTimelineAnalysis::Clock::tick(uint64_t time_ns) {
+  // Time never goes back on the clock (events of two threads may carry times a little out of order).
+  last = EventClock::Knot{std::max(time_ns, last.time_ns), clock.events++};
+  if (last.event % stride != 0) return;
+  clock.knots.push_back(last);
+  if (clock.knots.size() < EventClock::kMaxKnots) return;
+  // Full: keep every other knot (events that are multiples of the doubled stride).
+  size_t kept = 0;
+  for (size_t i = 0; i < clock.knots.size(); i += 2) clock.knots[kept++] = clock.knots[i];
+  clock.knots.resize(kept);
+  stride *= 2;
+}
+
+EventClock AllocationTimelineAnalysis::Clock::finish() const {
+  EventClock out = clock;
+  if (out.events && (out.knots.empty() || out.knots.back().event != last.event)) out.knots.push_back(last);
+  return out;
+}
+
 void AllocationTimelineAnalysis::on_acquire(const Holding& h) {
   if (h.level == Level::Host) return;  // pinned host memory: not the device's (memory_model.h)
+  devices_.get(h.device).clock.tick(model_.time_ns());
   LevelState& level = level_of(h.device, h.level);
   const uint64_t before = level.live;
   level.live += h.size;
@@ -203,6 +225,7 @@ void AllocationTimelineAnalysis::on_acquire(const Holding& h) {
 
 void AllocationTimelineAnalysis::on_release(const Holding& h) {
   if (h.level == Level::Host) return;
+  devices_.get(h.device).clock.tick(model_.time_ns());
   LevelState& level = level_of(h.device, h.level);
   const uint64_t before = level.live;
   level.live -= std::min(level.live, h.size);
@@ -216,6 +239,7 @@ void AllocationTimelineAnalysis::on_release(const Holding& h) {
 
 void AllocationTimelineAnalysis::on_oom(int32_t device) {
   DeviceState& d = devices_.get(device);
+  d.clock.tick(model_.time_ns());
   d.last_oom_pos = model_.position();
   ++d.ooms_total;
   if (d.ooms.size() >= kMaxOoms) return;
@@ -316,6 +340,7 @@ void AllocationTimelineAnalysis::finish(ProcessReport& out) {
   for (auto& [device, d] : devices_) {
     DeviceTimeline dt;
     dt.device = device;
+    dt.clock = d.clock.finish();
     const std::pair<LevelState*, TimelineLevel*> levels[] = {{&d.blocks, &dt.blocks}, {&d.memory, &dt.memory}};
     for (size_t which = 0; which < 2; ++which) {
       LevelState& state = *levels[which].first;

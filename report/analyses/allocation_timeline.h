@@ -113,8 +113,18 @@ class AllocationTimelineAnalysis : public ModelListener {
     uint64_t position = 0, time_ns = 0;
     uint64_t bytes[2] = {}, count[2] = {};  // [0]: blocks, [1]: CUDA level
   };
+  // Builds the device's EventClock (timeline_model.h) one event at a time: O(1) amortized, kMaxKnots
+  // knots of memory.
+  struct Clock {
+    EventClock clock;
+    uint64_t stride = 1;
+    EventClock::Knot last;
+    void tick(uint64_t time_ns);
+    EventClock finish() const;
+  };
   struct DeviceState {
     LevelState blocks, memory;
+    Clock clock;
     uint64_t last_oom_pos = 0;
     std::vector<OomAt> ooms;
     uint64_t ooms_total = 0;

@@ -112,23 +112,25 @@ ProcessReport analyze_file_once(const std::string& path, const Suppressions& sup
 void replay_what_if(const std::string& path, const AnalysisRequest& request, ProcessReport& report) {
   const std::vector<std::string> settings = what_if_settings(report, request);
   if (settings.empty()) return;
-  std::unique_ptr<ByteSource> source;
-  if (snapshot::looks_like_pickle(path)) {
-    snapshot::ConvertStats stats;
-    source = convert_snapshot(path, &stats);
-  } else {
-    try {
-      source = open_byte_source(path);
-    } catch (const std::runtime_error& error) {
-      throw TraceError(path, 0, error.what());
-    }
-  }
+  std::unique_ptr<ByteSource> source = open_trace_source(path);
   SymbolTable symbols;
   WhatIfPass pass(settings, request.recorded, report);
   read_trace(*source, path, symbols, pass);
   pass.finish(request, report);
 }
 }  // namespace
+
+std::unique_ptr<ByteSource> open_trace_source(const std::string& path) {
+  if (snapshot::looks_like_pickle(path)) {
+    snapshot::ConvertStats stats;
+    return convert_snapshot(path, &stats);
+  }
+  try {
+    return open_byte_source(path);
+  } catch (const std::runtime_error& error) {
+    throw TraceError(path, 0, error.what());
+  }
+}
 
 ProcessReport analyze_file(const std::string& path, const Suppressions& suppressions, ReadObserver* observer,
                            const AnalysisRequest& what_if) {

@@ -25,6 +25,10 @@ ProcessReport analyze_source(ByteSource& source, const std::string& name,
 ProcessReport analyze_file(const std::string& path, const Suppressions& suppressions,
                            ReadObserver* observer = nullptr, const AnalysisRequest& what_if = AnalysisRequest{});
 
+// The trace at `path` to read again (a second pass): a PyTorch snapshot converted again into an
+// anonymous temporary file, a trace file opened. Throws TraceError naming the file.
+std::unique_ptr<ByteSource> open_trace_source(const std::string& path);
+
 // Files for the command-line arguments: a file stays as is; a directory becomes its traces
 // (*.jsonl, *.jsonl.zst, *.zst, PyTorch snapshots *.pickle/*.pkl; one per process), sorted by
 // name. Throws std::runtime_error for a missing path or a directory without traces.

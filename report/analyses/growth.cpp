@@ -25,6 +25,10 @@ bool is_growing(const Ledger::Site& site, uint32_t windows_used) {
   uint32_t first = static_cast<uint32_t>(__builtin_ctz(site.windows));
   uint32_t last = 31u - static_cast<uint32_t>(__builtin_clz(site.windows));
   uint32_t needed = std::max<uint32_t>(3, (windows_used + 3) / 4);
+  // Memory of a step's phase (activations, backward, optimizer state) grows across iterations only
+  // when its rises fell in as many passes (passes.h) as windows: rises inside one pass (a forward
+  // pass through identical layers until the device is full) are that pass's memory, however long it is.
+  if (site.passes && site.passes < needed) return false;
   // The last quarter of the run (at least its last window): a cache that filled and then stayed
   // flat stopped rising before it.
   uint32_t last_part = windows_used - std::max<uint32_t>(1, windows_used / 4);
@@ -34,7 +38,8 @@ bool is_growing(const Ledger::Site& site, uint32_t windows_used) {
 namespace {
 
 // `skip_segments`: on a device with block data, a caching allocator taking more segments is the
-// consequence of its blocks growing (reported at the block level), not a growth of its own.
+// consequence of its blocks growing (reported at the block level), not a growth of its own: a site
+// whose memory blocks landed in, or whose stack is a caching allocator's (its expandable chunks).
 void collect_level(const Ledger& ledger, Level level, int32_t device, uint32_t windows_used, bool skip_segments,
                    const SymbolTable& symbols, std::vector<GrowthReport>& out) {
   // Growth is the level's total rising (what it holds once each window's temporaries are gone), and a
@@ -46,6 +51,7 @@ void collect_level(const Ledger& ledger, Level level, int32_t device, uint32_t w
   for (const auto& [site_id, site] : ledger.sites()) {
     const uint64_t kept_rise = site.last_floor - std::min(site.last_floor, site.first_high);
     if (!is_growing(site, windows_used) || kept_rise > 2 * total_rise) continue;
+    if (skip_segments && site.holds_blocks) continue;
     Stack stack = resolve_site(symbols, site_id);
     if (skip_segments && is_allocator_segment_stack(stack)) continue;
     GrowthReport g;

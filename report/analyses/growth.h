@@ -8,6 +8,12 @@
 // of what the site kept (Ledger::floor_grows). A site that only replaces another's memory (a bounded
 // cache refilled from a second call site) is not growth. Memory the trace starts with (a snapshot's
 // state before its history) is the baseline, never a rise.
+// Memory of a step's phase (a PyTorch block whose role is activations, backward temporaries or
+// gradients, or optimizer state: roles.h) grows only when its rises also fell in as many passes of
+// that phase (passes.h) as the windows rule asks: a loop over identical layers keeps memory at each
+// layer as a loop over iterations does, but all inside one forward pass, until the device is full.
+// That is the activations of one forward pass (the peak's and the OOM's role advice says what to do),
+// not growth. Memory without such a role (no PyTorch roles in the trace) keeps the windows rule alone.
 // One-off allocations (one high), alloc/free of the same amount each iteration (a high in the first
 // iteration only), a buffer allocated larger each iteration and freed each time (new highs, no
 // rise), warm-up loops (rises packed at the start) and bounded caches (filled, then flat) fail

@@ -41,7 +41,7 @@ Ledger::Site* Ledger::find_site(SiteId id, bool create) {
   return site;
 }
 
-void Ledger::note_high(Site& site, uint64_t time_ns, uint32_t window) {
+void Ledger::note_high(Site& site, uint64_t time_ns, uint32_t window, uint64_t pass) {
   if (site.bytes <= site.high) return;
   const bool first = site.high == 0;
   if (first) {
@@ -51,6 +51,10 @@ void Ledger::note_high(Site& site, uint64_t time_ns, uint32_t window) {
   if (first || site.floor > site.last_floor) {
     site.rises += 1;
     site.windows |= 1u << window;
+    if (pass && pass != site.last_pass) {  // passes only go up: a new one
+      site.passes += 1;
+      site.last_pass = pass;
+    }
   }
   site.high = site.bytes;
   site.last_rise_time_ns = time_ns;
@@ -101,12 +105,12 @@ bool Ledger::floor_grows(uint32_t windows_used, uint64_t* rise) const {
   return rising >= needed && (last - first + 1) * 2 >= windows_used && last >= last_part;
 }
 
-void Ledger::add(SiteId stack, uint64_t bytes, uint64_t seq, uint64_t time_ns, uint32_t window) {
+void Ledger::add(SiteId stack, uint64_t bytes, uint64_t seq, uint64_t time_ns, uint32_t window, uint64_t pass) {
   enter_window(window);
   Site& site = *find_site(stack, true);
   site.bytes += bytes;
   site.count += 1;
-  note_high(site, time_ns, window);
+  note_high(site, time_ns, window, pass);
   live_ += bytes;
   note_peak(seq, time_ns);
 }

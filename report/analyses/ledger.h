@@ -59,6 +59,11 @@ class Ledger {
     uint64_t last_floor = 0;  // `floor` as it was at that high
     uint64_t first_time_ns = 0;      // when it first held memory
     uint64_t last_rise_time_ns = 0;  // when `high` last went up
+    // The passes (passes.h: forward passes, backward passes, optimizer steps) its rises fell in, and
+    // that of its last rise; 0: it never rose in one (its role has no phase, or the level none).
+    uint32_t passes = 0;
+    uint64_t last_pass = 0;
+    bool holds_blocks = false;  // blocks landed in its memory: a caching allocator's segments
   };
   struct Snapshot {
     uint64_t bytes = 0;
@@ -69,10 +74,15 @@ class Ledger {
     uint64_t other_bytes = 0;
   };
 
-  void add(SiteId site, uint64_t bytes, uint64_t seq, uint64_t time_ns, uint32_t window);
+  // `pass`: the pass (passes.h) the allocation falls in, 0 for none.
+  void add(SiteId site, uint64_t bytes, uint64_t seq, uint64_t time_ns, uint32_t window, uint64_t pass = 0);
   // Live bytes only, no history (highs, rises, peak): memory whose time is unknown (a capped
   // trace's live set at the end).
   void add_live(SiteId site, uint64_t bytes);
+  // Blocks landed in memory this site allocated (Site::holds_blocks).
+  void note_holds_blocks(SiteId site) {
+    if (Site* s = find_site(site, false)) s->holds_blocks = true;
+  }
   // Memory the trace starts with (a PyTorch snapshot's state before its history): live, and part
   // of the peak, but a baseline for growth, not a rise: the site's first high, and the level's first floor.
   void add_initial(SiteId site, uint64_t bytes, uint64_t seq, uint64_t time_ns);
@@ -103,7 +113,7 @@ class Ledger {
   // `create`, else nullptr when it is not there.
   Site* find_site(SiteId id, bool create);
   // After `site` gained bytes: a new high, and whether it was a rise (see Site).
-  static void note_high(Site& site, uint64_t time_ns, uint32_t window);
+  static void note_high(Site& site, uint64_t time_ns, uint32_t window, uint64_t pass);
   static void note_baseline(Site& site, uint64_t time_ns);
   void note_peak(uint64_t seq, uint64_t time_ns);
   void enter_window(uint32_t window);

@@ -167,7 +167,7 @@ void MemoryModel::acquire(DeviceState& state, Level level, uint64_t key, const A
   Ledger& ledger = ledger_of(state, level);
   if (history_ended_) ledger.add_live(a.site, a.size);
   else if (initial_) ledger.add_initial(a.site, a.size, seq_, time_);
-  else ledger.add(a.site, a.size, seq_, time_, window_);
+  else ledger.add(a.site, a.size, seq_, time_, window_, level == Level::Block ? pass_ : 0);
   const Holding h = holding_of(level, key, a, level == Level::Physical ? 0 : key);
   for (ModelListener* listener : listeners_) listener->on_acquire(h);
 }
@@ -312,6 +312,8 @@ void MemoryModel::on_block_alloc(const Event& e, SiteId site, DeviceState& state
   block.torch = is_torch_api(e.api);
   auto segment = segment_of(e);
   if (segment != allocations_.end()) {
+    // Its site takes a caching allocator's segments: their growth is its blocks' (growth.h).
+    if (!segment->second.has_blocks) state.reserved.note_holds_blocks(segment->second.site);
     segment->second.has_blocks = true;
     segment->second.block_bytes += e.size;
     block.segment = segment->first;

@@ -167,6 +167,8 @@ class MemoryModel {
   // Per event, in timeline order: the stream position and growth window of the event, the phase
   // it belongs to. `site` is where memory it acquires is charged (its stack, or an attribution).
   void set_window(uint32_t window, bool widened);
+  // The pass (passes.h) a block the event allocates falls in, 0 for none (the block ledger's rises).
+  void set_pass(uint64_t pass) { pass_ = pass; }
   void set_phase(const std::string& phase);
   void apply(const Event& e, uint64_t position, SiteId site);
   void settle_all();  // takes pending peak snapshots (end of trace, phase change)
@@ -279,6 +281,7 @@ class MemoryModel {
   uint64_t seq_ = 0;       // of the event being applied (peak snapshots name it)
   uint64_t time_ = 0;
   uint32_t window_ = 0;
+  uint64_t pass_ = 0;
   std::string phase_;
   uint64_t replaced_live_ = 0;  // allocations at an address that was still live
   bool history_ended_ = false;

@@ -108,7 +108,10 @@ void ProcessAnalyzer::on_event(const Event& e) {
   roles_.set_time(e.t);
   scopes_.at(e);
   if (incidents_.tracking()) incidents_.before_event(e, model_);
-  model_.apply(e, events_, autograd_.site_for(e));
+  const SiteId site = autograd_.site_for(e);
+  // The pass a block falls in follows from its role, known before the block is applied (passes.h).
+  model_.set_pass(e.op == Op::BlockAlloc ? passes_.on_block(roles_.role_of_new_block(site)) : 0);
+  model_.apply(e, events_, site);
   if ((e.op == Op::Alloc && e.result == 0 && e.kind != Kind::Virtual) || e.op == Op::BlockAlloc) last_acquire_ = e.t;
   sample(e);
   if (e.op == Op::BlockOom || (e.op == Op::Alloc && e.result != 0)) {
@@ -135,12 +138,25 @@ void ProcessAnalyzer::sample(const Event& e) {
 void ProcessAnalyzer::on_scope(const Event& e) {
   if (e.api == format::kApiNvtx) return nvtx_.on_scope(e);  // phases, not leak checks
   if (e.api == kBackwardScopeApi) {
-    if (e.op == Op::ScopeBegin) roles_.on_backward_begin();
+    if (e.op == Op::ScopeBegin) {
+      roles_.on_backward_begin();
+      passes_.on_backward_begin();
+    }
     if (autograd_.on_backward_scope(e)) roles_.on_backward_end();
     return;
   }
   scopes_.on_scope(e, events_);
   scope_peaks_.on_scope(e, events_);
+}
+
+void ProcessAnalyzer::on_pause(const Event& e) {
+  if (e.op == Op::Pause && !paused_since_) {
+    ++pauses_;
+    paused_since_ = std::max<uint64_t>(e.t, 1);
+  } else if (e.op == Op::Resume && paused_since_) {
+    paused_ns_ += e.t > paused_since_ ? e.t - paused_since_ : 0;
+    paused_since_ = 0;
+  }
 }
 
 ProcessReport ProcessAnalyzer::finish(const std::string& file, const ReadResult& read) {
@@ -170,6 +186,13 @@ ProcessReport ProcessAnalyzer::finish(const std::string& file, const ReadResult&
     out.warnings.push_back(std::to_string(model_.orphan_blocks()) + " blocks (" +
                            std::to_string(model_.orphan_bytes()) +
                            " bytes) were still live when their segment was freed: ended with it, not leaks");
+  }
+  if (pauses_) {
+    const uint64_t open = paused_since_ && last_time_ > paused_since_ ? last_time_ - paused_since_ : 0;
+    out.warnings.push_back("stacks were paused " + std::string(pauses_ == 1 ? "once" : std::to_string(pauses_) + " times") +
+                           ", " + format_seconds(paused_ns_ + open) +
+                           " in all (gpumemtrace.stop() to start()): what was allocated then is counted, "
+                           "shown as \"(no stack recorded)\"");
   }
   if (capped_) {
     const std::string at = format_seconds(events_ && capped_->t > first_time_ ? capped_->t - first_time_ : 0);

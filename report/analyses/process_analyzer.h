@@ -4,6 +4,7 @@
 // (memory_model.h) and hands each to the analyses that need it, each in its own file:
 //   autograd_attribution  frameless PyTorch blocks -> the backward() call that allocated them
 //   roles                 live memory by role, at each peak and each OOM
+//   passes                the forward/backward pass or optimizer step each block falls in (growth)
 //   scopes                per-scope (per-test) leak checks, apart from what a garbage collection
 //                         freed later (held_until_gc)
 //   scope_peaks           each scope's own high-water mark (a test's peak)
@@ -30,6 +31,7 @@
 #include "report/analyses/memory_model.h"
 #include "report/analyses/nvtx_phases.h"
 #include "report/analyses/oom_incidents.h"
+#include "report/analyses/passes.h"
 #include "report/analyses/report_model.h"
 #include "report/analyses/roles.h"
 #include "report/analyses/scope_peaks.h"
@@ -60,6 +62,9 @@ class ProcessAnalyzer : public TraceHandler {
   void on_allocator_settings(const Event& e) override { settings_.apply(e); }
   // A garbage collection that freed objects (what a test left live and it freed was no leak).
   void on_gc(const Event& e) override { scopes_.on_gc(e); }
+  // Stacks paused by the program (gpumemtrace.stop()): counted, for the warning that says why events
+  // have no stack.
+  void on_pause(const Event& e) override;
 
   ProcessReport finish(const std::string& file, const ReadResult& read);
 
@@ -82,6 +87,9 @@ class ProcessAnalyzer : public TraceHandler {
   uint64_t last_acquire_ = 0;  // of the last allocation or block that succeeded (story.h: a crash)
   uint64_t events_ = 0;
   uint64_t initial_events_ = 0;  // a snapshot's state before its history
+  uint64_t pauses_ = 0;          // "pause" records that paused stacks
+  uint64_t paused_ns_ = 0;       // their time, up to their "resume" (closed pauses only)
+  uint64_t paused_since_ = 0;    // the pause under way; 0: none
   std::vector<Mark> marks_;
   uint64_t marks_total_ = 0;
   std::string mark_phase_;  // the last mark's label: the phase of threads with no NVTX range open
@@ -90,6 +98,7 @@ class ProcessAnalyzer : public TraceHandler {
   GrowthClock clock_;
   AutogradAttribution autograd_;
   Roles roles_;
+  Passes passes_;
   Scopes scopes_;
   NvtxPhases nvtx_;
   OomIncidents incidents_;

@@ -332,6 +332,12 @@ struct WhatIfRow {
   uint64_t first_new_oom_time_ns = 0;
   std::vector<bool> ooms_still_happen;  // per recorded OOM (WhatIfReport::oom_seqs)
   std::vector<TimelineSample> timeline; // predicted reserved bytes (allocated unused), bounded
+  // A batch what-if's row (batch_what_if.h): the batch replayed (0: a setting's row), from one run's
+  // roles (an estimate), and the range of the reserved peak when the sizes are not linear.
+  uint64_t batch = 0;
+  bool estimate = false;
+  bool has_range = false;
+  uint64_t reserved_low = 0, reserved_high = 0;
 };
 
 struct WhatIfReport {
@@ -392,9 +398,10 @@ struct ProcessReport {
   format::End end = format::End::Unknown;
   int32_t exit_status = -1;         // End::Exit, End::QuickExit: 0-255; -1 when not known
   int32_t end_signal = 0;           // End::Signal: the signal's number
-  // Cut: no footer (killed, disk full, still running) or a cut-short last line. The analysis covers
-  // up to last_time_ns only; what was live then is "live when the trace was cut", never a leak.
-  bool cut() const { return !complete || truncated; }
+  // Cut: no footer (killed, disk full, still running), a cut-short last line, or a dump (a running
+  // process's trace sealed by gpumemtrace.dump(): footer "end": "dump"). The analysis covers up to
+  // last_time_ns only; what was live then is "live when the trace was cut", never a leak.
+  bool cut() const { return !complete || truncated || end == format::End::Dump; }
   // Killed by a signal's default action (SIGTERM, SIGINT, SIGHUP), the trace finished up to it: what
   // was live then is "live when killed", never a leak (the program did not get to free it).
   bool killed_by_signal() const { return complete && !truncated && end == format::End::Signal; }
@@ -402,8 +409,15 @@ struct ProcessReport {
   // allocated, and an end that says it failed (a non-zero exit status, a signal, a cut trace). What
   // was live then is "live when it crashed", never a leak; crash_oom is the incident (an index into ooms).
   bool ended_in_oom = false;
+  // A PyTorch snapshot whose history ends in an OOM incident (nothing allocated after it): taken at
+  // that OOM, as an OOM observer or an except handler takes one. Its story opens with that OOM as a
+  // crashed run's does (story.h), but nothing says the run ended there. crash_oom is that incident too.
+  bool taken_at_oom = false;
   size_t crash_oom = 0;
   bool is_crash(const OomReport& oom) const { return ended_in_oom && &oom == &ooms[crash_oom]; }
+  // The story opens with an OOM (crash_oom): the run ended in it, or the snapshot was taken at it.
+  bool opens_with_oom() const { return ended_in_oom || taken_at_oom; }
+  bool is_story_oom(const OomReport& oom) const { return opens_with_oom() && &oom == &ooms[crash_oom]; }
   // Cut, killed or crashed: the program did not end on its own terms, so nothing live at the end is a
   // leak and a scope still open then gets no verdict.
   bool ended_early() const { return cut() || killed_by_signal() || ended_in_oom; }

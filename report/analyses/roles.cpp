@@ -25,6 +25,14 @@ bool is_backward_frame(const LogicalFrame& f) {
          (contains(f.file, "torch/autograd/") && (function_is(f, "backward") || function_is(f, "grad")));
 }
 
+// A native frame of PyTorch's autograd engine (Engine::thread_main, Engine::evaluate_function, ...). Its
+// worker threads run Python-free: a block whose stack has such a frame and no Python frame was
+// allocated by a backward() (a snapshot recorded with stacks="all" gives these frames, and no backward()
+// scope).
+bool is_autograd_engine_frame(const LogicalFrame& f) {
+  return !f.python && contains(f.function, "torch::autograd::Engine::");
+}
+
 // Keys of raw (CUDA-level) holdings: a physical handle and an address never collide.
 uint64_t raw_key(const Holding& h) { return h.level == Level::Physical ? h.key ^ (1ull << 63) : h.key; }
 
@@ -51,14 +59,22 @@ Role Roles::block_role(SiteId site) {
   bool backward = attribution == Attribution::Backward || attribution == Attribution::NoFrames;
   if (!backward) {
     // The innermost telling frame decides: a parameter created inside forward() (lazy modules)
-    // is a parameter, an activation made inside the optimizer's step is optimizer state.
-    for (const LogicalFrame& f : symbols_.resolve(site_stack(site))) {
-      if (!f.python) continue;
+    // is a parameter, an activation made inside the optimizer's step is optimizer state. Without a
+    // telling Python frame, the autograd engine's native frames tell a backward().
+    bool python = false, engine = false;
+    for (LogicalFrame& f : symbols_.resolve(site_stack(site))) {
+      if (!f.python) {
+        engine = engine || is_autograd_engine_frame(f);
+        continue;
+      }
+      python = true;
+      std::replace(f.file.begin(), f.file.end(), '\\', '/');  // a Windows path: D:\...\torch\optim\adamw.py
       if (is_parameter_frame(f)) { role = Role::Parameters; break; }
       if (contains(f.file, "torch/optim/")) { role = Role::OptimizerState; break; }
       if (is_backward_frame(f)) { backward = true; break; }
       if (function_is(f, "forward") || function_is(f, "_call_impl")) { role = Role::Activations; break; }
     }
+    backward = backward || (engine && !python);
   }
   if (backward) role = Role::BackwardTemporaries;  // until its backward() returns (on_backward_end)
   backward_sites_[site] = backward;
@@ -85,16 +101,26 @@ Roles::Raw Roles::raw_class(const Holding& h) {
   return raw;
 }
 
+Role Roles::role_of_new_block(SiteId site) {
+  const Role role = block_role(site);
+  // Frameless blocks with no backward() open to charge them to: their role is unknown.
+  const bool pending = backward_open() && backward_sites_[site];
+  return role == Role::BackwardTemporaries && !pending && site_attribution(site) == Attribution::NoFrames ? Role::Other
+                                                                                                          : role;
+}
+
 void Roles::on_acquire(const Holding& h) {
   if (h.level == Level::Host) return;  // pinned host memory: no device's
   DeviceRoles& d = device(h.device);
   if (h.level == Level::Block) {
-    Role role = block_role(h.site);
-    const bool pending = in_backward_ && backward_sites_[h.site];
-    // Frameless blocks with no backward() open to charge them to: their role is unknown.
-    if (role == Role::BackwardTemporaries && !pending && site_attribution(h.site) == Attribution::NoFrames) {
-      role = Role::Other;
+    const Role role = role_of_new_block(h.site);
+    // Without a backward() scope (a snapshot's history): a block of backward frames opens one, and a
+    // block of another role closes it (the backward() returned: the program allocates outside it again).
+    if (!in_backward_) {
+      if (role == Role::BackwardTemporaries) inferred_backward_ = true;
+      else if (inferred_backward_) on_backward_end();
     }
+    const bool pending = backward_open() && backward_sites_[h.site];
     if (!d.has_blocks) d.peak_live = 0;  // from now on the device's peak is its block-level peak
     d.has_blocks = true;
     d.blocks[static_cast<size_t>(role)] += h.size;
@@ -139,11 +165,12 @@ void Roles::maybe_peak(int32_t device_id, const Holding& h) {
   d.peak = split(device_id);
   d.peak_time_ns = time_ns_;
   d.peak_position = h.position;
-  d.peak_in_backward = in_backward_;
+  d.peak_in_backward = backward_open();
 }
 
 void Roles::on_backward_end() {
   in_backward_ = false;
+  inferred_backward_ = false;
   for (const Pending& p : pending_) {
     auto it = live_blocks_.find(p.key);
     if (it == live_blocks_.end() || it->second.position != p.position || !it->second.pending) continue;

@@ -1,16 +1,20 @@
 // report/analyses/roles.h — what live memory is for: parameters, gradients, optimizer state,
 // activations, backward temporaries, library workspaces, allocator cache, other.
 //
-// A block's role is decided when it is allocated, from its site's frames (Python first; docs/
-// report.md, "Memory by role", is the table):
+// A block's role is decided when it is allocated, from its site's frames (Python first, their paths
+// with either separator; docs/report.md, "Memory by role", is the table):
 //  - parameters: under Module.to/cuda/_apply/load_state_dict, nn.Parameter, torch.load, or a
 //    module's __init__/reset_parameters (created on the device);
 //  - optimizer state: under torch/optim/ (Optimizer.step: state on first touch, and its step
 //    temporaries);
 //  - activations: under a forward() (Module._call_impl) and not one of the above;
 //  - gradients / backward temporaries: allocated inside a backward() call (on the autograd
-//    engine's threads, autograd_attribution.h, or under backward frames): those still live when
-//    the outermost backward() returns are gradients, those freed before are temporaries;
+//    engine's threads, autograd_attribution.h, or under backward frames, or under the engine's
+//    native frames without a Python frame): those still live when the outermost backward()
+//    returns are gradients, those freed before are temporaries. A trace without backward() scopes
+//    (a PyTorch snapshot) shows no return: there a backward() opens with a block allocated under
+//    backward frames and returns when a block of another role is allocated (the program went on:
+//    the optimizer, the next forward pass); frameless blocks in between are its;
 //  - other: everything else (inputs the program made itself, custom allocators' blocks).
 // CUDA-level memory outside blocks: library workspaces (a `held:` rule matches), a caching
 // allocator's segments (the part not handed out is the allocator cache), or other.
@@ -50,6 +54,8 @@ class Roles : public ModelListener {
       : symbols_(symbols), suppressions_(suppressions) {}
 
   void on_acquire(const Holding& h) override;
+  // The role a block allocated at `site` gets if allocated now (before it is applied: passes.h).
+  Role role_of_new_block(SiteId site);
   void on_release(const Holding& h) override;
   // A backward() call opened (any depth) / the outermost one returned: its pending blocks are
   // settled.
@@ -116,7 +122,9 @@ class Roles : public ModelListener {
   std::vector<Pending> pending_;                // blocks allocated inside the open backward()
   DeviceTable<DeviceRoles> devices_;
   uint64_t time_ns_ = 0;
-  bool in_backward_ = false;
+  bool in_backward_ = false;        // a backward() scope is open
+  bool inferred_backward_ = false;  // a backward() without a scope is open (roles.h)
+  bool backward_open() const { return in_backward_ || inferred_backward_; }
   bool history_ended_ = false;
 };
 

@@ -94,14 +94,16 @@ std::string percent(uint64_t part, uint64_t whole) {
 }  // namespace
 
 void find_oom_crash(ProcessReport& r, uint64_t last_acquire_ns) {
-  r.ended_in_oom = false;
-  if (r.ooms.empty() || !ended_badly(r)) return;
+  r.ended_in_oom = r.taken_at_oom = false;
+  // A snapshot has no end of its own to tell a failure: it is a moment, and its history ending in an
+  // OOM says it was taken there.
+  if (r.ooms.empty() || !(r.snapshot || ended_badly(r))) return;
   size_t last = 0;
   for (size_t i = 1; i < r.ooms.size(); ++i) {
     if (r.ooms[i].last_attempt_ns >= r.ooms[last].last_attempt_ns) last = i;
   }
   if (last_acquire_ns > r.ooms[last].last_attempt_ns) return;  // the program went on allocating: it recovered
-  r.ended_in_oom = true;
+  (r.snapshot ? r.taken_at_oom : r.ended_in_oom) = true;
   r.crash_oom = last;
 }
 
@@ -110,10 +112,10 @@ void tell_story(ProcessReport& r) {
   cause_advice_wins(r);
   // A peak made of growth: the growth, not its roles (a smaller batch would only postpone the OOM). An
   // allocator setting the what-if replay finds later is added to it (reserved bytes it would save).
-  // In a run that ended in an OOM, the crash's advice is its device's one advice: that device's peak
-  // gives none of its own (it would repeat it, or point elsewhere).
+  // In a run that ended in an OOM (or a snapshot taken at one), the crash's advice is its device's one
+  // advice: that device's peak gives none of its own (it would repeat it, or point elsewhere).
   for (PeakReport& peak : r.peaks) {
-    if (r.ended_in_oom && r.ooms[r.crash_oom].device == peak.device) {
+    if (r.opens_with_oom() && r.ooms[r.crash_oom].device == peak.device) {
       peak.advice.clear();
       continue;
     }
@@ -125,7 +127,7 @@ void tell_story(ProcessReport& r) {
   // A forecast of the OOM that happened: the run ended in an OOM of its device, or the site caused one
   // after its last rise.
   auto forecast_done = [&](const TimeToOomReport& t) {
-    if (r.ended_in_oom && r.ooms[r.crash_oom].device == t.device) return true;
+    if (r.opens_with_oom() && r.ooms[r.crash_oom].device == t.device) return true;
     for (const OomReport& oom : r.ooms) {
       if (!oom.has_cause || oom.device != t.device) continue;
       const GrowthReport& g = r.growth[oom.cause.growth];
@@ -141,16 +143,18 @@ void tell_story(ProcessReport& r) {
 
 void reconcile_what_if(ProcessReport& r) {
   cause_advice_wins(r);  // the replays may have named a setting for an OOM that growth caused
+  // A larger batch is not what this run can afford: its device ran out of memory (with the batch it
+  // had), or growth is the problem.
   for (WhatIfReport& w : r.what_if) {
-    bool growth = false;
-    for (const OomReport& oom : r.ooms) growth = growth || (oom.device == w.device && oom.has_cause);
-    for (const PeakReport& peak : r.peaks) growth = growth || (peak.device == w.device && peak_made_of_growth(r, peak));
-    if (growth) w.has_headroom = false;  // a larger batch is not what this run can afford
+    bool no_room = false;
+    for (const OomReport& oom : r.ooms) no_room = no_room || oom.device == w.device;
+    for (const PeakReport& peak : r.peaks) no_room = no_room || (peak.device == w.device && peak_made_of_growth(r, peak));
+    if (no_room) w.has_headroom = false;
   }
 }
 
 std::vector<Section> story_order(const ProcessReport& r) {
-  if (r.ended_in_oom) {
+  if (r.opens_with_oom()) {
     return {Section::Ooms, Section::Leaks, Section::HeldAtExit, Section::Scopes, Section::Peaks,
             Section::FailedCalls, Section::Growth, Section::TimeToOom, Section::WhatIf};
   }
@@ -175,9 +179,9 @@ const char* section_key(Section section) {
 
 std::vector<const OomReport*> ooms_in_story_order(const ProcessReport& r) {
   std::vector<const OomReport*> order;
-  if (r.ended_in_oom) order.push_back(&r.ooms[r.crash_oom]);
+  if (r.opens_with_oom()) order.push_back(&r.ooms[r.crash_oom]);
   for (size_t i = 0; i < r.ooms.size(); ++i) {
-    if (!r.ended_in_oom || i != r.crash_oom) order.push_back(&r.ooms[i]);
+    if (!r.opens_with_oom() || i != r.crash_oom) order.push_back(&r.ooms[i]);
   }
   return order;
 }

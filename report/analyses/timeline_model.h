@@ -83,10 +83,27 @@ struct TimelineLevel {
   bool empty() const { return allocations == 0; }
 };
 
+// A device's event clock: which memory event (acquire, release or out-of-memory failure at any
+// level, counted from 0) happened when, as knots `{time_ns, event}` in order, time never going
+// back; between two knots the events are spread evenly over the time between them. At most
+// kMaxKnots knots, each kept event a multiple of a stride that doubles when they would be more;
+// the last event is always a knot. The HTML page's event-index axis (memory_viz's), where a run's
+// idle minutes take no room.
+struct EventClock {
+  static constexpr size_t kMaxKnots = 2048;
+  struct Knot {
+    uint64_t time_ns = 0;
+    uint64_t event = 0;
+  };
+  std::vector<Knot> knots;
+  uint64_t events = 0;  // in all
+};
+
 struct DeviceTimeline {
   int32_t device = -1;
   TimelineLevel blocks;   // tensor level
   TimelineLevel memory;   // CUDA level
+  EventClock clock;
 };
 
 struct AllocationTimeline {

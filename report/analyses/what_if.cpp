@@ -51,25 +51,38 @@ WhatIfRow make_row(const allocator_model::DeviceReplay& r) {
   row.settings = r.settings;
   row.reserved_peak = r.stats.peak_reserved;
   row.allocated_peak = r.stats.peak_allocated;
-  row.at_peak.reserved = r.stats.peak_reserved;
-  row.at_peak.allocated = r.stats.allocated_at_peak;
-  row.at_peak.free_in_reserved = r.stats.peak_reserved - std::min(r.stats.peak_reserved, r.stats.allocated_at_peak);
-  row.at_peak.largest_free_block = r.stats.largest_free_at_peak;
+  row.at_peak = at_peak_of(r.stats);
   row.cache_flushes = r.stats.cache_flushes;
   row.retries = r.stats.retries;
   row.new_ooms = r.new_ooms;
   row.first_new_oom_time_ns = r.first_new_oom_time_ns;
   for (const allocator_model::OomOutcome& o : r.ooms) row.ooms_still_happen.push_back(o.still_happens);
-  for (const allocator_model::ReservedSample& s : r.timeline) {
-    TimelineSample sample;
-    sample.time_ns = s.time_ns;
-    sample.reserved = s.reserved;
-    row.timeline.push_back(sample);
-  }
+  row.timeline = timeline_of(r.timeline);
   return row;
 }
 
 }  // namespace
+
+FragmentationPoint at_peak_of(const allocator_model::ModelStats& stats) {
+  FragmentationPoint p;
+  p.reserved = stats.peak_reserved;
+  p.allocated = std::min(stats.allocated_at_peak, stats.peak_reserved);
+  p.free_in_reserved = stats.peak_reserved - p.allocated;
+  p.largest_free_block = std::min(stats.largest_free_at_peak, p.free_in_reserved);
+  return p;
+}
+
+std::vector<TimelineSample> timeline_of(const std::vector<allocator_model::ReservedSample>& samples) {
+  std::vector<TimelineSample> out;
+  out.reserve(samples.size());
+  for (const allocator_model::ReservedSample& s : samples) {
+    TimelineSample sample;
+    sample.time_ns = s.time_ns;
+    sample.reserved = s.reserved;
+    out.push_back(sample);
+  }
+  return out;
+}
 
 std::vector<std::string> what_if_settings(const ProcessReport& report, const AnalysisRequest& request) {
   std::vector<std::string> out;
@@ -79,12 +92,13 @@ std::vector<std::string> what_if_settings(const ProcessReport& report, const Ana
     out.insert(out.end(), request.settings.begin(), request.settings.end());
     return out;
   }
-  if (!request.automatic) return out;
   bool wanted = false;
   for (const OomReport& oom : report.ooms) wanted = wanted || (has_torch_blocks(report, oom.device) && (oom.has_blocks || is_torch_oom(oom)));
   for (const PeakReport& peak : report.peaks) wanted = wanted || (has_torch_blocks(report, peak.device) && fragmented(peak));
-  if (!wanted) return out;
+  wanted = wanted && request.automatic;
+  if (!wanted && !request.replay_recorded) return out;
   out.push_back("");
+  if (!wanted) return out;
   for (const char* candidate : kCandidates) out.push_back(candidate);
   return out;
 }

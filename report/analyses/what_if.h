@@ -35,6 +35,8 @@ struct AnalysisRequest {
   std::vector<std::string> settings;  // --what-if, PYTORCH_CUDA_ALLOC_CONF text (checked when parsed)
   std::string recorded;               // --recorded-settings: what the trace cannot tell
   bool automatic = true;              // try kCandidates on OOMs and fragmented peaks
+  bool replay_recorded = false;       // replay the recorded settings even with nothing to compare (the
+                                      // batch what-if's rows join that table: batch_what_if.h)
   bool allocation_timeline = true;    // keep the bands and buckets of allocation_timeline.h
 };
 
@@ -44,6 +46,12 @@ inline constexpr double kFragmentedShare = 0.25;
 inline constexpr uint64_t kFragmentedMin = 64ull << 20;
 inline constexpr double kHelpsShare = 0.05;
 inline constexpr uint64_t kHelpsMin = 32ull << 20;
+
+// A replay's fragmentation at its reserved peak, and its reserved bytes over time: the pieces of a row
+// of the what-if table, the batch what-if's rows too (batch_what_if.h). The allocated bytes and the
+// largest free block never exceed what they are part of.
+FragmentationPoint at_peak_of(const allocator_model::ModelStats& stats);
+std::vector<TimelineSample> timeline_of(const std::vector<allocator_model::ReservedSample>& samples);
 
 // The settings to replay for this report (the recorded run first, as ""), or none.
 std::vector<std::string> what_if_settings(const ProcessReport& report, const AnalysisRequest& request);

@@ -20,7 +20,8 @@ namespace {
 // error message names the option and the value.
 struct RawOptions {
   std::string format, folded, fail_on_leak, fail_on_peak_increase, frames, width, top, jobs, fail_on_oom_within;
-  std::vector<std::string> user_code, library, inputs, diff_inputs;
+  std::string max_batch;
+  std::vector<std::string> user_code, library, inputs, diff_inputs, at_batch, batch_of;
   bool native = false, no_progress = false, no_default_suppressions = false;
 };
 
@@ -95,6 +96,21 @@ struct Parser {
     app.add_option("--fail-on-oom-within", raw.fail_on_oom_within,
                    "exit 1 when a growing site would fill its device within DURATION at its rate (90s, 30m, 2h, 1d)")
         ->type_name("DURATION");
+    app.add_option("--at-batch", raw.at_batch,
+                   "predict the peaks at batch size N from the runs given, one per batch size (repeatable; "
+                   "docs/what-if.md)")
+        ->type_name("N")
+        ->allow_extra_args(false)
+        ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+    app.add_flag("--max-batch{0}", raw.max_batch,
+                 "the largest batch that fits, with MARGIN kept free on each device (a size, or a percentage of "
+                 "its memory: 5%; default 0)")
+        ->type_name("[=MARGIN]");
+    app.add_option("--batch-of", raw.batch_of,
+                   "the batch size of TRACE, where its marks and file name do not say (repeatable)")
+        ->type_name("TRACE=N")
+        ->allow_extra_args(false)
+        ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
     app.add_option("--fail-on-peak-increase", raw.fail_on_peak_increase,
                    "(diff) exit 1 when a peak grows by more than SIZE bytes or PCT percent")
         ->type_name("SIZE|PCT%");
@@ -161,6 +177,34 @@ struct Parser {
     }
   }
 };
+
+// A batch size: 1 to 999,999,999.
+uint64_t parse_batch(const std::string& text, const std::string& option) {
+  char* end = nullptr;
+  const unsigned long long value = std::strtoull(text.c_str(), &end, 10);
+  if (text.empty() || !std::isdigit(static_cast<unsigned char>(text[0])) || *end != '\0' || value == 0 ||
+      value > 999999999) {
+    throw UsageError(option + ": expected a batch size from 1 to 999999999, got `" + text + "`");
+  }
+  return value;
+}
+
+// --max-batch's MARGIN: a size, or a percentage of each device's memory below 100.
+void parse_margin(const std::string& text, Options& options) {
+  if (!text.empty() && text.back() == '%') {
+    char* end = nullptr;
+    const std::string number = text.substr(0, text.size() - 1);
+    const double percent = std::strtod(number.c_str(), &end);
+    if (number.empty() || *end != '\0' || !(percent >= 0 && percent < 100)) {
+      throw UsageError("--max-batch: expected a margin like 1GiB or 5% (below 100%), got `" + text + "`");
+    }
+    options.batch_margin_share = percent / 100;
+    return;
+  }
+  const std::optional<uint64_t> size = util::parse_byte_size(text);
+  if (!size) throw UsageError("--max-batch: expected a margin like 1GiB or 5% (below 100%), got `" + text + "`");
+  options.batch_margin = *size;
+}
 
 size_t parse_count(const std::string& text, const std::string& option) {
   char* end = nullptr;
@@ -261,6 +305,19 @@ Options finish(Parser& parser, bool traces_follow) {
       throw UsageError(std::string("--what-if: ") + error.what());
     }
   }
+  for (const std::string& text : raw.at_batch) options.at_batch.push_back(parse_batch(text, "--at-batch"));
+  if (parser.app.count("--max-batch")) {
+    options.max_batch = true;
+    parse_margin(raw.max_batch, options);
+  }
+  for (const std::string& text : raw.batch_of) {
+    const size_t equals = text.rfind('=');
+    if (equals == std::string::npos || equals == 0) {
+      throw UsageError("--batch-of: expected TRACE=N, got `" + text + "`");
+    }
+    options.batch_of.emplace_back(text.substr(0, equals), parse_batch(text.substr(equals + 1), "--batch-of"));
+  }
+  if (!options.batch_of.empty() && !options.batch()) throw UsageError("--batch-of needs --at-batch or --max-batch");
   bool frames_given = false;
   options.stacks.native = raw.native;
   if (raw.frames == "all") {
@@ -291,12 +348,19 @@ Options finish(Parser& parser, bool traces_follow) {
     if (options.diff) throw UsageError("diff is not available here: run gpumem-report diff on two runs' traces");
     if (!options.inputs.empty()) throw UsageError("unexpected argument `" + options.inputs.front() + "`");
     if (options.fail_on_peak_increase) throw UsageError("--fail-on-peak-increase only applies to diff");
+    if (options.batch()) {
+      throw UsageError("--at-batch and --max-batch compare runs at different batch sizes: run gpumem-report on their traces");
+    }
     return options;
   }
   if (options.diff && options.format != OutputFormat::Text && options.format != OutputFormat::Json) {
     throw UsageError("diff writes text or json only");
   }
   if (options.diff && options.inputs.size() != 2) throw UsageError("diff takes BASE and NEW");
+  if (options.diff && options.batch()) throw UsageError("--at-batch and --max-batch do not apply to diff");
+  if (options.batch() && (options.format == OutputFormat::Perfetto || options.format == OutputFormat::Folded)) {
+    throw UsageError("--at-batch and --max-batch write text, json or html");
+  }
   if (options.diff && (options.fail_on_oom_within || !options.what_if.empty())) {
     throw UsageError(options.what_if.empty() ? "--fail-on-oom-within does not apply to diff" : "--what-if does not apply to diff");
   }

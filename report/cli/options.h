@@ -45,6 +45,15 @@ struct Options {
   std::vector<std::string> what_if; // --what-if: PYTORCH_CUDA_ALLOC_CONF settings to replay (checked)
   std::string recorded_settings;    // --recorded-settings: what the trace ran under, where it cannot tell
   std::optional<double> fail_on_oom_within;  // seconds: exit 1 when growth fills a device sooner
+  // The batch what-if (docs/what-if.md, "Another batch size"): predicted peaks at these batch sizes,
+  // the largest batch that fits with a margin (bytes, or a share of each device's memory), and the
+  // batch of each run that its marks or file name do not give (TRACE as given -> N).
+  std::vector<uint64_t> at_batch;
+  bool max_batch = false;
+  uint64_t batch_margin = 0;
+  double batch_margin_share = 0;
+  std::vector<std::pair<std::string, uint64_t>> batch_of;
+  bool batch() const { return !at_batch.empty() || max_batch; }
 };
 
 // "90s", "30m", "2h", "1d", "1h30m", or plain seconds ("45", "2.5"): seconds; nullopt when malformed.

@@ -35,12 +35,6 @@ bool is_frame_list(const json& value) {
          });
 }
 
-// "function (location)", as the text report writes a frame line (without fitting it to a width).
-std::string frame_text(const LogicalFrame& frame) {
-  const std::string location = frame_location(frame);
-  return frame_name(frame, false) + (location.empty() ? "" : " (" + location + ")");
-}
-
 // 'p' Python, 'u' the program's own code, 'l' a library's (folded in the view), 'i' the profiler's
 // and CUDA's own frames (never shown in the view).
 char frame_kind(const LogicalFrame& frame, const FrameClass& what) {
@@ -55,13 +49,17 @@ class StackTable {
   explicit StackTable(const StackViewOptions& options) : options_(options) {}
 
   json stack(const Stack& stack) {
-    json frames = json::array(), view = json::array();
+    json frames = json::array();
     for (const LogicalFrame& f : stack) frames.push_back(frame_index(f));
-    for (const StackViewLine& line : stack_view(stack, options_)) {
-      if (line.frame == StackViewLine::kText) view.push_back(line.text);
-      else view.push_back(frames[line.frame]);
-    }
-    return {{"f", std::move(frames)}, {"v", std::move(view)}};
+    // The view's and the flame path's lines: a frame (its index in the table) or a text.
+    auto lines = [&](const std::vector<StackViewLine>& shown) {
+      json out = json::array();
+      for (const StackViewLine& line : shown) {
+        out.push_back(line.frame == StackViewLine::kText ? json(line.text) : frames[line.frame]);
+      }
+      return out;
+    };
+    return {{"f", frames}, {"v", lines(stack_view(stack, options_))}, {"g", lines(flame_view(stack, options_))}};
   }
   json frames() { return std::move(frames_); }
 
@@ -165,11 +163,17 @@ class StackInterner {
     auto found = index_.find(key);
     if (found != index_.end()) return found->second;
     const Stack stack = stack_from_json(frames);
-    json view = json::array();
-    for (const StackViewLine& line : stack_view(stack, options_)) {
-      view.push_back(line.frame == StackViewLine::kText ? line.text : frame_text(stack[line.frame]));
-    }
-    table_.push_back({{"frames", frames}, {"view", std::move(view)}});
+    // Lines are indices into the stack's frames, or texts (fold lines, "... N more frames").
+    auto lines = [&](const std::vector<StackViewLine>& shown) {
+      json out = json::array();
+      for (const StackViewLine& line : shown) out.push_back(line.frame == StackViewLine::kText ? json(line.text) : json(line.frame));
+      return out;
+    };
+    // Each frame as the text report names it: [function (C++ names shortened), location].
+    json text = json::array();
+    for (const LogicalFrame& f : stack) text.push_back(json::array({frame_name(f, false), frame_location(f)}));
+    table_.push_back({{"frames", frames}, {"text", std::move(text)}, {"view", lines(stack_view(stack, options_))},
+                      {"flame", lines(flame_view(stack, options_))}});
     index_.emplace(std::move(key), table_.size() - 1);
     return table_.size() - 1;
   }
@@ -202,7 +206,13 @@ json allocation_timeline_json(const ProcessReport& r) {
   for (size_t i = 0; i < kRoles; ++i) roles.push_back(role_name(static_cast<Role>(i)));
   json devices = json::array();
   for (const DeviceTimeline& d : timeline.devices) {
-    devices.push_back({{"device", d.device}, {"blocks", level_json(d.blocks, t0)}, {"memory", level_json(d.memory, t0)}});
+    json clock_time = json::array(), clock_event = json::array();
+    for (const EventClock::Knot& k : d.clock.knots) {
+      clock_time.push_back(k.time_ns >= t0 ? k.time_ns - t0 : 0);
+      clock_event.push_back(k.event);
+    }
+    devices.push_back({{"device", d.device}, {"blocks", level_json(d.blocks, t0)}, {"memory", level_json(d.memory, t0)},
+                       {"clock", {{"events", d.clock.events}, {"time", clock_time}, {"event", clock_event}}}});
   }
   json nvtx = json::array();
   for (const NvtxRange& n : r.nvtx_ranges) {

@@ -122,7 +122,8 @@ json process_json(const ProcessReport& r) {
           // A PyTorch snapshot: a moment of the run (taken after its history's last event), not its end.
           {"snapshot", r.snapshot ? json{{"history_events", r.events - r.initial_events},
                                          {"initial_events", r.initial_events},
-                                         {"inconsistent", r.inconsistent_input}}
+                                         {"inconsistent", r.inconsistent_input},
+                                         {"taken_at_oom", r.taken_at_oom}}
                                   : json(nullptr)},
           {"dropped_events", r.dropped_events},
           {"duration_ns", r.last_time_ns - r.first_time_ns},

@@ -36,8 +36,15 @@ bool contains_any(const std::string& text, std::initializer_list<const char*> pa
   return std::any_of(parts.begin(), parts.end(), [&](const char* p) { return text.find(p) != std::string::npos; });
 }
 
+// Windows paths (a snapshot recorded on Windows: `D:\proj\.venv\Lib\site-packages\torch\...`) are
+// judged as their POSIX spelling.
+std::string forward_slashes(std::string path) {
+  std::replace(path.begin(), path.end(), '\\', '/');
+  return path;
+}
+
 std::string basename_of(const std::string& path) {
-  size_t slash = path.rfind('/');
+  size_t slash = path.find_last_of("/\\");
   return slash == std::string::npos ? path : path.substr(slash + 1);
 }
 
@@ -49,13 +56,23 @@ std::string hex(uint64_t value) {
 
 bool has_symbol(const LogicalFrame& frame) { return !frame.function.empty() && frame.function != "??"; }
 
-// The symbol without its version: `__libc_start_main@@GLIBC_2.34` -> `__libc_start_main`.
-std::string unversioned(const std::string& function) { return function.substr(0, function.find('@')); }
+// The symbol without its version and without the suffix a compiler gives the copies it makes of a
+// function (GCC's `.cold`, `.localalias`, `.lto_priv.2`, `.constprop.0`, `.isra.0`, `.part.0`; LLVM's
+// `.llvm.123`): `__libc_start_main@@GLIBC_2.34` -> `__libc_start_main`, `Py_RunMain.localalias` ->
+// `Py_RunMain`. For C symbols: a C++ or Python name keeps its dots only where these are not.
+std::string unversioned(const std::string& function) {
+  size_t end = function.find('@');
+  for (const char* suffix : {".cold", ".localalias", ".lto_priv", ".constprop", ".isra", ".part", ".llvm."}) {
+    end = std::min(end, function.find(suffix));
+  }
+  return function.substr(0, end);
+}
 
 // --- classification --------------------------------------------------------------------------
 
 // The package a path lies in under site-packages or dist-packages (`torch`, `six` for six.py), or "".
-std::string package_of(const std::string& path) {
+std::string package_of(const std::string& native_path) {
+  const std::string path = forward_slashes(native_path);
   for (const char* dir : {"/site-packages/", "/dist-packages/"}) {
     size_t at = path.rfind(dir);
     if (at == std::string::npos) continue;
@@ -78,15 +95,51 @@ std::string package_group(const std::string& package) {
 
 FrameClass library(std::string group) { return FrameClass{FrameRole::Library, std::move(group)}; }
 
-bool is_interpreter_function(const std::string& function) {
+bool is_interpreter_function(const std::string& symbol) {
+  const std::string function = unversioned(symbol);
   // The C API and the interpreter's own functions: Py_*, PyEval_*, PyObject_*, _Py*.
   if (function.size() > 2 && starts_with(function, "Py") &&
       (std::isupper(static_cast<unsigned char>(function[2])) || function[2] == '_')) {
     return true;
   }
-  return starts_with_any(function, {"_Py", "_ctypes_", "ffi_call", "ffi_closure", "_call_function_pointer",
-                                    "cfunction_call", "cfunction_vectorcall", "method_vectorcall", "slot_tp_call",
-                                    "vectorcall_", "pymain_", "run_mod", "run_eval_code_obj", "pyrun_"});
+  // CPython's static functions, as PyTorch's snapshots name them (ceval.c, call.c, typeobject.c,
+  // bltinmodule.c, _threadmodule.c): by prefix where the prefix is CPython's convention, else whole.
+  if (starts_with_any(function, {"_Py", "_ctypes_", "ffi_call", "ffi_closure", "_call_function_pointer",
+                                 "cfunction_call", "cfunction_vectorcall", "method_vectorcall", "slot_tp_",
+                                 "slot_nb_", "slot_sq_", "slot_mp_", "builtin_", "vectorcall_", "pymain_",
+                                 "run_mod", "run_eval_code_obj", "pyrun_"})) {
+    return true;
+  }
+  for (const char* name : {"do_call_core", "call_function", "type_call", "binary_op", "binary_op1", "object_vacall",
+                           "wrapperdescr_call", "function_code_fastcall", "partial_call", "partial_vectorcall",
+                           "property_descr_get", "thread_run", "pythread_wrapper"}) {
+    if (function == name) return true;
+  }
+  return false;
+}
+
+// A file of CPython's own source tree (`/usr/local/src/conda/python-3.10.16/Python/ceval.c`,
+// `.../Objects/call.c`, `.../Include/internal/pycore_ceval.h`): one of its top folders below a
+// folder whose name says Python.
+bool is_cpython_source(const std::string& native_path) {
+  const std::string path = forward_slashes(native_path);
+  if (!(path.size() > 2 && (path.compare(path.size() - 2, 2, ".c") == 0 || path.compare(path.size() - 2, 2, ".h") == 0))) {
+    return false;
+  }
+  for (const char* dir : {"/Python/", "/Objects/", "/Modules/", "/Include/", "/Parser/", "/Programs/"}) {
+    size_t at = path.find(dir);
+    if (at == std::string::npos) continue;
+    std::string above = path.substr(0, at);
+    std::transform(above.begin(), above.end(), above.begin(), [](unsigned char c) { return std::tolower(c); });
+    if (above.find("python") != std::string::npos) return true;
+  }
+  return false;
+}
+
+// The standard library of a Windows installation (`C:\Python311\Lib\runpy.py`); site-packages is
+// judged before.
+bool is_windows_stdlib(const std::string& path) {
+  return path.find('\\') != std::string::npos && forward_slashes(path).find("/Lib/") != std::string::npos;
 }
 
 FrameClass classify_python(const LogicalFrame& frame) {
@@ -94,7 +147,8 @@ FrameClass classify_python(const LogicalFrame& frame) {
   std::string package = package_of(frame.file);
   if (!package.empty()) return library(package_group(package));
   // The standard library: <frozen importlib._bootstrap>, /usr/lib/python3.11/threading.py.
-  if (starts_with(frame.file, "<frozen ") || contains_any(frame.file, {"/lib/python2", "/lib/python3"})) {
+  if (starts_with(frame.file, "<frozen ") || contains_any(frame.file, {"/lib/python2", "/lib/python3"}) ||
+      is_windows_stdlib(frame.file)) {
     return library(kStdlibGroup);
   }
   return FrameClass{};
@@ -105,7 +159,7 @@ FrameClass classify_native(const LogicalFrame& frame) {
   if (frame.module.empty()) {
     // PyTorch snapshots' C++ frames and unresolved addresses carry no module: judge by the name.
     if (!has_symbol(frame)) return library(kUnknownGroup);
-    if (is_interpreter_function(frame.function)) return library(kInterpreterGroup);
+    if (is_interpreter_function(frame.function) || is_cpython_source(frame.file)) return library(kInterpreterGroup);
     if (starts_with_any(frame.function, {"c10::", "at::", "torch::", "caffe2::"})) return library(kTorchGroup);
     if (starts_with_any(frame.function, {"std::", "__gnu_cxx::", "__cxxabiv1::"})) return library(kCxxStdGroup);
     return FrameClass{};
@@ -239,15 +293,6 @@ size_t code_points(const std::string& text) {
   }));
 }
 
-// The first `n` code points of `text`.
-std::string prefix_of(const std::string& text, size_t n) {
-  size_t seen = 0, i = 0;
-  for (; i < text.size(); ++i) {
-    if ((static_cast<unsigned char>(text[i]) & 0xC0) != 0x80 && seen++ == n) break;
-  }
-  return text.substr(0, i);
-}
-
 std::string cut(const std::string& text, size_t width) {
   if (code_points(text) <= width) return text;
   if (width <= 3) return std::string("...").substr(0, width);
@@ -335,6 +380,15 @@ std::vector<ViewLine> default_view(const Stack& stack, const StackViewOptions& o
 }
 
 }  // namespace
+
+// The first `n` code points of `text`.
+std::string prefix_of(const std::string& text, size_t n) {
+  size_t seen = 0, i = 0;
+  for (; i < text.size(); ++i) {
+    if ((static_cast<unsigned char>(text[i]) & 0xC0) != 0x80 && seen++ == n) break;
+  }
+  return text.substr(0, i);
+}
 
 bool is_internal_frame(const LogicalFrame& frame) {
   std::string module = basename_of(frame.module);
@@ -491,6 +545,33 @@ std::vector<StackViewLine> stack_view(const Stack& stack, const StackViewOptions
     if (line.frame) out.push_back(StackViewLine{static_cast<size_t>(line.frame - stack.data()), ""});
     else out.push_back(StackViewLine{StackViewLine::kText, line.name});
   }
+  return out;
+}
+
+std::vector<StackViewLine> flame_view(const Stack& stack, const StackViewOptions& options) {
+  const size_t end = frames_above_entry(stack);
+  const bool has_python = std::any_of(stack.begin(), stack.end(), [](const LogicalFrame& f) { return f.python; });
+  auto start_up = [](const FrameClass& what) {
+    return what.role == FrameRole::Library && (what.group == kPytestGroup || what.group == kStdlibGroup);
+  };
+  std::vector<StackViewLine> out;
+  std::string run;  // the start-up group of the last line, when it is a fold
+  for (size_t i = 0; i < end; ++i) {
+    const FrameClass what = classify_frame(stack[i], options);
+    if (what.role == FrameRole::Hidden) continue;
+    if (has_python && what.role == FrameRole::Library && what.group == kInterpreterGroup) continue;
+    if (!start_up(what)) {
+      out.push_back(StackViewLine{i, ""});
+      run.clear();
+    } else if (run != what.group) {
+      out.push_back(StackViewLine{StackViewLine::kText, "[" + what.group + "]"});
+      run = what.group;
+    }
+  }
+  // The outermost runs of start-up folds: where a stack cut at the depth limit begins.
+  size_t keep = out.size();
+  while (keep > 1 && out[keep - 1].frame == StackViewLine::kText) --keep;
+  out.resize(keep);
   return out;
 }
 

@@ -74,6 +74,8 @@ std::string frame_location(const LogicalFrame& frame);
 // fit is cut from the name, which then ends in "...", so the location stays whole; when even the
 // location does not leave room for a short name, the line is cut at the end.
 std::string fit_line(const std::string& name, const std::string& location, size_t width);
+// The first `n` code points of `text` (UTF-8; a cut never splits a character).
+std::string prefix_of(const std::string& text, size_t n);
 
 // The stack as the text report prints it, one string per line, without the indent; each at most
 // options.width - indent characters. Never empty: a stack with nothing to show gives one line
@@ -89,5 +91,15 @@ struct StackViewLine {
   std::string text;      // when frame is kText
 };
 std::vector<StackViewLine> stack_view(const Stack& stack, const StackViewOptions& options);
+
+// The path a flame graph draws for the stack, innermost first: every frame the view would judge,
+// each on its own (libraries are not folded: a flame graph parts where their calls part), without
+// what says nothing about the program: the frames below the entry, the profiler's and CUDA's own
+// frames, the interpreter's native frames where the stack has Python frames; each run of start-up
+// frames (pytest and pluggy, the Python standard library) is one text line, `[pytest internals]`
+// without a count so that paths through it merge, and the outermost such run is left out, so that
+// a stack the recorder cut at its depth limit joins the tree of the whole ones (unless nothing
+// else is left). Empty for an empty stack.
+std::vector<StackViewLine> flame_view(const Stack& stack, const StackViewOptions& options);
 
 }  // namespace gpumemtrace::report

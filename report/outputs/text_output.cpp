@@ -82,6 +82,7 @@ std::string ending(const ProcessReport& r) {
     case format::End::QuickExit: return "ended by _exit" + status;
     case format::End::Signal: return "killed by " + signal_name(r.end_signal);
     case format::End::Exec: return "replaced by exec";
+    case format::End::Dump: return "still running: a dump of its trace so far";
     case format::End::Unknown: break;
   }
   return "clean exit";  // a footer that does not say how
@@ -319,7 +320,12 @@ void write_peaks(std::ostream& out, const ProcessReport& r, const TextOptions& o
     }
     out << "\n";
     write_after_cap(out, r, peak.device);
-    write_holders(out, main.culprits, main.bytes, options);
+    // A snapshot without a history peaks at its one moment: its holders are the live section's, said once.
+    if (r.snapshot && r.events == r.initial_events) {
+      out << "  the snapshot's one moment (no history): held by the allocations listed as live above\n";
+    } else {
+      write_holders(out, main.culprits, main.bytes, options);
+    }
     if (peak.has_fragmentation) {
       out << "  at the allocated peak: ";
       write_fragmentation_point(out, peak.fragmentation);
@@ -352,7 +358,8 @@ void write_ooms(std::ostream& out, const ProcessReport& r, const TextOptions& op
     const bool crash = r.is_crash(oom);
     out << "OOM (" << device_name(oom.device) << "): " << format_bytes(oom.requested) << " requested at "
         << at(oom.time_ns, r) << " (" << printable(oom.api.empty() ? oom.op : oom.api) << phase_note(oom.phase)
-        << "): " << verdict_name(oom.verdict) << (crash ? "; the run ended here" : "") << "\n";
+        << "): " << verdict_name(oom.verdict)
+        << (crash ? "; the run ended here" : r.is_story_oom(oom) ? "; the snapshot was taken at this OOM" : "") << "\n";
     if (!oom.explanation.empty()) write_wrapped(out, "  ", "why: ", oom.explanation, options.stacks.width);
     if (oom.has_cause) write_wrapped(out, "  ", "cause: ", cause_text(r, oom, options), options.stacks.width);
     write_advice(out, oom.advice, "  ", options);
@@ -512,7 +519,8 @@ void write_text(std::ostream& out, const std::vector<ProcessReport>& reports, co
         case Section::FailedCalls: write_failed_calls(out, r, options); break;
         case Section::Growth:
           write_growth(out, r, options);
-          if (r.growth.empty()) out << "growth: none\n";
+          // A snapshot that contradicts itself gets no growth verdict either way (its warning says why).
+          if (r.growth.empty() && !r.inconsistent_input) out << "growth: none\n";
           break;
         case Section::TimeToOom: write_time_to_oom_text(out, r, options); break;
         case Section::WhatIf: write_what_if_text(out, r, options); break;
@@ -538,9 +546,6 @@ void write_text(std::ostream& out, const std::vector<ProcessReport>& reports, co
 
 void write_diff_text(std::ostream& out, const DiffReport& diff, const TextOptions& options) {
   for (const std::string& warning : diff.warnings) out << "warning: " << printable(warning) << "\n";
-  auto signed_bytes = [](int64_t delta) {
-    return (delta < 0 ? "-" : "+") + format_bytes(static_cast<uint64_t>(delta < 0 ? -delta : delta));
-  };
   // Which process was compared with which, when there is a choice to show.
   if (diff.pairs.size() > 1 || !diff.only_base.empty() || !diff.only_new.empty()) {
     for (const ProcessPair& pair : diff.pairs) {
@@ -550,9 +555,9 @@ void write_diff_text(std::ostream& out, const DiffReport& diff, const TextOption
   }
   for (const PeakDelta& p : diff.peaks) {
     out << "peak (" << pair_name(diff.pairs[p.process]) << ", " << device_name(p.device) << "): " << format_bytes(p.base_bytes)
-        << " -> " << format_bytes(p.new_bytes) << " (" << signed_bytes(p.delta()) << ")\n";
+        << " -> " << format_bytes(p.new_bytes) << " (" << format_signed_bytes(p.delta()) << ")\n";
     for_top(p.culprits, options.max_items, [&](const StackDelta& d) {
-      out << "    " << signed_bytes(d.delta()) << " (" << format_bytes(d.base_bytes) << " -> "
+      out << "    " << format_signed_bytes(d.delta()) << " (" << format_bytes(d.base_bytes) << " -> "
           << format_bytes(d.new_bytes) << "):\n";
       write_stack(out, d.stack, "        ", options.stacks);
     });
@@ -560,7 +565,7 @@ void write_diff_text(std::ostream& out, const DiffReport& diff, const TextOption
   out << "leaks" << (diff.only_base.empty() && diff.only_new.empty() ? "" : " (of the pairs)") << ": "
       << format_bytes(diff.base_leaked) << " -> " << format_bytes(diff.new_leaked) << "\n";
   for_top(diff.leaks, options.max_items, [&](const StackDelta& d) {
-    out << "    " << signed_bytes(d.delta()) << " (" << format_bytes(d.base_bytes) << " in " << d.base_count
+    out << "    " << format_signed_bytes(d.delta()) << " (" << format_bytes(d.base_bytes) << " in " << d.base_count
         << " -> " << format_bytes(d.new_bytes) << " in " << d.new_count << "):\n";
     write_stack(out, d.stack, "        ", options.stacks);
   });

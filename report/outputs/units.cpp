@@ -31,6 +31,33 @@ std::string format_seconds(uint64_t nanoseconds) {
   return text;
 }
 
+std::string format_count(double n) {
+  char digits[32];
+  std::snprintf(digits, sizeof digits, "%.0f", n);
+  std::string plain = digits, out;
+  for (size_t i = 0; i < plain.size(); ++i) {
+    if (i && (plain.size() - i) % 3 == 0 && plain[i - 1] != '-') out += ',';
+    out += plain[i];
+  }
+  return out;
+}
+
+std::string format_signed_bytes(int64_t delta) {
+  const uint64_t magnitude = delta < 0 ? -static_cast<uint64_t>(delta) : static_cast<uint64_t>(delta);
+  return (delta < 0 ? "-" : "+") + format_bytes(magnitude);
+}
+
+std::string ratio_text(double ratio) {
+  char text[16];
+  std::snprintf(text, sizeof text, "%.2f", ratio);
+  return text;
+}
+
+std::string padded(std::string text, size_t width) {
+  text.append(text.size() < width ? width - text.size() : 1, ' ');
+  return text;
+}
+
 std::string signal_name(int signal) {
   switch (signal) {
     case 1: return "SIGHUP";

@@ -2,6 +2,7 @@
 // ("10M", "1.5GiB") are read by util/byte_size.h.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
@@ -9,6 +10,10 @@ namespace gpumemtrace::report {
 
 std::string format_bytes(uint64_t bytes);      // "512 B", "3.0 KiB", "1.5 GiB"
 std::string format_seconds(uint64_t nanoseconds);  // "1.234 s", "12 ms"
+std::string format_count(double n);            // rounded to a whole number: "20,038"
+std::string padded(std::string text, size_t width);  // spaces up to `width`, at least one (a table's column)
+std::string ratio_text(double ratio);
+std::string format_signed_bytes(int64_t delta);   // "+1.0 MiB", "-512 B"           // two decimals: "0.85" (a fragmentation ratio)
 // "SIGTERM", "SIGINT", "SIGHUP" (the signals a footer names; Linux numbers), else "signal N".
 std::string signal_name(int signal);
 

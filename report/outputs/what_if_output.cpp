@@ -13,31 +13,9 @@ using nlohmann::json;
 
 namespace {
 
-std::string ratio_text(double ratio) {
-  char text[16];
-  std::snprintf(text, sizeof text, "%.2f", ratio);
-  return text;
-}
-
 std::string factor_text(double factor) {
   char text[32];
   std::snprintf(text, sizeof text, "%.1fx", std::floor(factor * 10) / 10);
-  return text;
-}
-
-std::string count_text(double n) {
-  char digits[32];
-  std::snprintf(digits, sizeof digits, "%.0f", n);
-  std::string plain = digits, out;
-  for (size_t i = 0; i < plain.size(); ++i) {
-    if (i && (plain.size() - i) % 3 == 0) out += ',';
-    out += plain[i];
-  }
-  return out;
-}
-
-std::string pad(std::string text, size_t width) {
-  if (text.size() < width) text.append(width - text.size(), ' ');
   return text;
 }
 
@@ -51,20 +29,26 @@ json row_json(const WhatIfRow& row) {
           {"automatic", row.automatic},
           {"reserved_peak", row.reserved_peak},
           {"allocated_peak", row.allocated_peak},
-          {"at_peak",
-           {{"reserved", row.at_peak.reserved},
-            {"allocated", row.at_peak.allocated},
-            {"free_in_reserved", row.at_peak.free_in_reserved},
-            {"largest_free_block", row.at_peak.largest_free_block},
-            {"ratio", row.at_peak.ratio()}}},
+          {"at_peak", at_peak_json(row.at_peak)},
           {"cache_flushes", row.cache_flushes},
           {"retries", row.retries},
           {"new_ooms", row.new_ooms},
           {"ooms_still_happen", ooms},
-          {"timeline", timeline}};
+          {"timeline", timeline},
+          {"batch", row.batch ? json(row.batch) : json(nullptr)},
+          {"estimate", row.estimate},
+          {"reserved_range", row.has_range ? json::array({row.reserved_low, row.reserved_high}) : json(nullptr)}};
 }
 
 }  // namespace
+
+json at_peak_json(const FragmentationPoint& p) {
+  return {{"reserved", p.reserved},
+          {"allocated", p.allocated},
+          {"free_in_reserved", p.free_in_reserved},
+          {"largest_free_block", p.largest_free_block},
+          {"ratio", p.ratio()}};
+}
 
 std::string format_duration(double seconds) {
   if (seconds < 1) return "under a second";
@@ -166,17 +150,17 @@ void write_what_if_text(std::ostream& out, const ProcessReport& r, const TextOpt
       continue;
     }
     const size_t width = 30;
-    out << "  " << pad("settings", width) << pad("reserved peak", 15) << pad("allocated peak", 16)
-        << pad("fragmentation", 15) << pad("flushes", 9) << pad("retries", 9);
+    out << "  " << padded("settings", width) << padded("reserved peak", 15) << padded("allocated peak", 16)
+        << padded("fragmentation", 15) << padded("flushes", 9) << padded("retries", 9);
     for (size_t i = 0; i < w.oom_seqs.size(); ++i) out << "OOM " << (i + 1) << " (" << format_bytes(w.oom_requested[i]) << ")  ";
     out << "\n";
     for (const WhatIfRow& row : w.rows) {
       std::string name = row.recorded ? "recorded run" : row.settings;
       if (name.size() >= width) name = name.substr(0, width - 4) + "...";
-      out << "  " << pad(name, width) << pad(format_bytes(row.reserved_peak), 15)
-          << pad(format_bytes(row.allocated_peak), 16) << pad(ratio_text(row.at_peak.ratio()), 15)
-          << pad(std::to_string(row.cache_flushes), 9) << pad(std::to_string(row.retries), 9);
-      for (bool happens : row.ooms_still_happen) out << pad(happens ? "happens" : "avoided", 8 + 6);
+      out << "  " << padded(name, width) << padded(format_bytes(row.reserved_peak), 15)
+          << padded(format_bytes(row.allocated_peak), 16) << padded(ratio_text(row.at_peak.ratio()), 15)
+          << padded(std::to_string(row.cache_flushes), 9) << padded(std::to_string(row.retries), 9);
+      for (bool happens : row.ooms_still_happen) out << padded(happens ? "happens" : "avoided", 8 + 6);
       if (row.new_ooms) out << row.new_ooms << " new OOM" << (row.new_ooms == 1 ? "" : "s");
       out << "\n";
     }
@@ -203,7 +187,7 @@ void write_time_to_oom_text(std::ostream& out, const ProcessReport& r, const Tex
         << format_bytes(t.bytes_per_step) << " per step (" << t.steps << " steps";
     if (t.seconds_per_step > 0) out << ", one every " << format_seconds(static_cast<uint64_t>(t.seconds_per_step * 1e9));
     out << "); " << format_bytes(t.free_bytes) << (t.free_known ? " free" : " free if nothing else uses the device")
-        << " at the end: at this rate the device is full after about " << count_text(t.steps_left) << " more steps";
+        << " at the end: at this rate the device is full after about " << format_count(t.steps_left) << " more steps";
     if (t.seconds_left >= 0) out << " (" << format_duration(t.seconds_left) << ")";
     out << "\n";
     write_stack(out, t.stack, "      ", options.stacks);

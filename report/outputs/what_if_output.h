@@ -16,6 +16,9 @@ void append_what_if_json(const ProcessReport& r, nlohmann::json& what_if, nlohma
 void write_what_if_text(std::ostream& out, const ProcessReport& r, const TextOptions& options);
 void write_time_to_oom_text(std::ostream& out, const ProcessReport& r, const TextOptions& options);
 
+// A row's fragmentation at its peak, as the what-if table's JSON gives it (the batch rows' too).
+nlohmann::json at_peak_json(const FragmentationPoint& p);
+
 // "about 3 h 10 min", "about 2 min 5 s", "about 40 s", "under a second".
 std::string format_duration(double seconds);
 

@@ -77,10 +77,16 @@ class ZstdSource : public ByteSource {
       }
       frame_open_ = hint != 0;
     }
+    output_full_ = output.pos == output.size;
     return output.pos;
   }
   bool truncated() const override { return truncated_; }
   uint64_t consumed() const override { return compressed_->consumed(); }
+  // Everything decoded that the compressed source had: its input used up, and no output held back.
+  bool caught_up() const override {
+    return compressed_->caught_up() && input_.pos == input_.size && !output_full_;
+  }
+  void cancel() override { compressed_->cancel(); }
 
  private:
   std::unique_ptr<ByteSource> compressed_;
@@ -89,6 +95,7 @@ class ZstdSource : public ByteSource {
   ZSTD_inBuffer input_{nullptr, 0, 0};
   bool frame_open_ = false;
   bool truncated_ = false;
+  bool output_full_ = false;  // the last read filled its buffer: more output may be waiting
 };
 
 class MemorySource : public ByteSource {
@@ -120,6 +127,8 @@ class ObservedSource : public ByteSource {
   }
   bool truncated() const override { return inner_->truncated(); }
   uint64_t consumed() const override { return inner_->consumed(); }
+  bool caught_up() const override { return inner_->caught_up(); }
+  void cancel() override { inner_->cancel(); }
 
  private:
   std::unique_ptr<ByteSource> inner_;

@@ -21,6 +21,13 @@ class ByteSource {
   virtual bool truncated() const { return false; }
   // Bytes taken from the file (or memory) so far: for a .zst file, compressed ones (0: not counted).
   virtual uint64_t consumed() const { return 0; }
+  // True when the last read() gave everything there is for now, and the next one will wait for more
+  // (a source that follows a growing trace: follow_source.h). The line reader then hands the lines
+  // it has to the parser at once, instead of waiting for its block to fill.
+  virtual bool caught_up() const { return false; }
+  // Called from another thread than the reading one (the line reader, when it is destroyed): a
+  // read() that waits for more data (follow_source.h) returns 0 now, and every later one too.
+  virtual void cancel() {}
 };
 
 // The largest zstd window a trace may ask for (2^27 = 128 MiB, libzstd's own default for streaming):

@@ -102,6 +102,8 @@ void Dispatcher::dispatch(const Fields& f, uint64_t line_number) {
   if (f.type == fmt::kTypeLive) return live(f);
   if (f.type == fmt::kTypeAllocatorSettings) return allocator_settings(f);
   if (f.type == fmt::kTypeGc) return gc(f);
+  if (f.type == fmt::kTypePause) return handler_.on_pause(timeline_record(f, fmt::kTypePause, Op::Pause));
+  if (f.type == fmt::kTypeResume) return handler_.on_pause(timeline_record(f, fmt::kTypeResume, Op::Resume));
   if (f.type == fmt::kTypeHeader) fail("a second header");
   // Unknown record types are skipped: version 1 readers ignore what they do not know.
   ignored_ = true;

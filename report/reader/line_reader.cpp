@@ -38,7 +38,12 @@ LineReader::~LineReader() {
     stop_ = true;
   }
   changed_.notify_all();
-  if (producer_.joinable()) producer_.join();
+  // The producer may be inside a read that waits for the file to grow (follow_source.h): a parse
+  // error or an early stop must not wait for a writer that may never write again.
+  if (producer_.joinable()) {
+    source_.cancel();
+    producer_.join();
+  }
 }
 
 // Reads whole lines into `block`: first the line begun in the previous block, then from the source
@@ -72,6 +77,10 @@ void LineReader::read_lines(Block& block) {
       line_start = scanned = end + 1;
     }
     if (size - line_start > max_line_) line_too_long(max_line_);
+    // The source follows a growing trace and has given all there is for now: the lines so far go to
+    // the parser now (the next read waits for more). `ends` holds lines only once a read of this
+    // block found some (partial_ holds no line end), so caught_up() speaks of that read.
+    if (!block.ends.empty() && source_.caught_up()) break;
     size_t room = block.bytes.size() - kLinePadding - size;
     if (room == 0) {
       if (!block.ends.empty()) break;  // full: the line begun here moves to the next block

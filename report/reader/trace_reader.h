@@ -38,6 +38,9 @@ class TraceHandler {
   // A "gc" record, in its place in the timeline among the live events (Op::Gc; `t` when the
   // collection began, `end_time` when it ended, `tid` its thread): not an event, not counted as one.
   virtual void on_gc(const Event&) {}
+  // A "pause" or "resume" record (Op::Pause, Op::Resume; `t`, `seq`, `tid`), as it is read: events
+  // recorded from a pause to the next resume carry no stack. Not an event, not counted as one.
+  virtual void on_pause(const Event&) {}
 };
 
 // Limits of the reader (docs/security.md): a line longer than kMaxLineBytes (line_reader.h) and a

@@ -224,12 +224,14 @@ def script_options():
             for o in re.findall(r"[\"'](--[a-z][\w-]*)[\"']", text)}
 
 
-def help_options(program):
+def help_options(program, subcommand=None):
     """The options a --help text lists: the first column of its option lines (`-o,--output FILE`,
     `-q, --quiet`), and --version wherever it stands; for the launcher only its own, not the report
-    options it names as examples of what it passes on."""
-    text = run_tool([program, "--help"]).stdout
-    if os.path.basename(program) == "gpumemtrace":
+    options it names as examples of what it passes on. `subcommand`: that of the launcher (`top`)."""
+    text = run_tool([program, *([subcommand] if subcommand else []), "--help"]).stdout
+    if subcommand:
+        text = text.split("Options:")[1]
+    elif os.path.basename(program) == "gpumemtrace":
         text = text.split("Options (before --):")[1].split("Any other option")[0]
     else:
         text = text.split("Options:")[1].split("Subcommands:")[0]
@@ -242,12 +244,14 @@ def help_options(program):
     return opts
 
 
-def table_options(docs, name, heading):
-    """{option: line} of the first cells of the option table after `heading` in a doc."""
+def table_options(docs, name, heading, end=None):
+    """{option: line} of the first cells of the option tables after `heading` in a doc (up to `end`
+    after it, when given)."""
     text = docs.text[name]
     start = text.index(heading)
+    stop = text.find(end, start + len(heading)) if end else -1
     out = {}
-    for m in re.finditer(r"^\| (`[^|]*)\|", text[start:], re.M):
+    for m in re.finditer(r"^\| (`[^|]*)\|", text[start:stop if stop >= 0 else len(text)], re.M):
         if not m.group(1).startswith("`-"):
             continue
         for opt in re.findall(r"(?<![\w-])(--[a-z][\w-]*|-[a-z])", m.group(1)):
@@ -259,14 +263,17 @@ def check_options(docs, build):
     problems = []
     report_opts = help_options(os.path.join(build, "gpumem-report"))
     launcher_opts = help_options(os.path.join(build, "gpumemtrace"))
-    for doc, heading, opts, prog in (("docs/report.md", "| option | meaning |", report_opts, "gpumem-report"),
-                                     ("docs/launcher.md", "## Options", launcher_opts, "gpumemtrace")):
-        table = table_options(docs, doc, heading)
+    top_opts = help_options(os.path.join(build, "gpumemtrace"), "top")
+    for doc, heading, end, opts, prog in (
+            ("docs/report.md", "| option | meaning |", None, report_opts, "gpumem-report"),
+            ("docs/launcher.md", "## Options", "\n## ", launcher_opts, "gpumemtrace"),
+            ("docs/launcher.md", "## `gpumemtrace top`", "\n## ", top_opts, "gpumemtrace top")):
+        table = table_options(docs, doc, heading, end)
         problems += [f"{doc}: {o} (`{prog} --help`) is not in the option table" for o in sorted(opts - set(table))]
         problems += [f"{doc}:{table[o]}: {o} is not an option of {prog}" for o in sorted(set(table) - opts)]
         rows = re.findall(r"^\| (`-[^|]*)\|", docs.text[doc], re.M)
         problems += [f"{doc}: the option table has the row `{r.strip()}` twice" for r in sorted(set(rows)) if rows.count(r) > 1]
-    known = report_opts | launcher_opts | FOREIGN_OPTIONS | script_options()
+    known = report_opts | launcher_opts | top_opts | FOREIGN_OPTIONS | script_options()
     for name, i, line in docs.lines():
         for o in re.findall(r"(?<![\w-])(--[a-z][a-z0-9_-]*[a-z0-9])", line):
             if o not in known:
@@ -303,6 +310,11 @@ EXITS = [
      [("docs/launcher.md", r"(\d) the traces could not be read or no trace was written"),
       ("gpumemtrace", r"(\d) the traces could not be read")]),
     ("the launcher: CMD's status", "gpumemtrace run -o out -- sh -c 'exit 5'", 5, []),
+    ("gpumemtrace top: a file that is no trace", "gpumemtrace top --batch known.supp", 2,
+     [("docs/launcher.md", r"0; (\d) when the trace cannot be found or read"),
+      ("gpumemtrace", r"Exit 0; (\d) when the\s+trace cannot be found or read")]),
+    ("gpumemtrace top: a trace that ended", "gpumemtrace top --batch clean.jsonl", 0,
+     [("docs/launcher.md", r"\| (\d); 2 when the trace cannot be found or read")]),
     ("the launcher: CMD killed by SIGTERM", "gpumemtrace run -o out -- sh -c 'kill -TERM $$'", 128 + 15,
      [("docs/launcher.md", r"(\d+)\+N when signal N killed it", 15), ("gpumemtrace", r"\((\d+)\+N if a signal N killed it", 15)]),
 ]

@@ -48,10 +48,13 @@ REPORT_FIXTURES = (
 
 def real_reports(sandbox):
     """Key paths of real reports: the demo's, a capped and a killed trace, the H100 traces (as one run,
-    so `spread` too), the golden traces (blocks, a cut trace); each with --what-if."""
+    so `spread` too), the golden traces (blocks, a cut trace); each with --what-if; and a batch what-if."""
     script = REPORT_FIXTURES + (
         "for t in 'trace.jsonl.zst capped.jsonl' tests/report/real tests/report/golden/*.jsonl k; do "
-        "  gpumem-report --format json --what-if expandable_segments:True $t || [ $? = 1 ]; echo; done")
+        "  gpumem-report --format json --what-if expandable_segments:True $t || [ $? = 1 ]; echo; done; "
+        # the batch what-if's object (a run alone: an estimate; batch 400 runs out of memory)
+        "R=tests/report/real/roles.jsonl.zst; "
+        "gpumem-report --format json --at-batch 400 --max-batch --batch-of $R=8 $R; echo")
     status, out = sandbox.run(script)
     paths = set()
     for chunk in re.split(r"\n(?=\{)", out):
@@ -104,7 +107,10 @@ TRACE_FIXTURES = REPORT_FIXTURES + (
     "python ../tests/python/progs/torch_prog.py settings >/dev/null 2>&1 || true; "
     # a garbage collection as the pytest plugin's gc callback reports it: a gc record
     "LD_PRELOAD=$P PYTHONPATH=../tools/python GPUMEMTRACE_OUTPUT=gc.jsonl "
-    "python -c 'import gc, gpumemtrace; gc.callbacks.append(gpumemtrace.gc_callback()); a = []; a.append(a); del a; gc.collect()' >/dev/null")
+    "python -c 'import gc, gpumemtrace; gc.callbacks.append(gpumemtrace.gc_callback()); a = []; a.append(a); del a; gc.collect()' >/dev/null; "
+    # gpumemtrace.stop(), start() and dump(): pause and resume records, a dump's footer
+    "LD_PRELOAD=$P PYTHONPATH=../tools/python GPUMEMTRACE_OUTPUT=control.jsonl.zst "
+    "python ../tests/python/progs/control_prog.py ../build/sim/libcudart.so.13 control . >/dev/null")
 
 # Fields the docs' examples show that the recorder writes only with a GPU, PyTorch or a full ring:
 # (record type, field); "event" is the expanded form of an event (docs/trace-format.md).

@@ -124,9 +124,12 @@ class FalseClaimsAreCaught(unittest.TestCase):
     def test_options_in_tables_and_text(self):
         self.plant("docs/report.md", "| `--no-progress` |", "| `--no-progress-line` |")
         self.plant("docs/launcher.md", "| `-q`, `--quiet` |", "| `-q`, `--silent` |")
+        self.plant("docs/launcher.md", "| `--sort KEY` |", "| `--order KEY` |")  # gpumemtrace top's table
         self.plant("README.md", "--fail-on-leak=1MiB --fail-on-growth", "--fail-on-leaks=1MiB --fail-on-growth")
         self.caught("options", "--no-progress .* is not in the option table", "--no-progress-line is not an option",
-                    "--silent is not an option of gpumemtrace", r"README.md:\d+: --fail-on-leaks is an option of neither")
+                    "--silent is not an option of gpumemtrace", r"README.md:\d+: --fail-on-leaks is an option of neither",
+                    r"--sort \(`gpumemtrace top --help`\) is not in the option table",
+                    "--order is not an option of gpumemtrace top")
 
     def test_a_wrong_exit_status(self):
         self.plant("docs/launcher.md", "127 means CMD could not be found", "126 means CMD could not be found")
@@ -135,7 +138,7 @@ class FalseClaimsAreCaught(unittest.TestCase):
                     r"docs/report.md:\d+: says .* for a gate on a cut trace; it is 3")
 
     def test_a_wrong_count(self):
-        self.plant("docs/install.md", "`-Wl,--exclude-libs,ALL`): 95 symbols", "`-Wl,--exclude-libs,ALL`): 79 symbols")
+        self.plant("docs/install.md", "`-Wl,--exclude-libs,ALL`): 98 symbols", "`-Wl,--exclude-libs,ALL`): 79 symbols")
         self.caught("facts", r"docs/install.md:\d+: says 79; `nm -D .*` says \d+")
 
     def test_json_keys_both_ways(self):

@@ -59,6 +59,12 @@ class SignalActions(unittest.TestCase):
     def test_ignored_signal_stays_ignored(self):
         self.check_same_as_untraced("ignore")
 
+    def test_a_vfork_child_setting_the_default_leaves_the_parents_handler(self):
+        # CPython's subprocess sets every handler back to the default in its vfork child before exec:
+        # the parent's next SIGINT (KeyboardInterrupt) must still reach its handler.
+        proc = self.check_same_as_untraced("vfork")
+        self.assertEqual((proc.returncode, proc.stdout), (0, "handled\nsurvived\n"))
+
     def test_reset_on_delivery(self):
         proc = self.check_same_as_untraced("resethand")
         self.assertEqual((proc.returncode, proc.stdout), (-signal.SIGTERM, "handled\nonce\n"))

@@ -51,7 +51,7 @@ notes=()
     echo "the bundle is incomplete: no check can run"
   else
     # Order: what the issue needs first, the long benchmarks last (they SKIP when time runs out).
-    for check in torch_history_checks torch_checks driver_checks snapshot_corpus verdict_checks cost_checks; do
+    for check in torch_history_checks batch_checks snapshot_corpus torch_checks driver_checks verdict_checks cost_checks; do
       left=$((GPU_CHECKS_DEADLINE - $(date +%s)))
       if [ "$left" -le 5 ]; then
         notes+=("$check: not started, the time budget ($BUDGET s) is spent")

@@ -6,6 +6,8 @@ from named functions. argv: MODE [libcudart path]. Modes:
   fail   clean, then exit 7
   multi  start two child processes (`leak` and `clean`), wait for them, exit 0
   wait   allocate, print "ready", sleep until a signal arrives (default action)
+  grow   allocate 1 MiB more in grow_cache() every 0.1 s, keeping it all; "ready" after the first;
+         until a signal arrives (gpumemtrace top's tests: tests/launcher/test_top.py)
 """
 import ctypes
 import os
@@ -35,6 +37,10 @@ def leak_buffer():
     return cuda_malloc(3 * MiB)
 
 
+def grow_cache():
+    return cuda_malloc(1 * MiB)
+
+
 def main(mode):
     if mode in ("clean", "fail"):
         for _ in range(3):
@@ -54,6 +60,12 @@ def main(mode):
         print("ready", flush=True)
         while True:
             time.sleep(0.1)
+    if mode == "grow":
+        held = [grow_cache()]
+        print("ready", flush=True)
+        while True:
+            time.sleep(0.1)
+            held.append(grow_cache())
     raise SystemExit("unknown mode " + mode)
 
 

@@ -16,6 +16,7 @@ the stand-in torch on the simulated runtime (the launcher sets everything up, as
 """
 import os
 import subprocess
+import sys
 import tempfile
 import unittest
 import xml.etree.ElementTree as ET
@@ -63,9 +64,13 @@ def test_clean_{i}():
 ''' for i in range(12))
 
 # The analyzer as the plugin finds it through GPUMEMTRACE_REPORT, counting its runs.
-COUNTING_REPORT = '''#!/bin/sh
-echo run >> "$(dirname "$0")/report-runs"
-exec "{report}" "$@"
+# In Python, not sh: under ThreadSanitizer the launcher hands its runtime on in LD_PRELOAD, and dash
+# crashes with that runtime loaded.
+COUNTING_REPORT = '''#!{python}
+import os, sys
+with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "report-runs"), "a") as f:
+    f.write("run\\n")
+os.execv({report!r}, [{report!r}] + sys.argv[1:])
 '''
 
 
@@ -123,7 +128,7 @@ class PytestGateTest(unittest.TestCase):
         d = tempfile.mkdtemp(prefix="gpumemtrace-pytest-gate-")
         counting = os.path.join(d, "counting-report")
         with open(counting, "w") as f:
-            f.write(COUNTING_REPORT.format(report=REPORT))
+            f.write(COUNTING_REPORT.format(python=sys.executable, report=REPORT))
         os.chmod(counting, 0o755)
         proc, cases = self.run_ci({"test_clean.py": CLEAN_MANY, "test_gate.py": NO_LIMIT},
                                   extra_env={"GPUMEMTRACE_REPORT": counting}, d=d)

@@ -230,6 +230,18 @@ class Page:
             raise BrowserError(f"{expression}: {result['exceptionDetails'].get('exception', {}).get('description')}")
         return result.get("result", {}).get("value")
 
+    def resize(self, width, height):
+        """The viewport's size in CSS pixels (the next load lays out at it)."""
+        self.send("Emulation.setDeviceMetricsOverride",
+                  {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False})
+
+    def screenshot_png(self, x, y, width, height):
+        """PNG bytes of that rectangle of the page (CSS pixels of the viewport)."""
+        scroll_x, scroll_y = self.evaluate("[window.scrollX, window.scrollY]")
+        clip = {"x": x + scroll_x, "y": y + scroll_y, "width": width, "height": height, "scale": 1}
+        return base64.b64decode(self.send("Page.captureScreenshot", {"format": "png", "clip": clip,
+                                                                      "captureBeyondViewport": True})["data"])
+
     def mouse(self, kind, x, y, button="none", clicks=0):
         self.send("Input.dispatchMouseEvent", {"type": kind, "x": x, "y": y, "button": button, "clickCount": clicks})
 
@@ -247,10 +259,47 @@ class Page:
     def screenshot(self, x, y, width, height):
         """The page's pixels in that rectangle (CSS pixels of the viewport, as getBoundingClientRect()
         gives them) as an Image."""
-        scroll_x, scroll_y = self.evaluate("[window.scrollX, window.scrollY]")
-        clip = {"x": x + scroll_x, "y": y + scroll_y, "width": width, "height": height, "scale": 1}
-        data = self.send("Page.captureScreenshot", {"format": "png", "clip": clip, "captureBeyondViewport": True})["data"]
-        return decode_png(base64.b64decode(data))
+        return decode_png(self.screenshot_png(x, y, width, height))
+
+
+class PageTests:
+    """For a test class that drives report pages (mix in before unittest.TestCase): one Chromium for
+    the whole class, each test loading its page afresh; the HTML files live in a temporary folder.
+    `report_page(name, argv)` writes a page once (by the class's `write_page(out, argv)`), `load(name,
+    width)` opens it at that width (skipping the test where Chromium cannot run) and checks it drew."""
+    browser = None
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.dir = tempfile.mkdtemp(prefix="gpumem-page-")
+        cls.pages = {}
+        cls.browser = None
+
+    @classmethod
+    def tearDownClass(cls):
+        if cls.browser:
+            cls.browser.close()
+        shutil.rmtree(cls.dir, ignore_errors=True)
+        super().tearDownClass()
+
+    def load(self, path, width=1280, height=1000):
+        if not chromium():
+            self.skipTest("chromium is not installed (make deps installs it)")
+        if type(self).browser is None:
+            type(self).browser = Page.open(width=width, height=height)
+        page = type(self).browser
+        if page is None:
+            self.skipTest("chromium cannot start here")
+        page.resize(width, height)
+        page.errors = []
+        page.load(path)
+        self.assertEqual(page.evaluate("document.body.getAttribute('data-rendered')"), "true")
+        return page
+
+    def texts(self, page, selector):
+        """The textContent of every element `selector` matches."""
+        return page.evaluate(f"Array.from(document.querySelectorAll({json.dumps(selector)})).map((e) => e.textContent)")
 
 
 class Image:

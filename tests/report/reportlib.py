@@ -18,8 +18,13 @@ skip_bounds_under_sanitizer = unittest.skipIf(sanitizer_runtime() is not None,
                                               "memory and time bounds do not hold for a sanitized build")
 
 
+# A sanitized build runs several times slower (the 1M-event page of test_report_html_lod took over a
+# minute under ThreadSanitizer on a busy 2-core machine).
+REPORT_TIMEOUT = 60 if sanitizer_runtime() is None else 300
+
+
 def run_report(*args, check_rc=None):
-    proc = subprocess.run([REPORT, *map(str, args)], capture_output=True, text=True, timeout=60)
+    proc = subprocess.run([REPORT, *map(str, args)], capture_output=True, text=True, timeout=REPORT_TIMEOUT)
     if check_rc is not None and proc.returncode != check_rc:
         raise AssertionError(f"exit {proc.returncode} (wanted {check_rc}) for {args}:\n{proc.stdout}\n{proc.stderr}")
     return proc
@@ -45,6 +50,21 @@ def run_measured(argv, limit_s=60):
                           text=True, timeout=limit_s + 30)
     rc, seconds, rss = proc.stdout.split()
     return (int(rc) if rc != "timeout" else rc), proc.stderr, float(seconds), int(rss)
+
+
+# Real PyTorch snapshots recorded outside this project (never copied into the repository): tests
+# that read them skip when the folder is absent; PYTORCH_SNAPSHOT_CORPUS names another (as for
+# tests/snapshot/).
+SNAPSHOT_CORPUS = os.environ.get("PYTORCH_SNAPSHOT_CORPUS") or os.path.join(ROOT, "..", "shared", "corpus",
+                                                                                "pytorch-snapshots")
+
+
+def snapshot_corpus():
+    """The corpus's snapshots (paths), or [] when the folder is absent."""
+    if not os.path.isdir(SNAPSHOT_CORPUS):
+        return []
+    return sorted(os.path.join(SNAPSHOT_CORPUS, n) for n in os.listdir(SNAPSHOT_CORPUS)
+                  if n.endswith((".pickle", ".pkl", ".json")))
 
 
 def zstd(path, chunks, long_window=False):

@@ -7,10 +7,8 @@ colours the data says. Real PyTorch traces (tests/report/real/) and small plante
 import json
 import os
 import re
-import shutil
-import tempfile
 
-from browser import Page, chromium
+from browser import PageTests
 from demo_trace import write_training_trace
 from reportlib import ROOT, ReportTestCase, run_report
 from tracegen import MiB, Trace
@@ -27,19 +25,7 @@ def near(pixel, colour, tolerance=12):
     return all(abs(a - b) <= tolerance for a, b in zip(pixel, colour))
 
 
-class HtmlViews(ReportTestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.dir = tempfile.mkdtemp(prefix="gpumem-views-")
-        cls.pages = {}
-        cls.browser = None  # one Chromium for the class; each test loads its page afresh
-
-    @classmethod
-    def tearDownClass(cls):
-        if cls.browser:
-            cls.browser.close()
-        shutil.rmtree(cls.dir, ignore_errors=True)
-
+class HtmlViews(PageTests, ReportTestCase):
     def page_for(self, name, trace):
         if name not in self.pages:
             out = os.path.join(self.dir, name + ".html")
@@ -48,17 +34,7 @@ class HtmlViews(ReportTestCase):
         return self.pages[name]
 
     def open(self, name, trace):
-        if not chromium():
-            self.skipTest("chromium is not installed (make deps installs it)")
-        if HtmlViews.browser is None:
-            HtmlViews.browser = Page.open(width=1280, height=1000)
-        page = HtmlViews.browser
-        if page is None:
-            self.skipTest("chromium cannot start here")
-        page.errors = []
-        page.load(self.page_for(name, trace))
-        self.assertEqual(page.evaluate("document.body.getAttribute('data-rendered')"), "true")
-        return page
+        return self.load(self.page_for(name, trace))
 
     def text(self, page, selector):
         return page.evaluate(f"Array.from(document.querySelectorAll({json.dumps(selector)})).map(e => e.innerText).join('\\n')")
@@ -76,6 +52,12 @@ class HtmlViews(ReportTestCase):
         self.assertTrue(why)
         self.assertIn(why, self.text(page, "main section.card"))
         self.assertEqual(page.errors, [])
+
+    def test_a_run_that_leaked_nothing_says_so_without_a_count(self):
+        page = self.open("capped", os.path.join(REAL, "capped.jsonl.zst"))
+        cards = self.text(page, "header + .stats .stat")
+        self.assertRegex(cards, r"LEAKED AT EXIT\s+0 B\b")
+        self.assertNotIn("0 B in 0", cards)
 
     def test_tests_are_a_sortable_table_and_the_cards_count_their_leaks(self):
         page = self.open("pytest", os.path.join(REAL, "pytest.jsonl.zst"))

@@ -8,12 +8,13 @@ themselves: the first frame shown is the user's, no line is wider than the width
 import fcntl
 import os
 import pty
+import re
 import struct
 import subprocess
 import termios
 
 from make_golden import GOLDEN, TEXT_GOLDENS, normalized_text
-from reportlib import REPORT, ReportTestCase, report_json, run_report
+from reportlib import REPORT, SNAPSHOT_CORPUS, ReportTestCase, report_json, run_report, snapshot_corpus
 
 # What marks a user frame's line in each golden trace.
 USER_LINE = {
@@ -22,6 +23,12 @@ USER_LINE = {
     "cpp_templates.jsonl": ("/src/", "/usr/include/c++/"),
 }
 MODES = ([], ["--native"], ["--full-names"], ["--native", "--full-names"])
+
+
+# CPython's own C frames, as PyTorch's snapshots name them: PyTorch's viewer hides them, and so does
+# the view (they repeat what the Python frames say).
+CPYTHON_FRAME = re.compile(r"^(_?Py[A-Z_]\w*|do_call_core|builtin_\w+|pythread_wrapper|thread_run|method_vectorcall"
+                           r"|slot_(tp|nb)_\w+|cfunction_\w+|run_mod|pyrun_\w+|pymain_\w+)\b")
 
 
 def trace(name):
@@ -63,6 +70,21 @@ class StackView(ReportTestCase):
         leaks = stack_blocks(run_report(trace("pytorch_stacks.jsonl"), check_rc=0).stdout)
         self.assertEqual(leaks[0][0], "Net.forward (/home/me/proj/model.py:31)")
         self.assertEqual(leaks[1][0], "train_step (/home/me/proj/train.py:27)")
+
+    def test_real_snapshots_fold_windows_paths_and_cpythons_frames(self):
+        files = snapshot_corpus()
+        if not files:
+            self.skipTest(f"no real PyTorch snapshots at {SNAPSHOT_CORPUS}")
+        shown = 0
+        for path in files:
+            with self.subTest(snapshot=os.path.basename(path)):
+                for block in stack_blocks(run_report(path).stdout):
+                    for line in block:
+                        shown += 1
+                        self.assertFalse(CPYTHON_FRAME.match(line), line)
+                        # A library's file on Windows is folded like one on Linux.
+                        self.assertNotRegex(line, r"\\(site|dist)-packages\\", line)
+        self.assertGreater(shown, 100)
 
     def test_no_line_wider_than_the_width(self):
         for name in TEXT_GOLDENS:

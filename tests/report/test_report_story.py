@@ -5,6 +5,10 @@ simulated runtime, the PyTorch ones on the stand-in torch.
 
 - tests/python/progs/story_prog.py accumulate: `epoch_loss.append(loss)` keeps every step's graph;
 - tests/python/progs/story_prog.py batch: one batch too big, beside a small per-step growth;
+- tests/python/progs/story_prog.py deep: one forward pass through identical blocks fills the device
+  before any backward(): the activations of one forward pass, not growth;
+- tests/python/progs/story_prog.py eval / decode: validation without torch.no_grad() keeping its outputs,
+  an LLM's decode loop whose key/value cache grows per token: growth across passes;
 - tests/e2e/programs/report_story.cpp holes: 16 MiB holes of plain cudaMalloc, then 128 MiB;
 - tests/e2e/programs/report_story.cpp pool: a custom pool's 48 MiB block and the 64 MiB chunk it asked for;
 - tests/e2e/programs/report_story.cpp helper: a helper whose buffer is never freed;
@@ -66,7 +70,7 @@ class CrashedRuns(unittest.TestCase):
         trace("helper", [native, "helper"], "256M")
         torch_env = {"FAKE_TORCH_CUDART": python_testlib.SIM, "FAKE_TORCH_LIMIT": str(GiB),
                      "PYTHONPATH": os.pathsep.join([TOOLS, FAKE_TORCH]), "GPUMEMTRACE_QUIET": "1"}
-        for mode in ("accumulate", "batch"):
+        for mode in ("accumulate", "batch", "deep", "eval", "decode"):
             trace(mode, [sys.executable, STORY_PROG, mode], "1G", torch_env)
 
     @classmethod
@@ -119,6 +123,52 @@ class CrashedRuns(unittest.TestCase):
         r = self.json("batch")
         self.assertIsNone(r["ooms"][0]["cause"])
         self.assertEqual([g["peak_bytes"] for g in r["growth"] if g["level"] == "block"], [10 * 1024])
+
+    # --- one forward pass is not growth; a loop that keeps memory per pass is -------------------------
+
+    def test_one_deep_forward_pass_is_its_activations_not_growth(self):
+        # 200 identical blocks keep their activations for a backward() that never comes: every block's
+        # site rises, in every window of the run, but all inside one forward pass.
+        self.assert_story("deep", None, "activations hold 93% of the memory at the OOM: use a smaller batch, "
+                                        "activation checkpointing (torch.utils.checkpoint), or mixed precision")
+        r = self.json("deep")
+        self.assertEqual(r["growth"], [])
+        self.assertIsNone(r["ooms"][0]["cause"])
+        self.assertEqual(r["time_to_oom"], [])
+        text = self.text("deep")
+        self.assertNotIn("accumulated across iterations", text)
+        self.assertNotIn("kept every iteration", text)
+        self.assertIn("\ngrowth: none\n", text)
+
+    def growth_at(self, key, marker):
+        """The block-level growth entries whose site's Python frames include story_prog.py at `marker`."""
+        line = python_testlib.prog_line(STORY_PROG, marker)
+        return [g for g in self.json(key)["growth"] if g["level"] == "block" and any(
+            f.get("file", "").endswith("story_prog.py") and f.get("line") == line for f in g["stack"])]
+
+    def test_an_eval_loop_that_keeps_its_outputs_grows(self):
+        # Each batch is copied to the device outside the model: a new forward pass, whose four layers'
+        # activations the kept output holds.
+        self.assert_story("eval", r"Net\.forward \(.*story_prog\.py:\d+\) grew by 950\.0 MiB over 475 steps",
+                          "a tensor that requires grad is accumulated across iterations")
+        grown = self.growth_at("eval", "LINE_EVAL_KEEP")
+        self.assertTrue(grown, self.json("eval")["growth"])
+        self.assertEqual(self.json("eval")["ooms"][0]["cause"]["stack"], grown[0]["stack"])
+
+    def test_a_kv_cache_that_grows_per_decode_step_is_growth(self):
+        # Sampling the next token outside the model ends each step's forward pass.
+        self.assert_story("decode", r"Decoder\.forward \(.*story_prog\.py:\d+\) grew by 958\.0 MiB over 958 steps",
+                          "a tensor that requires grad is accumulated across iterations")
+        grown = self.growth_at("decode", "LINE_KV")
+        self.assertEqual(len(grown), 1, self.json("decode")["growth"])
+        self.assertEqual(self.json("decode")["ooms"][0]["cause"]["stack"], grown[0]["stack"])
+
+    def test_a_caching_allocators_segments_are_no_growth_of_their_own(self):
+        # The stand-in's allocator takes a segment for each kept block: its cudaMalloc call site keeps
+        # memory every step, as a consequence of its blocks, reported at the block level only.
+        for key in ("accumulate", "eval", "decode"):
+            with self.subTest(key):
+                self.assertEqual([g["level"] for g in self.json(key)["growth"]], ["block"] * len(self.json(key)["growth"]))
 
     def test_a_leaking_helper_is_the_cause(self):
         self.assert_story("helper", r"normalize \(.*report_story\.cpp:\d+\) grew by 240\.0 MiB over 120 steps and held "

@@ -12,6 +12,9 @@ import unittest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BUILD = os.environ.get("GPUMEMTRACE_BUILD", os.path.join(ROOT, "build"))
+sys.path.insert(0, os.path.join(ROOT, "tests"))
+from testenv import sanitizer_runtime  # noqa: E402
+
 RUNTIME = os.path.join(BUILD, "sim", "libcudart.so.13")
 DRIVER = os.path.join(BUILD, "sim", "libcuda.so.1")
 
@@ -36,6 +39,8 @@ print(count.value, total.value)
 class SimSettings(unittest.TestCase):
     def run_with(self, library, **env):
         e = {k: v for k, v in os.environ.items() if not k.startswith("GPUMEMTRACE_") and k != "LD_PRELOAD"}
+        if sanitizer_runtime():  # the instrumented library is loaded by ctypes: its sanitizer goes first
+            e["LD_PRELOAD"] = sanitizer_runtime()
         e.update(env)
         return subprocess.run([sys.executable, "-c", PROG, library], capture_output=True, text=True, env=e, timeout=60)
 

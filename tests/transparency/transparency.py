@@ -153,6 +153,7 @@ def default_signals():
 
 class Runner:
     def __init__(self, build, work, verbose):
+        build = os.path.abspath(build)  # the suites run in folders of their own
         self.launcher = os.path.join(build, "gpumemtrace")
         self.cudart = os.path.join(build, "sim", "libcudart.so.13")
         self.work = work

@@ -14,8 +14,10 @@ namespace {
 class ScopeBoundTest : public ::testing::Test {
  protected:
   // Applies one event as the writer does: to the live set, then to the bound.
-  void event(format::Op op, uint64_t addr = 0, uint64_t size = 0, const char* name = nullptr) {
+  void event(format::Op op, uint64_t addr = 0, uint64_t size = 0, const char* name = nullptr,
+             const char* api = nullptr) {
     EventRecord r{};
+    r.api = api;
     r.seq = ++seq_;
     r.op = op;
     r.addr = addr;
@@ -47,6 +49,20 @@ TEST_F(ScopeBoundTest, CountsWhatTheScopeAllocatedAndKeptAtBothLayers) {
   EXPECT_EQ(bound_.last_ended("test_a"), 1040);
   EXPECT_EQ(bound_.last_ended("test_b"), -1);
   EXPECT_EQ(bound_.last_ended(nullptr), -1);
+}
+
+// NVTX ranges are scopes in the trace, but no bound is kept for them: they neither start the live set
+// nor replace the last ended scope's bound (each end would walk the whole live set).
+TEST_F(ScopeBoundTest, NvtxRangesAreNotBounded) {
+  event(format::Op::ScopeBegin, 0, 0, "forward", format::kApiNvtx);
+  EXPECT_FALSE(bound_.tracking());
+  begin("test_a");
+  event(format::Op::Alloc, 0x2000, 1000);
+  end("test_a");
+  event(format::Op::ScopeBegin, 0, 0, "backward", format::kApiNvtx);
+  event(format::Op::ScopeEnd, 0, 0, "backward", format::kApiNvtx);
+  EXPECT_EQ(bound_.last_ended("test_a"), 1000);
+  EXPECT_EQ(bound_.last_ended("backward"), -1);
 }
 
 TEST_F(ScopeBoundTest, NestedScopesPairByNameAndTheLastEndedIsReported) {

@@ -294,6 +294,21 @@ TEST(Serializer, ScopeEventsCarryTheirNameAndNoRange) {
   }
 }
 
+namespace {
+
+// A cudaFree of 0x7000 at `time_ns`: the event lines around the standalone records below.
+EventRecord free_at(uint64_t seq, uint64_t time_ns) {
+  EventRecord r{};
+  r.seq = seq;
+  r.time_ns = time_ns;
+  r.api = "cudaFree";
+  r.op = format::Op::Free;
+  r.addr = 0x7000;
+  return r;
+}
+
+}  // namespace
+
 // Version 2 event lines: one site per distinct (thread, api, op, kind, device, stack, delayed), the
 // time as a signed delta, seq only where it jumps, sizes and results at 0 left out.
 // A garbage collection (format::Op::Gc): a standalone "gc" record from its start to its end, which
@@ -301,13 +316,7 @@ TEST(Serializer, ScopeEventsCarryTheirNameAndNoRange) {
 TEST(Serializer, GcRecordSpansItsCollection) {
   std::string out;
   TraceSerializer s(&out, /*symbolize=*/false);
-  EventRecord a{};
-  a.seq = 1;
-  a.time_ns = 1000;
-  a.api = "cudaFree";
-  a.op = format::Op::Free;
-  a.addr = 0x7000;
-  s.event(a);
+  s.event(free_at(1, 1000));
   EventRecord gc{};
   gc.seq = 2;
   gc.time_ns = 1400;  // when it ended: the moment it was reported
@@ -317,15 +326,40 @@ TEST(Serializer, GcRecordSpansItsCollection) {
   gc.flags = kHasBegan;
   gc.began_ns = 900;
   s.gc(gc);
-  EventRecord b = a;
-  b.seq = 3;
-  b.time_ns = 1010;
-  s.event(b);
+  s.event(free_at(3, 1010));
   const std::vector<json> lines = parse_lines(out);
   ASSERT_EQ(lines.size(), 4u);  // site, event, gc, event
   EXPECT_EQ(lines[2], json::parse(R"({"type":"gc","seq":2,"t":900,"end_time":1400,"tid":9})"));
   EXPECT_EQ(lines[3]["t"], 10);
   EXPECT_EQ(lines[3]["q"], 3);  // the gc record took seq 2
+  EXPECT_EQ(s.events_written(), 2u);
+}
+
+// Stacks paused and resumed (format::Op::Pause / Resume): standalone records with absolute seq and t,
+// which leave the event lines' deltas as they were and count as no event.
+TEST(Serializer, PauseAndResumeAreRecordsOfTheirOwn) {
+  std::string out;
+  TraceSerializer s(&out, /*symbolize=*/false);
+  s.event(free_at(1, 1000));
+  EventRecord pause{};
+  pause.seq = 2;
+  pause.time_ns = 1200;
+  pause.tid = 9;
+  pause.op = format::Op::Pause;
+  pause.kind = format::Kind::None;
+  s.pause(pause);
+  EventRecord resume = pause;
+  resume.seq = 3;
+  resume.time_ns = 1300;
+  resume.op = format::Op::Resume;
+  s.pause(resume);
+  s.event(free_at(4, 1010));
+  const std::vector<json> lines = parse_lines(out);
+  ASSERT_EQ(lines.size(), 5u);  // site, event, pause, resume, event
+  EXPECT_EQ(lines[2], json::parse(R"({"type":"pause","seq":2,"t":1200,"tid":9})"));
+  EXPECT_EQ(lines[3], json::parse(R"({"type":"resume","seq":3,"t":1300,"tid":9})"));
+  EXPECT_EQ(lines[4]["t"], 10);
+  EXPECT_EQ(lines[4]["q"], 4);
   EXPECT_EQ(s.events_written(), 2u);
 }
 

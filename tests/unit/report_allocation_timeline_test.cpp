@@ -128,6 +128,40 @@ TraceText top_sites_trace() {
 }
 }  // namespace
 
+// The event clock: a short burst, five idle seconds, then a long run. Its knots stay within the
+// bound, time and events only grow, every knot names the event that happened then, and the idle
+// seconds lie between two consecutive events.
+TEST(AllocationTimeline, TheEventClockKnowsWhichEventHappenedWhen) {
+  TraceText t = with_segment();  // event 0: the segment, at 10 ns
+  for (int i = 0; i < 5; ++i) t.ev("block_alloc", "block", kSegment + i * MiB, 4096);  // events 1-5
+  t.wait(5'000'000'000);
+  const size_t n = 3 * EventClock::kMaxKnots;
+  for (size_t i = 0; i < n; ++i) {
+    t.ev("block_alloc", "block", kSegment + 64 * MiB, 4096).ev("block_free", "block", kSegment + 64 * MiB, 0);
+  }
+  const ProcessReport report = t.analyze();  // the clock below refers into it: it must outlive them
+  const EventClock& clock = report.allocation_timeline.devices.at(0).clock;
+  EXPECT_EQ(clock.events, 6 + 2 * n);
+  ASSERT_LE(clock.knots.size(), EventClock::kMaxKnots);
+  ASSERT_GE(clock.knots.size(), EventClock::kMaxKnots / 4);
+  EXPECT_EQ(clock.knots.front().event, 0u);
+  EXPECT_EQ(clock.knots.back().event, clock.events - 1);
+  for (size_t i = 0; i < clock.knots.size(); ++i) {
+    const EventClock::Knot& k = clock.knots[i];
+    // TraceText: the event with seq s happens at 10 s ns (plus the wait after the sixth).
+    EXPECT_EQ(k.time_ns, 10 * (k.event + 1) + (k.event >= 6 ? 5'000'000'000 : 0)) << i;
+    if (i) {
+      EXPECT_GT(k.event, clock.knots[i - 1].event);
+    }
+  }
+  // The wait is inside one interval of knots, which spans a few events, not a fifth of the run.
+  for (size_t i = 1; i < clock.knots.size(); ++i) {
+    if (clock.knots[i].time_ns - clock.knots[i - 1].time_ns > 1'000'000'000) {
+      EXPECT_LE(clock.knots[i].event - clock.knots[i - 1].event, clock.events / (EventClock::kMaxKnots / 4));
+    }
+  }
+}
+
 TEST(TopSites, CountsBytesAllocationsAndTemporaries) {
   ProcessReport r = top_sites_trace().analyze();
   const auto blocks = std::find_if(r.top_sites.begin(), r.top_sites.end(), [](const TopSitesReport& s) {

@@ -245,7 +245,9 @@ TEST(AllocatorModel, StressKeepsInvariants) {
         m.empty_cache();
       }
       m.clear_ops();
-      if (step % 997 == 0) ASSERT_EQ(m.check_invariants(), "") << text << " at step " << step;
+      if (step % 997 == 0) {
+        ASSERT_EQ(m.check_invariants(), "") << text << " at step " << step;
+      }
     }
     ASSERT_EQ(m.check_invariants(), "") << text;
     EXPECT_GT(m.stats().peak_reserved, 0u);

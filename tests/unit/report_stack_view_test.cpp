@@ -197,6 +197,41 @@ TEST(StackViewClassify, BuiltInRules) {
   EXPECT_EQ(role(native("", "")), FrameRole::Library);
 }
 
+// PyTorch snapshots recorded on Windows, and CPython's own C frames as snapshots name them (no
+// module; a file of CPython's source tree, or a static function of it; compiler clone suffixes).
+TEST(StackViewClassify, WindowsPathsAndCPythonsOwnFramesAreLibraries) {
+  StackViewOptions options;
+  auto group = [&](const LogicalFrame& f) { return classify_frame(f, options).group; };
+  EXPECT_EQ(group(python("einsum", "D:\\Dev\\a2\\.venv\\Lib\\site-packages\\torch\\functional.py", 373)),
+            "torch internals");
+  EXPECT_EQ(group(python("einsum", "D:\\Dev\\a2\\.venv\\Lib\\site-packages\\einops\\einops.py", 939)),
+            "einops internals");
+  EXPECT_EQ(group(python("_run_code", "C:\\Program Files\\Python311\\Lib\\runpy.py", 88)), "python stdlib");
+  EXPECT_EQ(classify_frame(python("forward", "D:\\Dev\\a2\\cs336_basics\\model.py", 39), options).role,
+            FrameRole::User);
+  EXPECT_EQ(group(native("x", "C:\\env\\Lib\\site-packages\\torch\\lib\\c10_cuda.dll")), "torch internals");
+
+  for (const char* name : {"do_call_core", "builtin_exec", "pythread_wrapper", "thread_run", "slot_tp_call",
+                           "slot_nb_multiply", "_PyEval_EvalFrameDefault", "_PyObject_MakeTpCall.localalias",
+                           "method_vectorcall.llvm.12275804309777372242", "pyrun_file.cold",
+                           "_PyObject_VectorcallTstate.lto_priv.2", "vectorcall_maybe.constprop.0", "Py_RunMain.localalias"}) {
+    EXPECT_EQ(group(native(name, "")), kInterpreterGroup) << name;
+  }
+  // By its file when the name says nothing: any function of CPython's source tree.
+  EXPECT_EQ(group(native("anything", "", "/usr/local/src/conda/python-3.10.16/Python/ceval.c", 5)), kInterpreterGroup);
+  EXPECT_EQ(group(native("anything", "", "/usr/local/src/conda/python-3.10.16/Include/internal/pycore_ceval.h", 5)),
+            kInterpreterGroup);
+  EXPECT_EQ(group(native("anything", "", "/croot/python-split_1715/work/build-static/Python/bytecodes.c", 5)),
+            kInterpreterGroup);
+  // A project's own Modules/ folder is not CPython's; a user function is not one by a near name.
+  EXPECT_EQ(classify_frame(native("anything", "", "/home/me/proj/Modules/loader.c", 5), options).role, FrameRole::User);
+  EXPECT_EQ(classify_frame(native("call_function_pointer_table", ""), options).role, FrameRole::User);
+  // The entry of a snapshot's stack carries a clone suffix too.
+  Stack snapshot = {native("at::native::empty_cuda(long)", ""), python("<module>", "train.py", 3),
+                    native("Py_RunMain.localalias", ""), native("Py_BytesMain", ""), native("_start", "")};
+  EXPECT_EQ(frames_above_entry(snapshot), 2u);
+}
+
 TEST(StackViewClassify, PatternsOverrideAndTheLongerPatternWins) {
   StackViewOptions options;
   LogicalFrame linear = python("Linear.forward", std::string(kSitePackages) + "torch/nn/modules/linear.py", 116);
@@ -266,6 +301,57 @@ TEST(StackViewLines, PytestAndPluggyFramesFoldIntoOneLine) {
   EXPECT_EQ(stack_lines(stack, options, 6),
             (std::vector<std::string>{"test_keeps_tensor (/home/me/proj/tests/test_m.py:14)",
                                       "[pytest internals: 8 frames]", "[python stdlib: 1 frame]"}));
+}
+
+// --- the flame graph's path ---------------------------------------------------------------------
+
+std::vector<std::string> flame_lines(const Stack& stack) {
+  std::vector<std::string> out;
+  for (const StackViewLine& line : flame_view(stack, StackViewOptions{})) {
+    out.push_back(line.frame == StackViewLine::kText ? line.text : stack[line.frame].function);
+  }
+  return out;
+}
+
+TEST(StackViewFlame, LibrariesStayFrameByFrameWithoutInterpreterProfilerAndStartUp) {
+  EXPECT_EQ(flame_lines(pytorch_stack()),
+            (std::vector<std::string>{"", "", "", "??",
+                                      "c10::cuda::CUDACachingAllocator::Native::DeviceCachingAllocator::malloc(signed "
+                                      "char, unsigned long, CUstream_st*)",
+                                      "at::Tensor at::native::addmm_out_cuda_impl<float>(at::Tensor&, at::Tensor const&)",
+                                      "Linear.forward", "Module._call_impl", "train", "<module>"}));
+  // The PyTorch hook's and the scope API's Python frames are the profiler's.
+  Stack hooked = {native("[autograd engine thread, under backward()]", ""), native("ffi_call", "/lib/libffi.so.8"),
+                  python("scope_begin", "/opt/x/gpumemtrace/__init__.py", 65),
+                  python("install.<locals>.backward", "/opt/x/gpumemtrace_torch/backward_scope.py", 30),
+                  python("Tensor.backward", "/opt/venv/lib/python3.12/site-packages/torch/_tensor.py", 631),
+                  python("<module>", "step.py", 15), native("PyEval_EvalCode", "/usr/bin/python3.12"),
+                  native("Py_BytesMain", "/usr/bin/python3.12"), native("_start", "/usr/bin/python3.12")};
+  EXPECT_EQ(flame_lines(hooked),
+            (std::vector<std::string>{"[autograd engine thread, under backward()]", "Tensor.backward", "<module>"}));
+  EXPECT_TRUE(flame_view(Stack{}, StackViewOptions{}).empty());
+}
+
+// A test's stack whole (down to _start) and the same stack cut at the recorder's depth limit in the
+// middle of pytest's frames: one path, so the flame graph does not split into `_start` and `_main`.
+TEST(StackViewFlame, PytestFramesFoldAndACutStackJoinsTheWholeOnes) {
+  const std::string sp = "/usr/lib/python3/dist-packages/";
+  Stack whole = {python("helper", "/home/me/proj/tests/util.py", 3),
+                 python("_inner", sp + "_pytest/fixtures.py", 9),  // pytest between two user frames
+                 python("test_keeps_tensor", "/home/me/proj/tests/test_m.py", 14),
+                 python("pytest_pyfunc_call", sp + "_pytest/python.py", 194),
+                 python("_multicall", sp + "pluggy/_callers.py", 103),
+                 python("_main", sp + "_pytest/main.py", 384),
+                 python("<module>", sp + "pytest/__main__.py", 5),
+                 python("_run_code", "/usr/lib/python3.11/runpy.py", 88),
+                 native("Py_RunMain", "/usr/bin/python3.11"), native("_start", "/usr/bin/python3.11")};
+  Stack cut(whole.begin(), whole.begin() + 6);  // ends in pytest's _main
+  const std::vector<std::string> expected = {"helper", "[pytest internals]", "test_keeps_tensor"};
+  EXPECT_EQ(flame_lines(whole), expected);
+  EXPECT_EQ(flame_lines(cut), expected);
+  // Only start-up frames: one fold line stays.
+  Stack plugin_only(whole.begin() + 3, whole.end());
+  EXPECT_EQ(flame_lines(plugin_only), (std::vector<std::string>{"[pytest internals]"}));
 }
 
 TEST(StackViewLines, NativeShowsEveryFrameInRecordedOrder) {

@@ -8,6 +8,7 @@
 #include "report/analyses/suppressions.h"
 #include "report/analyses/growth.h"
 #include "report/analyses/oom_incidents.h"
+#include "report/analyses/passes.h"
 #include "report/outputs/units.h"
 #include "report/reader/line_reader.h"
 #include "report/reader/trace_reader.h"
@@ -379,6 +380,57 @@ TEST(Growth, NewHighsFromTheSameFloorAreNoRises) {
   EXPECT_EQ(kept.sites().at(SiteId(1)).rises, 10u);
   EXPECT_EQ(larger.sites().at(SiteId(1)).rises, 1u);  // its first high only
   EXPECT_EQ(larger.sites().at(SiteId(1)).high, MiB + 9);
+}
+
+// A pass is a run of blocks of one phase: another role's block or a backward() ends it.
+TEST(Passes, AnotherRolesBlockOrABackwardStartsANewPass) {
+  Passes passes;
+  const uint64_t first = passes.on_block(Role::Activations);
+  EXPECT_NE(first, 0u);
+  EXPECT_EQ(passes.on_block(Role::Activations), first);  // the next layer: the same forward pass
+  EXPECT_EQ(passes.on_block(Role::Other), 0u);           // the loss, the next batch: no phase ...
+  const uint64_t second = passes.on_block(Role::Activations);
+  EXPECT_GT(second, first);                              // ... and the forward pass after it is another
+  passes.on_backward_begin();
+  const uint64_t backward = passes.on_block(Role::BackwardTemporaries);
+  EXPECT_GT(backward, second);
+  EXPECT_EQ(passes.on_block(Role::Gradients), backward);  // one backward pass
+  EXPECT_GT(passes.on_block(Role::OptimizerState), backward);
+  passes.on_backward_begin();  // a backward() ends the forward pass even where it allocates nothing first
+  const uint64_t third = passes.on_block(Role::Activations);
+  EXPECT_GT(third, backward);
+}
+
+// Memory of a step's phase grows only across passes: rising in every window of one forward pass (the
+// identical layers of one model, until the device is full) is that pass's memory.
+TEST(Growth, RisesInsideOnePassAreNoGrowth) {
+  auto run = [](bool new_pass_each_step) {
+    Ledger ledger;
+    GrowthWindows windows;
+    uint64_t pass = 1;
+    for (uint64_t seq = 1; seq <= 200; ++seq) {
+      bool widened = false;
+      const uint32_t w = windows.window_of(seq, &widened);
+      if (widened) ledger.fold_windows();
+      if (new_pass_each_step) ++pass;
+      ledger.add(SiteId(1), MiB, seq, seq, w, pass);
+    }
+    const Ledger::Site& site = ledger.sites().at(SiteId(1));
+    return std::make_pair(site.passes, is_growing(site, windows.used(200)));
+  };
+  EXPECT_EQ(run(false), std::make_pair(1u, false));
+  EXPECT_EQ(run(true), std::make_pair(200u, true));
+  Ledger::Site no_phase;  // no role with a phase (a trace without PyTorch roles): the windows alone
+  no_phase.rises = 50;
+  no_phase.first_high = MiB;
+  no_phase.high = 50 * MiB;
+  no_phase.windows = 0xFFFFFFFFu;
+  EXPECT_TRUE(is_growing(no_phase, 32));
+  Ledger::Site few = no_phase;  // rising in every window, but in 7 passes: fewer than the 8 windows it needs
+  few.passes = 7;
+  EXPECT_FALSE(is_growing(few, 32));
+  few.passes = 8;
+  EXPECT_TRUE(is_growing(few, 32));
 }
 
 TEST(Units, FormatsSizes) {  // parsing: tests/unit/util_test.cpp

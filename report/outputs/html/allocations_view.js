@@ -3,7 +3,8 @@
 // aggregated bands per call site on top, the level's highest live bytes (and, over the tensors, the
 // reserved bytes) as step lines; the peak, OOMs, marks, NVTX ranges and scopes marked. Hover a band
 // for its size, times, role and stack; click to pin it and to show the segment map at that moment
-// (segment_view.js); drag to zoom, double-click to zoom out.
+// (segment_view.js); drag to zoom, double-click to zoom out. Its x axis is the device's (axis.js):
+// the event index or wall-clock time, one range and one cursor with the device's other charts.
 //
 // Which allocations are bands was decided by gpumem-report (allocation_timeline.h): the page only
 // lays them out. Each pixel column shows what was live at one moment of it (its middle; the column
@@ -13,7 +14,9 @@
   const GM = window.GpuMem || (window.GpuMem = {});
   GM.views = GM.views || [];
 
-  const LEFT = 74, RIGHT = 10, AXIS = 20, STRIP = 14, PLOT = 300;
+  // The plot's left and right margins: the same as the uPlot charts' (GM.PLOT_LEFT), so that one
+  // moment is at one x on every chart of the device.
+  const LEFT = GM.PLOT_LEFT, RIGHT = GM.PLOT_RIGHT, AXIS = 20, STRIP = 14, PLOT = 300;
 
   function niceStep(span, target) {
     const raw = span / target, power = Math.pow(10, Math.floor(Math.log10(raw)));
@@ -23,21 +26,17 @@
 
   GM.allocationsView = function (ui, opts) {
     const { h, bytes, seconds } = ui;
-    const tl = opts.timeline, dev = opts.device;
+    const tl = opts.timeline, dev = opts.device, axis = opts.axis;
     const levels = [["blocks", "Tensors (caching-allocator blocks)"], ["memory", "CUDA allocations (driver level)"]]
       .filter(([key]) => dev[key]);
     const decoded = {};
     for (const [key] of levels) decoded[key] = GM.decodeLevel(dev[key]);
-    // At first the view starts shortly before the first allocation (start-up before it is empty).
-    const home = () => {
-      const first = Math.min(...levels.map(([key]) => dev[key].origin)), end = Math.max(1, tl.end);
-      return [Math.max(0, first - 0.02 * (end - first)), end];
-    };
-    const state = { key: levels[0][0], colorBy: "role", v0: home()[0], v1: home()[1], pinned: -1, selected: null, cols: null };
+    const state = { key: levels[0][0], colorBy: "role", pinned: -1, selected: null, cols: null };
 
     const canvas = h("canvas", { class: "bands", role: "img", "aria-label": "allocations over time" });
     const tip = h("div", { class: "band-tip", hidden: true });
-    const wrap = h("div", { class: "canvas-wrap" }, canvas, tip);
+    const cursorLine = h("div", { class: "cursor-line", hidden: true });
+    const wrap = h("div", { class: "canvas-wrap" }, canvas, cursorLine, tip);
     const lod = h("p", { class: "hint lod" });
     const pinned = h("div", { class: "pinned" });
     const tabs = levels.map(([key, label]) => h("button", { type: "button", "data-level": key }, label));
@@ -45,10 +44,12 @@
     const reset = h("button", { type: "button", class: "reset" }, "Zoom out");
     const scaleBox = h("input", { type: "checkbox" });
     const segments = GM.segmentView ? GM.segmentView(ui, { timeline: tl, device: dev, decoded, ooms: opts.ooms }) : null;
+    const history = GM.historyView && segments ? GM.historyView(ui, { timeline: tl, device: dev, decoded, segments, axis }) : null;
     const el = h("div", { class: "alloc-view", "data-device": String(dev.device) },
       h("div", { class: "controls" }, h("div", { class: "tabs" }, tabs), h("label", {}, "Colour by ", colorSelect),
         dev.blocks && dev.memory ? h("label", {}, scaleBox, " scale to reserved") : null, reset),
       wrap, lod, pinned, segments ? segments.element : null);
+    if (history) segments.attach(history.element);
 
     const level = () => dev[state.key];
     const L = () => decoded[state.key];
@@ -66,16 +67,18 @@
           `average bytes per ${seconds(lv.bucket_ns)}, drawn faded above the bands.`;
       text += exact ? ` At the peak (${bytes(pk.bytes)}, ${pk.count} allocations) every allocation is a band.`
         : ` At the peak, ${bytes(pk.shown_bytes)} of ${bytes(pk.bytes)} (${pk.shown_count} of ${pk.count} allocations) are bands; the rest gave way to the page's limit.`;
-      text += " Each pixel column shows what was live at one moment of it: drag to zoom in on shorter allocations, double-click to zoom out.";
+      text += " Each pixel column shows what was live at one moment of it: drag to zoom in on shorter allocations, double-click to zoom out" +
+        (axis.mode === "events" ? "; the x axis counts the device's memory events (one step each), not time." : ".");
       lod.textContent = text;
     }
 
     // --- layout of one frame ---------------------------------------------------------------------
     function columnTimes(C) {
-      const times = new Float64Array(C), span = (state.v1 - state.v0) / C;
-      for (let c = 0; c < C; c++) times[c] = state.v0 + (c + 0.5) * span;
+      const [x0, x1] = axis.range;
+      const times = new Float64Array(C), span = (x1 - x0) / C;
+      for (let c = 0; c < C; c++) times[c] = axis.toT(x0 + (c + 0.5) * span);
       const snap = (t) => {
-        const c = Math.floor((t - state.v0) / span);
+        const c = Math.floor((axis.toX(t) - x0) / span);
         if (c >= 0 && c < C) times[c] = t;
       };
       for (const o of level().ooms) snap(o.time);
@@ -124,12 +127,38 @@
     function envelope(lv) {
       // [time, bytes] steps of a level's highest live bytes per bucket, inside the view.
       const out = [];
+      const [t0, t1] = axis.range.map(axis.toT);
       for (let i = 0; i < lv.live_max.length; i++) {
         const t = lv.origin + i * lv.bucket_ns;
-        if (t + lv.bucket_ns < state.v0 || t > state.v1) continue;
-        out.push([Math.max(t, state.v0), lv.live_max[i]]);
+        if (t + lv.bucket_ns < t0 || t > t1) continue;
+        out.push([Math.max(t, t0), lv.live_max[i]]);
       }
       return out;
+    }
+
+    // [time, bytes] steps, one per column: `value(c)` from each column's left edge.
+    function columnLine(lay, value) {
+      const [x0, x1] = axis.range, span = (x1 - x0) / lay.C;
+      const out = [];
+      for (let c = 0; c < lay.C; c++) out.push([axis.toT(x0 + c * span), value(c)]);
+      return out;
+    }
+
+    // The bytes live at each of `times` (increasing) at one level: its bands and its aggregate.
+    function liveSums(D, lv, times) {
+      const edges = [];
+      for (let i = 0; i < D.n; i++) {
+        edges.push([D.start[i], D.size[i]]);
+        if (!GM.liveAtEnd(D, i)) edges.push([D.end[i], -D.size[i]]);
+      }
+      edges.sort((a, b) => a[0] - b[0] || a[1] - b[1]);
+      const sums = new Float64Array(times.length);
+      let k = 0, live = 0;
+      for (let c = 0; c < times.length; c++) {
+        while (k < edges.length && (edges[k][0] < times[c] || (edges[k][0] === times[c] && edges[k][1] > 0))) live += edges[k++][1];
+        sums[c] = live + GM.aggregateAt(lv, times[c]).reduce((a, v) => a + v, 0);
+      }
+      return (c) => sums[c];
     }
 
     // --- drawing ---------------------------------------------------------------------------------
@@ -152,8 +181,13 @@
       const plotW = width - LEFT - RIGHT, C = Math.max(1, Math.min(2400, Math.floor(plotW)));
       const lay = layout(C);
       state.cols = lay;
-      const envs = [[envelope(level()), state.key === "blocks" ? "#e17b12" : "#3867d6"]];
-      if (state.key === "blocks" && dev.memory) envs.push([envelope(dev.memory), "#3867d6"]);
+      // On the event axis a time bucket spans many columns: the lines are then what was live at each
+      // column's moment (its bands and aggregate), not a bucket's highest.
+      const byColumn = axis.mode === "events";
+      const envs = [[byColumn ? columnLine(lay, (c) => lay.aggTop[c]) : envelope(level()), state.key === "blocks" ? "#e17b12" : "#3867d6"]];
+      if (state.key === "blocks" && dev.memory) {
+        envs.push([byColumn ? columnLine(lay, liveSums(decoded.memory, dev.memory, lay.times)) : envelope(dev.memory), "#3867d6"]);
+      }
       // The scale fits this level; the reserved line over the tensors is drawn where it fits (its
       // highest value is named when it does not), unless "scale to reserved" is on.
       let yMax = 1;
@@ -161,7 +195,8 @@
       envs.forEach(([env], i) => { if (i === 0 || scaleBox.checked) for (const [, v] of env) yMax = Math.max(yMax, v); });
       yMax *= 1.06;
       const offScale = envs.slice(1).reduce((a, [env]) => Math.max(a, ...env.map(([, v]) => v)), 0);
-      const x = (t) => LEFT + ((t - state.v0) / (state.v1 - state.v0)) * plotW;
+      const [x0, x1] = axis.range;
+      const x = (t) => LEFT + ((axis.toX(t) - x0) / (x1 - x0)) * plotW;
       const colX = (c) => LEFT + (c * plotW) / C;
       const y = (b) => g.top + PLOT - (b / yMax) * PLOT;
       state.geom = { width, plotW, C, yMax, top: g.top, x, colX, y };
@@ -176,9 +211,9 @@
         ctx.beginPath(); ctx.moveTo(LEFT, Math.round(y(v)) + 0.5); ctx.lineTo(LEFT + plotW, Math.round(y(v)) + 0.5); ctx.stroke();
         ctx.fillText(bytes(Math.round(v)), 4, y(v) + 4);
       }
-      const tStep = niceStep(state.v1 - state.v0, 8);
-      for (let t = Math.ceil(state.v0 / tStep) * tStep; t <= state.v1; t += tStep) {
-        ctx.fillText(seconds(t), x(t) - 12, g.top + PLOT + 14);
+      for (const v of axis.ticks(x0, x1, Math.max(2, Math.floor(plotW / 110)))) {
+        const label = axis.format(v), px = LEFT + ((v - x0) / (x1 - x0)) * plotW;
+        ctx.fillText(label, px - ctx.measureText(label).width / 2, g.top + PLOT + 14);
       }
 
       // bands, then the aggregate above them
@@ -220,7 +255,7 @@
           if (i === 0) ctx.moveTo(px, py); else { ctx.lineTo(px, lastY); ctx.lineTo(px, py); }
           lastY = py;
         });
-        if (env.length) ctx.lineTo(x(Math.min(state.v1, tl.end)), lastY);
+        if (env.length) ctx.lineTo(Math.min(LEFT + plotW, x(tl.end)), lastY);
         ctx.stroke();
       }
       ctx.restore();
@@ -233,7 +268,8 @@
 
       // markers: marks (dashed), the peak (blue), OOMs (red), the selected moment (black)
       const vline = (t, color, dash, label, row) => {
-        if (t < state.v0 || t > state.v1) return;
+        const px0 = x(t);
+        if (px0 < LEFT - 0.5 || px0 > LEFT + plotW + 0.5) return;
         const px = Math.round(x(t)) + 0.5;
         ctx.strokeStyle = color; ctx.lineWidth = dash ? 1 : 2; ctx.setLineDash(dash ? [4, 3] : []);
         ctx.beginPath(); ctx.moveTo(px, g.top); ctx.lineTo(px, g.top + PLOT); ctx.stroke();
@@ -245,7 +281,7 @@
         }
       };
       // Marks only while they stay apart (a mark per step would hide the bands).
-      const marks = (opts.marks || []).filter((m) => m.time >= state.v0 && m.time <= state.v1);
+      const marks = (opts.marks || []).filter((m) => x(m.time) >= LEFT && x(m.time) <= LEFT + plotW);
       if (marks.length <= 60) marks.forEach((m) => vline(m.time, "#95a0ab", true, marks.length <= 12 ? m.label : "", 3));
       vline(peakTime(), "#3867d6", false, `peak ${bytes(lv.peak.bytes)}`, 0);
       // Each failed attempt is a line; each OOM incident (its last attempt) is named.
@@ -257,13 +293,13 @@
       let stripY = 6;
       const strip = (items, color) => {
         for (const it of items) {
-          if (it.end < state.v0 || it.begin > state.v1) continue;
-          const x0 = Math.max(LEFT, x(it.begin)), x1 = Math.min(LEFT + plotW, x(it.end));
+          const a = Math.max(LEFT, x(it.begin)), b = Math.min(LEFT + plotW, x(it.end));
+          if (b < LEFT || a > LEFT + plotW) continue;
           ctx.fillStyle = color(it);
-          ctx.fillRect(x0, stripY, Math.max(1, x1 - x0), STRIP);
-          if (x1 - x0 > 40) {
-            ctx.save(); ctx.beginPath(); ctx.rect(x0, stripY, x1 - x0, STRIP); ctx.clip();
-            ctx.fillStyle = "#fff"; ctx.fillText(it.name, x0 + 3, stripY + 11); ctx.restore();
+          ctx.fillRect(a, stripY, Math.max(1, b - a), STRIP);
+          if (b - a > 40) {
+            ctx.save(); ctx.beginPath(); ctx.rect(a, stripY, b - a, STRIP); ctx.clip();
+            ctx.fillStyle = "#fff"; ctx.fillText(it.name, a + 3, stripY + 11); ctx.restore();
           }
         }
         stripY += STRIP + 2;
@@ -279,7 +315,23 @@
         strip(opts.scopes, (it) => (it.leaked ? "#d63031" : "#20bf6b"));
       }
       canvas.setAttribute("data-drawn", String(lay.runs.length));
+      placeCursor();
     }
+
+    // The device's cursor (a moment hovered on any of its charts) as a line over the plot.
+    function placeCursor() {
+      const G = state.geom;
+      if (!G || axis.cursor === null) { cursorLine.hidden = true; return; }
+      const px = G.x(axis.cursor);
+      cursorLine.hidden = px < LEFT || px > LEFT + G.plotW;
+      cursorLine.style.left = `${Math.round(px)}px`;
+      cursorLine.style.top = `${G.top}px`;
+      cursorLine.style.height = `${PLOT}px`;
+    }
+    const timeAt = (px) => {
+      const G = state.geom, [x0, x1] = axis.range;
+      return axis.toT(x0 + ((Math.min(Math.max(px, LEFT), LEFT + G.plotW) - LEFT) / G.plotW) * (x1 - x0));
+    };
 
     // --- what is under the pointer ------------------------------------------------------------------
     function hit(px, py) {
@@ -287,7 +339,7 @@
       if (!G || !lay) return null;
       for (const [sy, items, what] of state.strips || []) {
         if (py >= sy && py < sy + STRIP) {
-          const t = state.v0 + ((px - LEFT) / G.plotW) * (state.v1 - state.v0);
+          const t = timeAt(px);
           const it = items.find((s) => s.begin <= t && t <= s.end);
           return it ? { strip: it, what } : null;
         }
@@ -352,6 +404,7 @@
     let dragFrom = null;
     canvas.addEventListener("mousemove", (ev) => {
       const [px, py] = pointer(ev);
+      if (state.geom && px >= LEFT && px <= LEFT + state.geom.plotW) axis.setCursor(timeAt(px), view);
       const at = hit(px, py);
       if (!at) { tip.hidden = true; return; }
       if (at.band !== undefined) showTip(px, py, bandDetails(at.band, false));
@@ -359,25 +412,26 @@
       else if (at.strip) showTip(px, py, [h("div", {}, `${at.what}: ${at.strip.name}`), h("div", { class: "muted" }, `${seconds(at.strip.begin)} – ${seconds(at.strip.end)}`)]);
       else tip.hidden = true;
     });
-    canvas.addEventListener("mouseleave", () => { tip.hidden = true; });
+    canvas.addEventListener("mouseleave", () => { tip.hidden = true; axis.setCursor(null, view); });
     canvas.addEventListener("mousedown", (ev) => { dragFrom = pointer(ev)[0]; });
     canvas.addEventListener("mouseup", (ev) => {
       const [px, py] = pointer(ev);
       const G = state.geom, from = dragFrom;
       dragFrom = null;
       if (!G || from === null) return;
-      const toTime = (v) => state.v0 + ((Math.min(Math.max(v, LEFT), LEFT + G.plotW) - LEFT) / G.plotW) * (state.v1 - state.v0);
-      if (Math.abs(px - from) > 5) {  // a drag: zoom to it
-        const a = toTime(Math.min(px, from)), b = toTime(Math.max(px, from));
-        if (b - a >= 1) { state.v0 = a; state.v1 = b; draw(); }
+      if (Math.abs(px - from) > 5) {  // a drag: zoom every chart of the device to it
+        const a = axis.toX(timeAt(Math.min(px, from))), b = axis.toX(timeAt(Math.max(px, from)));
+        if (b - a > (axis.mode === "events" ? 0.5 : 1)) axis.setRange(a, b, null);
         return;
       }
       const at = hit(px, py);
       if (!at || at.t === undefined) return;
       select(at.t, at.band !== undefined ? at.band : -1, null);
     });
-    canvas.addEventListener("dblclick", () => { [state.v0, state.v1] = home(); draw(); });
-    reset.addEventListener("click", () => { [state.v0, state.v1] = home(); draw(); });
+    canvas.addEventListener("dblclick", () => axis.reset(null));
+    reset.addEventListener("click", () => axis.reset(null));
+    axis.on("range", () => { describeLod(); draw(); });
+    axis.on("cursor", (source) => { if (source !== view) placeCursor(); });
     colorSelect.addEventListener("change", () => { state.colorBy = colorSelect.value; draw(); });
     scaleBox.addEventListener("change", draw);
     tabs.forEach((b) => b.addEventListener("click", () => {
@@ -425,11 +479,17 @@
         const G = state.geom, r = canvas.getBoundingClientRect();
         return G ? { x: r.left + G.x(t), y: r.top + G.top + PLOT - 4 } : null;
       },
+      axis,
+      device: dev.device,
+      history,
+      segments,
       level: () => state.key,
       setLevel(key) { const b = tabs.find((x) => x.getAttribute("data-level") === key); if (b) b.click(); },
       decoded,
     };
     GM.views.push(view);
+    (GM.charts || (GM.charts = [])).push({ device: dev.device, kind: "allocations", element: canvas,
+      pageX: (t) => (state.geom ? canvas.getBoundingClientRect().left + state.geom.x(t) : null), axis });
     if (segments) segments.onJump = (t, label) => select(t, -1, label);
     requestAnimationFrame(() => {
       draw();

@@ -1,45 +1,31 @@
 // report/outputs/html/app.js — draws the HTML report from the `--format json` document embedded in
-// the page (element #gpumem-data): per process, per device timelines (uPlot), flame graphs of the
-// memory live at the peak, leaked and grown (d3-flame-graph), and tables. The views of the
-// allocation timeline, the segment map, the top sites and the tests are in their own files
-// (allocations_view.js, segment_view.js, sites_view.js, tests_view.js: window.GpuMem), called from here.
+// the page (element #gpumem-data), in the order a person reads a run: what went wrong first (an
+// out-of-memory error, then what filled the device, then the fix; or the leaks, the growth, the
+// tests that leaked), then the memory over time per device, every allocation, the flame graphs and
+// the tables. The views are in their own files (window.GpuMem): stacks.js (stacks and their
+// labels), axis.js (a device's shared x axis), sections.js (the OOM incidents and the tables),
+// allocations_view.js, segment_view.js, history_view.js, sites_view.js, tests_view.js.
 //
 // Invariant: text from the trace (function names, files, labels) reaches the page only through
 // textContent or d3's .text(), never as HTML. Keys this app does not know yet are shown as generic
-// tables, so a newer report model still renders.
+// tables (class "generic"), so a newer report model still renders.
 (function () {
   "use strict";
 
   const doc = JSON.parse(document.getElementById("gpumem-data").textContent);
   const root = document.getElementById("report");
-  const KNOWN_TOP = ["summary", "processes", "leaks", "peaks", "ooms", "growth", "fragmentation", "spread", "what_if",
-    "time_to_oom", "scopes", "top_sites", "stack_table", "allocation_timelines"];
   const GM = window.GpuMem || {};
-
-  // The page's document keeps each distinct stack once (html_data.h): "stack" is an index into
-  // stack_table. Put the frames back, with the text report's view of them as the array's `view`.
-  (function restoreStacks(value) {
-    const table = doc.stack_table || [];
-    const visit = (v) => {
-      if (Array.isArray(v)) { v.forEach(visit); return; }
-      if (!v || typeof v !== "object") return;
-      for (const [key, item] of Object.entries(v)) {
-        if (key === "stack" && typeof item === "number" && table[item]) {
-          const frames = table[item].frames.slice();
-          frames.view = table[item].view;
-          v.stack = frames;
-        } else if (key !== "stack_table") {
-          visit(item);
-        }
-      }
-    };
-    visit(value);
-  })(doc);
+  // Keys with a view of their own; anything else is shown as it comes.
+  const KNOWN_TOP = ["summary", "processes", "leaks", "held_at_exit", "peaks", "ooms", "failed_calls", "growth",
+    "fragmentation", "spread", "what_if", "time_to_oom", "scopes", "top_sites", "stack_table", "allocation_timelines",
+    "process_groups"];
   const KNOWN_PROCESS = ["file", "pid", "ppid", "exe", "cmdline", "host", "complete", "killed", "end", "exit_status",
-    "signal", "truncated",
-    "incomplete", "cut", "cut_at_ns", "events", "dropped_events", "duration_ns", "leaked_bytes", "warnings", "devices", "marks",
-    "marks_total", "snapshot"];
+    "signal", "truncated", "incomplete", "cut", "cut_at_ns", "events", "dropped_events", "duration_ns", "leaked_bytes",
+    "warnings", "devices", "marks", "marks_total", "rank", "local_rank", "world_size", "pinned_host", "ended_in_oom",
+    "story", "snapshot"];
   const TABLE_ROWS = 100;  // rows drawn per table; the rest are counted
+
+  GM.restoreStacks(doc);
 
   // --- DOM and formatting helpers ---------------------------------------------------------------
   function h(tag, attrs, ...children) {
@@ -55,63 +41,26 @@
     return el;
   }
 
-  function bytes(n) {
-    if (n === undefined || n === null) return "–";
-    const units = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let v = Number(n), i = 0;
-    while (Math.abs(v) >= 1024 && i < units.length - 1) { v /= 1024; i++; }
-    return i === 0 ? `${v} B` : `${v.toFixed(v >= 100 ? 0 : v >= 10 ? 1 : 2)} ${units[i]}`;
-  }
+  const bytes = GM.bytes, seconds = GM.seconds;
+  const basename = (path) => String(path || "").split(/[\\/]/).pop();
+  const isBytesKey = (key) => /bytes$|^requested$|^reserved$|^allocated$|^total$|^device_free$|free_in_reserved|largest_free_block|^size$/.test(key);
 
-  function seconds(ns) {
-    const s = Number(ns) / 1e9;
-    if (Math.abs(s) >= 100) return `${s.toFixed(0)} s`;
-    if (Math.abs(s) >= 1) return `${s.toFixed(2)} s`;
-    if (Math.abs(s) >= 1e-3) return `${(s * 1e3).toFixed(1)} ms`;
-    return `${(s * 1e6).toFixed(0)} µs`;
-  }
-
-  const basename = (path) => String(path || "").split("/").pop();
-  const isBytesKey = (key) => /bytes$|^requested$|^reserved$|^allocated$|^total$|^device_free$|free_in_reserved|largest_free_block/.test(key);
-
-  function frameText(f) {
-    const where = f.file ? `${basename(f.file)}${f.line ? ":" + f.line : ""}` : basename(f.module);
-    return (f.function || "??") + (where ? `  (${where})` : "");
-  }
-
-  // The profiler's and CUDA's own frames say nothing about the program; the first other frame is
-  // what a table row is named after.
-  const INTERNAL = /libgpumemtrace|libcudart|libcuda\.so|libcupti/;
-  const isInternal = (f) => !f.lang && INTERNAL.test(f.module || "");
-  function headline(stack) {
-    if (stack && stack.view && stack.view.length) return stack.view[0];  // the text report's first line
-    const frames = stack || [];
-    const own = frames.find((f) => !isInternal(f));
-    return own ? frameText(own) : frames.length ? frameText(frames[0]) : "(no stack)";
-  }
-
-  // A stack: its first line (the user's code, as the text report shows it); open, the text report's
-  // view (libraries folded), and every recorded frame below that.
-  function stackCell(stack) {
-    const frames = stack || [];
-    if (!frames.length) return h("span", { class: "muted" }, "(no stack)");
-    const all = h("ol", {}, frames.map((f) => h("li", { class: f.lang === "python" ? "py" : isInternal(f) ? "internal" : "" },
-      h("span", { class: "fn" }, f.function || "??"),
-      f.file ? h("span", { class: "where" }, ` ${f.file}${f.line ? ":" + f.line : ""}`) :
-        f.module ? h("span", { class: "where" }, ` ${f.module}`) : null)));
-    if (!frames.view) return h("details", { class: "stack" }, h("summary", {}, headline(frames)), all);
-    return h("details", { class: "stack" }, h("summary", {}, headline(frames)),
-      h("ul", { class: "view" }, frames.view.map((line) => h("li", { class: /^\[/.test(line) ? "fold" : "" }, line))),
-      h("details", { class: "frames" }, h("summary", {}, `all ${frames.length} frames`), all));
-  }
-
-  function table(headers, rows, emptyText) {
+  // A table; `numeric` lists the columns whose cells are figures (right-aligned).
+  function table(headers, rows, emptyText, numeric) {
     if (!rows.length) return h("p", { class: "muted" }, emptyText || "None.");
     const shown = rows.slice(0, TABLE_ROWS);
+    const cls = (i) => (numeric && numeric.includes(i) ? "num" : null);
     return h("div", { class: "table-wrap" },
-      h("table", {}, h("thead", {}, h("tr", {}, headers.map((t) => h("th", {}, t)))),
-        h("tbody", {}, shown.map((r) => h("tr", {}, r.map((c) => h("td", {}, c)))))),
+      h("table", {}, h("thead", {}, h("tr", {}, headers.map((t, i) => h("th", { class: cls(i) }, t)))),
+        h("tbody", {}, shown.map((r) => h("tr", {}, r.map((c, i) => h("td", { class: cls(i) }, c)))))),
       rows.length > shown.length ? h("p", { class: "muted" }, `… and ${rows.length - shown.length} more`) : null);
+  }
+
+  const stackCell = (stack, label) => GM.stackCell(h, stack, label);
+  // The stacks of one table's rows, each named by the line that tells it from the others.
+  function stackCells(stacks) {
+    const labels = GM.distinctLabels(stacks);
+    return stacks.map((s, i) => stackCell(s, labels[i]));
   }
 
   function generic(value, key) {
@@ -137,23 +86,69 @@
   const stat = (label, value, tone) => h("div", { class: `stat ${tone || ""}` }, h("div", { class: "label" }, label),
     h("div", { class: "value" }, value));
   // What the views in the other files (window.GpuMem) draw with.
-  const ui = { h, bytes, seconds, table, section, stat, stackCell, headline };
+  const ui = { h, bytes, seconds, table, section, stat, stackCell, stackCells, headline: GM.headline };
 
-  // --- timeline -----------------------------------------------------------------------------------
+  // --- how a process ended ------------------------------------------------------------------------
+  function ofProcess(list, p) {
+    return (list || []).filter((x) => x.pid === p.pid && x.file === p.file);
+  }
+  // The run died of an out-of-memory error: the report says so (`ended_in_oom`), or, from a report
+  // that does not, an OOM and an end that says the program failed (an exit status, a signal, a cut).
+  function endedInOom(p) {
+    if (p.ended_in_oom !== undefined) return Boolean(p.ended_in_oom);
+    const failed = (p.exit_status !== null && p.exit_status !== undefined && p.exit_status !== 0) || p.end === "signal" || p.cut;
+    return ofProcess(doc.ooms, p).length > 0 && Boolean(failed);
+  }
+  // The OOM the run died of (`ooms[].crash`), else its last.
+  function crashOom(p) {
+    const ooms = ofProcess(doc.ooms, p);
+    return ooms.find((o) => o.crash) || ooms[ooms.length - 1] || null;
+  }
+  // What a crashed run held on a device when it crashed: its entries of leaks[] and held_at_exit[]
+  // (the report marks them `live_when_crashed`; from a report that does not, the same lists).
+  function liveAtCrash(p, device) {
+    return ofProcess(doc.leaks, p).concat(ofProcess(doc.held_at_exit, p)).filter((x) => x.device === device)
+      .reduce((a, x) => a + x.bytes, 0);
+  }
+
+  // What the memory still live at the end is called.
+  function liveAtEndIs(p) {
+    if (p.snapshot) return "Live when the snapshot was taken, not leaks";  // a moment of the run, not its end
+    if (p.end === "signal") return "Live when killed, not leaks";
+    if (p.cut) return "Live when the trace was cut, not leaks";
+    if (endedInOom(p)) return "Live when it crashed, not leaks";
+    return "Leaks";
+  }
+
+  // How the process ended (docs/report.md, "How the process ended").
+  function endedAs(p) {
+    if (p.snapshot) return "a PyTorch snapshot: a moment of the run, not its end";
+    if (!p.complete) return "no footer";
+    const status = p.exit_status === null || p.exit_status === undefined ? "" : ` ${p.exit_status}`;
+    if (p.end === "signal") return `killed by ${p.signal}`;
+    if (p.end === "exit") return `exit${status}`;
+    if (p.end === "_exit") return `_exit${status}`;
+    if (p.end === "exec") return "exec";
+    return "clean exit";
+  }
+
+  // --- timelines (uPlot) on the device's axis --------------------------------------------------------
   const stepped = uPlot.paths.stepped({ align: 1 });
 
   // Vertical markers (peak, OOMs, phases) drawn over the plot; labels only while they stay legible.
-  function markersPlugin(markers) {
+  function markersPlugin(markers, axis) {
     return {
       hooks: {
         draw: (u) => {
           const ctx = u.ctx, dpr = window.devicePixelRatio || 1;
           ctx.save();
           ctx.font = `${11 * dpr}px system-ui, sans-serif`;
+          ctx.textAlign = "left";  // uPlot leaves the alignment of its last axis labels
+          ctx.textBaseline = "alphabetic";
           const labelled = markers.length <= 24;
           let row = 0;  // peak and OOM labels stack downwards: they often share a moment
           for (const m of markers) {
-            const x = Math.round(u.valToPos(m.x, "x", true));
+            const x = Math.round(u.valToPos(axis.toX(m.t), "x", true));
             if (x < u.bbox.left || x > u.bbox.left + u.bbox.width) continue;
             ctx.strokeStyle = m.color;
             ctx.lineWidth = (m.kind === "mark" ? 1 : 2) * dpr;
@@ -176,13 +171,32 @@
     };
   }
 
-  function timelineSamples(process, device) {
-    if (Array.isArray(device.timeline) && device.timeline.length) return device.timeline;
-    const frag = doc.fragmentation.find((f) => f.pid === process.pid && f.file === process.file && f.device === device.device);
-    return frag && frag.timeline && frag.timeline.length ? frag.timeline : null;
+  // A step chart of `series` ([{label, color, fill, values}]) over `times` (ns from t0) on the
+  // device's axis; `legendValue(seriesIndex, dataIndex)` overrides a legend's figure.
+  function stepChart(el, times, series, axis, markers, height, legendValue) {
+    const sync = GM.uplotAxisOptions(axis);
+    const data = () => [times.map((t) => axis.toX(t)), ...series.map((s) => s.values)];
+    const opts = {
+      width: Math.max(320, el.clientWidth || 900), height, plugins: [markersPlugin(markers, axis)],
+      padding: [12, GM.PLOT_RIGHT, 0, 0],
+      scales: sync.scales, cursor: sync.cursor, hooks: sync.hooks,
+      series: [{ label: "at", value: (u, v) => (v === null ? "–" : axis.mode === "events" ? `${axis.format(v)} (${seconds(axis.toT(v))})` : seconds(v)) },
+        ...series.map((s, i) => ({
+          label: s.label, stroke: s.color, width: s.width || 1.5, fill: s.fill, paths: stepped,
+          value: (u, v, si, di) => (di === null || di === undefined || v === null ? "–" : bytes(legendValue ? legendValue(i, di) : v)),
+        }))],
+      axes: [{ ...sync.xAxis }, { size: GM.PLOT_LEFT, gap: 4, values: (u, vals) => vals.map((v) => bytes(v)) }],
+      legend: { live: true },
+    };
+    const plot = new uPlot(opts, data(), el);
+    sync.attach(plot, data);
+    new ResizeObserver(() => plot.setSize({ width: Math.max(320, el.clientWidth), height })).observe(el);
+    (GM.charts || (GM.charts = [])).push({ device: axis.device, kind: "uplot", element: el, plot, axis,
+      pageX: (t) => plot.over.getBoundingClientRect().left + plot.valToPos(axis.toX(t), "x") });
+    return plot;
   }
 
-  function timelineChart(el, samples, t0, markers) {
+  function timelineChart(el, samples, t0, markers, axis) {
     const order = (k) => (k === "reserved" ? 0 : k === "allocated" ? 1 : 2);
     // A level that never held memory (allocated bytes in a trace without block data) is not a line.
     const keys = Object.keys(samples[0]).filter((k) => k !== "time_ns" && typeof samples[0][k] === "number")
@@ -190,66 +204,55 @@
       .sort((a, b) => order(a) - order(b));
     const palette = { reserved: "#3867d6", allocated: "#f0932b" };
     const extra = ["#20bf6b", "#8854d0", "#eb3b5a", "#0fb9b1", "#4b6584"];
-    const data = [samples.map((s) => (s.time_ns - t0) / 1e9), ...keys.map((k) => samples.map((s) => s[k]))];
-    const series = [{ label: "time", value: (u, v) => (v === null ? "–" : seconds(v * 1e9)) }, ...keys.map((k, i) => {
+    // Memory stays at a level until the next event changes it: steps, never slopes.
+    return stepChart(el, samples.map((s) => s.time_ns - t0), keys.map((k, i) => {
       const color = palette[k] || extra[i % extra.length];
-      // Memory stays at a level until the next event changes it: steps, never slopes.
-      return { label: k, stroke: color, width: 1.5, fill: color + "1f", paths: stepped,
-        value: (u, v) => (v === null ? "–" : bytes(v)) };
-    })];
-    const width = Math.max(320, el.clientWidth || 900);
-    const opts = {
-      width, height: 260, series, plugins: [markersPlugin(markers)],
-      scales: { x: { time: false } },
-      axes: [{ values: (u, vals) => vals.map((v) => seconds(v * 1e9)) },
-        { size: 72, values: (u, vals) => vals.map((v) => bytes(v)) }],
-      legend: { live: true },
-    };
-    const plot = new uPlot(opts, data, el);
-    new ResizeObserver(() => plot.setSize({ width: Math.max(320, el.clientWidth), height: 260 })).observe(el);
+      return { label: k, color, fill: color + "1f", values: samples.map((s) => s[k]) };
+    }), axis, markers, 260);
   }
 
   // Reserved memory by role (samples' "roles"), stacked: each series is the running total up to its
   // role, drawn from the top down so that each fill covers the one below; the legend shows each
   // role's own bytes.
-  function rolesChart(el, samples, t0, markers) {
+  function rolesChart(el, samples, t0, markers, axis) {
     const withRoles = samples.filter((s) => s.roles);
     const names = Object.keys(withRoles[0].roles).filter((k) => withRoles.some((s) => s.roles[k] > 0));
-    const colors = ["#3867d6", "#eb3b5a", "#8854d0", "#f0932b", "#20bf6b", "#0fb9b1", "#a5b1c2", "#4b6584"];
-    const x = withRoles.map((s) => (s.time_ns - t0) / 1e9);
     const own = names.map((k) => withRoles.map((s) => s.roles[k]));
     const cumulative = own.map((_, i) => withRoles.map((s, j) => own.slice(0, i + 1).reduce((a, r) => a + r[j], 0)));
     const order = names.map((_, i) => names.length - 1 - i);
-    const series = [{ label: "time", value: (u, v) => (v === null ? "–" : seconds(v * 1e9)) }, ...order.map((i) => ({
-      label: names[i], stroke: colors[i % colors.length], width: 1, fill: colors[i % colors.length] + "99", paths: stepped,
-      value: (u, v, si, di) => (di === null || di === undefined ? "–" : bytes(own[i][di])),
-    }))];
-    const width = Math.max(320, el.clientWidth || 900);
-    const plot = new uPlot({
-      width, height: 220, series, plugins: [markersPlugin(markers)], scales: { x: { time: false } },
-      axes: [{ values: (u, vals) => vals.map((v) => seconds(v * 1e9)) },
-        { size: 72, values: (u, vals) => vals.map((v) => bytes(v)) }],
-      legend: { live: true },
-    }, [x, ...order.map((i) => cumulative[i])], el);
-    new ResizeObserver(() => plot.setSize({ width: Math.max(320, el.clientWidth), height: 220 })).observe(el);
+    // Each role in its colour on every view of the page (the segment map, every allocation).
+    const known = ((doc.allocation_timelines || [])[0] || {}).roles || [];
+    const color = (i) => GM.ROLE_COLORS[(known.includes(names[i]) ? known.indexOf(names[i]) : i) % GM.ROLE_COLORS.length];
+    // Opaque fills: each role's band covers the running totals above it, never blends with them.
+    return stepChart(el, withRoles.map((s) => s.time_ns - t0), order.map((i) => ({
+      label: names[i], color: color(i), fill: color(i), width: 1, values: cumulative[i],
+    })), axis, markers, 220, (si, di) => own[order[si]][di]);
+  }
+
+  function timelineSamples(process, device) {
+    if (Array.isArray(device.timeline) && device.timeline.length) return device.timeline;
+    const frag = (doc.fragmentation || []).find((f) => f.pid === process.pid && f.file === process.file && f.device === device.device);
+    return frag && frag.timeline && frag.timeline.length ? frag.timeline : null;
   }
 
   // --- flame graphs --------------------------------------------------------------------------------
-  // A tree of stacks, root first: every node carries the bytes and count of the items below it.
-  function stackTree(items, rootName) {
+  // A tree of stacks, root first: every node carries the bytes and count of the items below it. The
+  // path of a stack is its flame path (stacks.js: no interpreter, profiler or start-up frames, runs
+  // of pytest one node) unless `everyFrame`.
+  function stackTree(items, rootName, everyFrame) {
     const root = { name: rootName, value: 0, count: 0, children: [], map: new Map() };
     for (const item of items) {
       if (!item.bytes) continue;
       let node = root;
       root.value += item.bytes;
       root.count += item.count || 0;
-      const path = [...(item.prefix || []), ...[...(item.stack || [])].reverse()];
-      if (!path.length) path.push({ function: "(no stack)" });
+      const path = [...(item.prefix || []), ...GM.flamePath(item.stack, everyFrame)];
+      if (!path.length) path.push({ name: "(no stack)" });
       for (const f of path) {
-        const key = `${f.function}\u0000${f.file || f.where || f.module || ""}\u0000${f.line || ""}`;
+        const key = `${f.name || f.function}\u0000${f.file || f.where || f.module || ""}\u0000${f.line || ""}`;
         let child = node.map.get(key);
         if (!child) {
-          child = { name: f.function || "??", frame: f, value: 0, count: 0, children: [], map: new Map() };
+          child = { name: f.name || f.function || "??", frame: f, value: 0, count: 0, children: [], map: new Map() };
           node.map.set(key, child);
           node.children.push(child);
         }
@@ -264,11 +267,11 @@
 
   function flameColor(d) {
     const f = d.data.frame;
-    if (!f) return "#b8c2cc";
+    if (!f || f.fold) return "#d6dbe0";
     if (f.kind) return { p: "#6a9fd8", u: "#f39c6b", l: "#f6c177", i: "#c8ced6" }[f.kind] || "#d6dbe0";
     if (f.lang === "python") return "#6a9fd8";
-    if (isInternal(f)) return "#c8ced6";
-    if (/^\[/.test(f.function || "")) return "#d6dbe0";
+    if (/libgpumemtrace|libcudart|libcuda\.so|libcupti/.test(f.module || "")) return "#c8ced6";
+    if (/^\[/.test(f.name || f.function || "")) return "#d6dbe0";
     return /\.so/.test(f.module || "") ? "#f6c177" : "#f39c6b";
   }
 
@@ -292,36 +295,36 @@
     el.appendChild(h("p", { class: "hint" }, "Click a frame to zoom in, click the root to zoom out; hover for bytes and count."));
   }
 
-  // Tabs over one flame graph area: peak (reserved / allocated), leaks, growth.
-  // A view's items may be a function, called each time its tab is shown (the moment chosen on the
-  // allocation timeline changes what it holds); `refresh` redraws the tab shown.
+  // Tabs over one flame graph area: peak (reserved / allocated), leaks, growth, ... A view's items
+  // may be a function, called each time its tab is shown (the moment chosen on the allocation
+  // timeline changes what it holds); `refresh` redraws the tab shown.
   function flameTabs(views) {
     const itemsOf = (v) => (typeof v.items === "function" ? v.items() : v.items);
     const available = views.filter((v) => typeof v.items === "function" || v.items.some((i) => i.bytes > 0));
     if (!available.length) return h("p", { class: "muted" }, "No stacks hold memory at the peak, at exit or in growth.");
     const area = h("div", { class: "flame" });
     const buttons = available.map((v) => h("button", { type: "button" }, v.title));
+    const every = h("input", { type: "checkbox", class: "every-frame" });
+    let shown = 0;
     const show = (i) => {
       buttons.forEach((b, j) => b.classList.toggle("active", i === j));
       area.replaceChildren();
       area.appendChild(h("p", { class: "hint" }, available[i].caption));
       const graph = h("div", {});
       area.appendChild(graph);
-      flameGraph(graph, stackTree(itemsOf(available[i]), available[i].root), available[i].unit);
+      flameGraph(graph, stackTree(itemsOf(available[i]), available[i].root, every.checked), available[i].unit);
       shown = i;
     };
-    let shown = 0;
     buttons.forEach((b, i) => b.addEventListener("click", () => show(i)));
-    const wrap = h("div", {}, h("div", { class: "tabs" }, buttons), area);
+    every.addEventListener("change", () => show(shown));
+    const wrap = h("div", {}, h("div", { class: "tabs" }, buttons),
+      h("label", { class: "hint toggle" }, every, " every recorded frame (the interpreter's, pytest's and pluggy's, the profiler's own, start-up)"), area);
     wrap.refresh = (title) => { if (available[shown] && available[shown].title === title) show(shown); };
     requestAnimationFrame(() => show(0));
     return wrap;
   }
 
   // --- one process ---------------------------------------------------------------------------------
-  function ofProcess(list, p) {
-    return (list || []).filter((x) => x.pid === p.pid && x.file === p.file);
-  }
   const timelineOf = (p) => ofProcess(doc.allocation_timelines, p)[0] || null;
   function leakingTests(p) {
     const n = ofProcess(doc.scopes, p).filter((s) => s.leaked_bytes > 0).length;
@@ -342,125 +345,140 @@
     return times.length ? Math.min(...times) : 0;
   }
 
-  function deviceBlock(p, d, peak, ooms, t0) {
+  // The device's x axis (axis.js): the event index by default where it has tensor blocks (as
+  // memory_viz), else wall-clock time.
+  function axisFor(p, d, t0) {
+    const tl = timelineOf(p), detail = tl && tl.devices.find((x) => x.device === d.device);
+    const end = tl ? tl.end : Math.max(0, p.duration_ns || 0);
+    return GM.deviceAxis(d.device, detail ? detail.clock : null, end, detail && detail.blocks ? "events" : "time");
+  }
+
+  function axisToggle(axis) {
+    if (!axis.hasEvents) return null;
+    const buttons = [["events", "Event index"], ["time", "Wall clock"]].map(([mode, label]) => {
+      const b = h("button", { type: "button", "data-axis": mode }, label);
+      b.addEventListener("click", () => axis.setMode(mode));
+      return b;
+    });
+    const mark = () => buttons.forEach((b) => b.classList.toggle("active", b.getAttribute("data-axis") === axis.mode));
+    axis.on("mode", mark);
+    mark();
+    return h("div", { class: "axis-toggle" }, h("span", { class: "hint" }, "x axis:"), h("div", { class: "tabs" }, buttons),
+      h("span", { class: "hint" }, "every chart of this GPU: one range (drag to zoom, double-click for all) and one cursor"));
+  }
+
+  function deviceBlock(p, d, peak, ooms, t0, axis) {
     const stats = h("div", { class: "stats" },
       stat("Peak reserved", bytes(d.peak_bytes), "accent"),
       d.peak_allocated_bytes ? stat("Peak allocated", bytes(d.peak_allocated_bytes)) : null,
-      // A snapshot is a moment of the run: what was live then, never "at exit".
-      p.snapshot ? stat("Live at the snapshot", bytes(d.alive_at_exit_bytes))
+      endedInOom(p) ? stat("Live when it crashed", bytes(liveAtCrash(p, d.device)))
+        // A snapshot is a moment of the run: what was live then, never "at exit".
+        : p.snapshot ? stat("Live at the snapshot", bytes(d.alive_at_exit_bytes))
         : stat("Leaked at exit", bytes(d.leaked_bytes), d.leaked_bytes ? "bad" : "good"),
       stat("OOMs / failed", String(ooms.length), ooms.length ? "bad" : "good"),
       d.total ? stat("Device memory", bytes(d.total)) : null,
-      stat("Allocations", String(d.allocations + (d.block_allocations || 0))));
+      stat("Allocations", String(d.allocations + (d.block_allocations || 0))),
+      d.after_cap ? stat("Live after the cap", `${bytes(d.after_cap.live_bytes)} (${bytes(d.after_cap.allocated_bytes)} in blocks)`, "warn") : null);
     const chartEl = h("div", { class: "timeline" });
     const block = h("div", { class: "device" },
-      h("h3", {}, `GPU ${d.device}`, d.name ? h("span", { class: "muted" }, ` · ${d.name}`) : null), stats, chartEl);
+      h("h3", {}, `GPU ${d.device}`, d.name ? h("span", { class: "muted" }, ` · ${d.name}`) : null), stats, axisToggle(axis), chartEl);
     const samples = timelineSamples(p, d);
     const markers = [];
-    if (peak) markers.push({ x: (peak.time_ns - t0) / 1e9, color: "#3867d6", kind: "peak", label: `peak ${bytes(peak.bytes)}` });
-    if (peak && peak.allocated) markers.push({ x: (peak.allocated.time_ns - t0) / 1e9, color: "#e17b12", kind: "peak", label: `allocated peak ${bytes(peak.allocated.bytes)}` });
-    for (const o of ooms) markers.push({ x: (o.time_ns - t0) / 1e9, color: "#d63031", kind: "oom", label: o.verdict ? `OOM (${o.verdict})` : "OOM" });
+    if (peak) markers.push({ t: peak.time_ns - t0, color: "#3867d6", kind: "peak", label: `peak ${bytes(peak.bytes)}` });
+    if (peak && peak.allocated) markers.push({ t: peak.allocated.time_ns - t0, color: "#e17b12", kind: "peak", label: `allocated peak ${bytes(peak.allocated.bytes)}` });
+    ooms.forEach((o, i) => markers.push({ t: o.time_ns - t0, color: "#d63031", kind: "oom", label: `OOM ${i + 1} (${o.verdict})` }));
     for (const s of ofProcess(doc.scopes, p)) {
-      if (s.leaked_bytes) markers.push({ x: (s.end_time_ns - t0) / 1e9, color: "#8854d0", kind: "scope", label: `${s.name} leaked ${bytes(s.leaked_bytes)}` });
+      if (s.leaked_bytes) markers.push({ t: s.end_time_ns - t0, color: "#8854d0", kind: "scope", label: `${s.name} leaked ${bytes(s.leaked_bytes)}` });
     }
-    for (const m of p.marks) markers.push({ x: (m.time_ns - t0) / 1e9, color: "#7f8c8d", kind: "mark", label: m.label });
-    for (const key of ["scopes", "phases"]) {
-      for (const s of p[key] || []) if (s && s.start_ns !== undefined) markers.push({ x: (s.start_ns - t0) / 1e9, color: "#8854d0", kind: "mark", label: s.name || s.label || key });
-    }
+    for (const m of p.marks) markers.push({ t: m.time_ns - t0, color: "#7f8c8d", kind: "mark", label: m.label });
     if (samples) {
       const mainEl = h("div", {});
       chartEl.appendChild(mainEl);
-      requestAnimationFrame(() => timelineChart(mainEl, samples, t0, markers));
+      requestAnimationFrame(() => timelineChart(mainEl, samples, t0, markers, axis));
       if (samples.some((s) => s.roles)) {
         const rolesEl = h("div", { class: "timeline" });
         chartEl.appendChild(h("p", { class: "hint" }, "Reserved memory by role (docs/report.md, \"Memory by role\"), stacked:"));
         chartEl.appendChild(rolesEl);
-        requestAnimationFrame(() => rolesChart(rolesEl, samples, t0, markers));
+        requestAnimationFrame(() => rolesChart(rolesEl, samples, t0, markers, axis));
       }
       chartEl.appendChild(h("p", { class: "hint" }, `${samples.length} samples, evenly thinned from the trace; lines mark the peak (blue), OOMs and failed allocations (red) and marks (grey).`));
     } else {
       chartEl.appendChild(h("p", { class: "muted" }, "No timeline for this device in the report (the analyzer keeps one for devices with caching-allocator blocks)."));
     }
-    if (markers.length) {
+    if (markers.some((m) => m.kind !== "mark")) {
       block.appendChild(h("ul", { class: "markers" }, markers.filter((m) => m.kind !== "mark").map((m) =>
-        h("li", {}, h("span", { class: "dot", style: `background:${m.color}` }), `${m.label} at ${seconds(m.x * 1e9)}`))));
+        h("li", {}, h("span", { class: "dot", style: `background:${m.color}` }), `${m.label} at ${seconds(m.t)}`))));
     }
     if (peak) {
       const culprits = (peak.allocated && peak.allocated.culprits.length ? peak.allocated : peak);
       block.appendChild(h("h4", {}, `Live at the ${culprits === peak ? "" : "allocated "}peak: ${bytes(culprits.bytes)}`,
         culprits.phase ? h("span", { class: "muted" }, ` · in phase “${culprits.phase}”`) : null));
-      block.appendChild(table(["Bytes", "Share", "Count", "Stack"], culprits.culprits.map((c) =>
-        [bytes(c.bytes), c.share !== undefined ? `${(100 * c.share).toFixed(1)}%` : "–", String(c.count), stackCell(c.stack)])
-        .concat(culprits.other_bytes ? [[bytes(culprits.other_bytes), "", "", "other stacks"]] : [])));
-    }
-    return block;
-  }
-
-  // The what-if table (docs/what-if.md) and the predicted reserved bytes of each setting over the
-  // recorded run's (its replay, which matches the recording when "replay.faithful").
-  function whatIfBlock(w, t0) {
-    const block = h("div", {});
-    const r = w.replay;
-    block.appendChild(h("p", { class: r.faithful ? "hint" : "warning" }, r.faithful
-      ? `Replayed under ${w.recorded_settings || "the default settings"}, the model matches the recording: ${r.segment_ops_compared} segment operations, ${r.blocks_compared} blocks at the same offsets.`
-      : `The replay differs from the recording at event ${r.divergence.seq}: ${r.divergence.what}. The figures are the model's.`));
-    block.appendChild(table(["Settings", "Reserved peak", "Allocated peak", "Fragmentation at the peak", "Cache flushes", "Retries"]
-      .concat(w.ooms.map((o, i) => `OOM ${i + 1} (${bytes(o.requested)})`)),
-      w.rows.map((row) => [row.recorded ? "recorded run" : row.settings, bytes(row.reserved_peak), bytes(row.allocated_peak),
-        `${(100 * row.at_peak.ratio).toFixed(0)}%`, String(row.cache_flushes), String(row.retries)]
-        .concat(row.ooms_still_happen.map((x) => (x ? "happens" : "avoided")))
-        .concat(row.new_ooms ? [`${row.new_ooms} new OOMs`] : []))));
-    if (w.advice) block.appendChild(h("p", { class: "advice" }, w.advice));
-    if (w.headroom) {
-      block.appendChild(h("p", { class: "hint" }, `Headroom (an estimate): about ${w.headroom.factor_recorded.toFixed(1)}x the activations at the peak (${bytes(w.headroom.activation_bytes)}) would fit` +
-        (w.headroom.best_settings ? `, ${w.headroom.factor_best.toFixed(1)}x with ${w.headroom.best_settings}` : "") +
-        ", if activations scale with the batch and the rest stays as it was."));
-    }
-    const times = [...new Set(w.rows.flatMap((row) => row.timeline.map((s) => s.time_ns)))].sort((a, b) => a - b);
-    if (times.length > 1) {
-      const at = (timeline, t) => {
-        let v = 0;
-        for (const s of timeline) { if (s.time_ns > t) break; v = s.reserved; }
-        return v;
-      };
-      const step = Math.max(1, Math.ceil(times.length / 2000));
-      const samples = times.filter((_, i) => i % step === 0).map((t) => {
-        const s = { time_ns: t };
-        w.rows.forEach((row) => { s[row.recorded ? "recorded" : row.settings] = at(row.timeline, t); });
-        return s;
-      });
-      const chartEl = h("div", { class: "timeline" });
-      block.appendChild(chartEl);
-      block.appendChild(h("p", { class: "hint" }, "PyTorch's reserved bytes over time: the recorded run and each setting's replay."));
-      requestAnimationFrame(() => timelineChart(chartEl, samples, t0, []));
+      const cells = stackCells(culprits.culprits.map((c) => c.stack));
+      block.appendChild(table(["Bytes", "Share", "Count", "Stack"], culprits.culprits.map((c, i) =>
+        [bytes(c.bytes), c.share !== undefined ? `${(100 * c.share).toFixed(1)}%` : "–", String(c.count), cells[i]])
+        .concat(culprits.other_bytes ? [[bytes(culprits.other_bytes), "", "", "other stacks"]] : []), "", [0, 1, 2]));
+      if (peak.advice) block.appendChild(h("p", { class: "advice" }, peak.advice));
     }
     return block;
   }
 
   function processSection(p) {
     const leaks = ofProcess(doc.leaks, p), peaks = ofProcess(doc.peaks, p), ooms = ofProcess(doc.ooms, p);
-    const growth = ofProcess(doc.growth, p), frag = ofProcess(doc.fragmentation, p);
+    const growth = ofProcess(doc.growth, p), tests = ofProcess(doc.scopes, p);
     const t0 = processT0(p, peaks, ooms);
     const multiDevice = p.devices.length > 1;
-    const devicePrefix = (x) => (multiDevice ? [{ function: `GPU ${x.device}` }] : []);
+    const devicePrefix = (x) => (multiDevice ? [{ name: `GPU ${x.device}`, fold: true }] : []);
+    const axes = new Map(p.devices.map((d) => [d.device, axisFor(p, d, t0)]));
     const el = h("section", { class: "process", id: `pid-${p.pid}` });
     el.appendChild(h("h2", {}, basename(p.exe) || basename(p.file),
       h("span", { class: "muted" }, p.snapshot ? " · PyTorch snapshot" : ` · pid ${p.pid}`)));
-    el.appendChild(h("p", { class: "meta" }, [(p.cmdline || []).join(" "), p.host ? `on ${p.host}` : "",
+    const rank = p.rank === null || p.rank === undefined ? "" : `rank ${p.rank}` +
+      (p.world_size !== null && p.world_size !== undefined ? ` of ${p.world_size}` : "") +
+      (p.local_rank !== null && p.local_rank !== undefined ? ` (local rank ${p.local_rank})` : "");
+    el.appendChild(h("p", { class: "meta" }, [rank, (p.cmdline || []).join(" "), p.host ? `on ${p.host}` : "",
       `${p.events} events over ${seconds(p.duration_ns)}`, endedAs(p), basename(p.file)].filter(Boolean).join(" · ")));
     const flags = [];
     if (p.cut) flags.push(`INCOMPLETE: cut at ${seconds(p.cut_at_ns)}: the analysis covers up to ${seconds(p.cut_at_ns)}; ` +
       "the leaks shown are what was live when the trace was cut, not leaks");
     if (p.truncated) flags.push("the trace is cut short");
-    if (p.end === "signal") flags.push(`killed by ${p.signal}: what was live then is listed under Leaks as live when killed, not leaks`);
+    if (p.end === "signal") flags.push(`killed by ${p.signal}: what was live then is listed as live when killed, not leaks`);
     if (p.incomplete) flags.push(`${p.dropped_events} events were dropped: figures are incomplete`);
     for (const w of flags.concat(p.warnings || [])) el.appendChild(h("p", { class: "warning" }, w));
 
-    const moment = { t: null, level: "blocks", listeners: [] };  // the moment chosen on an allocation timeline
+    // The sections of the report's story (`processes[].story`, docs/report.md "The story of a run"):
+    // what went wrong (an OOM, real leaks, growth, tests that leaked) before the charts, in that order;
+    // the rest after the flame graphs, in that order too.
+    const crashed = endedInOom(p);
+    const realLeaks = !crashed && !p.cut && p.end !== "signal" && !p.snapshot;
+    const held = ofProcess(doc.held_at_exit, p), failed = ofProcess(doc.failed_calls, p), ttoom = ofProcess(doc.time_to_oom, p);
+    const cards = {
+      ooms: () => (ooms.length ? section(crashed ? "It ran out of memory" : `Out-of-memory errors and failed allocations (${ooms.length})`,
+        GM.oomIncidents(ui, ooms, t0, { crash: crashed ? crashOom(p) : null, growth })) : null),
+      leaks: () => section(`${liveAtEndIs(p)} (${leaks.filter((l) => !l.suppressed).length})`, GM.leaksTable(ui, leaks,
+        leakingTests(p) ? `Nothing leaked at exit; ${leakingTests(p)} leaked during the run (see Tests).` : realLeaks ? "No leaks." : "Nothing was live.")),
+      held_at_exit: () => (held.length ? section(`${p.snapshot ? "Live when the snapshot was taken" : crashed ? "Held when it crashed, not leaks"
+        : "Held at exit, not leaks"} (${bytes(held.reduce((a, x) => a + x.bytes, 0))})`,
+        GM.heldTable(ui, held)) : null),
+      scopes: () => (tests.length && GM.testsView ? section(`Tests and scopes (${tests.length})`, GM.testsView(ui, tests, t0)) : null),
+      growth: () => (growth.length ? section(`Growth (${growth.length})`, GM.growthTable(ui, growth)) : null),
+      failed_calls: () => (failed.length ? section(`Failed calls, not out of memory (${failed.length})`, GM.failedCallsTable(ui, failed, t0)) : null),
+      time_to_oom: () => (ttoom.length ? section("Time to OOM (an estimate, at the rate measured)", GM.timeToOomTable(ui, ttoom)) : null),
+      what_if: () => ofProcess(doc.what_if, p).map((w) => section(`What if (GPU ${w.device}): PyTorch's allocator replayed`,
+        GM.whatIfBlock(ui, w, t0, axes.get(w.device) || GM.deviceAxis(w.device, null, p.duration_ns, "time"), stepChart))),
+    };
+    const story = (Array.isArray(p.story) ? p.story : ["ooms", "leaks", "growth", "scopes", "held_at_exit", "peaks", "failed_calls",
+      "time_to_oom", "what_if"]).filter((k) => cards[k]);
+    for (const k of Object.keys(cards)) if (!story.includes(k)) story.push(k);
+    const first = (k) => (k === "ooms" && ooms.length) || (k === "leaks" && realLeaks && leaks.length) || (k === "growth" && growth.length) ||
+      (k === "scopes" && tests.some((x) => x.leaked_bytes));
+    const place = (k) => [].concat(cards[k]() || []).forEach((c) => el.appendChild(c));
+    story.filter(first).forEach(place);
+
+    const moment = { t: null, level: "blocks", device: null, listeners: [] };  // the moment chosen on an allocation timeline
     for (const d of p.devices) {
-      const peak = peaks.find((k) => k.device === d.device);
-      el.appendChild(section(`Memory over time`, deviceBlock(p, d, peak, ooms.filter((o) => o.device === d.device), t0)));
-      const allocations = allocationsSection(p, d, ooms.filter((o) => o.device === d.device), t0, moment);
+      const peak = peaks.find((k) => k.device === d.device), axis = axes.get(d.device);
+      el.appendChild(section(`Memory over time`, deviceBlock(p, d, peak, ooms.filter((o) => o.device === d.device), t0, axis)));
+      const allocations = allocationsSection(p, d, ooms.filter((o) => o.device === d.device), t0, moment, axis);
       if (allocations) el.appendChild(allocations);
     }
 
@@ -468,11 +486,12 @@
     const views = [
       { title: "Allocated at peak", root: "allocated at the peak", caption: "Caching-allocator blocks live at the allocated peak, by stack (root at the top).",
         items: peaks.filter((k) => k.allocated).flatMap((k) => k.allocated.culprits.map((c) => ({ ...c, prefix: devicePrefix(k) }))
-          .concat([{ bytes: k.allocated.other_bytes, count: 0, prefix: devicePrefix(k), stack: [{ function: "[other stacks]" }] }])) },
+          .concat([{ bytes: k.allocated.other_bytes, count: 0, prefix: devicePrefix(k), stack: [{ name: "[other stacks]", fold: true }] }])) },
       { title: "Reserved at peak", root: "reserved at the peak", caption: "CUDA allocations live at each device's reserved peak, by stack (root at the top).",
         items: peaks.flatMap((k) => k.culprits.map((c) => ({ ...c, prefix: devicePrefix(k) }))
-          .concat([{ bytes: k.other_bytes, count: 0, prefix: devicePrefix(k), stack: [{ function: "[other stacks]" }] }])) },
-      { title: "Leaks", root: "leaked", caption: "Memory still allocated when the trace ends (suppressed leaks left out), by stack.",
+          .concat([{ bytes: k.other_bytes, count: 0, prefix: devicePrefix(k), stack: [{ name: "[other stacks]", fold: true }] }])) },
+      { title: liveAtEndIs(p).replace(/, not leaks$/, ""), root: realLeaks ? "leaked" : "live at the end",
+        caption: realLeaks ? "Memory still allocated when the trace ends (suppressed leaks left out), by stack." : "Memory still live when the run ended, by stack.",
         items: leaks.filter((l) => !l.suppressed).map((l) => ({ ...l, prefix: devicePrefix(l) })) },
       { title: "Growth", root: "growth", caption: "How much each growing call site rose from its first high-water mark to its highest.",
         items: growth.map((g) => ({ ...g, prefix: devicePrefix(g) })) },
@@ -481,82 +500,45 @@
     moment.listeners.push(() => flames.refresh("At the chosen moment"));
     el.appendChild(section("Flame graphs", flames));
 
-    const leaksTitle = p.end === "signal" ? "Live when killed, not leaks" : p.cut ? "Live when the trace was cut, not leaks" : "Leaks";
-    el.appendChild(section(`${leaksTitle} (${leaks.filter((l) => !l.suppressed).length})`, table(
-      ["Bytes", "Count", "GPU", "Level", "Kind", "Stack"],
-      leaks.map((l) => [bytes(l.bytes), String(l.count), String(l.device), l.level, l.kind || "",
-        l.suppressed ? h("span", {}, h("span", { class: "badge" }, `suppressed by ${l.suppressed_by}`), stackCell(l.stack)) : stackCell(l.stack)]),
-      leakingTests(p) ? `Nothing leaked at exit; ${leakingTests(p)} leaked during the run (see Tests).` : "No leaks.")));
-
-    el.appendChild(section(`OOMs and failed allocations (${ooms.length})`, table(
-      ["At", "GPU", "Call", "Requested", "Live", "Device free", "Verdict", "Why, and advice", "Stack", "Top holders"],
-      ooms.map((o) => [seconds(o.time_ns - t0), String(o.device), `${o.api || o.op}${o.result ? ` → error ${o.result}` : ""}`,
-        bytes(o.requested), bytes(o.live_bytes) + (o.allocated_bytes ? ` (${bytes(o.allocated_bytes)} in blocks)` : ""),
-        o.device_free === null ? "unknown" : `${bytes(o.device_free)}${o.device_total ? ` of ${bytes(o.device_total)}` : ""}`,
-        h("span", { class: `verdict ${o.verdict}` }, o.verdict),
-        h("div", {}, o.phase ? h("div", {}, `phase “${o.phase}”`) : null,
-          o.fragmentation ? h("div", {}, `largest free block ${bytes(o.fragmentation.largest_free_block)} of ${bytes(o.fragmentation.free_in_reserved)} free in reserved`) : null,
-          o.explanation ? h("div", { class: "why" }, o.explanation) : null,
-          o.advice ? h("div", { class: "advice" }, generic(o.advice, "advice")) : null),
-        stackCell(o.stack),
-        h("div", {}, (o.top_holders || []).slice(0, 3).map((t) => h("div", {}, `${bytes(t.bytes)} · ${headline(t.stack)}`)))]),
-      "No OOM and no failed allocation.")));
-
-    el.appendChild(section(`Growth (${growth.length})`, table(
-      ["Site", "GPU", "Level", "First", "Peak", "Final", "Rises", "Windows rising"],
-      growth.map((g) => [stackCell(g.stack), String(g.device), g.level, bytes(g.first_bytes), bytes(g.peak_bytes),
-        bytes(g.final_bytes), String(g.rises), `${g.windows_rising} of ${g.windows_total}`]),
-      "No call site keeps growing.")));
-
-    if (frag.length) {
-      el.appendChild(section("Fragmentation", table(
-        ["GPU", "When", "Reserved", "Allocated", "Free in reserved", "Largest free block", "Fragmentation"],
-        frag.flatMap((f) => [[String(f.device), `allocated peak (${seconds(f.peak_time_ns - t0)})`, f.at_peak]]
-          .concat(f.at_ooms.map((a) => [String(f.device), `OOM at ${seconds(a.time_ns - t0)}`, a])))
-          .map(([dev, when, pt]) => [dev, when, bytes(pt.reserved), bytes(pt.allocated), bytes(pt.free_in_reserved),
-            bytes(pt.largest_free_block), `${(100 * pt.ratio).toFixed(0)}%`]))));
-    }
-    for (const w of ofProcess(doc.what_if, p)) el.appendChild(section(`What if (GPU ${w.device}): PyTorch's allocator replayed`, whatIfBlock(w, t0)));
-    const ttoom = ofProcess(doc.time_to_oom, p);
-    if (ttoom.length) {
-      el.appendChild(section("Time to OOM (an estimate, at the rate measured)", table(
-        ["Site", "GPU", "Per step", "Steps", "Step every", "Free at the end", "Full after"],
-        ttoom.map((t) => [stackCell(t.stack), String(t.device), bytes(t.bytes_per_step), String(t.steps),
-          t.seconds_per_step ? seconds(t.seconds_per_step * 1e9) : "–", bytes(t.free_bytes) + (t.free_known ? "" : " (if nothing else uses the device)"),
-          `${Math.round(t.steps_left).toLocaleString("en")} steps` + (t.seconds_left === null ? "" : ` (${seconds(t.seconds_left * 1e9)})`)]))));
-    }
-    const tests = ofProcess(doc.scopes, p);
-    if (tests.length && GM.testsView) el.appendChild(section(`Tests and scopes (${tests.length})`, GM.testsView(ui, tests, t0)));
+    story.filter((k) => !first(k)).forEach(place);
+    const frag = ofProcess(doc.fragmentation, p);
+    if (frag.length) el.appendChild(section("Fragmentation", GM.fragmentationTable(ui, frag, t0)));
     const sites = ofProcess(doc.top_sites, p);
     if (sites.length && GM.sitesView) el.appendChild(section("Top call sites", GM.sitesView(ui, sites)));
+    if (p.pinned_host) el.appendChild(section("Pinned host memory", GM.pinnedHost(ui, p.pinned_host, t0)));
     if (p.marks.length) {
       el.appendChild(section(`Marks (${p.marks_total})`, h("details", {}, h("summary", {}, "Show the marks"),
         table(["At", "Label"], p.marks.map((m) => [seconds(m.time_ns - t0), m.label])))));
     }
-    // Keys of newer report models (held_at_exit, scopes, roles, ...): shown as they come.
+    // Keys of newer report models: shown as they come.
     for (const [key, value] of Object.entries(p)) {
-      if (!KNOWN_PROCESS.includes(key)) el.appendChild(section(key.replace(/_/g, " "), genericTable(value)));
+      if (!KNOWN_PROCESS.includes(key) && value !== null) el.appendChild(genericSection(key, genericTable(value)));
     }
     for (const [key, value] of Object.entries(doc)) {
       if (!KNOWN_TOP.includes(key) && Array.isArray(value)) {
         const mine = value.filter((x) => !x || x.pid === undefined || (x.pid === p.pid && (x.file === undefined || x.file === p.file)));
-        // A snapshot's live blocks are live at that moment, not at an exit.
-        const title = p.snapshot && key === "held_at_exit" ? "live when the snapshot was taken" : key.replace(/_/g, " ");
-        if (mine.length) el.appendChild(section(title, genericTable(mine)));
+        if (mine.length) el.appendChild(genericSection(key, genericTable(mine)));
       }
     }
     return el;
   }
 
+  function genericSection(key, body) {
+    const s = section(key.replace(/_/g, " "), body);
+    s.classList.add("generic");
+    return s;
+  }
+
   // --- the allocation timeline's views (allocations_view.js, segment_view.js) ------------------------
-  function allocationsSection(p, d, ooms, t0, moment) {
+  function allocationsSection(p, d, ooms, t0, moment, axis) {
     const tl = timelineOf(p);
     const detail = tl && tl.devices.find((x) => x.device === d.device);
     if (!detail || !GM.allocationsView) return null;
     const view = GM.allocationsView(ui, {
-      timeline: tl, device: detail,
+      timeline: tl, device: detail, axis,
       marks: p.marks.map((m) => ({ time: m.time_ns - t0, label: m.label })),
-      ooms: ooms.map((o) => ({ time: o.time_ns - t0, requested: o.requested, verdict: o.verdict })),
+      ooms: ooms.map((o) => ({ time: o.time_ns - t0, requested: o.requested, verdict: o.verdict, device_free: o.device_free,
+        device_total: o.device_total, cap: o.cap })),
       scopes: ofProcess(doc.scopes, p).map((s) => ({ name: s.name, begin: s.begin_time_ns - t0, end: s.end_time_ns - t0, leaked: s.leaked_bytes > 0 })),
       onSelect: (t, level) => { moment.t = t; moment.level = level; moment.device = d.device; moment.listeners.forEach((f) => f()); },
     });
@@ -568,12 +550,16 @@
   // each call site's bytes, allocations and temporary allocations over the run.
   function detailFlames(p, views, ooms, t0, moment, devicePrefix) {
     const tl = timelineOf(p);
-    if (!tl || !GM.decodeLevel) return views;
-    const decoded = new Map();
+    if (!tl || !tl.devices.length || !GM.decodeLevel) return views;
+    const decoded = new Map(), stacks = new Map();
     const levelOf = (dev, key) => {
       const id = `${dev.device}/${key}`;
       if (!decoded.has(id)) decoded.set(id, GM.decodeLevel(dev[key]));
       return decoded.get(id);
+    };
+    const stackOf = (i) => {
+      if (!stacks.has(i)) stacks.set(i, GM.timelineStack(tl, i));
+      return stacks.get(i);
     };
     const byStack = (dev, key, t) => {
       const L = levelOf(dev, key), sums = new Map();
@@ -582,7 +568,7 @@
         s.bytes += L.size[i]; s.count += 1;
         sums.set(L.stack[i], s);
       }
-      return [...sums].map(([stack, s]) => ({ bytes: s.bytes, count: s.count, prefix: devicePrefix(dev), stack: GM.stackFrames(tl, stack) }));
+      return [...sums].map(([stack, s]) => ({ bytes: s.bytes, count: s.count, prefix: devicePrefix(dev), stack: stackOf(stack) }));
     };
     const atPeaks = (key) => tl.devices.filter((dev) => dev[key]).flatMap((dev) => byStack(dev, key, dev[key].peak.time));
     const out = views.slice();
@@ -598,8 +584,8 @@
         items: byStack(dev, key, o.time_ns - t0) });
     });
     const sites = (what) => tl.devices.flatMap((dev) => ["blocks", "memory"].filter((k) => dev[k]).flatMap((k) =>
-      dev[k].sites.map((s) => ({ bytes: what(s), count: s[2], prefix: devicePrefix(dev).concat(tl.devices.some((x) => x.blocks) ? [{ function: k === "blocks" ? "tensors" : "CUDA level" }] : []),
-        stack: GM.stackFrames(tl, s[0]) }))));
+      dev[k].sites.map((s) => ({ bytes: what(s), count: s[2], prefix: devicePrefix(dev).concat(tl.devices.some((x) => x.blocks) ? [{ name: k === "blocks" ? "tensors" : "CUDA level", fold: true }] : []),
+        stack: stackOf(s[0]) }))));
     out.push({ title: "Bytes allocated", root: "allocated over the run", caption: "Bytes each call site allocated over the whole run.", items: sites((s) => s[1]) });
     out.push({ title: "Allocations", root: "allocations", unit: "allocations", caption: "How many allocations each call site made (a frame's width: its count).", items: sites((s) => s[2]) });
     out.push({ title: "Temporary", root: "temporary allocations", caption: "Bytes of allocations freed within 1 ms of being made (churn), by call site.", items: sites((s) => s[3]) });
@@ -613,32 +599,56 @@
     return out;
   }
 
-  // How the process ended (docs/report.md, "How the process ended").
-  function endedAs(p) {
-    if (p.snapshot) return "a PyTorch snapshot: a moment of the run, not its end";
-    if (!p.complete) return "no footer";
-    const status = p.exit_status === null || p.exit_status === undefined ? "" : ` ${p.exit_status}`;
-    if (p.end === "signal") return `killed by ${p.signal}`;
-    if (p.end === "exit") return `exit${status}`;
-    if (p.end === "_exit") return `_exit${status}`;
-    if (p.end === "exec") return "exec";
-    return "clean exit";
-  }
-
   // --- the spread across ranks (a directory of traces) ----------------------------------------------
   function spreadSection() {
     const peakMax = Math.max(1, ...doc.processes.map((p) => Math.max(0, ...p.devices.map((d) => d.peak_bytes))));
     const rows = doc.processes.map((p) => {
       const peak = Math.max(0, ...p.devices.map((d) => d.peak_bytes));
-      return [h("a", { href: `#pid-${p.pid}` }, `pid ${p.pid}`), basename(p.file), p.host || "",
+      return [h("a", { href: `#pid-${p.pid}` }, `pid ${p.pid}`), p.rank === null || p.rank === undefined ? "–" : String(p.rank),
+        GM.breakable(h, basename(p.file)), p.host || "",
         h("div", { class: "bar-cell" }, h("div", { class: "bar", style: `width:${(100 * peak / peakMax).toFixed(1)}%` }), bytes(peak)),
-        bytes(p.leaked_bytes), String(ofProcess(doc.ooms, p).length), String(p.events), endedAs(p)];
+        bytes(p.leaked_bytes), String(ofProcess(doc.ooms, p).length), String(p.events), endedInOom(p) ? "out of memory" : endedAs(p)];
     });
     const s = doc.spread || {};
     const line = (name, m) => (m ? h("p", {}, `${name}: min ${bytes(m.min)} (pid ${m.min_pid}), max ${bytes(m.max)} (pid ${m.max_pid}), mean ${bytes(Math.round(m.mean))}`) : null);
     const drawn = doc.process_groups ? ` (${doc.processes.length} drawn in full)` : "";
     return section(`Across ${doc.summary.processes} processes${drawn}`, line("Peak", s.peak_bytes), line("Leaked", s.leaked_bytes),
-      table(["Process", "Trace", "Host", "Peak", "Leaked", "OOMs", "Events", "Ended"], rows));
+      table(["Process", "Rank", "Trace", "Host", "Peak", "Leaked", "OOMs", "Events", "Ended"], rows, "", [4, 5, 6, 7]));
+  }
+
+  // The cards at the top, in the order of the story: an OOM the run died of first, then the peak,
+  // then what leaked (or was live when it crashed), the tests that leaked, growth.
+  function summaryCards() {
+    const s = doc.summary, crashed = doc.processes.filter(endedInOom);
+    // What the crashed runs still held: the report's `live_when_crashed_bytes`, else (a report that
+    // does not say) their leaks and what they held, device by device.
+    const crashedBytes = s.live_when_crashed_bytes !== undefined ? s.live_when_crashed_bytes
+      : crashed.reduce((a, p) => a + p.devices.reduce((b, d) => b + liveAtCrash(p, d.device), 0), 0);
+    const cards = [];
+    if (crashed.length) {
+      const o = crashOom(crashed[0]);
+      cards.push(stat(crashed.length > 1 ? `Ran out of memory (${crashed.length} processes)` : "Ran out of memory",
+        o ? `${bytes(o.requested)} · ${o.verdict}` : "yes", "bad"));
+    } else if (s.ooms) {
+      cards.push(stat("OOMs / failed", String(s.ooms), "bad"));  // summed processes' too
+    }
+    cards.push(stat("Peak", bytes(s.peak_bytes), "accent"));
+    const leaked = doc.processes.filter((p) => !endedInOom(p)).reduce((a, p) => a + p.leaked_bytes, 0);
+    const snapshots = doc.processes.length && doc.processes.every((p) => p.snapshot);  // moments, not exits
+    if (crashed.length) cards.push(stat("Live when it crashed", bytes(crashedBytes)));
+    if (snapshots) cards.push(stat("Live at the snapshot", bytes(s.alive_at_exit_bytes)));
+    else if (!crashed.length || leaked) cards.push(stat("Leaked at exit", leaked ? `${bytes(leaked)} in ${s.leaked_count}` : bytes(0), leaked ? "bad" : "good"));
+    // A test's leak is freed by the end of the run, so it is not among the leaks at exit: its own card.
+    if (s.scopes) {
+      cards.push(stat("Tests that leaked", `${s.leaking_scopes} of ${s.scopes}` +
+        (s.leaking_scopes ? ` · ${bytes((doc.scopes || []).reduce((a, x) => a + (x.leaked_bytes || 0), 0))}` : ""),
+      s.leaking_scopes ? "bad" : "good"));
+    }
+    if (!s.ooms) cards.push(stat("OOMs / failed", "0", "good"));
+    cards.push(stat("Growing sites", String(doc.growth.length), doc.growth.length ? "warn" : "good"));
+    cards.push(stat(snapshots ? "Cached at the snapshot" : "Cached at exit", bytes(s.cached_bytes)));
+    cards.push(stat("Trace", s.incomplete ? "incomplete" : s.complete ? "complete" : "cut short", s.incomplete || !s.complete ? "warn" : "good"));
+    return h("div", { class: "stats top" }, cards);
   }
 
   // A run of many processes (process_groups.h): the ones not drawn in full, summed by executable and rank.
@@ -657,19 +667,7 @@
     const s = doc.summary;
     root.appendChild(h("header", {}, h("h1", {}, "GPU memory report"),
       h("p", { class: "meta" }, `gpumemtrace · ${s.processes} process${s.processes === 1 ? "" : "es"} · ${s.events} events`)));
-    const snapshots = doc.processes.length && doc.processes.every((p) => p.snapshot);  // moments, not exits
-    root.appendChild(h("div", { class: "stats top" },
-      stat("Peak", bytes(s.peak_bytes), "accent"),
-      snapshots ? stat("Live at the snapshot", bytes(s.alive_at_exit_bytes))
-        : stat("Leaked at exit", `${bytes(s.leaked_bytes)} in ${s.leaked_count}`, s.leaked_bytes ? "bad" : "good"),
-      // A test's leak is freed by the end of the run, so it is not among the leaks at exit: its own card.
-      s.scopes ? stat("Tests that leaked", `${s.leaking_scopes} of ${s.scopes}` +
-        (s.leaking_scopes ? ` · ${bytes((doc.scopes || []).reduce((a, x) => a + (x.leaked_bytes || 0), 0))}` : ""),
-      s.leaking_scopes ? "bad" : "good") : null,
-      stat("OOMs / failed", String(s.ooms), s.ooms ? "bad" : "good"),  // summed processes' too
-      stat("Growing sites", String(doc.growth.length), doc.growth.length ? "warn" : "good"),
-      stat(snapshots ? "Cached at the snapshot" : "Cached at exit", bytes(s.cached_bytes)),
-      stat("Trace", s.incomplete ? "incomplete" : s.complete ? "complete" : "cut short", s.incomplete || !s.complete ? "warn" : "good")));
+    root.appendChild(summaryCards());
     if (doc.processes.length > 1) root.appendChild(spreadSection());
     if (doc.process_groups) root.appendChild(groupsSection());
     for (const p of doc.processes) root.appendChild(processSection(p));

@@ -6,7 +6,9 @@
 //
 // Built from the bands (allocation_timeline.h): exact wherever every allocation live then is a band
 // (at the peak and each OOM gpumem-report keeps them all, within its limits); elsewhere the page
-// says how much of the moment's memory was aggregated and is not placed.
+// says how much of the moment's memory was aggregated and is not placed. A legend names the colours;
+// at an OOM the line of figures names what refused the request (the allocator's cap, the device's
+// capacity, fragmentation). The allocator state history (history_view.js) shows it after any event.
 (function () {
   "use strict";
   const GM = window.GpuMem || (window.GpuMem = {});
@@ -24,8 +26,12 @@
     const tip = h("div", { class: "band-tip", hidden: true });
     const wrap = h("div", { class: "canvas-wrap" }, canvas, tip);
     const tableEl = h("div", { class: "segment-table" });
-    const element = h("div", { class: "segment-view" }, title, buttons, summary, note, wrap, tableEl);
-    const view = { element, onJump: null, show, current: null };
+    const tableTitle = h("summary", {});
+    const tableBox = h("details", { class: "segments-table" }, tableTitle, tableEl);
+    const legend = h("ul", { class: "legend" });
+    const element = h("div", { class: "segment-view" }, title, buttons, summary, note, wrap, legend, tableBox);
+    // `history`: the allocator state history's element, placed between the map and its table.
+    const view = { element, onJump: null, show, current: null, attach: (history) => element.insertBefore(history, tableBox) };
     // At first: the first OOM, else the peak.
     view.showDefault = () => show(moments[moments.length > 1 ? 1 : 0][1], moments[moments.length > 1 ? 1 : 0][0], null);
 
@@ -42,13 +48,15 @@
       buttons.appendChild(b);
     }
 
-    // The segments live at `t`, by address, each with its blocks and gaps.
-    function mapAt(t) {
+    // The segments live at `t` (or those `live` says: (level decoded, band) -> bool, the history's
+    // state after one event), by address, each with its blocks and gaps.
+    function mapAt(t, live) {
+      const liveOf = (L) => (live ? Array.from({ length: L.n }, (_, i) => i).filter((i) => live(L, i)) : GM.liveAt(L, t));
       const segs = [];
-      const blocks = B ? GM.liveAt(B, t).filter((i) => B.addr[i] >= 0).sort((a, b) => B.addr[a] - B.addr[b]) : [];
+      const blocks = B ? liveOf(B).filter((i) => B.addr[i] >= 0).sort((a, b) => B.addr[a] - B.addr[b]) : [];
       if (M) {
-        const live = GM.liveAt(M, t).filter((i) => M.addr[i] >= 0).sort((a, b) => M.addr[a] - M.addr[b]);
-        for (const i of live) {
+        const held = liveOf(M).filter((i) => M.addr[i] >= 0).sort((a, b) => M.addr[a] - M.addr[b]);
+        for (const i of held) {
           const last = segs[segs.length - 1];
           // The chunks of one expandable segment are mapped end to end: one segment.
           if (last && GM.isPhysical(M, i) && last.physical && last.addr + last.size === M.addr[i]) {
@@ -100,34 +108,71 @@
         "the maps at the peak and at each OOM are exact." : "Every allocation live around this moment is placed.";
     }
 
-    function show(t, label, highlight) {
-      const m = mapAt(t);
+    // Why the request of an OOM incident failed, in the map's terms.
+    function refusal(incident, largest, free, reserved) {
+      const req = bytes(incident.requested);
+      if (incident.verdict === "allocator limit") {
+        return ` The allocator's own cap refused the request of ${req} with ${bytes(reserved)} reserved` +
+          (incident.device_free !== null && incident.device_free !== undefined ? `, though the device had ${bytes(incident.device_free)} free` : "") +
+          (incident.cap && incident.cap.bytes ? ` (its cap: ${bytes(incident.cap.bytes)})` : "") + ": an allocator limit, not a full device.";
+      }
+      if (incident.requested <= largest) return ` The request of ${req} fits in the largest free block (${bytes(largest)}).`;
+      if (free >= incident.requested) {
+        return ` The request of ${req} is larger than the largest free block (${bytes(largest)}), though ${bytes(free)} is free in all: fragmentation.`;
+      }
+      const device = incident.device_free !== null && incident.device_free !== undefined
+        ? `; the device had ${bytes(incident.device_free)} free for a new segment` : "";
+      return ` The request of ${req} is larger than the largest free block (${bytes(largest)})${device}` +
+        (incident.verdict ? ` (${incident.verdict}).` : ".");
+    }
+
+    function show(t, label, highlight, live) {
+      const m = mapAt(t, live);
       view.current = { t, label, map: m };
-      title.textContent = `Segments at ${seconds(t)}${label ? ` (${label})` : ""}`;
+      title.textContent = label && live ? `Segments ${label}` : `Segments at ${seconds(t)}${label ? ` (${label})` : ""}`;
       const reserved = m.segs.reduce((a, s) => a + s.size, 0), used = m.segs.reduce((a, s) => a + s.used, 0);
       const gaps = m.segs.reduce((a, s) => a + s.gaps.length, 0);
       const nBlocks = m.segs.reduce((a, s) => a + s.blocks.length, 0);
       let text = `${m.segs.length} segment${m.segs.length === 1 ? "" : "s"}, ${bytes(reserved)} reserved; ` +
         (B ? `${bytes(used)} in ${nBlocks} block${nBlocks === 1 ? "" : "s"}; ${bytes(reserved - used)} free in ${gaps} gap${gaps === 1 ? "" : "s"}; ` +
           `largest free block ${bytes(m.largest ? m.largest[1] : 0)}.` : "no block data: each CUDA allocation is one segment, all in use.");
-      const incident = incidents.find((o) => o.time === t);
-      if (incident && B) {
-        const largest = m.largest ? m.largest[1] : 0, free = reserved - used;
-        text += ` The request of ${bytes(incident.requested)} ` + (incident.requested > largest
-          ? `is larger than the largest free block (${bytes(largest)})` + (free >= incident.requested ? `, though ${bytes(free)} is free in all: fragmentation.` : ".")
-          : `fits in the largest free block (${bytes(largest)}).`);
-      }
+      const incident = live ? null : incidents.find((o) => o.time === t);
+      if (incident && B) text += refusal(incident, m.largest ? m.largest[1] : 0, reserved - used, reserved);
       if (m.others.length) text += ` Besides: ${m.others.length} other CUDA allocation${m.others.length === 1 ? "" : "s"} (${bytes(m.others.reduce((a, s) => a + s.size, 0))}) outside the allocator.`;
       if (m.outside) text += ` ${m.outside} block${m.outside === 1 ? "" : "s"} (${bytes(m.outsideBytes)}) lie in no recorded segment.`;
       summary.textContent = text;
-      note.textContent = exactness(t);
+      note.textContent = live ? history_note() : exactness(t);
       buttons.querySelectorAll("button").forEach((b, i) => b.classList.toggle("active", moments[i][1] === t));
       draw(m, highlight);
       const rows = m.segs.slice().sort((a, b) => b.size - a.size).map((s) => [
         `0x${s.addr.toString(16)}`, bytes(s.size), String(s.blocks.length), bytes(s.used), bytes(s.size - s.used),
         bytes(s.gaps.reduce((a, g) => Math.max(a, g[1]), 0)),
-        s.physical ? `expandable segment (${s.bands.length} chunk${s.bands.length === 1 ? "" : "s"})` : GM.stackLines(tl, M.stack[s.bands[0]])[0]]);
-      tableEl.replaceChildren(table(["Address", "Size", "Blocks", "In use", "Free", "Largest free", "Allocated by"], rows, "No segment is live at this moment."));
+        s.physical ? `expandable segment (${s.bands.length} chunk${s.bands.length === 1 ? "" : "s"})` : h("span", {}, GM.breakable(h, GM.stackLines(tl, M.stack[s.bands[0]])[0]))]);
+      tableEl.replaceChildren(table(["Address", "Size", "Blocks", "In use", "Free", "Largest free", "Allocated by"], rows, "No segment is live at this moment.", [1, 2, 3, 4, 5]));
+      tableTitle.textContent = `The ${m.segs.length} segment${m.segs.length === 1 ? "" : "s"}, largest first`;
+      if (m.segs.length <= 12) tableBox.open = true;
+      drawLegend(m);
+    }
+
+    function history_note() {
+      const lv = blockLevel || memoryLevel;
+      return lv.aggregated ? `${lv.aggregated.toLocaleString("en")} allocations were aggregated by gpumem-report and are not in the history.`
+        : "Exact: every allocation of the run is in the history.";
+    }
+
+    // What the colours mean: the roles of the blocks drawn, a free gap, the largest free block.
+    function drawLegend(m) {
+      const roles = new Set();
+      for (const s of m.segs) {
+        if (B) s.blocks.forEach((i) => roles.add(B.role[i]));
+        else s.bands.forEach((i) => roles.add(M.role[i]));
+      }
+      const item = (swatch, text) => h("li", {}, h("span", { class: `swatch ${swatch.cls || ""}`, style: swatch.style || "" }), text);
+      legend.replaceChildren(...[...roles].sort((a, b) => a - b).map((r) =>
+        item({ style: `background:${GM.ROLE_COLORS[r]}` }, B ? `block: ${GM.roleName(tl, r)}` : `allocation: ${GM.roleName(tl, r)}`)),
+      B ? item({ cls: "free" }, "free in a segment") : null,
+      B ? item({ cls: "largest" }, "the largest free block") : null,
+      item({ cls: "segment" }, "a segment (its width: its size)"));
     }
 
     let layout = null;

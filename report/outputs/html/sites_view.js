@@ -10,12 +10,16 @@
     const { h, bytes, seconds, stackCell } = ui;
     const block = h("div", { class: "sites-view" });
     for (const e of entries) {
+      // Each call site named by the line that tells it from the others of its device and level.
+      const all = [...new Set([...e.at_peak, ...e.by_bytes, ...e.by_count, ...e.temporary])];
+      const names = GM.distinctLabels(all.map((s) => s.stack));
+      const label = new Map(all.map((s, i) => [s, names[i]]));
       const rankings = [["At the peak", e.at_peak, 1], ["Bytes allocated", e.by_bytes, 2], ["Allocations", e.by_count, 3],
         ["Temporary", e.temporary, 4]];
       const area = h("div", {});
       const buttons = rankings.map(([title]) => h("button", { type: "button" }, title));
       const columns = [
-        { title: "Call site", value: (s) => (s.stack.view || [""])[0], cell: (s) => stackCell(s.stack) },
+        { title: "Call site", value: (s) => label.get(s).head + (label.get(s).differs || ""), cell: (s) => stackCell(s.stack, label.get(s)) },
         { title: "At the peak", numeric: true, value: (s) => s.peak_bytes, cell: (s) => (s.peak_bytes ? bytes(s.peak_bytes) : "–") },
         { title: "Allocated", numeric: true, value: (s) => s.bytes, cell: (s) => bytes(s.bytes) },
         { title: "Allocations", numeric: true, value: (s) => s.count, cell: (s) => s.count.toLocaleString("en") },

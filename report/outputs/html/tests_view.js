@@ -7,7 +7,12 @@
   const GM = window.GpuMem || (window.GpuMem = {});
 
   GM.testsView = function (ui, scopes, t0) {
-    const { h, bytes, seconds, stackCell } = ui;
+    const { h, bytes, seconds, stackCells } = ui;
+    // A list of {bytes, count, stack}, each stack named by the line that tells it from the others.
+    const stacks = (list) => {
+      const cells = stackCells(list.map((l) => l.stack));
+      return list.map((l, i) => h("div", { class: "leak" }, `${bytes(l.bytes)} in ${l.count}: `, cells[i]));
+    };
     // A test that went over a limit of its own (pytest's gpu_memory_limit, gpu_leak_limit) failed for it.
     const over = (s) => s.over_own_limits || [];
     const overText = (s) => "over its " + over(s).map((l) => (s.api === "pytest" ? `gpu_${l}_limit` : `${l} limit`)).join(" and ");
@@ -16,16 +21,16 @@
     const leaked = (s) => {
       if (!s.leaked_bytes) return h("span", { class: "muted" }, "–");
       return h("details", { class: "leaks" }, h("summary", {}, `${bytes(s.leaked_bytes)} in ${s.leaked_count}`),
-        (s.leaks || []).map((l) => h("div", { class: "leak" }, `${bytes(l.bytes)} in ${l.count}: `, stackCell(l.stack))),
+        stacks(s.leaks || []),
         s.advice ? h("div", { class: "advice" }, s.advice) : null);
     };
     const held = (s) => {
       if (!s.held_until_gc_bytes) return h("span", { class: "muted" }, "–");
       return h("details", { class: "leaks" }, h("summary", {}, `${bytes(s.held_until_gc_bytes)} in ${s.held_until_gc_count}`),
-        (s.held_until_gc || []).map((l) => h("div", { class: "leak" }, `${bytes(l.bytes)} in ${l.count}: `, stackCell(l.stack))));
+        stacks(s.held_until_gc || []));
     };
     const columns = [
-      { title: "Test", value: (s) => s.name, cell: (s) => h("span", { class: "test-name" }, s.name) },
+      { title: "Test", value: (s) => s.name, cell: (s) => h("span", { class: "test-name" }, GM.breakable(h, s.name)) },
       { title: "Result", value: (s) => (s.leaked_bytes || over(s).length ? 0 : s.checked === false || !s.closed ? 1 : 2), cell: (s) => h("span", { class: `result ${tone(s)}` }, verdict(s)) },
       { title: "Leaked", numeric: true, value: (s) => s.leaked_bytes || 0, cell: leaked },
       { title: "Held until GC", numeric: true, value: (s) => s.held_until_gc_bytes || 0, cell: held },

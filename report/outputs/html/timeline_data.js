@@ -1,12 +1,29 @@
 // report/outputs/html/timeline_data.js — reads the allocation timelines the page carries
 // (report/outputs/html_data.h: bands as columns, stacks and frames once each) into typed arrays, and
-// answers what the views ask: what was live at a moment, a stack's lines and frames, colours.
+// answers what the views ask: what was live at a moment, a stack's lines and frames, colours, sizes
+// and times as text.
 //
 // Every function here is pure over the decoded data; nothing touches the DOM. Text from the trace is
 // returned as strings for the callers to put on the page with textContent.
 (function () {
   "use strict";
   const GM = window.GpuMem || (window.GpuMem = {});
+
+  // Sizes and times as the text report writes them: "1.50 GiB", "12.3 ms".
+  GM.bytes = function (n) {
+    if (n === undefined || n === null) return "–";
+    const units = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let v = Number(n), i = 0;
+    while (Math.abs(v) >= 1024 && i < units.length - 1) { v /= 1024; i++; }
+    return i === 0 ? `${v} B` : `${v.toFixed(v >= 100 ? 0 : v >= 10 ? 1 : 2)} ${units[i]}`;
+  };
+  GM.seconds = function (ns) {
+    const s = Number(ns) / 1e9;
+    if (Math.abs(s) >= 100) return `${s.toFixed(0)} s`;
+    if (Math.abs(s) >= 1) return `${s.toFixed(2)} s`;
+    if (Math.abs(s) >= 1e-3) return `${(s * 1e3).toFixed(1)} ms`;
+    return `${(s * 1e6).toFixed(0)} µs`;
+  };
 
   // Role colours, in the order of the report's roles (report_model.h Role): the same as the
   // "Reserved memory by role" chart.

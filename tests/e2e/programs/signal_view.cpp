@@ -11,8 +11,12 @@
 //   signal_view ignore    allocates, ignores SIGTERM, raises it, prints "survived"
 //   signal_view resethand allocates, installs a SA_RESETHAND handler for SIGTERM, raises SIGTERM twice:
 //                         the first is handled, the second ends the process
+//   signal_view vfork     allocates, installs a SIGINT handler, then a vfork child sets SIGINT back to
+//                         the default before it exits (as CPython's subprocess does before its exec);
+//                         the parent raises SIGINT: its handler runs, it prints "survived", exits 0
 #include <cuda_runtime_api.h>
 #include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -98,6 +102,19 @@ int main(int argc, char** argv) {
     printf("twice\n");
     return 0;
   }
-  fprintf(stderr, "usage: signal_view view|own|chain|ignore|resethand\n");
+  if (!strcmp(mode, "vfork")) {
+    signal(SIGINT, say_handled);
+    const pid_t child = vfork();
+    if (child == 0) {
+      signal(SIGINT, SIG_DFL);  // the child's own action, in its parent's memory
+      _exit(0);
+    }
+    int status = 0;
+    if (child > 0) waitpid(child, &status, 0);
+    raise(SIGINT);
+    printf("survived\n");
+    return 0;
+  }
+  fprintf(stderr, "usage: signal_view view|own|chain|ignore|resethand|vfork\n");
   return 2;
 }

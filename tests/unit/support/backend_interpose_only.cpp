@@ -1,6 +1,7 @@
-// tests/unit/support/backend_interpose_only.cpp — cupti/backend.h for unit tests and benchmarks that
-// link the recorder without hooks: interposition is the backend, there is no driver to contact.
-#include "cupti/backend.h"
+// tests/unit/support/backend_interpose_only.cpp — interpose/recorder/capture_backend.h for unit tests
+// and benchmarks that link the recorder without hooks: interposition is the backend, there is no
+// driver to contact.
+#include "interpose/recorder/capture_backend.h"
 
 namespace gpumemtrace::backend {
 bool interpose_recording() noexcept { return true; }

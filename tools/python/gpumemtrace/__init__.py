@@ -1,18 +1,24 @@
-# tools/python/gpumemtrace/__init__.py — named scopes for gpumemtrace from Python.
-"""Named scopes for gpumemtrace from Python (docs/capture.md, "Scopes").
+# tools/python/gpumemtrace/__init__.py — gpumemtrace from Python: scopes, marks, start/stop, dump, read.
+"""gpumemtrace from Python (docs/python-api.md).
 
     import gpumemtrace
 
-    with gpumemtrace.scope("eval"):       # a context manager ...
+    with gpumemtrace.scope("eval"):       # a named scope: a context manager ...
         evaluate(model)
 
     @gpumemtrace.scope("train_step")      # ... or a decorator
     def train_step(batch): ...
 
+    gpumemtrace.mark("epoch 3")           # a phase marker
+    gpumemtrace.stop(); warm_up(); gpumemtrace.start()   # no stacks in between (every event kept)
+    path = gpumemtrace.dump()             # the trace so far, sealed into a trace of its own
+    report = gpumemtrace.read(path)       # its report, as typed Python objects (gpumemtrace.report)
+
 Each scope puts a scope_begin and a scope_end event, with the caller's stack, into the trace of
 libgpumemtrace.so, so that gpumem-report can check the part of the run inside for leaks on its own.
 Scopes nest and may be used from any thread; an end closes the innermost open scope of the same name.
-Without the library (the program runs untraced) everything here does nothing and never raises.
+Without the library (the program runs untraced) scopes do nothing and never raise; mark(), start(),
+stop() and dump() do nothing either, and the first of them says so once (NotTracedWarning).
 
 scope_begin()/scope_end() are the plain calls; `api` says who opened the scope ("pytest" for the
 pytest plugin, "torch.backward" for the PyTorch hook; docs/trace-format.md lists them).
@@ -23,7 +29,8 @@ Thread-safety: every function may be called from any thread.
 import contextlib
 import time
 
-__all__ = ["scope", "scope_begin", "scope_end", "active", "flush", "trace_path", "gc_callback"]
+__all__ = ["scope", "scope_begin", "scope_end", "active", "flush", "trace_path", "gc_callback", "mark", "start",
+           "stop", "dump", "read", "NotTracedWarning", "DumpError"]
 
 API = "gpumemtrace.scope"
 
@@ -162,6 +169,105 @@ def gc_callback():
             began = 0
 
     return on_gc
+
+
+class NotTracedWarning(RuntimeWarning):
+    """mark(), start(), stop() or dump() was called in a process that runs without the recorder."""
+
+
+class DumpError(RuntimeError):
+    """dump() could not write its trace (the message says why)."""
+
+
+_warned_untraced = False
+
+
+def _untraced(what, why=None):
+    """Says once per process that `what` does nothing here (warnings.warn, NotTracedWarning)."""
+    global _warned_untraced
+    if _warned_untraced:
+        return
+    _warned_untraced = True
+    import warnings
+    warnings.warn("gpumemtrace.%s() does nothing: %s" % (
+        what, why or "this process runs without the recorder (start it with `gpumemtrace run -- python ...`, "
+                     "or LD_PRELOAD=libgpumemtrace.so)"), NotTracedWarning, stacklevel=3)
+
+
+def mark(label):
+    """Puts a phase marker `label` into the trace ("epoch 3"): peaks, OOMs and growth name the phase
+    they fell in (the C API's gpumemtrace_mark). Kept up to 47 bytes."""
+    fn = _symbol("gpumemtrace_report_mark", lambda c: [c.c_char_p])
+    if fn is None:
+        return _untraced("mark")
+    fn(_encode(label))
+
+
+def _control(what, symbol):
+    fn = _symbol(symbol, lambda c: [], lambda c: c.c_int)
+    if fn is None:
+        _untraced(what)
+        return False
+    if fn() < 0:
+        _untraced(what, "the recorder is off (GPUMEMTRACE_DISABLE, or it stopped: its warning says why)")
+        return False
+    return True
+
+
+def stop():
+    """Stops taking stacks, from now until start(): every CUDA memory event is still recorded (what is
+    live, the peaks and the OOM verdicts stay exact, as PyTorch's snapshot keeps the blocks allocated
+    while its history was off), without its stack, which saves most of each event's cost. The report
+    shows what was allocated meanwhile as "(no stack recorded)", and says for how long stacks were
+    stopped. True when the recorder is there (stopped now, or already), False when not."""
+    return _control("stop", "gpumemtrace_report_pause")
+
+
+def start():
+    """Takes stacks again after stop() (recording itself never stopped). True when the recorder is
+    there, False when not."""
+    return _control("start", "gpumemtrace_report_resume")
+
+
+def dump(path=None, timeout=60.0):
+    """Seals what was recorded so far into a new, self-contained trace and returns its absolute path;
+    the trace itself goes on. gpumem-report reads the dump as the trace of a process still running:
+    what is live in it is "live when the trace was cut", not a leak.
+
+    `path`: where (None: beside the trace, its name with "-dump": gpumemtrace.python3.11.42-dump.jsonl.zst);
+    a name that is taken gets a number (-dump-2), as traces do. The dump is compressed as the trace is:
+    name it *.jsonl.zst (the default) or, when GPUMEMTRACE_OUTPUT names a .jsonl, *.jsonl. Waits at
+    most `timeout` seconds (the copy reads the whole trace file). Raises DumpError when it cannot be
+    written; returns None (with a NotTracedWarning) without the recorder, or before anything was
+    recorded (the recorder starts at the first CUDA memory call)."""
+    fn = _symbol("gpumemtrace_report_dump", lambda c: [c.c_char_p, c.c_int, c.c_char_p, c.c_size_t],
+                 lambda c: c.c_int)
+    if fn is None:
+        return _untraced("dump")
+    import ctypes
+    import os
+    message = ctypes.create_string_buffer(8192)
+    where = None if path is None else os.fsencode(os.path.abspath(os.fspath(path)))
+    rc = fn(where, max(1, min(int(timeout * 1000), 2 ** 31 - 1)), message, len(message))
+    text = message.value.decode("utf-8", "surrogateescape")
+    if rc == 0:
+        return os.path.abspath(text)
+    if rc == 2 or rc < 0:
+        import warnings
+        warnings.warn("gpumemtrace.dump() wrote nothing: " + text, NotTracedWarning, stacklevel=2)
+        return None
+    raise DumpError("gpumemtrace.dump(): " + text)
+
+
+def read(*traces, what_if=(), suppressions=None, report=None):
+    """The report of `traces` (trace files, PyTorch snapshots, folders: what gpumem-report takes) as
+    typed Python objects: a gpumemtrace.report.Report, whose fields are the keys of `gpumem-report
+    --format json` (docs/report.md), each object a dataclass. Runs the native analyzer (found beside
+    this package, or `report`: its path); raises gpumemtrace.report.ReportError with its message when
+    it cannot read them. `what_if`: allocator settings to replay (--what-if); `suppressions`: a
+    suppressions file (--suppressions)."""
+    from gpumemtrace import report as _report
+    return _report.read(*traces, what_if=what_if, suppressions=suppressions, report=report)
 
 
 class scope(contextlib.ContextDecorator):

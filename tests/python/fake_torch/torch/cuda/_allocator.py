@@ -20,7 +20,9 @@ the commit docs/pytorch.md cites), with what the hook sees of it exact and the r
   free_completed when its event is seen complete, at the next malloc (process_events) or at
   empty_cache (synchronize_and_free_events), as c10 does.
 - OOM: an "oom" entry with device_free (no addr) and the rounded size, num_ooms, then the observers
-  called after the lock is released with (device, alloc_size, allowed-or-total, device_free).
+  called after the lock is released with (device, alloc_size, allowed-or-total, device_free). With
+  FAKE_TORCH_RETRY set, first the segments with no block in them are released (segment_free each) and
+  the segment asked for once more, as c10's malloc does (release_cached_blocks, alloc_block).
 - The memory-fraction cap (set_memory_fraction, _release.py): past it a segment or a page is refused
   without asking CUDA (alloc_block); device_free stays the device's. Expandable segments are read
   from the config at each call (cuda/_config.py), so _set_allocator_settings changes what comes next.
@@ -75,6 +77,7 @@ class Allocator:
         self.clock = clock
         self.config = config                    # cuda/_config.py: read at each call, as c10 reads its config
         self.total = self.limit = int(os.environ.get("FAKE_TORCH_LIMIT", str(1 << 30)))
+        self.retry = bool(os.environ.get("FAKE_TORCH_RETRY"))  # release the cache and retry, as c10 does
         self.allowed = None                     # the memory-fraction cap (allowed_memory_maximum), bytes
         self.stats = {f: Stat() for f in _FAMILIES}
         self.num_ooms = self.num_device_alloc = self.num_device_free = 0
@@ -266,11 +269,9 @@ class Allocator:
             self._process_events(context)
             found = self._fit(size)
             if found is None:
-                if self.expandable:
-                    seg = self._map_more(size, context)
-                else:
-                    seg_size = PAGE if size <= SMALL else (size + PAGE - 1) // PAGE * PAGE
-                    seg = self._segment(seg_size, context)
+                seg = self._grow(size, context)
+                if seg is None and self.retry and not self.expandable and self._release_free_segments(context):
+                    seg = self._grow(size, context)  # c10's malloc: release_cached_blocks(), alloc_block again
                 found = self._fit(size) if seg is not None else None
             if found is None:
                 # The device's free bytes (cudaMemGetInfo in c10; FAKE_TORCH_LIMIT plays the device),
@@ -285,6 +286,30 @@ class Allocator:
             return None
         seg, off = found
         return self._hand_out(seg, off, size, requested, stream, context)
+
+    def _grow(self, size, context):
+        if self.expandable:
+            return self._map_more(size, context)
+        return self._segment(PAGE if size <= SMALL else (size + PAGE - 1) // PAGE * PAGE, context)
+
+    def _release_if_free(self, seg, context):
+        """A segment with no block in it goes back to CUDA (segment_free); True if it did."""
+        if seg.expandable or sum(n for _, n in seg.free) != seg.size:
+            return False
+        self.record("segment_free", seg.addr, seg.size, context=context)
+        if self.rt is not None:
+            self.rt.cudaFree(ctypes.c_void_p(seg.addr))
+        self.segments.remove(seg)
+        self.stats["segment"].decrease(1)
+        self.stats["reserved_bytes"].decrease(seg.size)
+        self.num_device_free += 1
+        return True
+
+    def _release_free_segments(self, context):
+        released = False
+        for seg in list(self.segments):
+            released = self._release_if_free(seg, context) or released
+        return released
 
     def _fit(self, size):
         for seg in self.segments:
@@ -337,14 +362,8 @@ class Allocator:
             for seg in list(self.segments):
                 if seg.expandable:
                     self._unmap_free_pages(seg, context)
-                elif sum(n for _, n in seg.free) == seg.size:
-                    self.record("segment_free", seg.addr, seg.size, context=context)
-                    if self.rt is not None:
-                        self.rt.cudaFree(ctypes.c_void_p(seg.addr))
-                    self.segments.remove(seg)
-                    self.stats["segment"].decrease(1)
-                    self.stats["reserved_bytes"].decrease(seg.size)
-                    self.num_device_free += 1
+                else:
+                    self._release_if_free(seg, context)
 
     def _unmap_free_pages(self, seg, context):
         """Whole free pages at the end of the mapped range are unmapped (one segment_unmap)."""

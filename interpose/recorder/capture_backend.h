@@ -1,4 +1,7 @@
-// cupti/backend.h — which capture layer records events: interposition (hooks) or CUPTI callbacks.
+// interpose/recorder/capture_backend.h — which capture layer records events: interposition (hooks) or
+// CUPTI callbacks. The recorder owns this interface and its hooks ask it; cupti/backend.cpp implements
+// it (the arrow runs from cupti/ down to the recorder, never up), and unit tests that link no CUPTI
+// implement it as interposition only (tests/unit/support/backend_interpose_only.cpp).
 //
 // GPUMEMTRACE_BACKEND=interpose|cupti|auto (docs/capture.md says why interpose is the default).
 // The choice is made once, at the first contact with the CUDA driver, or in InitializeInjection
