@@ -2,8 +2,8 @@
 #include "report/reader/compact_event.h"
 
 #include <algorithm>
+#include <array>
 #include <cstddef>
-#include <cstring>
 
 namespace gpumemtrace::report::reader {
 
@@ -126,56 +126,35 @@ class CompactEventScanner {
     *out = std::string_view(start, static_cast<size_t>(p - start));
     return out->size() <= fmt::kMaxStringBytes && literal('"');
   }
-  // As parse_hex: "0x" and 1 to 16 hex digits.
+  // As parse_hex: "0x" and 1 to 16 hex digits, read in one pass.
   bool read_hex(uint64_t* out) {
     if (end_ - p_ < 5 || p_[0] != '"' || p_[1] != '0' || (p_[2] != 'x' && p_[2] != 'X')) return false;
     const char* start = p_ + 3;
-    // 16 bytes read at once (the padding makes them readable); the digits are those before the first
-    // byte that is not one, at most 16, none past the line.
-    const uint64_t first = load8(start), second = load8(start + 8);
-    size_t n = hex_digits(first);
-    if (n == 8) n += hex_digits(second);
-    n = std::min<size_t>(n, static_cast<size_t>(end_ - start));
-    p_ = start + n;
-    if (n == 0 || !literal('"')) return false;
-    const size_t high = std::min<size_t>(n, 8);
-    uint64_t value = hex_value(first, high);
-    if (n > 8) value = value << (4 * (n - 8)) | hex_value(second, n - 8);
+    const char* p = start;
+    const char* limit = p + std::min<ptrdiff_t>(16, end_ - p);
+    uint64_t value = 0;
+    int8_t digit;
+    while (p != limit && (digit = kHexDigit[static_cast<unsigned char>(*p)]) >= 0) {
+      value = value << 4 | static_cast<uint64_t>(digit);
+      ++p;
+    }
+    p_ = p;
+    if (p == start || !literal('"')) return false;
     *out = value;
     return true;
   }
 
-  // Eight bytes as one little-endian word: the first byte lowest.
-  static uint64_t load8(const char* p) {
-    uint64_t word;
-    std::memcpy(&word, p, sizeof word);
-    return word;
-  }
-  static constexpr uint64_t kOnes = 0x0101010101010101ull;
-  static constexpr uint64_t kHighBits = 0x8080808080808080ull;
-  // The high bit of each byte of `word` that lies in [lo, hi] (lo, hi < 0x80): its low 7 bits compared
-  // without a carry between bytes, a byte with its high bit set never in range.
-  static constexpr uint64_t in_range(uint64_t word, uint8_t lo, uint8_t hi) {
-    const uint64_t low7 = word & ~kHighBits;
-    const uint64_t at_least_lo = (low7 + kOnes * (0x80 - lo)) & kHighBits;
-    const uint64_t above_hi = (low7 + kOnes * (0x7f - hi)) & kHighBits;
-    return at_least_lo & ~above_hi & ~word & kHighBits;
-  }
-  // How many of the word's bytes, from the first, are hex digits (0-9, a-f, A-F): 0 to 8.
-  static size_t hex_digits(uint64_t word) {
-    const uint64_t digit = in_range(word, '0', '9') | in_range(word | kOnes * 0x20, 'a', 'f');
-    const uint64_t other = ~digit & kHighBits;
-    return other ? static_cast<size_t>(__builtin_ctzll(other)) / 8 : 8;
-  }
-  // The value of the first n (1 to 8) bytes of `word`, all hex digits, the first the most significant.
-  static uint64_t hex_value(uint64_t word, size_t n) {
-    // Each digit's value in its byte: the low nibble, plus 9 for a letter (bit 6 set: 'a' and 'A').
-    uint64_t v = (word & kOnes * 0x0f) + 9 * ((word >> 6) & kOnes);
-    v = __builtin_bswap64(v) >> (8 * (8 - n));  // the last digit in the lowest byte
-    v = (v | v >> 4) & 0x00ff00ff00ff00ffull;  // two digits per byte pair, then four, then eight
-    v = (v | v >> 8) & 0x0000ffff0000ffffull;
-    return (v | v >> 16) & 0xffffffffull;
-  }
+  // The value of a hex digit character, -1 for any other byte.
+  static constexpr std::array<int8_t, 256> kHexDigit = [] {
+    std::array<int8_t, 256> table{};
+    for (int c = 0; c < 256; ++c) {
+      table[c] = static_cast<int8_t>((c >= '0' && c <= '9')   ? c - '0'
+                                     : (c >= 'a' && c <= 'f') ? c - 'a' + 10
+                                     : (c >= 'A' && c <= 'F') ? c - 'A' + 10
+                                                              : -1);
+    }
+    return table;
+  }();
 
   const char* p_;
   const char* end_;
