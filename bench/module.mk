@@ -100,3 +100,14 @@ bench-pytest-gc: $(BUILD)/libgpumemtrace.so
 	$(PYTHON) bench/pytest_gc_bench.py --build $(BUILD) $(BENCH_PYTEST_GC_ARGS)
 .PHONY: bench-pytest-gc
 BENCH_TARGETS += bench-pytest-gc
+
+## bench-report-shapes: gpumem-report on recorded traces of the shapes users have (stand-in PyTorch run of 20M
+## events, a C++ program with thousands of live allocations, the 100M-event page), beside heaptrack_print on the
+## loop; the traces are recorded once into build/bench/shapes (BENCH_SHAPES_ARGS: e.g. --report main=OTHER/gpumem-report)
+$(BUILD)/bench/shapes_program: bench/shapes_program.cpp include/gpumemtrace.h $(SIM_RUNTIME)
+	@mkdir -p $(@D)
+	$(CXX) -std=c++17 -O2 -g -fno-omit-frame-pointer -isystem $(CUDA_HOME)/include -Iinclude $< -o $@ -L$(SIM_DIR) -lcudart -ldl
+bench-report-shapes: $(BUILD)/gpumem-report $(BUILD)/libgpumemtrace.so $(BUILD)/bench/alloc_loop $(BUILD)/bench/shapes_program
+	$(PYTHON) bench/shapes_bench.py --build $(BUILD) $(BENCH_SHAPES_ARGS)
+.PHONY: bench-report-shapes
+BENCH_TARGETS += bench-report-shapes

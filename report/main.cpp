@@ -56,8 +56,10 @@ AnalyzedInputs analyze_all(const std::vector<TraceInput>& inputs, const Suppress
   AnalyzedInputs analyzed;
   {
     ProgressLine progress(STDERR_FILENO);
-    AnalysisRequest what_if{options.what_if, options.recorded_settings, !options.diff,
-                            options.format == OutputFormat::Html};  // only the page draws the timeline
+    AnalysisRequest what_if{options.what_if, options.recorded_settings, !options.diff};
+    // Only the page draws the timeline. Set by name: a field added before it in AnalysisRequest
+    // (replay_recorded) once took this value, and every format paid for the timeline.
+    what_if.allocation_timeline = options.format == OutputFormat::Html;
     // The page shows the batch what-if's rows in the recorded run's what-if table: it is made even
     // when nothing else asks for it.
     what_if.replay_recorded = options.batch() && options.format == OutputFormat::Html;

@@ -16,13 +16,13 @@ namespace gpumemtrace::report {
 namespace {
 
 uint64_t gap(uint64_t from, uint64_t to) { return to > from ? to - from : 0; }
-void add_gap(std::multiset<uint64_t>& gaps, uint64_t size) {
-  if (size) gaps.insert(size);
+void add_gap(std::map<uint64_t, uint64_t>& gaps, uint64_t size) {
+  if (size) ++gaps[size];
 }
-void remove_gap(std::multiset<uint64_t>& gaps, uint64_t size) {
+void remove_gap(std::map<uint64_t, uint64_t>& gaps, uint64_t size) {
   if (!size) return;
   auto it = gaps.find(size);
-  if (it != gaps.end()) gaps.erase(it);
+  if (it != gaps.end() && --it->second == 0) gaps.erase(it);
 }
 
 // Calls `visit(gap)` for each gap of the range [start, end): between its blocks, and at its ends.
@@ -230,7 +230,7 @@ FragmentationPoint MemoryModel::measure_fragmentation(int32_t device) const {
   const SegmentGaps& totals = state->segments;
   point.reserved = totals.reserved;
   point.allocated = totals.allocated;
-  point.largest_free_block = totals.gaps.empty() ? 0 : *totals.gaps.rbegin();
+  point.largest_free_block = totals.gaps.empty() ? 0 : totals.gaps.rbegin()->first;
   point.free_in_reserved = point.reserved - std::min(point.reserved, point.allocated);
   return point;
 }

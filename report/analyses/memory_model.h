@@ -123,7 +123,9 @@ class MemoryModel {
   struct SegmentGaps {
     uint64_t reserved = 0;          // bytes of the cached ranges
     uint64_t allocated = 0;         // bytes of the blocks that start inside them
-    std::multiset<uint64_t> gaps;   // every non-empty gap of those ranges
+    // Every non-empty gap of those ranges, as size -> how many: gap sizes repeat (a step frees what
+    // the last one did), so most changes update a count in place rather than add or erase a node.
+    std::map<uint64_t, uint64_t> gaps;
   };
   // One cached range: a segment (an Allocation with `cached`), or a run of mapped pages of
   // expandable segments (touching runs merge: one range, as PyTorch's snapshot reports them).

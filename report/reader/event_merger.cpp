@@ -33,21 +33,21 @@ void EventMerger::drop(std::string_view text) {
   strings_.erase(found);
 }
 
-Event EventMerger::hold(const Event& event) {
-  Event held = event;
-  held.api = keep(event.api);
-  held.pool = keep(event.pool);
-  held.label = keep(event.label);
+EventMerger::Held EventMerger::hold(const Event& event, bool stable_api) {
+  Held held{event, next_order_++, stable_api};
+  if (!stable_api) held.event.api = keep(event.api);
+  held.event.pool = keep(event.pool);
+  held.event.label = keep(event.label);
   held_bytes_ += sizeof(Event);
   return held;
 }
 
-// Hands `event` on, then lets go of its texts (the handler sees them while they are still held).
-void EventMerger::release(Event event) {
-  emit(event);
-  drop(event.api);
-  drop(event.pool);
-  drop(event.label);
+// Hands the event on, then lets go of its texts (the handler sees them while they are still held).
+void EventMerger::release(const Held& held) {
+  emit(held.event);
+  if (!held.stable_api) drop(held.event.api);
+  drop(held.event.pool);
+  drop(held.event.label);
   held_bytes_ -= sizeof(Event);
 }
 
@@ -59,22 +59,26 @@ void EventMerger::emit(const Event& event) {
   out_.on_event(event);
 }
 
-void EventMerger::push(const Event& event) {
+void EventMerger::push(const Event& event, bool stable_api) {
   if (!merging_) {
     emit(event);
     return;
   }
   if (event.delayed) {
     if (event.t <= synced_) ++late_;
-    delayed_.push_back(Delayed{hold(event), next_order_++});
-    std::push_heap(delayed_.begin(), delayed_.end(), Later{});
+    if (sorted_.empty() || sorted_.back().event.t <= event.t) {
+      sorted_.push_back(hold(event, stable_api));  // after every queued one: (t, order) order kept
+    } else {
+      heap_.push_back(hold(event, stable_api));
+      std::push_heap(heap_.begin(), heap_.end(), Later{});
+    }
   } else {
-    live_.push_back(hold(event));
+    live_.push_back(hold(event, stable_api));
   }
   if (buffered() > max_held_) max_held_ = buffered();
   while (over_limits() && buffered() > 0) {
     ++forced_;
-    release_one(live_first());
+    release_one(first());
   }
 }
 
@@ -86,32 +90,53 @@ void EventMerger::sync(uint64_t time_ns) {
 
 void EventMerger::finish() { release_until(0, true); }
 
-// Of the two queue heads, the one that comes first (ties: live).
-bool EventMerger::live_first() const {
-  if (delayed_.empty()) return true;
-  if (live_.empty()) return false;
-  return live_.front().t <= delayed_.front().event.t;
+// The earliest delayed event, by (t, file order), and the queue it waits in; null when none waits.
+const EventMerger::Held* EventMerger::delayed_head(Queue* queue) const {
+  const Held* sorted = sorted_.empty() ? nullptr : &sorted_.front();
+  const Held* heap = heap_.empty() ? nullptr : &heap_.front();
+  if (!sorted || (heap && Later{}(*sorted, *heap))) {
+    *queue = Queue::Heap;
+    return heap;
+  }
+  *queue = Queue::Sorted;
+  return sorted;
 }
 
-void EventMerger::release_one(bool from_live) {
-  if (from_live) {
-    Event event = live_.front();
-    live_.pop_front();
-    release(event);
-    return;
+// The queue whose head comes first (ties between live and delayed: live). Precondition: buffered() > 0.
+EventMerger::Queue EventMerger::first() const {
+  Queue queue = Queue::Live;
+  const Held* delayed = delayed_head(&queue);
+  if (!delayed || (!live_.empty() && live_.front().event.t <= delayed->event.t)) return Queue::Live;
+  return queue;
+}
+
+void EventMerger::release_one(Queue queue) {
+  switch (queue) {
+    case Queue::Live: {
+      const Held held = live_.front();
+      live_.pop_front();
+      return release(held);
+    }
+    case Queue::Sorted: {
+      const Held held = sorted_.front();
+      sorted_.pop_front();
+      return release(held);
+    }
+    case Queue::Heap: {
+      std::pop_heap(heap_.begin(), heap_.end(), Later{});
+      const Held held = heap_.back();
+      heap_.pop_back();
+      return release(held);
+    }
   }
-  std::pop_heap(delayed_.begin(), delayed_.end(), Later{});
-  Event event = delayed_.back().event;
-  delayed_.pop_back();
-  release(event);
 }
 
 void EventMerger::release_until(uint64_t bound, bool everything) {
-  for (;;) {
-    const bool live = !live_.empty() && (everything || live_.front().t <= bound);
-    const bool delayed = !delayed_.empty() && (everything || delayed_.front().event.t <= bound);
-    if (!live && !delayed) break;
-    release_one(live && (!delayed || live_first()));
+  while (buffered() > 0) {
+    const Queue queue = first();
+    const Held& head = queue == Queue::Live ? live_.front() : queue == Queue::Sorted ? sorted_.front() : heap_.front();
+    if (!everything && head.event.t > bound) break;
+    release_one(queue);
   }
 }
 

@@ -20,8 +20,9 @@
 // syncs), and at most `max_buffered` events or kMaxHeldBytes of them (their strings included):
 // beyond either, the oldest are handed on early (counted; the order around them may then be off).
 //
-// Time: O(log n) per event whatever the order of the delayed events' times (they wait in a binary
-// heap keyed by (t, file order); a drain in reverse time order costs what a sorted one does).
+// Time: O(1) per event for delayed events that come in time order (a drain hands its entries on oldest
+// first: they wait in a queue), O(log n) for those that do not (a binary heap keyed by (t, file order);
+// a drain in reverse time order costs what a sorted one does, within a factor).
 //
 // A delayed event whose t is at or below a sync already seen (a broken promise, or a delayed event
 // before the first sync) is handed on at the next release point and counted as late.
@@ -34,7 +35,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <deque>
 #include <memory>
 #include <string_view>
 #include <unordered_map>
@@ -57,27 +57,62 @@ class EventMerger {
                        size_t max_held_bytes = kMaxHeldBytes)
       : out_(out), max_buffered_(max_buffered ? max_buffered : 1), max_held_bytes_(max_held_bytes) {}
 
-  void push(const Event& event);  // event.delayed says which kind it is
+  // event.delayed says which kind it is. `stable_api`: event.api stays valid for the whole read (the
+  // reader's interned API names of version 2 sites), so it is not copied while held.
+  void push(const Event& event, bool stable_api = false);
   void sync(uint64_t time_ns);    // a sync event at t = time_ns
   void finish();                  // end of the trace: hands on everything still held
 
   bool merging() const { return merging_; }  // a sync was seen
-  size_t buffered() const { return live_.size() + delayed_.size(); }
+  size_t buffered() const { return live_.size() + sorted_.size() + heap_.size(); }
   size_t max_held() const { return max_held_; }
   size_t held_bytes() const { return held_bytes_; }
   uint64_t late() const { return late_; }       // delayed events older than a sync already seen
   uint64_t forced() const { return forced_; }   // handed on early (max_buffered or the bytes reached)
 
  private:
-  struct Delayed {
-    Event event;     // its string_views point into strings_
-    uint64_t order;  // file order, for ties on t
+  struct Held {
+    Event event;       // its string_views point into strings_ (api: unless stable_api)
+    uint64_t order;    // file order, for ties on t between delayed events
+    bool stable_api;   // event.api is not a copy in strings_
   };
   // A min-heap on (t, order) through std::push_heap / pop_heap, which build max-heaps.
   struct Later {
-    bool operator()(const Delayed& a, const Delayed& b) const {
+    bool operator()(const Held& a, const Held& b) const {
       return a.event.t != b.event.t ? a.event.t > b.event.t : a.order > b.order;
     }
+  };
+  // Where the next event to hand on waits.
+  enum class Queue { Live, Sorted, Heap };
+  // A FIFO in one growing ring: no allocation per element once it has grown to a drain's size
+  // (a std::deque of these 200-byte events allocates a node every two).
+  class Fifo {
+   public:
+    bool empty() const { return size_ == 0; }
+    size_t size() const { return size_; }
+    Held& front() { return ring_[head_]; }
+    const Held& front() const { return ring_[head_]; }
+    const Held& back() const { return ring_[(head_ + size_ - 1) & (ring_.size() - 1)]; }
+    void pop_front() {
+      head_ = (head_ + 1) & (ring_.size() - 1);
+      --size_;
+    }
+    void push_back(const Held& held) {
+      if (size_ == ring_.size()) grow();
+      ring_[(head_ + size_) & (ring_.size() - 1)] = held;
+      ++size_;
+    }
+
+   private:
+    void grow() {
+      std::vector<Held> bigger(ring_.empty() ? 64 : 2 * ring_.size());  // a power of two
+      for (size_t i = 0; i < size_; ++i) bigger[i] = ring_[(head_ + i) & (ring_.size() - 1)];
+      ring_ = std::move(bigger);
+      head_ = 0;
+    }
+    std::vector<Held> ring_;
+    size_t head_ = 0;
+    size_t size_ = 0;
   };
   // One copy of a held text, shared by every held event that has it.
   struct Stored {
@@ -87,11 +122,12 @@ class EventMerger {
 
   std::string_view keep(std::string_view text);
   void drop(std::string_view text);
-  Event hold(const Event& event);
-  void release(Event event);
+  Held hold(const Event& event, bool stable_api);
+  void release(const Held& held);
   void emit(const Event& event);
-  bool live_first() const;
-  void release_one(bool from_live);
+  const Held* delayed_head(Queue* queue) const;
+  Queue first() const;
+  void release_one(Queue queue);
   void release_until(uint64_t bound, bool everything);
   bool over_limits() const { return buffered() > max_buffered_ || held_bytes_ > max_held_bytes_; }
 
@@ -101,8 +137,11 @@ class EventMerger {
   bool merging_ = false;          // a sync was seen
   uint64_t synced_ = 0;           // highest sync time seen
   uint64_t next_order_ = 0;
-  std::deque<Event> live_;        // file order
-  std::vector<Delayed> delayed_;  // a heap (Later): the earliest at the front
+  Fifo live_;    // file order
+  // Delayed events: those that came in (t, order) order in a queue, the others in a heap (Later); the
+  // next to hand on is the earlier of the two fronts.
+  Fifo sorted_;
+  std::vector<Held> heap_;
   // api, pool, label of held events, by their text (the key views the Stored copy).
   std::unordered_map<std::string_view, Stored> strings_;
   size_t held_bytes_ = 0;         // sizeof each held event, and each stored text once

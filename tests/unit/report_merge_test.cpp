@@ -3,6 +3,7 @@
 // docs/trace-format.md).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 
 #include <string>
@@ -97,6 +98,43 @@ TEST(Merge, TiesPutLiveFirstAndLiveKeepsSeqOrder) {
   m.push(ev(5, 100, true));
   m.sync(1000);
   EXPECT_EQ(out.seqs(), (std::vector<uint64_t>{4, 5, 1, 2, 3}));
+}
+
+// A drain's entries come in time order and wait in a queue; one that comes out of order waits apart
+// (a heap): the two together still hand on by (t, file order), across more than one ring's growth.
+TEST(Merge, InOrderAndOutOfOrderDelayedEventsInterleave) {
+  Collect out;
+  EventMerger m(out);
+  m.sync(1);
+  uint64_t seq = 0;
+  for (uint64_t i = 0; i < 300; ++i) {  // 300: the queue grows past its first size
+    m.push(ev(++seq, 10 * i + 10, true));  // in order
+    if (i % 7 == 3) m.push(ev(++seq, 10 * i + 5, true));  // out of order: before the one just queued
+    if (i % 11 == 4) m.push(ev(++seq, 10 * i + 10, true));  // the same t: after it, by file order
+    if (i % 13 == 5) m.push(ev(++seq, 10 * i, true));  // out of order, the t of one queued before it
+  }
+  m.finish();
+  // Handed on by t, then seq (file order).
+  std::vector<std::pair<uint64_t, uint64_t>> by_time;
+  for (const auto& [s, t] : out.order) by_time.emplace_back(t, s);
+  std::vector<std::pair<uint64_t, uint64_t>> sorted = by_time;
+  std::sort(sorted.begin(), sorted.end());
+  EXPECT_EQ(by_time, sorted);
+  EXPECT_EQ(out.order.size(), seq);
+}
+
+// The reader's interned API names (a version 2 site's) are not copied while held; any other text is.
+TEST(Merge, StableApiNamesAreNotCopied) {
+  Collect out;
+  EventMerger m(out);
+  m.sync(1);
+  m.push(ev(1, 100, true, "torch.alloc"), /*stable_api=*/true);
+  EXPECT_EQ(m.held_bytes(), sizeof(Event));
+  m.push(ev(2, 200, true, "torch.free_requested"));
+  EXPECT_EQ(m.held_bytes(), 2 * sizeof(Event) + std::string_view("torch.free_requested").size());
+  m.finish();
+  EXPECT_EQ(m.held_bytes(), 0u);
+  EXPECT_EQ(out.apis, (std::vector<std::string>{"torch.alloc", "torch.free_requested"}));
 }
 
 TEST(Merge, LateDelayedEventIsCountedAndStillHandedOn) {

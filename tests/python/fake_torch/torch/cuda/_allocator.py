@@ -321,7 +321,12 @@ class Allocator:
         for seg in self.segments:
             for i, (off, n) in enumerate(seg.free):
                 if n >= size:
-                    seg.free[i] = (off + size, n - size)
+                    # An exhausted entry goes (it could never fit again): a long run's free lists
+                    # stay as long as its holes, not its allocations.
+                    if n == size:
+                        del seg.free[i]
+                    else:
+                        seg.free[i] = (off + size, n - size)
                     return seg, off
         return None
 
