@@ -26,6 +26,7 @@
 #include "report/cli/options.h"
 #include "report/cli/progress.h"
 #include "report/outputs/batch_output.h"
+#include "report/outputs/export_events.h"
 #include "report/outputs/folded_output.h"
 #include "report/outputs/html_output.h"
 #include "report/outputs/json_output.h"
@@ -134,6 +135,17 @@ int run(const Options& options) {
       if (input.spooled.empty()) input_paths.push_back(input.path);
       groups[options.diff ? i : 0].push_back(std::move(input));
     }
+  }
+  if (!options.export_dir.empty()) {
+    std::vector<ExportInput> exported;
+    for (const TraceInput& input : groups[0]) exported.push_back({input.path, input.name});
+    const ExportResult result = export_events(exported, options.export_dir, suppressions,
+                                              options.jobs ? options.jobs : default_jobs());
+    for (const std::string& warning : result.warnings) std::cerr << "gpumem-report: " << printable(warning) << "\n";
+    std::cerr << "gpumem-report: exported " << result.events << " events, " << result.stacks << " stacks and "
+              << result.frames << " frames of " << result.traces << (result.traces == 1 ? " trace" : " traces")
+              << " to " << printable(options.export_dir) << "\n";
+    return 0;
   }
   std::ofstream file;
   if (!options.output.empty()) {

@@ -21,7 +21,7 @@ namespace {
 struct RawOptions {
   std::string format, folded, fail_on_leak, fail_on_peak_increase, frames, width, top, jobs, fail_on_oom_within;
   std::string max_batch;
-  std::vector<std::string> user_code, library, inputs, diff_inputs, at_batch, batch_of;
+  std::vector<std::string> user_code, library, inputs, diff_inputs, at_batch, batch_of, export_to;
   bool native = false, no_progress = false, no_default_suppressions = false;
 };
 
@@ -141,6 +141,12 @@ struct Parser {
     app.add_option("-j,--jobs", raw.jobs,
                    "traces analysed at once (default: one per CPU; 1 = one after another); same report either way")
         ->type_name("N");
+    app.add_option("--export", raw.export_to,
+                   "write every event as rows for SQL engines (zstd JSON Lines in DIR: TABLE is events; "
+                   "docs/scale.md), instead of a report")
+        ->type_name("events DIR")
+        ->expected(2)
+        ->allow_extra_args(false);
     app.add_option("TRACE", raw.inputs, "traces to report on, one section per process")->type_name("");
     diff = app.add_subcommand("diff", "compare two runs (peak and leaks by stack); every option works after it");
     diff->fallthrough();  // options given after `diff` are the main command's
@@ -344,6 +350,15 @@ Options finish(Parser& parser, bool traces_follow) {
     throw UsageError("diff comes before the traces (a trace named diff: write ./diff)");
   }
   options.inputs = options.diff ? raw.diff_inputs : raw.inputs;
+  if (!raw.export_to.empty()) {
+    const std::string& table = raw.export_to.front();
+    if (table != "events") throw UsageError("--export: expected events DIR, got `" + table + "`");
+    if (traces_follow || options.diff || options.batch() || !raw.format.empty() || !options.output.empty()) {
+      throw UsageError("--export writes tables, not a report: give it only traces (no diff, --format, -o, "
+                       "--at-batch or --max-batch)");
+    }
+    options.export_dir = raw.export_to.back();
+  }
   if (traces_follow) {
     if (options.diff) throw UsageError("diff is not available here: run gpumem-report diff on two runs' traces");
     if (!options.inputs.empty()) throw UsageError("unexpected argument `" + options.inputs.front() + "`");

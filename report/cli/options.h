@@ -54,6 +54,9 @@ struct Options {
   double batch_margin_share = 0;
   std::vector<std::pair<std::string, uint64_t>> batch_of;
   bool batch() const { return !at_batch.empty() || max_batch; }
+  // --export events DIR: the traces' rows for SQL engines (report/outputs/export_events.h), no report.
+  std::string export_dir;  // "" = no export
+
 };
 
 // "90s", "30m", "2h", "1d", "1h30m", or plain seconds ("45", "2.5"): seconds; nullopt when malformed.
