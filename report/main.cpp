@@ -23,6 +23,7 @@
 #include "report/cli/gates.h"
 #include "report/cli/inputs.h"
 #include "report/cli/jobs.h"
+#include "report/cli/merge_inputs.h"
 #include "report/cli/options.h"
 #include "report/cli/progress.h"
 #include "report/outputs/batch_output.h"
@@ -30,6 +31,7 @@
 #include "report/outputs/folded_output.h"
 #include "report/outputs/html_output.h"
 #include "report/outputs/json_output.h"
+#include "report/outputs/merge_output.h"
 #include "report/outputs/perfetto_output.h"
 #include "report/outputs/text_output.h"
 #include "util/terminal_text.h"
@@ -116,6 +118,14 @@ bool reader_gone(int fd) {
   return poll(&p, 1, 0) == 1 && (p.revents & POLLERR) != 0;
 }
 
+// `merge REPORT...`: JSON reports in, the cross-rank view out; no trace is read.
+void run_merge(const Options& options, std::ostream& out) {
+  const MergeInputs inputs = read_merge_inputs(options.inputs);
+  const MergedRanks merged = merge_ranks(inputs.processes);
+  if (options.format == OutputFormat::Json) out << dump_json(merge_to_json(merged, inputs.processes, inputs.warnings)) << "\n";
+  else write_merge_text(out, merged, inputs.processes, inputs.warnings, options.max_items, options.stacks);
+}
+
 int run(const Options& options) {
   Suppressions suppressions;
   if (!options.suppressions.empty()) suppressions = Suppressions::load(options.suppressions);
@@ -125,7 +135,7 @@ int run(const Options& options) {
   InputSet input_set;
   std::vector<std::vector<TraceInput>> groups(options.diff ? 2 : 1);
   std::vector<std::string> input_paths = options.inputs;
-  for (size_t i = 0; i < options.inputs.size(); ++i) {
+  for (size_t i = 0; i < options.inputs.size() && !options.merge; ++i) {
     std::vector<TraceInput> resolved = input_set.resolve(options.inputs[i]);
     if (options.batch() && resolved.size() != 1) {
       throw BatchError(options.inputs[i] + ": holds " + std::to_string(resolved.size()) +
@@ -175,7 +185,9 @@ int run(const Options& options) {
     if (size_t columns = terminal_columns(STDOUT_FILENO)) text.stacks.width = columns;
   }
   std::vector<std::string> failures, incomplete;
-  if (options.diff) {
+  if (options.merge) {
+    run_merge(options, out);
+  } else if (options.diff) {
     std::vector<ProcessReport> base = analyze_all(groups[0], suppressions, options).reports;
     std::vector<ProcessReport> current = analyze_all(groups[1], suppressions, options).reports;
     DiffReport diff = diff_reports(base, current);

@@ -26,6 +26,7 @@
 #include "report/analyses/open_scopes.h"
 #include "report/analyses/process_analyzer.h"
 #include "report/analyses/site.h"
+#include "report/outputs/site_line.h"
 #include "report/reader/trace_reader.h"
 #include "util/ends_with.h"
 
@@ -118,18 +119,6 @@ std::string hex_text(uint64_t value) {
   char text[24];
   std::snprintf(text, sizeof text, "\"0x%llx\"", static_cast<unsigned long long>(value));
   return text;
-}
-
-// A stack's frames as one line, the same for the same code in every process: the key that matches a
-// site across ranks (each trace numbers its stacks itself).
-std::string site_of(const Stack& stack) {
-  std::string site;
-  for (const LogicalFrame& f : stack) {
-    if (!site.empty()) site += " < ";
-    site += f.function.empty() ? (f.module.empty() ? std::string("?") : f.module) : f.function;
-    if (!f.file.empty()) site += " (" + f.file + (f.line ? ":" + std::to_string(f.line) : std::string()) + ")";
-  }
-  return site;
 }
 
 // The rows of one trace: forwards everything to the report's analyzer, and writes a row for each event
@@ -237,7 +226,7 @@ class TraceExporter : public TraceHandler, public ModelListener {
       std::string& out = stacks_.text();
       out += prefix_;
       add_number(out, "stack", id.value);
-      add_text_or_null(out, "site", site_of(stack));
+      add_text_or_null(out, "site", site_line(stack));
       add_number(out, "depth", stack.size());
       out += "}\n";
       stacks_.row_done();

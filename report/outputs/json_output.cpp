@@ -127,6 +127,10 @@ json process_json(const ProcessReport& r) {
                                   : json(nullptr)},
           {"dropped_events", r.dropped_events},
           {"duration_ns", r.last_time_ns - r.first_time_ns},
+          // The header's clocks: a time_ns of this process is start_time_ns + (time_ns - clock_start_ns)
+          // in wall-clock time, comparable across hosts (gpumem-report merge: which rank OOMed first).
+          {"start_time_ns", r.header.start_time_ns},
+          {"clock_start_ns", r.header.clock_start_ns},
           {"leaked_bytes", r.leaked_bytes()},
           {"ended_in_oom", r.ended_in_oom},
           {"story", story},

@@ -13,6 +13,7 @@ std::string format_seconds(uint64_t nanoseconds);  // "1.234 s", "12 ms"
 std::string format_count(double n);            // rounded to a whole number: "20,038"
 std::string padded(std::string text, size_t width);  // spaces up to `width`, at least one (a table's column)
 std::string ratio_text(double ratio);
+std::string format_utc(uint64_t ns);           // a CLOCK_REALTIME time: "2025-09-07 14:14:17 UTC"
 std::string format_signed_bytes(int64_t delta);   // "+1.0 MiB", "-512 B"           // two decimals: "0.85" (a fragmentation ratio)
 // "SIGTERM", "SIGINT", "SIGHUP" (the signals a footer names; Linux numbers), else "signal N".
 std::string signal_name(int signal);
