@@ -100,3 +100,10 @@ bench-pytest-gc: $(BUILD)/libgpumemtrace.so
 	$(PYTHON) bench/pytest_gc_bench.py --build $(BUILD) $(BENCH_PYTEST_GC_ARGS)
 .PHONY: bench-pytest-gc
 BENCH_TARGETS += bench-pytest-gc
+
+## bench-merge: gpumem-report merge of 1000 ranks' per-process reports, beside -j reading their traces (docs/scale.md)
+## (BENCH_MERGE_ARGS: e.g. --ranks 4000 --steps 50)
+bench-merge: $(BUILD)/gpumem-report
+	$(PYTHON) bench/merge_bench.py --build $(BUILD) $(BENCH_MERGE_ARGS)
+.PHONY: bench-merge
+BENCH_TARGETS += bench-merge

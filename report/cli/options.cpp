@@ -361,8 +361,8 @@ Options finish(Parser& parser, bool traces_follow) {
     if (!raw.inputs.empty()) throw UsageError("merge comes before the reports (a report named merge: write ./merge)");
     if (raw.merge_inputs.empty()) throw UsageError("merge takes REPORT...: JSON reports of processes");
     if (traces_follow || options.diff || options.batch() || !raw.export_to.empty() || options.fail_on_leak ||
-        options.fail_on_growth || options.fail_on_oom_within || !options.what_if.empty() ||
-        (options.format != OutputFormat::Text && options.format != OutputFormat::Json)) {
+        options.fail_on_growth || options.fail_on_oom_within || options.fail_on_peak_increase ||
+        !options.what_if.empty() || (options.format != OutputFormat::Text && options.format != OutputFormat::Json)) {
       throw UsageError("merge writes text or json of JSON reports: --format, -o and --top apply, no gate or trace option");
     }
     options.inputs = raw.merge_inputs;
@@ -372,9 +372,10 @@ Options finish(Parser& parser, bool traces_follow) {
   if (!raw.export_to.empty()) {
     const std::string& table = raw.export_to.front();
     if (table != "events") throw UsageError("--export: expected events DIR, got `" + table + "`");
-    if (traces_follow || options.diff || options.batch() || !raw.format.empty() || !options.output.empty()) {
-      throw UsageError("--export writes tables, not a report: give it only traces (no diff, --format, -o, "
-                       "--at-batch or --max-batch)");
+    if (traces_follow || options.diff || options.batch() || !raw.format.empty() || !options.output.empty() ||
+        options.fail_on_leak || options.fail_on_growth || options.fail_on_oom_within || !options.what_if.empty()) {
+      throw UsageError("--export writes tables, not a report: give it only traces (no diff, --format, -o, gate, "
+                       "--what-if, --at-batch or --max-batch)");
     }
     options.export_dir = raw.export_to.back();
   }

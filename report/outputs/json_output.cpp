@@ -197,6 +197,22 @@ json stack_to_json(const Stack& stack) {
   return frames;
 }
 
+Stack stack_from_json(const json& frames) {
+  Stack stack;
+  for (const json& f : frames) {
+    if (!f.is_object()) continue;
+    LogicalFrame frame;
+    frame.function = f.value("function", "");
+    frame.file = f.value("file", "");
+    frame.line = f.value("line", 0u);
+    frame.module = f.value("module", "");
+    frame.inlined = f.value("inlined", false);
+    frame.python = f.value("lang", "") == format::kLangPython;
+    stack.push_back(std::move(frame));
+  }
+  return stack;
+}
+
 json reports_to_json(const std::vector<ProcessReport>& reports, const ProcessGroups* groups) {
   // Every process counts in the summary: those reported here and those summed in groups.
   ProcessTotals totals;

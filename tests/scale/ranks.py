@@ -7,7 +7,8 @@ Python frames (parameters, activations in forward(), optimizer state in torch/op
   - rank PEAK_RANK takes 512 MiB more at `gather_logits` for a moment (the highest peak, and where
     that rank differs from the others);
   - ranks in OOM_RANKS fail one allocation (a device's OOM), at times in that order.
-Activation sizes vary with the rank, so each rank's peak and role split is its own."""
+Activation sizes vary with the rank, so each rank's peak and role split is its own.
+Also what the tests read reports with: site_of (a JSON stack as one line), leak_sites."""
 import os
 import sys
 
@@ -20,7 +21,7 @@ OOM_RANKS = (41, 5)  # the first to fail first
 RANKS_PER_HOST = 8
 
 
-def write_rank(path, rank, ranks):
+def write_rank(path, rank, ranks, steps=3):
     host = f"node{rank // RANKS_PER_HOST}"
     t = Trace(path, pid=20000 + rank, rank=rank, local_rank=rank % RANKS_PER_HOST, world_size=ranks,
               rank_from="RANK", host=host, cmdline=("python3", "train.py"), exe="/usr/bin/python3.11")
@@ -47,7 +48,7 @@ def write_rank(path, rank, ranks):
     t.alloc(0x10000000, 24 * MiB, leak)
     if rank % 2 == 0:
         t.alloc(0x12000000, 8 * MiB, rank_leak)
-    for step in range(3):
+    for step in range(steps):
         t.mark(f"step {step}")
         t.alloc(seg[1], 1024 * MiB, segment_stack, api="cudaMalloc")
         acts = [seg[1] + i * 128 * MiB for i in range(4)]
@@ -67,15 +68,38 @@ def write_rank(path, rank, ranks):
     t.close()
 
 
-def write_run(directory, ranks=64):
-    """The run's traces in `directory` (created), one per rank: gpumemtrace.node*.PID.jsonl."""
+def write_run(directory, ranks=64, steps=3):
+    """The run's traces in `directory` (created), one per rank: gpumemtrace.node*.PID.jsonl; `steps`
+    training steps each (13 events a step)."""
     os.makedirs(directory, exist_ok=True)
     paths = []
     for rank in range(ranks):
         path = os.path.join(directory, f"gpumemtrace.node{rank // RANKS_PER_HOST}.{20000 + rank}.jsonl")
-        write_rank(path, rank, ranks)
+        write_rank(path, rank, ranks, steps)
         paths.append(path)
     return paths
+
+
+def site_of(stack):
+    """A report's JSON stack as one line, as --export's stacks table and merge write it
+    (report/outputs/site_line.cpp)."""
+    parts = []
+    for f in stack:
+        text = f.get("function") or f.get("module") or "?"
+        if f.get("file"):
+            text += f" ({f['file']}" + (f":{f['line']}" if f.get("line") else "") + ")"
+        parts.append(text)
+    return " < ".join(parts)
+
+
+
+def leak_sites(report):
+    """site -> leaked bytes of a one-process JSON report (suppressed leaks aside)."""
+    sites = {}
+    for leak in report["leaks"]:
+        if not leak["suppressed"]:
+            sites[site_of(leak["stack"])] = sites.get(site_of(leak["stack"]), 0) + leak["bytes"]
+    return sites
 
 
 if __name__ == "__main__":

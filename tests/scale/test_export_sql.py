@@ -15,10 +15,10 @@ import unittest
 from concurrent.futures import ThreadPoolExecutor
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "report"))
-from reportlib import REPORT, ROOT, run_report  # noqa: E402
+from reportlib import ROOT, run_report  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from ranks import PEAK_RANK, write_run  # noqa: E402
+from ranks import PEAK_RANK, leak_sites, site_of, write_run  # noqa: E402
 
 DUCKDB_DIR = os.path.join(ROOT, "tests", "scale", "duckdb")
 RANKS = 64
@@ -40,17 +40,6 @@ def run_sql(folder, statements):
     if proc.returncode != 0:
         raise AssertionError(f"DuckDB: {proc.stderr}")
     return json.loads(proc.stdout)
-
-
-def site_of(stack):
-    """A report's JSON stack as the stacks table's `site` (report/outputs/export_events.cpp)."""
-    parts = []
-    for f in stack:
-        text = f.get("function") or f.get("module") or "?"
-        if f.get("file"):
-            text += f" ({f['file']}" + (f":{f['line']}" if f.get("line") else "") + ")"
-        parts.append(text)
-    return " < ".join(parts)
 
 
 def duckdb_missing():
@@ -174,13 +163,7 @@ class ExportedRunInSql(unittest.TestCase):
 
     def test_a_site_that_leaks_on_every_rank(self):
         rows = {row["site"]: row for row in self.answer("leaks_on_every_rank")}
-        leaks = []  # per rank: site -> bytes, as each report lists its leaks
-        for report in self.reports:
-            sites = {}
-            for leak in report["leaks"]:
-                if not leak["suppressed"]:
-                    sites[site_of(leak["stack"])] = sites.get(site_of(leak["stack"]), 0) + leak["bytes"]
-            leaks.append(sites)
+        leaks = [leak_sites(report) for report in self.reports]  # per rank, as each report lists them
         everywhere = set.intersection(*(set(s) for s in leaks))
         self.assertEqual(set(rows), everywhere)
         self.assertTrue(any("cache_embeddings" in site for site in rows))
