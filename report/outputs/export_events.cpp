@@ -256,7 +256,6 @@ class TraceExporter : public TraceHandler, public ModelListener {
     result.frames += frames_.rows();
   }
 
-  ProcessAnalyzer& analyzer() { return analyzer_; }
   bool capped() const { return capped_; }
 
  private:
