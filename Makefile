@@ -36,6 +36,9 @@ DEB_PACKAGES := build-essential clang libunwind-dev nlohmann-json3-dev libgtest-
 # npm packages (vendor/package.json, pinned by vendor/package-lock.json): the HTML report's chart
 # libraries, inlined into gpumem-report at build time. `make deps` installs them under vendor/node_modules.
 NPM_VENDOR_STAMP := vendor/node_modules/.package-lock.json
+# DuckDB (tests/scale/duckdb/package.json, pinned by its package-lock.json): runs docs/scale.md's SQL
+# in tests/scale/test_export_sql.py. `make deps` installs it under tests/scale/duckdb/node_modules.
+NPM_DUCKDB_STAMP := tests/scale/duckdb/node_modules/.package-lock.json
 
 .DEFAULT_GOAL := all
 
@@ -69,6 +72,8 @@ deps:
 	fi
 	@test $(NPM_VENDOR_STAMP) -nt vendor/package-lock.json || \
 	  { echo "make deps: npm ci in vendor/"; cd vendor && npm ci --no-audit --no-fund --loglevel=error; }
+	@test $(NPM_DUCKDB_STAMP) -nt tests/scale/duckdb/package-lock.json || \
+	  { echo "make deps: npm ci in tests/scale/duckdb/"; cd tests/scale/duckdb && npm ci --no-audit --no-fund --loglevel=error; }
 	@test -f $(CUDA_HOME)/include/cuda_runtime_api.h || \
 	  { echo "make deps: CUDA toolkit headers not found under CUDA_HOME=$(CUDA_HOME)"; exit 2; }
 

@@ -111,3 +111,10 @@ bench-report-shapes: $(BUILD)/gpumem-report $(BUILD)/libgpumemtrace.so $(BUILD)/
 	$(PYTHON) bench/shapes_bench.py --build $(BUILD) $(BENCH_SHAPES_ARGS)
 .PHONY: bench-report-shapes
 BENCH_TARGETS += bench-report-shapes
+
+## bench-merge: gpumem-report merge of 1000 ranks' per-process reports, beside -j reading their traces (docs/scale.md)
+## (BENCH_MERGE_ARGS: e.g. --ranks 4000 --steps 50)
+bench-merge: $(BUILD)/gpumem-report
+	$(PYTHON) bench/merge_bench.py --build $(BUILD) $(BENCH_MERGE_ARGS)
+.PHONY: bench-merge
+BENCH_TARGETS += bench-merge

@@ -23,12 +23,15 @@
 #include "report/cli/gates.h"
 #include "report/cli/inputs.h"
 #include "report/cli/jobs.h"
+#include "report/cli/merge_inputs.h"
 #include "report/cli/options.h"
 #include "report/cli/progress.h"
 #include "report/outputs/batch_output.h"
+#include "report/outputs/export_events.h"
 #include "report/outputs/folded_output.h"
 #include "report/outputs/html_output.h"
 #include "report/outputs/json_output.h"
+#include "report/outputs/merge_output.h"
 #include "report/outputs/perfetto_output.h"
 #include "report/outputs/text_output.h"
 #include "util/terminal_text.h"
@@ -117,6 +120,14 @@ bool reader_gone(int fd) {
   return poll(&p, 1, 0) == 1 && (p.revents & POLLERR) != 0;
 }
 
+// `merge REPORT...`: JSON reports in, the cross-rank view out; no trace is read.
+void run_merge(const Options& options, std::ostream& out) {
+  const MergeInputs inputs = read_merge_inputs(options.inputs);
+  const MergedRanks merged = merge_ranks(inputs.processes);
+  if (options.format == OutputFormat::Json) out << dump_json(merge_to_json(merged, inputs.processes, inputs.warnings)) << "\n";
+  else write_merge_text(out, merged, inputs.processes, inputs.warnings, options.max_items, options.stacks);
+}
+
 int run(const Options& options) {
   Suppressions suppressions;
   if (!options.suppressions.empty()) suppressions = Suppressions::load(options.suppressions);
@@ -126,7 +137,7 @@ int run(const Options& options) {
   InputSet input_set;
   std::vector<std::vector<TraceInput>> groups(options.diff ? 2 : 1);
   std::vector<std::string> input_paths = options.inputs;
-  for (size_t i = 0; i < options.inputs.size(); ++i) {
+  for (size_t i = 0; i < options.inputs.size() && !options.merge; ++i) {
     std::vector<TraceInput> resolved = input_set.resolve(options.inputs[i]);
     if (options.batch() && resolved.size() != 1) {
       throw BatchError(options.inputs[i] + ": holds " + std::to_string(resolved.size()) +
@@ -136,6 +147,17 @@ int run(const Options& options) {
       if (input.spooled.empty()) input_paths.push_back(input.path);
       groups[options.diff ? i : 0].push_back(std::move(input));
     }
+  }
+  if (!options.export_dir.empty()) {
+    std::vector<ExportInput> exported;
+    for (const TraceInput& input : groups[0]) exported.push_back({input.path, input.name});
+    const ExportResult result = export_events(exported, options.export_dir, suppressions,
+                                              options.jobs ? options.jobs : default_jobs());
+    for (const std::string& warning : result.warnings) std::cerr << "gpumem-report: " << printable(warning) << "\n";
+    std::cerr << "gpumem-report: exported " << result.events << " events, " << result.stacks << " stacks and "
+              << result.frames << " frames of " << result.traces << (result.traces == 1 ? " trace" : " traces")
+              << " to " << printable(options.export_dir) << "\n";
+    return 0;
   }
   std::ofstream file;
   if (!options.output.empty()) {
@@ -165,7 +187,9 @@ int run(const Options& options) {
     if (size_t columns = terminal_columns(STDOUT_FILENO)) text.stacks.width = columns;
   }
   std::vector<std::string> failures, incomplete;
-  if (options.diff) {
+  if (options.merge) {
+    run_merge(options, out);
+  } else if (options.diff) {
     std::vector<ProcessReport> base = analyze_all(groups[0], suppressions, options).reports;
     std::vector<ProcessReport> current = analyze_all(groups[1], suppressions, options).reports;
     DiffReport diff = diff_reports(base, current);

@@ -37,6 +37,7 @@
 #include "report/analyses/suppressions.h"
 #include "interpose/recorder/config.h"
 #include "report/cli/options.h"
+#include "report/outputs/export_events.h"
 #include "tools/top.h"
 #include "util/edit_distance.h"
 
@@ -83,6 +84,9 @@ const char kHelp[] =
     "  --report FILE          write the report to FILE. Default: a text report on stdout after CMD's own\n"
     "                         output; any other --format into DIR (report.json, report.html,\n"
     "                         report.perfetto.json, report.folded), never onto CMD's stdout.\n"
+    "  --report-per-process   also write each process's JSON report beside its trace when CMD ends\n"
+    "                         (TRACE.report.json, its rank from RANK, SLURM_PROCID, ...): one launcher per\n"
+    "                         node or task (srun), then `gpumem-report merge DIR...` for the job's view.\n"
     "  -q, --quiet            no launcher notes and no recorder line on stderr (warnings remain).\n"
     "  -h, --help             this text.   --version   the version.\n"
     "  Any other option is passed to gpumem-report, checked before CMD starts, for example:\n"
@@ -493,6 +497,7 @@ struct LaunchOptions {
   bool version = false;
   std::string output_dir;   // -o DIR: the traces; "" = a new directory
   std::string report_file;  // --report FILE: the report; "" = standard output (text) or DIR/report.EXT
+  bool report_per_process = false;  // --report-per-process: TRACE.report.json beside each trace
   std::vector<std::string> report_options;  // everything else before `--`, for gpumem-report
   report::Options report;                   // report_options as gpumem-report will read them
   std::vector<std::string> cmd;
@@ -531,7 +536,8 @@ LaunchOptions parse_command_line(int argc, char** argv) {
   app.add_flag("-q,--quiet", g_quiet);
   app.add_option("-o,--output", options.output_dir)->type_name("DIR");
   app.add_option("--report", options.report_file)->type_name("FILE");
-  report::check_option_words(before, {"--output", "--report", "--quiet"});
+  app.add_flag("--report-per-process", options.report_per_process);
+  report::check_option_words(before, {"--output", "--report", "--quiet", "--report-per-process"});
   std::vector<std::string> reversed(before.rbegin(), before.rend());  // CLI11 takes them last first
   try {
     app.parse(reversed);
@@ -569,6 +575,23 @@ std::string pytest_gate(const report::Options& report) {
   if (!report.suppressions.empty()) gate += "--suppressions=" + absolute(report.suppressions) + "\n";
   if (!report.default_suppressions) gate += "--no-default-suppressions\n";
   return gate;
+}
+
+// --report-per-process: each trace's own JSON report beside it (TRACE.report.json, the name
+// `gpumem-report merge DIR` reads), with the leak rules the run's report uses. A report that cannot be
+// made is said, and the others are still written.
+void write_reports_per_process(const std::string& analyzer, const report::Options& options,
+                               const std::vector<std::string>& traces) {
+  for (const std::string& trace : traces) {
+    const size_t slash = trace.rfind('/');
+    const std::string out = trace.substr(0, slash + 1) + report::export_stem(trace) + ".report.json";
+    std::vector<std::string> argv = {analyzer, "--format", "json", "--no-progress", "-o", out};
+    if (!options.suppressions.empty()) argv.push_back("--suppressions=" + absolute(options.suppressions));
+    if (!options.default_suppressions) argv.push_back("--no-default-suppressions");
+    argv.push_back(trace);
+    const int code = exit_code_of(spawn_and_wait(argv, {}, true));
+    if (code != 0) fprintf(stderr, "gpumemtrace: gpumem-report exited with status %d for %s: no %s\n", code, trace.c_str(), out.c_str());
+  }
 }
 
 // True when `path`'s directory exists and is writable: a report that could not be written is found
@@ -695,6 +718,8 @@ int main(int argc, char** argv) {
             dir.c_str());
     return ci && cmd_code == 0 ? 2 : cmd_code;
   }
+
+  if (options.report_per_process) write_reports_per_process(report, options.report, traces);
 
   std::vector<std::string> report_argv = {report};
   report_argv.insert(report_argv.end(), options.report_options.begin(), options.report_options.end());

@@ -68,6 +68,13 @@ class ProcessAnalyzer : public TraceHandler {
 
   ProcessReport finish(const std::string& file, const ReadResult& read);
 
+  // For an export of every event (report/outputs/export_events.h): a listener that sees each holding
+  // the model acquires and releases, after the analyses (so role_of() knows an acquired one); the
+  // role of a live holding; the phase (NVTX range or mark) of the last event applied.
+  void add_model_listener(ModelListener* listener) { model_.add_listener(listener); }
+  Role role_of(const Holding& h) const { return roles_.role_of(h); }
+  const std::string& phase() const { return model_.phase(); }
+
  private:
   void on_scope(const Event& e);
   void sample(const Event& e);

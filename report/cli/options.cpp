@@ -21,7 +21,7 @@ namespace {
 struct RawOptions {
   std::string format, folded, fail_on_leak, fail_on_peak_increase, frames, width, top, jobs, fail_on_oom_within;
   std::string max_batch;
-  std::vector<std::string> user_code, library, inputs, diff_inputs, at_batch, batch_of;
+  std::vector<std::string> user_code, library, inputs, diff_inputs, merge_inputs, at_batch, batch_of, export_to;
   bool native = false, no_progress = false, no_default_suppressions = false;
 };
 
@@ -31,7 +31,8 @@ class HelpFormatter : public CLI::Formatter {
   HelpFormatter() { column_width(34); }
   std::string make_usage(const CLI::App*, std::string) const override {
     return "usage: gpumem-report [OPTIONS] TRACE...        report on traces\n"
-           "       gpumem-report diff [OPTIONS] BASE NEW   compare two runs\n";
+           "       gpumem-report diff [OPTIONS] BASE NEW   compare two runs\n"
+           "       gpumem-report merge [OPTIONS] REPORT... the cross-rank view of per-process JSON reports\n";
   }
   std::string make_option_name(const CLI::Option* option, bool positional) const override {
     std::string name = CLI::Formatter::make_option_name(option, positional);
@@ -45,6 +46,7 @@ struct Parser {
   CLI::App app{"Reports on gpumemtrace traces: leaks, peaks, OOM post-mortems, growth, fragmentation.",
                "gpumem-report"};
   CLI::App* diff = nullptr;
+  CLI::App* merge = nullptr;
   RawOptions raw;
   Options options;
 
@@ -141,11 +143,22 @@ struct Parser {
     app.add_option("-j,--jobs", raw.jobs,
                    "traces analysed at once (default: one per CPU; 1 = one after another); same report either way")
         ->type_name("N");
+    app.add_option("--export", raw.export_to,
+                   "write every event as rows for SQL engines (zstd JSON Lines in DIR: TABLE is events; "
+                   "docs/scale.md), instead of a report")
+        ->type_name("events DIR")
+        ->expected(2)
+        ->allow_extra_args(false);
     app.add_option("TRACE", raw.inputs, "traces to report on, one section per process")->type_name("");
     diff = app.add_subcommand("diff", "compare two runs (peak and leaks by stack); every option works after it");
     diff->fallthrough();  // options given after `diff` are the main command's
     diff->set_help_flag();
     diff->add_option("BASE NEW", raw.diff_inputs, "the two runs (files or directories)")->type_name("");
+    merge = app.add_subcommand("merge", "the cross-rank view (peaks, first OOM, common leaks) of per-process JSON "
+                                        "reports (--report-per-process); text or json, --top, -o");
+    merge->fallthrough();
+    merge->set_help_flag();
+    merge->add_option("REPORT", raw.merge_inputs, "JSON reports, or folders of *.report.json")->type_name("");
   }
 
   // "--format", "--output", ...: every long name defined above.
@@ -343,7 +356,29 @@ Options finish(Parser& parser, bool traces_follow) {
   if (options.diff && !raw.inputs.empty()) {
     throw UsageError("diff comes before the traces (a trace named diff: write ./diff)");
   }
+  options.merge = parser.merge->parsed();
+  if (options.merge) {
+    if (!raw.inputs.empty()) throw UsageError("merge comes before the reports (a report named merge: write ./merge)");
+    if (raw.merge_inputs.empty()) throw UsageError("merge takes REPORT...: JSON reports of processes");
+    if (traces_follow || options.diff || options.batch() || !raw.export_to.empty() || options.fail_on_leak ||
+        options.fail_on_growth || options.fail_on_oom_within || options.fail_on_peak_increase ||
+        !options.what_if.empty() || (options.format != OutputFormat::Text && options.format != OutputFormat::Json)) {
+      throw UsageError("merge writes text or json of JSON reports: --format, -o and --top apply, no gate or trace option");
+    }
+    options.inputs = raw.merge_inputs;
+    return options;
+  }
   options.inputs = options.diff ? raw.diff_inputs : raw.inputs;
+  if (!raw.export_to.empty()) {
+    const std::string& table = raw.export_to.front();
+    if (table != "events") throw UsageError("--export: expected events DIR, got `" + table + "`");
+    if (traces_follow || options.diff || options.batch() || !raw.format.empty() || !options.output.empty() ||
+        options.fail_on_leak || options.fail_on_growth || options.fail_on_oom_within || !options.what_if.empty()) {
+      throw UsageError("--export writes tables, not a report: give it only traces (no diff, --format, -o, gate, "
+                       "--what-if, --at-batch or --max-batch)");
+    }
+    options.export_dir = raw.export_to.back();
+  }
   if (traces_follow) {
     if (options.diff) throw UsageError("diff is not available here: run gpumem-report diff on two runs' traces");
     if (!options.inputs.empty()) throw UsageError("unexpected argument `" + options.inputs.front() + "`");

@@ -23,6 +23,7 @@ enum class OutputFormat { Text, Json, Html, Perfetto, Folded };
 
 struct Options {
   bool diff = false;
+  bool merge = false;  // `merge REPORT...`: the cross-rank view of per-process JSON reports (rank_merge.h)
   OutputFormat format = OutputFormat::Text;
   FoldedSelection folded = FoldedSelection::Peak;  // what --format folded shows
   bool help = false;
@@ -39,7 +40,7 @@ struct Options {
   bool width_given = false;  // --width: else the terminal's width when the report goes to one
   size_t max_items = 5;
   bool top_sites = false;           // text output: the "top sites" section
-  std::vector<std::string> inputs;  // traces ("-" = standard input); for diff: BASE NEW
+  std::vector<std::string> inputs;  // traces ("-" = standard input); for diff: BASE NEW; for merge: reports
   bool progress = true;             // a progress line on stderr while reading (only when it is a tty)
   size_t jobs = 0;                  // -j: traces analysed at once; 0 = one per CPU (default_jobs())
   std::vector<std::string> what_if; // --what-if: PYTORCH_CUDA_ALLOC_CONF settings to replay (checked)
@@ -54,6 +55,9 @@ struct Options {
   double batch_margin_share = 0;
   std::vector<std::pair<std::string, uint64_t>> batch_of;
   bool batch() const { return !at_batch.empty() || max_batch; }
+  // --export events DIR: the traces' rows for SQL engines (report/outputs/export_events.h), no report.
+  std::string export_dir;  // "" = no export
+
 };
 
 // "90s", "30m", "2h", "1d", "1h30m", or plain seconds ("45", "2.5"): seconds; nullopt when malformed.

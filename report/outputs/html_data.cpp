@@ -12,23 +12,6 @@ using nlohmann::json;
 
 namespace {
 
-// A stack of the JSON document back into frames (the keys stack_to_json writes).
-Stack stack_from_json(const json& frames) {
-  Stack stack;
-  for (const json& f : frames) {
-    if (!f.is_object()) continue;
-    LogicalFrame frame;
-    frame.function = f.value("function", "");
-    frame.file = f.value("file", "");
-    frame.line = f.value("line", 0u);
-    frame.module = f.value("module", "");
-    frame.inlined = f.value("inlined", false);
-    frame.python = f.value("lang", "") == format::kLangPython;
-    stack.push_back(std::move(frame));
-  }
-  return stack;
-}
-
 bool is_frame_list(const json& value) {
   return value.is_array() && std::all_of(value.begin(), value.end(), [](const json& f) {
            return f.is_object() && f.contains("function");

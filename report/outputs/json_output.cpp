@@ -127,6 +127,10 @@ json process_json(const ProcessReport& r) {
                                   : json(nullptr)},
           {"dropped_events", r.dropped_events},
           {"duration_ns", r.last_time_ns - r.first_time_ns},
+          // The header's clocks: a time_ns of this process is start_time_ns + (time_ns - clock_start_ns)
+          // in wall-clock time, comparable across hosts (gpumem-report merge: which rank OOMed first).
+          {"start_time_ns", r.header.start_time_ns},
+          {"clock_start_ns", r.header.clock_start_ns},
           {"leaked_bytes", r.leaked_bytes()},
           {"ended_in_oom", r.ended_in_oom},
           {"story", story},
@@ -191,6 +195,22 @@ json stack_to_json(const Stack& stack) {
     frames.push_back(std::move(frame));
   }
   return frames;
+}
+
+Stack stack_from_json(const json& frames) {
+  Stack stack;
+  for (const json& f : frames) {
+    if (!f.is_object()) continue;
+    LogicalFrame frame;
+    frame.function = f.value("function", "");
+    frame.file = f.value("file", "");
+    frame.line = f.value("line", 0u);
+    frame.module = f.value("module", "");
+    frame.inlined = f.value("inlined", false);
+    frame.python = f.value("lang", "") == format::kLangPython;
+    stack.push_back(std::move(frame));
+  }
+  return stack;
 }
 
 json reports_to_json(const std::vector<ProcessReport>& reports, const ProcessGroups* groups) {

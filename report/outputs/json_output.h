@@ -17,5 +17,7 @@ namespace gpumemtrace::report {
 nlohmann::json reports_to_json(const std::vector<ProcessReport>& reports, const ProcessGroups* groups = nullptr);
 nlohmann::json diff_to_json(const DiffReport& diff);
 nlohmann::json stack_to_json(const Stack& stack);
+// The inverse: a report's JSON stack back into its frames (entries that are not objects skipped).
+Stack stack_from_json(const nlohmann::json& frames);
 
 }  // namespace gpumemtrace::report

@@ -81,15 +81,6 @@ std::string ending(const ProcessReport& r) {
   return ended.empty() ? "clean exit" : ended;  // a footer that does not say how
 }
 
-// "2025-09-07 14:14:17 UTC" for a CLOCK_REALTIME time in ns.
-std::string utc(uint64_t ns) {
-  const time_t seconds = static_cast<time_t>(ns / 1000000000);
-  struct tm tm {};
-  char text[32] = "";
-  if (gmtime_r(&seconds, &tm)) std::strftime(text, sizeof text, "%Y-%m-%d %H:%M:%S UTC", &tm);
-  return text;
-}
-
 // A PyTorch snapshot is a moment of a run, taken after the last event of its history.
 std::string snapshot_moment(const ProcessReport& r) {
   const uint64_t history = r.events - r.initial_events;
@@ -97,8 +88,8 @@ std::string snapshot_moment(const ProcessReport& r) {
   if (history == 0) return "PyTorch memory snapshot without a history: the memory at one moment";
   const std::string entries = plural(history, "event");
   if (!r.header.start_time_ns) return "PyTorch memory snapshot taken after its history of " + entries + " (no times recorded)";
-  return "PyTorch memory snapshot taken after " + utc(r.header.start_time_ns + r.last_time_ns) + ", the end of its history of " +
-         entries + " from " + utc(r.header.start_time_ns + r.first_time_ns) + " (" +
+  return "PyTorch memory snapshot taken after " + format_utc(r.header.start_time_ns + r.last_time_ns) + ", the end of its history of " +
+         entries + " from " + format_utc(r.header.start_time_ns + r.first_time_ns) + " (" +
          format_seconds(r.last_time_ns - r.first_time_ns) + ")";
 }
 

@@ -2,6 +2,7 @@
 #include "report/outputs/units.h"
 
 #include <cstdio>
+#include <ctime>
 
 namespace gpumemtrace::report {
 
@@ -55,6 +56,14 @@ std::string ratio_text(double ratio) {
 
 std::string padded(std::string text, size_t width) {
   text.append(text.size() < width ? width - text.size() : 1, ' ');
+  return text;
+}
+
+std::string format_utc(uint64_t ns) {
+  const time_t seconds = static_cast<time_t>(ns / 1000000000);
+  struct tm tm {};
+  char text[32] = "";
+  if (gmtime_r(&seconds, &tm)) std::strftime(text, sizeof text, "%Y-%m-%d %H:%M:%S UTC", &tm);
   return text;
 }
 

@@ -16,6 +16,7 @@ std::string format_count(double n);            // rounded to a whole number: "20
 std::string padded(std::string text, size_t width);  // spaces up to `width`, at least one (a table's column)
 std::string ratio_text(double ratio);             // two decimals: "0.85" (a fragmentation ratio)
 std::string format_signed_bytes(int64_t delta);   // "+1.0 MiB", "-512 B"
+std::string format_utc(uint64_t ns);           // a CLOCK_REALTIME time: "2025-09-07 14:14:17 UTC"
 // "SIGTERM", "SIGINT", "SIGHUP" (the signals a footer names; Linux numbers), else "signal N".
 std::string signal_name(int signal);
 // How a process ended, as its footer says: "exited with status 0", "ended by _exit with status 3",

@@ -22,7 +22,8 @@
   const KNOWN_PROCESS = ["file", "pid", "ppid", "exe", "cmdline", "host", "complete", "killed", "end", "exit_status",
     "signal", "truncated", "incomplete", "cut", "cut_at_ns", "events", "dropped_events", "duration_ns", "leaked_bytes",
     "warnings", "devices", "marks", "marks_total", "rank", "local_rank", "world_size", "pinned_host", "ended_in_oom",
-    "story", "snapshot"];
+    "story", "snapshot",
+    "start_time_ns", "clock_start_ns"];  // the process's clocks, for gpumem-report merge: nothing to show
   const TABLE_ROWS = 100;  // rows drawn per table; the rest are counted
 
   GM.restoreStacks(doc);

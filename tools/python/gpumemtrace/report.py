@@ -198,6 +198,8 @@ class Process:
     snapshot: Optional[SnapshotInfo] = None
     dropped_events: int = 0
     duration_ns: int = 0
+    start_time_ns: int = 0  # the header's clocks: a time_ns is start_time_ns + (time_ns - clock_start_ns)
+    clock_start_ns: int = 0
     leaked_bytes: int = 0
     ended_in_oom: bool = False
     story: List[str] = field(default_factory=list)
