@@ -117,7 +117,7 @@ struct Fields {
     present = 0;
     site = seq_jump = short_addr = short_size = t = segment = handle = stream = free = total = range = 0;
     short_result = 0;
-    t_negative = false;
+    t_negative = initial = false;
     pool = label = std::string_view();
     strings.next_line();
   }
@@ -900,6 +900,7 @@ class Dispatcher {
     e.addr = f.short_addr;
     e.size = f.short_size;
     e.result = f.short_result;
+    e.initial = f.initial;  // a flight recorder's checkpoint (interpose/writer/flight.cpp)
     fill_optional(f, e);
     exact_values(f, e);
     if (e.op == Op::Sync) return merger_.sync(e.t);
