@@ -110,7 +110,8 @@ void Writer::rotate() {
     return;
   }
   if (file_.path() != trace_name_) log_line(("the trace goes on in " + file_.path() + " (" + note + ")").c_str());
-  sink_ = make_file_sink(&file_, zstd_);
+  // sink_ writes to file_, which is the new segment now: its zstd context is kept (a new one costs
+  // more than the rest of the cut), and its next frame starts the new file.
   whole_bytes_ = 0;
   segment_events_start_ = serializer_->events_written();
   segment_text_start_ = bytes_written_;

@@ -28,8 +28,8 @@ void HeldEvent::fill(EventRecord* out) const {
   memcpy(out->pool_name, pool_name, sizeof pool_name);
 }
 
-HeldEvent HeldState::held(const EventRecord& r, uint32_t stack) {
-  HeldEvent h;
+void HeldState::keep(const EventRecord& r, uint32_t stack, HeldEvent* held) {
+  HeldEvent& h = *held;
   h.seq = r.seq;
   h.time_ns = r.time_ns;
   h.tid = r.tid;
@@ -47,9 +47,31 @@ HeldEvent HeldState::held(const EventRecord& r, uint32_t stack) {
   h.handle = r.handle;
   h.range = r.range;
   h.stack = stack;
-  memcpy(h.label, r.label, sizeof h.label);
-  memcpy(h.pool_name, r.pool_name, sizeof h.pool_name);
-  return h;
+  // The texts only under their flags (as the serializer reads them): most events carry neither.
+  if (r.flags & kHasLabel) memcpy(h.label, r.label, sizeof h.label);  // the text or the interned pointer
+  if (r.flags & kHasPoolName) memcpy(h.pool_name, r.pool_name, sizeof h.pool_name);
+}
+
+void HeldState::hold(ByAddress* map, const EventRecord& r, uint32_t stack) {
+  if (spare_.empty()) {
+    keep(r, stack, &(*map)[r.addr]);
+    return;
+  }
+  ByAddress::node_type node = std::move(spare_.back());
+  spare_.pop_back();
+  node.key() = r.addr;
+  keep(r, stack, &node.mapped());
+  auto placed = map->insert(std::move(node));
+  if (placed.inserted) return;
+  placed.position->second = placed.node.mapped();  // the address was held already: replaced
+  spare_.push_back(std::move(placed.node));
+}
+
+void HeldState::release(ByAddress* map, uint64_t addr) {
+  const auto it = map->find(addr);
+  if (it == map->end()) return;
+  if (spare_.size() < kMaxSpare) spare_.push_back(map->extract(it));
+  else map->erase(it);
 }
 
 void HeldState::apply(const EventRecord& r, uint32_t stack) {
@@ -57,28 +79,28 @@ void HeldState::apply(const EventRecord& r, uint32_t stack) {
   const bool ok = !(r.flags & kHasResult) || r.result == 0;
   switch (r.op) {
     case Op::Alloc:
-      if (ok) allocations_[r.addr] = held(r, stack);
+      if (ok) hold(&allocations_, r, stack);
       return;
     case Op::Free:
-      allocations_.erase(r.addr);
+      release(&allocations_, r.addr);
       return;
     case Op::BlockAlloc:
-      blocks_[r.addr] = held(r, stack);
+      hold(&blocks_, r, stack);
       return;
     case Op::BlockFree:
-      blocks_.erase(r.addr);
+      release(&blocks_, r.addr);
       return;
     case Op::Map:
-      if (ok) mappings_[r.addr] = held(r, stack);
+      if (ok) hold(&mappings_, r, stack);
       return;
     case Op::Unmap:
-      mappings_.erase(r.addr);
+      release(&mappings_, r.addr);
       return;
     case Op::Reserve:
-      if (ok) reservations_[r.addr] = held(r, stack);
+      if (ok) hold(&reservations_, r, stack);
       return;
     case Op::Unreserve:
-      reservations_.erase(r.addr);
+      release(&reservations_, r.addr);
       return;
     case Op::Reset:
       for (ByAddress* map : {&allocations_, &blocks_, &mappings_, &reservations_})
@@ -86,7 +108,7 @@ void HeldState::apply(const EventRecord& r, uint32_t stack) {
       return;
     case Op::ScopeBegin:
       if (scopes_.size() == kMaxOpenScopes) scopes_.erase(scopes_.begin());
-      scopes_.push_back(held(r, stack));
+      keep(r, stack, &scopes_.emplace_back());
       return;
     case Op::ScopeEnd: {
       const bool by_range = (r.flags & kHasRange) != 0;

@@ -6,8 +6,9 @@
 // Pairing, as the report's model pairs them: alloc/free, block_alloc/block_free, map/unmap and
 // reserve/unreserve by address (each kind apart); a reset ends everything of its device; a scope end
 // closes the innermost open scope of the same range id (cross-thread ranges) or else of the same name.
-// Memory: one entry (about 200 bytes) per thing held, nothing per event; open scopes at most
-// kMaxOpenScopes (beyond, the oldest are forgotten: a program that never ends its scopes).
+// Memory: one entry (about 200 bytes) per thing held (and up to kMaxSpare kept for reuse), nothing
+// per event; open scopes at most kMaxOpenScopes (beyond, the oldest are forgotten: a program that
+// never ends its scopes).
 // Not thread-safe: used by the writer thread only.
 #pragma once
 
@@ -45,6 +46,7 @@ struct HeldEvent {
 class HeldState {
  public:
   static constexpr size_t kMaxOpenScopes = 256;
+  static constexpr size_t kMaxSpare = 1024;
 
   // After `r` was written with `stack`.
   void apply(const EventRecord& r, uint32_t stack);
@@ -56,9 +58,15 @@ class HeldState {
 
  private:
   using ByAddress = std::unordered_map<uint64_t, HeldEvent>;
-  static HeldEvent held(const EventRecord& r, uint32_t stack);
+  // r's fields into `held` (its texts only under their flags: what is not set is never read).
+  static void keep(const EventRecord& r, uint32_t stack, HeldEvent* held);
+  // Entries are recycled (the map's nodes, taken out on an undoing and put back in on the next
+  // allocation), so that an allocate/free loop costs the writer thread no malloc per event.
+  void hold(ByAddress* map, const EventRecord& r, uint32_t stack);
+  void release(ByAddress* map, uint64_t addr);
 
   ByAddress allocations_, blocks_, mappings_, reservations_;
+  std::vector<ByAddress::node_type> spare_;  // at most kMaxSpare
   std::vector<HeldEvent> scopes_;  // innermost last
 };
 

@@ -111,6 +111,8 @@ class FlightRecorderSoak(unittest.TestCase):
             self.assertEqual(rc, "0", line)
             with self.subTest(dump=path):
                 self.assertEqual(held(report(path)), (int(cuda), int(blocks)))
+                dumped = Trace(path)
+                self.assertEqual((dumped.footer["end"], dumped.footer["events"]), ("dump", len(dumped.events)))
                 self.assertLessEqual(os.path.getsize(path), KEEP + 4096)
 
     def test_window_sealed_at_exit_replaces_the_segments(self):
@@ -121,6 +123,7 @@ class FlightRecorderSoak(unittest.TestCase):
         self.assertEqual(held(rep), (cuda, blocks))
         trace = Trace(self.trace)
         self.assertEqual(trace.footer["end"], "exit")
+        self.assertEqual(trace.footer["events"], len(trace.events))
         initial = [e for e in trace.events if e.get("initial")]
         # The checkpoint: weights, pool segment, the hours' creep, and the open "serve" scope.
         self.assertIn(("scope_begin", "serve"), [(e["op"], e.get("label")) for e in initial])
@@ -174,6 +177,23 @@ class FlightRecorderSegments(unittest.TestCase):
                 rep = report(path)
                 cuda, blocks = held(rep)
                 self.assertGreaterEqual(cuda, (64 + 32) << 20)  # the weights and the pool, from the checkpoint
+
+    def test_a_run_ended_by_sigterm_is_sealed_into_one_trace(self):
+        out = tempdir()
+        trace = os.path.join(out, "stopped.jsonl")
+        proc = start([100000, out, "1500", -1, 50], trace, "128K")
+        for line in proc.stdout:
+            if line.startswith("dump "):
+                break
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=60)
+        self.assertEqual(proc.returncode, -signal.SIGTERM)
+        self.assertEqual(sorted(os.listdir(out)), ["stopped.jsonl", "window-1500.jsonl"])
+        t = Trace(trace)
+        self.assertEqual((t.footer["end"], t.footer["signal"]), ("signal", signal.SIGTERM))
+        self.assertTrue(any(e.get("initial") for e in t.events))
+        self.assertEqual(t.footer["events"], len(t.events))
+        self.assertGreaterEqual(held(report(trace))[0], (64 + 32) << 20)
 
     def test_a_duration_keeps_the_last_half_to_whole_of_it(self):
         out = tempdir()

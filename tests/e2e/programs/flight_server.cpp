@@ -5,7 +5,7 @@
 // Holds its weights (cudaMalloc) and a pool segment from which requests take blocks
 // (gpumemtrace_block_alloc), all inside a "serve" scope that stays open. Each request opens a scope,
 // takes a workspace (cudaMalloc) and two blocks, and gives them back. The creep: every 60th request
-// (a simulated hour) keeps 1 MiB of CUDA memory and a 256 KiB block for good. At each request of
+// (a simulated hour) keeps 1 MiB of CUDA memory and (until 64 hours) a 256 KiB block for good. At each request of
 // DUMP_AT (comma-separated), in the middle of the request, it asks for a dump into DUMP_DIR and prints
 //   dump PATH cuda=BYTES blocks=BYTES
 // with its own count of what it holds at that moment. At request OOM_AT it asks for 1 PiB (the
@@ -113,9 +113,11 @@ int main(int argc, char** argv) {
     if (r % 60 == 0) {  // the creep: an hour's worth of memory nobody gives back
       kept.push_back(cuda_alloc(kMiB));
       const size_t block = 256 * kKiB;
-      void* p = pool.segment + kept.size() * block % (pool.size / 2);
-      gpumemtrace_block_alloc(p, block, pool.segment, 0, "server_pool");
-      g_blocks += block;
+      if (kept.size() * block <= pool.size / 2) {  // the lower half of the pool, until it is full
+        void* p = pool.segment + (kept.size() - 1) * block;
+        gpumemtrace_block_alloc(p, block, pool.segment, 0, "server_pool");
+        g_blocks += block;
+      }
     }
     if (pace_us) {
       timespec pause{0, pace_us * 1000};
