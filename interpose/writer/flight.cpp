@@ -66,6 +66,7 @@ void Writer::start_keeping(const HeaderInfo& header) {
   segment_limit_ = keep_bytes_ ? keep_bytes_ / 2 - kSegmentHeadroomBytes : 0;
   max_bytes_ = 0;  // KEEP bounds the trace; no cap stops its detail
   header_ = header;
+  segment_time_start_ = header.start_monotonic_ns;
   trace_name_ = file_.path();
   scratch_ = std::make_unique<EventRecord>();
   serializer_->keep_definitions();

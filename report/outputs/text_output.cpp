@@ -153,6 +153,10 @@ void write_summary(std::ostream& out, const ProcessReport& r) {
           << format_bytes(d.initial_reserved) << " reserved in " << plural(d.initial_segments, "segment") << ", "
           << format_bytes(d.initial_allocated) << " in " << plural(d.initial_blocks, "block")
           << " allocated before recording started\n";
+    } else if (!r.snapshot && r.initial_events && (d.initial_reserved || d.initial_allocated)) {
+      // A flight recorder's window (docs/long-runs.md): what its checkpoint held.
+      out << "    when the window began (its checkpoint): " << format_bytes(d.initial_reserved) << " reserved, "
+          << format_bytes(d.initial_allocated) << " in allocator blocks, held since before\n";
     }
   }
   const PinnedHostSummary& host = r.pinned_host;

@@ -159,16 +159,23 @@ class FlightRecorderSoak(unittest.TestCase):
         self.assertLessEqual(os.path.getsize(path), KEEP + 4096)
 
 
+def signalled_at_a_dump(name, sig):
+    """(folder, trace) of a server (KEEP=128K, paced) sent `sig` once it has dumped at request 1500."""
+    out = tempdir()
+    trace = os.path.join(out, name)
+    proc = start([100000, out, "1500", -1, 50], trace, "128K")
+    for line in proc.stdout:
+        if line.startswith("dump "):
+            break
+    proc.send_signal(sig)
+    proc.communicate(timeout=60)
+    assert proc.returncode == -sig, proc.returncode
+    return out, trace
+
+
 class FlightRecorderSegments(unittest.TestCase):
     def test_a_killed_run_leaves_two_segments_each_readable_alone(self):
-        out = tempdir()
-        trace = os.path.join(out, "killed.jsonl")
-        proc = start([100000, out, "1500", -1, 50], trace, "128K")
-        for line in proc.stdout:
-            if line.startswith("dump "):
-                break
-        proc.send_signal(signal.SIGKILL)
-        proc.communicate(timeout=60)
+        _, trace = signalled_at_a_dump("killed.jsonl", signal.SIGKILL)
         previous = trace.replace(".jsonl", "-prev.jsonl")
         for path in (previous, trace):
             with self.subTest(segment=path):
@@ -179,15 +186,7 @@ class FlightRecorderSegments(unittest.TestCase):
                 self.assertGreaterEqual(cuda, (64 + 32) << 20)  # the weights and the pool, from the checkpoint
 
     def test_a_run_ended_by_sigterm_is_sealed_into_one_trace(self):
-        out = tempdir()
-        trace = os.path.join(out, "stopped.jsonl")
-        proc = start([100000, out, "1500", -1, 50], trace, "128K")
-        for line in proc.stdout:
-            if line.startswith("dump "):
-                break
-        proc.send_signal(signal.SIGTERM)
-        proc.communicate(timeout=60)
-        self.assertEqual(proc.returncode, -signal.SIGTERM)
+        out, trace = signalled_at_a_dump("stopped.jsonl", signal.SIGTERM)
         self.assertEqual(sorted(os.listdir(out)), ["stopped.jsonl", "window-1500.jsonl"])
         t = Trace(trace)
         self.assertEqual((t.footer["end"], t.footer["signal"]), ("signal", signal.SIGTERM))
@@ -214,6 +213,34 @@ class FlightRecorderSegments(unittest.TestCase):
         stdout, stderr = proc.communicate(timeout=60)
         self.assertEqual(proc.returncode, 0, stderr)
         self.assertIn("GPUMEMTRACE_KEEP needs a trace file of its own", stderr)
+
+
+class FlightRecorderLauncher(unittest.TestCase):
+    LAUNCHER = os.path.join(BUILD, "gpumemtrace")
+
+    def launch(self, args):
+        env = dict(os.environ, LD_LIBRARY_PATH=SIM)
+        env.pop("LD_PRELOAD", None)
+        return subprocess.run([self.LAUNCHER] + args, env=env, capture_output=True, text=True, timeout=120)
+
+    def test_run_keep_reports_the_window_and_names_the_oom_one(self):
+        out = tempdir()
+        proc = self.launch(["run", "--keep", "128K", "-o", out, "--", SERVER, str(HOURS_48), out, "", str(OOM_AT)])
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        names = sorted(n for n in os.listdir(out) if "jsonl" in n)
+        self.assertEqual(len(names), 2, names)
+        self.assertTrue(names[0].endswith("-oom.jsonl.zst"), names)
+        self.assertIn("the window before the last OOM, on its own: " + os.path.join(out, names[0]), proc.stderr)
+        self.assertEqual(proc.stdout.count("\n== "), 1, proc.stdout)  # one process: the -oom window left out
+        self.assertIn("held since before the recording began", proc.stdout)
+
+    def test_a_bad_keep_is_bad_usage_before_the_program_runs(self):
+        out = tempdir()
+        proc = self.launch(["run", "--keep", "2x", "-o", out, "--", SERVER, "10", out])
+        self.assertEqual(proc.returncode, 2)
+        self.assertEqual(len(proc.stderr.strip().splitlines()), 1, proc.stderr)
+        self.assertIn("--keep 2x", proc.stderr)
+        self.assertEqual(os.listdir(out), [])
 
 
 if __name__ == "__main__":
