@@ -53,8 +53,12 @@ class Writer {
 
   // Fork child: the parent's writer thread does not exist here. Closes the trace's descriptor when the
   // child's table has it (a writer that shared the program's table), so that the child can never
-  // write into the parent's trace.
-  void abandon_in_fork_child() { file_.close_if_ours(); }
+  // write into the parent's trace (nor keep the flight recorder's other files open).
+  void abandon_in_fork_child() {
+    file_.close_if_ours();
+    previous_.close_if_ours();
+    oom_file_.close_if_ours();
+  }
 
   // Asks the thread to drain everything, write the footer (with `end`) and close the file; waits at
   // most `timeout_ms`. True when it finished in time. Call once. Safe from any thread, e.g. an ELF
