@@ -101,6 +101,8 @@ class Decoder:
                 e[name] = r[name]
         if site.get("delayed"):
             e["delayed"] = True
+        if r.get("initial"):  # a flight recorder's checkpoint (docs/trace-format.md)
+            e["initial"] = True
         return e
 
 

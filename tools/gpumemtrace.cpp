@@ -40,6 +40,7 @@
 #include "report/outputs/export_events.h"
 #include "tools/top.h"
 #include "util/edit_distance.h"
+#include "util/keep.h"
 
 namespace {
 
@@ -48,7 +49,7 @@ namespace util = gpumemtrace::util;
 namespace var = gpumemtrace::var;  // the variable names, from the recorder's one list (interpose/recorder/config.h)
 
 const char kHelp[] =
-    "usage: gpumemtrace run [-o DIR] [--report FILE] [-q] [REPORT OPTIONS] -- CMD [ARGS...]\n"
+    "usage: gpumemtrace run [-o DIR] [--report FILE] [--keep D|SIZE] [-q] [REPORT OPTIONS] -- CMD [ARGS...]\n"
     "       gpumemtrace ci  [-o DIR] [--report FILE] [-q] [GATE AND REPORT OPTIONS] -- CMD [ARGS...]\n"
     "       gpumemtrace top [--interval S] [--sort KEY] [--batch [--iterations N]] PID | TRACE\n"
     "       gpumemtrace kernel install [--python PY] [--name NAME] [--display-name TEXT] [--user | --prefix DIR]\n"
@@ -88,6 +89,9 @@ const char kHelp[] =
     "                         (TRACE.report.json, its rank from RANK, SLURM_PROCID, ...): one launcher per\n"
     "                         node or task (srun), then `gpumem-report merge DIR...` for the job's view.\n"
     "  -q, --quiet            no launcher notes and no recorder line on stderr (warnings remain).\n"
+    "  --keep D|SIZE          flight recorder (GPUMEMTRACE_KEEP): keep only the run's end, at least half\n"
+    "                         of D (2h, 30min, 45s) or SIZE (20G, 300M) of trace and at most all of it, in\n"
+    "                         rotating segments; the report covers that window (docs/long-runs.md).\n"
     "  -h, --help             this text.   --version   the version.\n"
     "  Any other option is passed to gpumem-report, checked before CMD starts, for example:\n"
     "    --fail-on-leak[=SIZE]  gate: leaked bytes above SIZE (default 0; K/M/G, KiB/MiB/GiB)\n"
@@ -498,6 +502,7 @@ struct LaunchOptions {
   std::string output_dir;   // -o DIR: the traces; "" = a new directory
   std::string report_file;  // --report FILE: the report; "" = standard output (text) or DIR/report.EXT
   bool report_per_process = false;  // --report-per-process: TRACE.report.json beside each trace
+  std::string keep;         // --keep D|SIZE: GPUMEMTRACE_KEEP for CMD; "" = not set here
   std::vector<std::string> report_options;  // everything else before `--`, for gpumem-report
   report::Options report;                   // report_options as gpumem-report will read them
   std::vector<std::string> cmd;
@@ -537,7 +542,8 @@ LaunchOptions parse_command_line(int argc, char** argv) {
   app.add_option("-o,--output", options.output_dir)->type_name("DIR");
   app.add_option("--report", options.report_file)->type_name("FILE");
   app.add_flag("--report-per-process", options.report_per_process);
-  report::check_option_words(before, {"--output", "--report", "--quiet", "--report-per-process"});
+  app.add_option("--keep", options.keep)->type_name("D|SIZE");
+  report::check_option_words(before, {"--output", "--report", "--quiet", "--report-per-process", "--keep"});
   std::vector<std::string> reversed(before.rbegin(), before.rend());  // CLI11 takes them last first
   try {
     app.parse(reversed);
@@ -545,6 +551,10 @@ LaunchOptions parse_command_line(int argc, char** argv) {
     throw report::UsageError(error.what());
   }
   if (options.help || options.version) return options;
+  uint64_t keep_ns, keep_bytes;
+  if (!options.keep.empty() && !util::parse_keep(options.keep.c_str(), &keep_ns, &keep_bytes)) {
+    throw report::UsageError("--keep " + options.keep + ": expected a duration such as 2h, 30min or 45s, or a size >= 128K such as 20G");
+  }
   if (!separator) throw report::UsageError("missing '--' before the command to run");
   if (options.cmd.empty()) throw report::UsageError("no command after '--'");
   options.report_options = app.remaining();
@@ -679,6 +689,7 @@ int main(int argc, char** argv) {
   };
   if (!python_dir.empty()) env.push_back({"PYTHONPATH", prepend_path("PYTHONPATH", python_dir)});
   if (g_quiet) env.push_back({var::kQuiet, "1"});  // -q: not even the recorder's line
+  if (!options.keep.empty()) env.push_back({var::kKeep, options.keep});
   // The launcher says where the traces go (below); the traced processes need not, unless asked.
   if (!getenv(var::kVerbose)) env.push_back({var::kVerbose, "0"});
   // pytest loads the modules PYTEST_PLUGINS names: the plugin makes every test a scope. (Where the wheel
@@ -709,8 +720,16 @@ int main(int argc, char** argv) {
     note("%s exited with status %d", cmd[0].c_str(), cmd_code);
 
   std::vector<std::string> traces;
-  for (const std::string& name : list_entries(dir))
-    if (!std::binary_search(before.begin(), before.end(), name)) traces.push_back(dir + "/" + name);
+  for (const std::string& name : list_entries(dir)) {
+    if (std::binary_search(before.begin(), before.end(), name)) continue;
+    // The flight recorder's window sealed after an OOM (interpose/writer/flight.cpp): a part of the
+    // process's own trace, read on its own.
+    if (!options.keep.empty() && name.find("-oom.") != std::string::npos) {
+      note("the window before the last OOM, on its own: %s/%s", dir.c_str(), name.c_str());
+      continue;
+    }
+    traces.push_back(dir + "/" + name);
+  }
   if (traces.empty()) {
     fprintf(stderr,
             "gpumemtrace: no trace was written into %s/ (did the program load the CUDA runtime? is "

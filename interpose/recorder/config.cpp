@@ -16,6 +16,7 @@
 #include "interpose/recorder/event_record.h"
 #include "util/byte_size.h"
 #include "util/edit_distance.h"
+#include "util/keep.h"
 #include "util/terminal_text.h"
 
 namespace gpumemtrace {
@@ -126,6 +127,8 @@ Config parse_config(const char* (*getenv_fn)(const char*), void (*warn)(const ch
     } else
       warn_bad(warn, var::kMaxBytes, v, "0 (no cap) or a size >= 64K, e.g. 512M or 20G");
   }
+  if (const char* v = getenv_fn(var::kKeep); v && !util::parse_keep(v, &c.keep_ns, &c.keep_bytes))
+    warn_bad(warn, var::kKeep, v, "a duration such as 2h, 30min or 45s, or a size >= 128K such as 20G");
   if (const char* v = getenv_fn(var::kRingEvents)) {
     long n;
     if (parse_int(v, 256, 1 << 22, &n) && (n & (n - 1)) == 0)

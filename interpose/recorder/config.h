@@ -20,6 +20,7 @@ namespace gpumemtrace {
   X(kOutput, "GPUMEMTRACE_OUTPUT") X(kStackDepth, "GPUMEMTRACE_STACK_DEPTH")                             \
   X(kOnFull, "GPUMEMTRACE_ON_FULL") X(kRingEvents, "GPUMEMTRACE_RING_EVENTS")                            \
   X(kMaxBytes, "GPUMEMTRACE_MAX_BYTES") X(kFlushMs, "GPUMEMTRACE_FLUSH_MS")                              \
+  X(kKeep, "GPUMEMTRACE_KEEP")                                                                           \
   X(kSymbolize, "GPUMEMTRACE_SYMBOLIZE") X(kExitTimeoutMs, "GPUMEMTRACE_EXIT_TIMEOUT_MS")                \
   X(kQuiet, "GPUMEMTRACE_QUIET") X(kVerbose, "GPUMEMTRACE_VERBOSE")                                     \
   X(kFreeStacks, "GPUMEMTRACE_FREE_STACKS")                                                              \
@@ -106,7 +107,13 @@ struct Config {
   // "0": no cap.
   bool max_bytes_default = true;
   uint64_t max_bytes = 0;
+  // GPUMEMTRACE_KEEP (util/keep.h): the flight recorder (interpose/writer/flight.cpp). The trace is written as
+  // rotating segments, and what is kept is at least this much of the run's end: a duration
+  // (keep_ns) or a size of trace text on disk (keep_bytes). Both 0: off (everything is kept).
+  uint64_t keep_ns = 0;
+  uint64_t keep_bytes = 0;
 };
+
 
 // The smallest cap accepted: room for the header, module lines and a few events.
 inline constexpr uint64_t kMinTraceCapBytes = 64 * 1024;

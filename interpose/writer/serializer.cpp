@@ -187,6 +187,7 @@ void TraceSerializer::refresh_modules() {
   for (uint32_t id : new_modules_) {
     const Module& m = modules_.by_id(id);
     python::note_module_loaded(m.path.c_str());  // a libpython loaded late: the frame reader looks again
+    const size_t from = out_->size();
     JsonLine(out_)
         .begin(f::kTypeModule)
         .unum(f::kFieldId, m.id)
@@ -195,6 +196,7 @@ void TraceSerializer::refresh_modules() {
         .unum(f::kFieldSize, m.hi - m.lo)
         .str(f::kFieldBuildId, m.build_id)
         .end();
+    keep_definition(from);
   }
 }
 
@@ -208,6 +210,7 @@ uint32_t TraceSerializer::native_frame_id(uintptr_t ip) {
   }
   const uint32_t id = next_frame_id_++;
   native_frames_.emplace(ip, id);
+  const size_t from = out_->size();
   JsonLine j(out_);
   j.begin(f::kTypeFrame).unum(f::kFieldId, id).hex(f::kFieldIp, ip);
   if (mod) j.unum(f::kFieldModule, mod->id).hex(f::kFieldOffset, ip - mod->base);
@@ -226,6 +229,7 @@ uint32_t TraceSerializer::native_frame_id(uintptr_t ip) {
     }
   }
   j.end();
+  keep_definition(from);
   return id;
 }
 
@@ -256,6 +260,7 @@ uint32_t TraceSerializer::python_frame_id(const python::PythonFrameRef& ref) {
   if (!python::resolve_python_frame(ref, &frame)) return 0;
   const uint32_t id = next_frame_id_++;
   python_frames_.emplace(key, id);
+  const size_t from = out_->size();
   JsonLine(out_)
       .begin(f::kTypeFrame)
       .unum(f::kFieldId, id)
@@ -264,6 +269,7 @@ uint32_t TraceSerializer::python_frame_id(const python::PythonFrameRef& ref) {
       .str(f::kFieldFile, frame.file)
       .num(f::kFieldLine, std::max<int64_t>(frame.line, 0))
       .end();
+  keep_definition(from);
   return id;
 }
 
@@ -309,7 +315,9 @@ uint32_t TraceSerializer::stack_id(const EventRecord& r) {
       JsonLine::append_uint(&list, frame_ids_[i]);
     }
     list.push_back(']');
+    const size_t from = out_->size();
     JsonLine(out_).begin(f::kTypeStack).unum(f::kFieldId, id).raw(f::kFieldFrames, list).end();
+    keep_definition(from);
   }
   if (r.python_depth > 0) raw_stacks_.emplace(raw_key_, id);
   return id;
@@ -322,6 +330,7 @@ uint32_t TraceSerializer::site_id(const EventRecord& r, uint32_t stack) {
   if (it != sites_.end()) return it->second;
   const uint32_t id = next_site_id_++;
   sites_.emplace(key, id);
+  const size_t from = out_->size();
   JsonLine j(out_);
   j.begin(f::kTypeSite).unum(f::kFieldId, id).unum(f::kFieldTid, key.tid).str(f::kFieldApi, key.api);
   if (key.driver_api) j.str(f::kFieldDriverApi, key.driver_api);
@@ -331,10 +340,11 @@ uint32_t TraceSerializer::site_id(const EventRecord& r, uint32_t stack) {
       .unum(f::kFieldStack, stack);
   if (key.delayed) j.flag(f::kFieldDelayed);
   j.end();
+  keep_definition(from);
   return id;
 }
 
-uint32_t TraceSerializer::event(const EventRecord& r, uint32_t stack) {
+uint32_t TraceSerializer::event(const EventRecord& r, uint32_t stack, bool initial) {
   const uint32_t site = site_id(r, stack);
   JsonLine j(out_);
   // The time delta is signed: a delayed event may be older than the line before it.
@@ -361,6 +371,7 @@ uint32_t TraceSerializer::event(const EventRecord& r, uint32_t stack) {
   if (r.flags & kHasLabel) j.str(f::kFieldLabel, r.label_text());
   if (r.flags & kHasRange) j.unum(f::kFieldRange, r.range);
   if ((r.flags & kHasResult) && r.result) j.num(f::kFieldShortResult, r.result);
+  if (initial) j.flag(f::kFieldInitial);
   j.end();
   ++events_;
   return stack;
@@ -401,12 +412,22 @@ void TraceSerializer::pause(const EventRecord& r) {
 }
 
 void TraceSerializer::device(int32_t device, const char* name, uint64_t total, uint64_t free_bytes) {
+  const size_t from = out_->size();
   JsonLine j(out_);
   j.begin(f::kTypeDevice).num(f::kFieldDevice, limits::device(device)).str(f::kFieldName, name);
   limits::write_count(j, f::kFieldTotal, f::kFieldTotalExact, total);
   limits::write_count(j, f::kFieldFree, f::kFieldFreeExact, free_bytes);
   j.end();
+  keep_definition(from);
 }
+
+void TraceSerializer::keep_definition(size_t from) {
+  if (keep_definitions_) definitions_.append(*out_, from, std::string::npos);
+}
+
+void TraceSerializer::rewrite_definitions() { out_->append(definitions_); }
+
+void TraceSerializer::restart_deltas() { last_seq_ = last_time_ns_ = 0; }
 
 void TraceSerializer::dropped(uint64_t count, uint64_t total) {
   JsonLine(out_).begin(f::kTypeDropped).unum(f::kFieldCount, count).unum(f::kFieldDroppedTotal, total).end();

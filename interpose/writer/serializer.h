@@ -70,7 +70,9 @@ class TraceSerializer {
   // Writes the event (and the stack it first uses); returns its stack id (0: none).
   uint32_t event(const EventRecord& r) { return event(r, stack_id(r)); }
   // Writes the event with `stack`, a stack id this serializer gave (define_stack); returns it.
-  uint32_t event(const EventRecord& r, uint32_t stack);
+  // `initial`: marked as state that existed before the trace's history (a flight recorder's
+  // checkpoint: trace/format.h, kFieldInitial).
+  uint32_t event(const EventRecord& r, uint32_t stack, bool initial = false);
   // Writes the definitions of r's stack if new (no event line); returns its id.
   uint32_t define_stack(const EventRecord& r) { return stack_id(r); }
   // An "allocator_settings" record (r.op == Op::AllocatorSettings): standalone, with absolute seq and
@@ -94,6 +96,19 @@ class TraceSerializer {
 
   uint64_t events_written() const { return events_; }
 
+  // The flight recorder (interpose/writer/flight.cpp): a new segment reads alone, so it repeats every
+  // definition. Once asked, every module, frame, stack, site and device line is also kept, in the
+  // order written (each before what refers to it); rewrite_definitions() writes them all again, ids
+  // unchanged. Memory: the size of those lines, which grows with the program's distinct stacks, not
+  // with its events.
+  void keep_definitions() { keep_definitions_ = true; }
+  void rewrite_definitions();
+  // The seq and t of the last event line (what the next one is delta-coded against), and a restart
+  // from 0, as at the start of a trace.
+  uint64_t last_seq() const { return last_seq_; }
+  uint64_t last_time_ns() const { return last_time_ns_; }
+  void restart_deltas();
+
  private:
   uint32_t native_frame_id(uintptr_t ip);
   // Names `ip` (false: symbolization is off, or has just been turned off for lack of memory).
@@ -101,6 +116,8 @@ class TraceSerializer {
   uint32_t python_frame_id(const python::PythonFrameRef& ref);
   uint32_t stack_id(const EventRecord& r);
   uint32_t site_id(const EventRecord& r, uint32_t stack);
+  // Keeps the line written from `from` of out_ on (keep_definitions).
+  void keep_definition(size_t from);
 
   // What a "site" record holds: the fields an event shares with every other event of the same
   // call, thread and stack. The api strings are static (event_record.h): compared by address.
@@ -162,6 +179,8 @@ class TraceSerializer {
   uint64_t events_ = 0;
   uint64_t last_seq_ = 0;      // of the previous event line (0 before the first)
   uint64_t last_time_ns_ = 0;  // of the previous event line (0 before the first)
+  bool keep_definitions_ = false;
+  std::string definitions_;  // keep_definitions: every definition line so far
 };
 
 }  // namespace gpumemtrace

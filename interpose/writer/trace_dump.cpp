@@ -4,7 +4,10 @@
 // The copy is the trace's bytes up to a point where everything is whole (the writer drained the ring,
 // wrote and flushed, and ended the zstd frame there), then what a finished trace ends with, written
 // to the copy only: the live records of a capped trace and a footer whose "end" is "dump". Every
-// definition an event line refers to comes before it in the trace, so the copy reads alone.
+// definition an event line refers to comes before it in the trace, so the copy reads alone. With the
+// flight recorder, the copy is the window (writer.h): the previous segment, then the current one
+// after its checkpoint; the flight recorder's seals at exit and after an out-of-memory failure
+// (flight.cpp) write it the same way.
 #include <unistd.h>
 
 #include <cstring>
@@ -22,11 +25,11 @@
 namespace gpumemtrace {
 namespace {
 
-// Copies the first `size` bytes of `in` to `out`. False with `error` when a read or a write failed.
-bool copy_prefix(int in, uint64_t size, TraceFile* out, std::string* error) {
+// Copies bytes [from, to) of `in` to `out`. False with `error` when a read or a write failed.
+bool copy_range(int in, uint64_t from, uint64_t to, TraceFile* out, std::string* error) {
   std::vector<char> chunk(1 << 20);
-  for (uint64_t at = 0; at < size;) {
-    const size_t want = static_cast<size_t>(std::min<uint64_t>(chunk.size(), size - at));
+  for (uint64_t at = from; at < to;) {
+    const size_t want = static_cast<size_t>(std::min<uint64_t>(chunk.size(), to - at));
     const ssize_t n = pread(in, chunk.data(), want, static_cast<off_t>(at));
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
@@ -77,46 +80,73 @@ void Writer::serve_dump() {
   dump_phase_.store(kDumpDone, std::memory_order_release);
 }
 
-bool Writer::write_dump(const std::string& asked, std::string* message) {
-  // Everything recorded so far, in the file and whole.
+// Everything recorded so far in the file and whole: the ring drained, written, flushed, the zstd frame
+// ended. False when the trace itself could not be written.
+bool Writer::make_whole() {
   drain_once(SIZE_MAX);
   publish_devices();
   note_drops();
   serializer_->refresh_modules();
   flush_buffer(true);
   if (!output_failed_ && zstd_ && !sink_->finish()) output_failed("cannot write the trace: " + sink_->error());
-  if (output_failed_) {
+  if (output_failed_) return false;
+  whole_bytes_ = file_.written();
+  return true;
+}
+
+// Into `out`: the trace so far (make_whole first), or with the flight recorder its window (the
+// previous segment whole, then the current one after its checkpoint; onto the previous segment
+// itself when `out` is it), then what a finished trace ends with: the live records of a capped trace
+// and a footer with `end`. False with `error`.
+bool Writer::write_window(TraceFile* out, const ProcessEnd& end, std::string* error) {
+  struct Part {
+    const TraceFile* file;
+    uint64_t from, to;
+  };
+  std::vector<Part> parts;
+  const bool windowed = keeping() && previous_.fd() >= 0;
+  if (windowed && out != &previous_) parts.push_back({&previous_, 0, previous_.written()});
+  parts.push_back({&file_, windowed ? checkpoint_end_ : 0, whole_bytes_});
+  for (const Part& part : parts) {
+    const int in = part.file->open_for_reading();
+    if (in < 0) {
+      *error = "the trace " + part.file->path() + " is not a regular file of ours (a FIFO, a stream): it cannot be copied";
+      return false;
+    }
+    const bool copied = copy_range(in, part.from, part.to, out, error);
+    ::close(in);
+    if (!copied) return false;
+  }
+  // The ending, into the copy only: buffer_ is empty (flushed by make_whole) and goes back to the
+  // trace empty.
+  if (capped_) live_.for_each([&](const LiveAllocation& a) { serializer_->live(a); });
+  serializer_->footer(window_events(), drops_written_, util::monotonic_ns(), not_written_, end);
+  const std::unique_ptr<Sink> sink = make_file_sink(out, zstd_);
+  const bool written = sink->write(buffer_.data(), buffer_.size()) && sink->finish();
+  if (!written) *error = sink->error();
+  buffer_.clear();
+  return written;
+}
+
+bool Writer::write_dump(const std::string& asked, std::string* message) {
+  if (!make_whole()) {
     *message = "the trace itself could not be written";
     return false;
   }
-  whole_bytes_ = file_.written();
-
   const std::string path = asked.empty() ? tagged_path(file_.path(), "-dump") : asked;
   if (util::ends_with(path, ".zst") != zstd_) {
     *message = zstd_ ? "the trace is compressed (zstd), and so is its dump: name it *.jsonl.zst, not " + path
                      : "the trace is plain text, and so is its dump: name it *.jsonl, not " + path;
     return false;
   }
-  const int in = file_.open_for_reading();
-  if (in < 0) {
+  if (!file_.can_cut_back()) {
     *message = "the trace " + file_.path() + " is not a regular file (a FIFO, a stream): it cannot be copied";
     return false;
   }
   TraceFile out;
   std::string note, error;
-  bool copied = open_trace_file(path, /*named=*/true, &out, &note, &error) &&
-                copy_prefix(in, whole_bytes_, &out, &error);
-  ::close(in);
-  if (copied) {
-    // The ending, into the copy only: buffer_ is empty (flushed above) and goes back to the trace empty.
-    if (capped_) live_.for_each([&](const LiveAllocation& a) { serializer_->live(a); });
-    serializer_->footer(serializer_->events_written(), drops_written_, util::monotonic_ns(), not_written_,
-                        ProcessEnd{format::End::Dump, -1, 0});
-    const std::unique_ptr<Sink> sink = make_file_sink(&out, zstd_);
-    copied = sink->write(buffer_.data(), buffer_.size()) && sink->finish();
-    if (!copied) error = sink->error();
-    buffer_.clear();
-  }
+  const bool copied = open_trace_file(path, /*named=*/true, &out, &note, &error) &&
+                      write_window(&out, ProcessEnd{format::End::Dump, -1, 0}, &error);
   if (!copied) {
     bool removed = false;
     if (out.fd() >= 0) (void)out.cut_back_to(0, &removed);  // no half dump is left behind

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <utility>
 
@@ -259,6 +260,15 @@ bool TraceFile::cut_back_to(uint64_t size, bool* removed) {
   if (ftruncate(fd_, static_cast<off_t>(size)) != 0 || lseek(fd_, static_cast<off_t>(size), SEEK_SET) < 0)
     return false;
   written_ = size;
+  return true;
+}
+
+bool TraceFile::rename_to(const std::string& to) {
+  struct stat at_path;
+  if (!still_ours() || lstat(path_.c_str(), &at_path) != 0 || at_path.st_dev != dev_ || at_path.st_ino != ino_ ||
+      ::rename(path_.c_str(), to.c_str()) != 0)
+    return false;
+  path_ = to;
   return true;
 }
 

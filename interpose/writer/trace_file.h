@@ -76,6 +76,10 @@ class TraceFile {
   // `*removed` is set. False when the file cannot be cut back (not ours, not a regular file).
   bool cut_back_to(uint64_t size, bool* removed);
 
+  // Renames the file to `to` (replacing what is there) when its name still is this file, the
+  // descriptor going on as it was: for the flight recorder's segments (flight.cpp). False otherwise.
+  bool rename_to(const std::string& to);
+
   static constexpr int kStallMs = 10000;
 
  private:

@@ -173,6 +173,7 @@ void Writer::write_event(const EventRecord& r) {
   if (r.op == format::Op::Pause || r.op == format::Op::Resume) return capped_ ? void() : serializer_->pause(r);
   if (!capped_) {
     const uint32_t stack = serializer_->event(r, stack_of(r));
+    if (keeping()) note_kept(r, stack);
     if (max_bytes_ || scope_bound_.tracking() || (r.op == format::Op::ScopeBegin && ScopeBound::bounds(r))) {
       live_.apply(r, stack);
     }
@@ -216,7 +217,10 @@ bool Writer::drain_once(size_t max_records) {
   for (; n < max_records; ++n) {
     const EventRecord* r = ring.peek();
     if (!r) break;
-    if (!output_failed_) write_event(*r);
+    if (!output_failed_) {
+      write_event(*r);
+      if (keeping() && rotation_due(*r)) rotate();
+    }
     ring.pop();
     if (buffer_.size() >= kBufferFlushBytes) flush_buffer(false);
   }
@@ -241,7 +245,9 @@ bool Writer::open_trace() {
     serializer_ = std::make_unique<TraceSerializer>(&buffer_, shared_->config.symbolize);
     const Config& cfg = shared_->config;
     max_bytes_ = trace_cap_bytes(cfg, file_.fd());
-    serializer_->header(current_process_header(cfg.stack_depth, cfg.on_full == OnFull::Drop));
+    const HeaderInfo header = current_process_header(cfg.stack_depth, cfg.on_full == OnFull::Drop);
+    serializer_->header(header);
+    start_keeping(header);
     // Nothing could be written (a full disk, a file size limit): no empty trace is left behind.
     flush_buffer(true);
   }
@@ -257,8 +263,13 @@ void Writer::write_ending(uint64_t stranded) {
     drops_written_ += stranded;
     serializer_->dropped(stranded, drops_written_);
   }
+  // The flight recorder's window, sealed into the trace's name (not at an exec: a failed one cuts the
+  // trace back to go on).
+  if (keeping() && previous_.fd() >= 0 && !output_failed_ && exec_phase_.load(std::memory_order_acquire) == kNoExec &&
+      seal_at_exit())
+    return;
   if (capped_ && !output_failed_) write_live_summary();
-  serializer_->footer(serializer_->events_written(), drops_written_, util::monotonic_ns(), not_written_, end_);
+  serializer_->footer(segment_events(), drops_written_, util::monotonic_ns(), not_written_, end_);
   flush_buffer(true);
   if (!output_failed_ && !sink_->finish()) log_line(("cannot finish the trace: " + sink_->error()).c_str());
   if (!output_failed_) whole_bytes_ = file_.written();
@@ -361,6 +372,8 @@ void Writer::run_until_stopped() {
       last_flush = now;
       flushes_done_.store(requested, std::memory_order_release);
     }
+    // After the failed allocation's flush: the program waits for that one, not for the seal.
+    if (oom_pending_) seal_after_oom(now);
     if (stopping && !got) {
       // A producer may hold a ticket it has not published yet: give it a moment, then finish.
       for (int i = 0; i < 20 && shared_->ring->approx_size() > 0; ++i) {

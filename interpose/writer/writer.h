@@ -4,6 +4,9 @@
 // "capped" record is written and events stop; the ring is still drained at full speed (the program
 // never waits on a capped trace), the live set is kept, and before the footer each allocation still
 // live becomes one "live" record.
+// Flight recorder (GPUMEMTRACE_KEEP; flight.cpp): the trace is written as rotating segments, each
+// starting with a checkpoint of what the program holds; a window of the run's end is sealed into one
+// trace at exit, on a dump and after an out-of-memory failure.
 #pragma once
 
 #include <atomic>
@@ -12,15 +15,16 @@
 #include <thread>
 #include <vector>
 
+#include "interpose/writer/held_state.h"
 #include "interpose/writer/live_set.h"
 #include "interpose/writer/scope_bound.h"
+#include "interpose/writer/serializer.h"
 #include "interpose/writer/trace_file.h"
 
 namespace gpumemtrace {
 
 struct RecorderShared;
 class Sink;
-class TraceSerializer;
 
 // What the writer thread is to open, and what came of it.
 struct TraceOpening {
@@ -49,8 +53,12 @@ class Writer {
 
   // Fork child: the parent's writer thread does not exist here. Closes the trace's descriptor when the
   // child's table has it (a writer that shared the program's table), so that the child can never
-  // write into the parent's trace.
-  void abandon_in_fork_child() { file_.close_if_ours(); }
+  // write into the parent's trace (nor keep the flight recorder's other files open).
+  void abandon_in_fork_child() {
+    file_.close_if_ours();
+    previous_.close_if_ours();
+    oom_file_.close_if_ours();
+  }
 
   // Asks the thread to drain everything, write the footer (with `end`) and close the file; waits at
   // most `timeout_ms`. True when it finished in time. Call once. Safe from any thread, e.g. an ELF
@@ -113,9 +121,30 @@ class Writer {
   bool serve_exec();
   void serve_dump();
   bool write_dump(const std::string& path, std::string* message);
+  bool make_whole();
+  bool write_window(TraceFile* out, const ProcessEnd& end, std::string* error);
   void write_event(const EventRecord& r);
   uint32_t stack_of(const EventRecord& r);
   void write_live_summary();
+
+  // The flight recorder (GPUMEMTRACE_KEEP; flight.cpp). The trace's name holds the segment being
+  // written; its name with "-prev" the one before. Each segment is a trace of its own: the header,
+  // every definition so far, then the checkpoint (what the program holds, as "initial" events), then
+  // the events. The window sealed (at exit, on a dump, after an out-of-memory failure) is the previous
+  // segment whole, then the current one's events after its checkpoint: every id the latter refers to
+  // is defined in the former or after the checkpoint, and the checkpoint leaves the event lines'
+  // deltas where the previous segment's last event line left them (flight.cpp).
+  bool keeping() const { return keep_ns_ || keep_bytes_; }
+  void start_keeping(const HeaderInfo& header);
+  void note_kept(const EventRecord& r, uint32_t stack);  // after r was written with `stack`
+  bool rotation_due(const EventRecord& r) const;
+  void rotate();
+  void write_checkpoint();
+  bool seal_at_exit();
+  void seal_after_oom(uint64_t now_ns);  // when due (at most one a second)
+  // Event lines in the current segment, in the sealed window.
+  uint64_t segment_events() const;
+  uint64_t window_events() const;
 
   RecorderShared* shared_;
   TraceOpening* opening_;  // start()'s, until start_state_ leaves kOpening
@@ -152,6 +181,23 @@ class Writer {
   std::string dump_message_;  // written by the thread before kDumpDone (release), read by dump()
   bool dump_written_ = false;  // as dump_message_
   bool ended_ = false;  // the trace's ending is written (an exec's checkpoint that was never resumed)
+
+  // The flight recorder (keeping()).
+  uint64_t keep_ns_ = 0, keep_bytes_ = 0;  // Config::keep_ns, keep_bytes; both 0: off
+  uint64_t segment_limit_ = 0;       // keep_bytes: the trace text a segment is cut at
+  HeaderInfo header_;                // the process's, written again at the top of each segment
+  HeldState held_;
+  std::unique_ptr<EventRecord> scratch_;  // a held event rebuilt for its checkpoint line
+  std::string trace_name_;           // where the current segment is written
+  TraceFile previous_;               // the previous segment (its descriptor, for the seal); fd -1: none
+  uint64_t segment_text_start_ = 0;  // bytes_written_ when the current segment began
+  uint64_t segment_time_start_ = 0;  // the t its checkpoint stands at
+  uint64_t checkpoint_end_ = 0;      // the current segment's size after its checkpoint (a frame's end)
+  uint64_t segment_events_start_ = 0, previous_events_start_ = 0;  // events_written() when each began
+  uint64_t checkpoint_events_ = 0;   // event lines of the current segment's checkpoint
+  bool oom_pending_ = false;         // an out-of-memory failure since the last seal of one
+  uint64_t last_oom_seal_ns_ = 0;
+  TraceFile oom_file_;               // the last window sealed after an out-of-memory failure
 };
 
 }  // namespace gpumemtrace

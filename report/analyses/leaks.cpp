@@ -8,7 +8,7 @@
 namespace gpumemtrace::report {
 namespace {
 
-enum class ExitClass : uint8_t { Leaked, Library, AliveAtExit };
+enum class ExitClass : uint8_t { Leaked, Library, AliveAtExit, BeforeRecording };
 
 struct Group {
   ExitClass cls = ExitClass::Leaked;
@@ -28,21 +28,25 @@ DeviceSummary* summary_of(ProcessReport& out, int32_t device) {
 
 void collect_exit_state(const MemoryModel& model, const SymbolTable& symbols, const Suppressions& suppressions,
                         ProcessReport& out) {
-  // Grouped by level in enum order (allocation, physical, block), so that the grouping order (and
-  // the output for ties) is fixed.
-  using Key = std::tuple<int32_t, Level, SiteId>;
-  std::map<Key, Group> groups;
   std::map<SiteId, const Suppressions::LibraryRule*> library_of;  // per site, resolved once
   auto library = [&](SiteId site) {
     auto it = library_of.find(site);
     if (it == library_of.end()) it = library_of.emplace(site, suppressions.match_library(resolve_site(symbols, site))).first;
     return it->second;
   };
-  auto add = [&](int32_t device, Level level, Kind kind, SiteId site, uint64_t size, bool torch_block) {
-    Group& group = groups[Key{device, level, site}];
+  // Grouped by level in enum order (allocation, physical, block), so that the grouping order (and
+  // the output for ties) is fixed. Memory held before the recording began (a flight recorder's
+  // checkpoint) is grouped apart from the window's own at the same site: it is not the window's leak.
+  using Key = std::tuple<int32_t, Level, SiteId, bool>;
+  std::map<Key, Group> groups;
+  auto add = [&](int32_t device, Level level, Kind kind, SiteId site, uint64_t size, bool torch_block, bool initial) {
+    Group& group = groups[Key{device, level, site, initial && !torch_block}];
     if (group.count == 0) {
       group.kind = kind;
-      group.cls = library(site) ? ExitClass::Library : torch_block ? ExitClass::AliveAtExit : ExitClass::Leaked;
+      group.cls = library(site)  ? ExitClass::Library
+                  : torch_block  ? ExitClass::AliveAtExit
+                  : initial      ? ExitClass::BeforeRecording
+                                 : ExitClass::Leaked;
     }
     group.bytes += size;
     group.count += 1;
@@ -56,7 +60,7 @@ void collect_exit_state(const MemoryModel& model, const SymbolTable& symbols, co
       continue;
     }
     add(allocation.device, allocation.kind == Kind::Host ? Level::Host : Level::Allocation, allocation.kind,
-        allocation.site, allocation.size, false);
+        allocation.site, allocation.size, false, allocation.initial);
   }
   for (const auto& [handle, allocation] : model.physical()) {
     uint64_t block_bytes = 0;
@@ -65,16 +69,16 @@ void collect_exit_state(const MemoryModel& model, const SymbolTable& symbols, co
       cached(allocation.device, allocation.size - std::min(allocation.size, block_bytes));
       continue;
     }
-    add(allocation.device, Level::Physical, allocation.kind, allocation.site, allocation.size, false);
+    add(allocation.device, Level::Physical, allocation.kind, allocation.site, allocation.size, false, allocation.initial);
   }
   for (const auto& [addr, block] : model.blocks()) {
-    add(block.device, Level::Block, Kind::Block, block.site, block.size, block.torch);
+    add(block.device, Level::Block, Kind::Block, block.site, block.size, block.torch, block.initial);
   }
   for (const MemoryModel::Pool& pool : model.pools()) {
     if (pool.trimmed) cached(pool.device, pool.cached);
   }
   for (auto& [key, group] : groups) {
-    const auto& [device, level, site] = key;
+    const auto& [device, level, site, initial] = key;
     Stack stack = resolve_site(symbols, site);
     if (group.cls == ExitClass::Leaked) {
       LeakGroup leak;
@@ -104,11 +108,12 @@ void collect_exit_state(const MemoryModel& model, const SymbolTable& symbols, co
       held.reason = "library";
       held.library = library(site)->library;
     } else {
-      held.reason = "alive_at_exit";
+      held.reason = group.cls == ExitClass::BeforeRecording ? "before_recording" : "alive_at_exit";
     }
     held.stack = std::move(stack);
     if (DeviceSummary* d = summary_of(out, device)) {
-      (group.cls == ExitClass::Library ? d->library_bytes : d->alive_at_exit_bytes) += held.bytes;
+      if (group.cls == ExitClass::Library) d->library_bytes += held.bytes;
+      else if (group.cls == ExitClass::AliveAtExit) d->alive_at_exit_bytes += held.bytes;
     }
     out.held_at_exit.push_back(std::move(held));
   }

@@ -5,6 +5,9 @@
 //    library_rules.supp: cuBLAS/cuDNN handles and workspaces, NCCL communicators, ...);
 //  - alive at exit: a PyTorch block the program still referenced when it ended (a model in a
 //    global): not a leak of the process, reported for information;
+//  - before the recording: held since before the trace's history began (an "initial" event that is
+//    not a PyTorch block: a flight recorder's checkpoint, docs/long-runs.md): not a leak of the
+//    window the trace covers, reported for information;
 //  - leaked: everything else the program allocated and never freed (a `leak:` suppression flags
 //    it suppressed). Only this class counts for --fail-on-leak.
 #pragma once

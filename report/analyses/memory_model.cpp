@@ -225,6 +225,7 @@ void MemoryModel::on_alloc(const Event& e, SiteId site, DeviceState& state) {
   allocation.kind = e.kind;
   allocation.torch = torch;
   allocation.torch_only = torch;
+  allocation.initial = initial_;
   if (e.kind == Kind::Physical) {
     // A cuMemCreate handle: "addr" is the handle value, and a free with the same addr ends it.
     auto existing = physical_.find(e.addr);
@@ -310,6 +311,7 @@ void MemoryModel::on_block_alloc(const Event& e, SiteId site, DeviceState& state
   block.time_ns = time_;
   block.device = e.device;
   block.torch = is_torch_api(e.api);
+  block.initial = initial_;
   auto segment = segment_of(e);
   if (segment != allocations_.end()) {
     // Its site takes a caching allocator's segments: their growth is its blocks' (growth.h).

@@ -85,6 +85,7 @@ class MemoryModel {
     int32_t pool = -1;         // index into pools_ (async)
     bool torch = false;        // PyTorch's (api "torch.*": snapshot import, live events)
     bool torch_only = false;   // created by a torch event (no runtime-level record of it, yet)
+    bool initial = false;      // held before the recording began (an "initial" event: leaks.h)
   };
   struct Block {
     uint64_t size = 0;
@@ -95,6 +96,7 @@ class MemoryModel {
     uint64_t segment = 0;      // start of the containing allocation; 0 = none known
     bool in_segment = false;
     bool torch = false;
+    bool initial = false;      // as Allocation::initial
   };
   struct Pool {
     std::string name;

@@ -237,7 +237,7 @@ struct HeldAtExit {
   int32_t device = -1;
   Level level = Level::Allocation;
   std::string kind;
-  std::string reason;               // "library" | "alive_at_exit"
+  std::string reason;               // "library" | "alive_at_exit" | "before_recording"
   std::string library;              // reason "library": the library's name
   uint64_t bytes = 0;
   uint64_t count = 0;

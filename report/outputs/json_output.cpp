@@ -80,7 +80,7 @@ json process_json(const ProcessReport& r) {
                        {"library_bytes", d.library_bytes},
                        {"alive_at_exit_bytes", d.alive_at_exit_bytes},
                        {"ooms", d.ooms},
-                       {"initial", r.snapshot ? json{{"segments", d.initial_segments},
+                       {"initial", r.snapshot || r.initial_events ? json{{"segments", d.initial_segments},
                                                      {"blocks", d.initial_blocks},
                                                      {"reserved_bytes", d.initial_reserved},
                                                      {"allocated_bytes", d.initial_allocated}}

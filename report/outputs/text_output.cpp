@@ -137,6 +137,10 @@ void write_summary(std::ostream& out, const ProcessReport& r) {
           << format_bytes(d.initial_reserved) << " reserved in " << plural(d.initial_segments, "segment") << ", "
           << format_bytes(d.initial_allocated) << " in " << plural(d.initial_blocks, "block")
           << " allocated before recording started\n";
+    } else if (!r.snapshot && r.initial_events && (d.initial_reserved || d.initial_allocated)) {
+      // A flight recorder's window (docs/long-runs.md): what its checkpoint held.
+      out << "    when the window began (its checkpoint): " << format_bytes(d.initial_reserved) << " reserved, "
+          << format_bytes(d.initial_allocated) << " in allocator blocks, held since before\n";
     }
   }
   const PinnedHostSummary& host = r.pinned_host;
@@ -197,11 +201,11 @@ void write_live_at_snapshot(std::ostream& out, const ProcessReport& r, const Tex
 // Live at exit but not leaked: libraries' state and blocks the program still referenced.
 void write_held_at_exit(std::ostream& out, const ProcessReport& r, const TextOptions& options) {
   if (r.held_at_exit.empty()) return;
-  uint64_t library = 0, alive = 0;
+  uint64_t library = 0, alive = 0, before = 0;
   std::vector<std::pair<std::string, uint64_t>> libraries;  // in order of first appearance (largest first)
   for (const HeldAtExit& held : r.held_at_exit) {
     if (held.reason != "library") {
-      alive += held.bytes;
+      (held.reason == "before_recording" ? before : alive) += held.bytes;
       continue;
     }
     library += held.bytes;
@@ -217,14 +221,17 @@ void write_held_at_exit(std::ostream& out, const ProcessReport& r, const TextOpt
     for (size_t i = 0; i < libraries.size(); ++i) {
       out << (i ? ", " : "") << printable(libraries[i].first) << " " << format_bytes(libraries[i].second);
     }
-    out << ")" << (alive ? ";" : "");
+    out << ")" << (alive || before ? ";" : "");
   }
-  if (alive) out << " " << format_bytes(alive) << " of PyTorch blocks still referenced " << when << " (alive " << when << ")";
+  if (alive) out << " " << format_bytes(alive) << " of PyTorch blocks still referenced " << when << " (alive " << when << ")" << (before ? ";" : "");
+  if (before) out << " " << format_bytes(before) << " held since before the recording began (its checkpoint)";
   out << "\n";
   for_top(r.held_at_exit, options.max_items, [&](const HeldAtExit& held) {
     out << "  " << format_bytes(held.bytes) << " in " << plural(held.count, "allocation") << " ("
         << device_name(held.device) << ", "
-        << (held.reason == "library" ? "held by " + printable(held.library) : std::string("alive ") + when)
+        << (held.reason == "library"            ? "held by " + printable(held.library)
+            : held.reason == "before_recording" ? std::string("held since before the recording")
+                                                : std::string("alive ") + when)
         << "), allocated here:\n";
     write_stack(out, held.stack, "      ", options.stacks);
   });

@@ -273,6 +273,7 @@ void Dispatcher::compact_event(const Fields& f) {
   e.addr = f.short_addr;
   e.size = f.short_size;
   e.result = f.short_result;
+  e.initial = f.initial;  // a flight recorder's checkpoint (interpose/writer/flight.cpp)
   fill_optional(f, e);
   exact_values(f, e);
   if (e.op == Op::Sync) return merger_.sync(e.t);

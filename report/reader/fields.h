@@ -92,7 +92,7 @@ struct Fields {
     present = 0;
     site = seq_jump = short_addr = short_size = t = segment = handle = stream = free = total = range = 0;
     short_result = 0;
-    t_negative = false;
+    t_negative = initial = false;
     pool = label = std::string_view();
     strings.next_line();
   }

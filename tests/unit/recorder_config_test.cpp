@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <map>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "interpose/recorder/config.h"
@@ -126,6 +127,29 @@ TEST(Config, MaxBytesTakesSizeSuffixes) {
     EXPECT_TRUE(g_warnings.empty()) << value;
     EXPECT_FALSE(c.max_bytes_default) << value;
     EXPECT_EQ(c.max_bytes, bytes) << value;
+  }
+}
+
+TEST(Config, KeepTakesADurationOrASize) {
+  Config off = parse({});
+  EXPECT_EQ(off.keep_ns, 0u);
+  EXPECT_EQ(off.keep_bytes, 0u);
+  const std::vector<std::tuple<std::string, uint64_t, uint64_t>> good = {
+      {"2h", 2 * 3600000000000ull, 0}, {"30min", 30 * 60000000000ull, 0}, {"1.5d", 129600000000000ull, 0},
+      {"45s", 45000000000ull, 0}, {"0.25s", 250000000ull, 0}, {"500ms", 500000000ull, 0},
+      {"20GiB", 0, 20ull << 30}, {"300K", 0, 300u << 10}, {"10m", 0, 10u << 20}};
+  for (const auto& [value, ns, bytes] : good) {
+    Config c = parse({{"GPUMEMTRACE_KEEP", value}});
+    EXPECT_TRUE(g_warnings.empty()) << value;
+    EXPECT_EQ(c.keep_ns, ns) << value;
+    EXPECT_EQ(c.keep_bytes, bytes) << value;
+  }
+  // Too short to hold a window, too small for two segments, or not a duration or size at all.
+  for (const char* bad : {"10ms", "64K", "2x", "h", "1.5.5s", "-2h", "", "99999999999999d"}) {
+    Config c = parse({{"GPUMEMTRACE_KEEP", bad}});
+    EXPECT_EQ(c.keep_ns + c.keep_bytes, 0u) << bad;
+    ASSERT_EQ(g_warnings.size(), 1u) << bad;
+    EXPECT_NE(g_warnings[0].find("GPUMEMTRACE_KEEP"), std::string::npos);
   }
 }
 

@@ -84,7 +84,7 @@
   GM.heldTable = function (ui, held) {
     const { bytes, table, stackCells } = ui;
     const cells = stackCells(held.map((x) => x.stack));
-    const why = (x) => (x.reason === "library" ? `held by ${x.library || "a library"}` : x.reason === "alive_at_exit" ? "still referenced at exit" : x.reason);
+    const why = (x) => (x.reason === "library" ? `held by ${x.library || "a library"}` : x.reason === "alive_at_exit" ? "still referenced at exit" : x.reason === "before_recording" ? "held since before the recording" : x.reason);
     return table(["Bytes", "Count", "GPU", "Level", "Why", "Stack"], held.map((x, i) => [bytes(x.bytes), String(x.count), String(x.device),
       x.level, why(x), cells[i]]), "", [0, 1, 2]);
   };
