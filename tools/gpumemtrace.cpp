@@ -38,6 +38,7 @@
 #include "interpose/recorder/config.h"
 #include "report/cli/options.h"
 #include "report/outputs/export_events.h"
+#include "tools/dump.h"
 #include "tools/top.h"
 #include "util/edit_distance.h"
 #include "util/keep.h"
@@ -52,6 +53,7 @@ const char kHelp[] =
     "usage: gpumemtrace run [-o DIR] [--report FILE] [--keep D|SIZE] [-q] [REPORT OPTIONS] -- CMD [ARGS...]\n"
     "       gpumemtrace ci  [-o DIR] [--report FILE] [-q] [GATE AND REPORT OPTIONS] -- CMD [ARGS...]\n"
     "       gpumemtrace top [--interval S] [--sort KEY] [--batch [--iterations N]] PID | TRACE\n"
+    "       gpumemtrace dump [-o FILE] [--timeout S] PID\n"
     "       gpumemtrace kernel install [--python PY] [--name NAME] [--display-name TEXT] [--user | --prefix DIR]\n"
     "       gpumemtrace --help | --version\n"
     "\n"
@@ -70,6 +72,10 @@ const char kHelp[] =
     "        l level (CUDA allocations or allocator blocks); d device; / filter; q quit. --batch: a plain\n"
     "        screen per refresh on stdout until the trace ends (or --iterations N). Exit 0; 2 when the\n"
     "        trace cannot be found or read.\n"
+    "  dump  seal what the recorder of process PID (or of its first traced descendant) wrote so far into a\n"
+    "        trace of its own while the process goes on (with GPUMEMTRACE_KEEP: its last window); prints\n"
+    "        the dump's path (-o FILE, default beside the trace with -dump). Exit 0; 1 when the recorder\n"
+    "        refused or did not answer in --timeout S (default 60); 2 bad usage or no traced process.\n"
     "  kernel install  register a Jupyter kernel for PY (default python3, which needs ipykernel) that\n"
     "        runs under the recorder, its traces in --output DIR (default gpumemtrace-traces/ in the\n"
     "        notebook's folder); --name (gpumemtrace), --display-name, --user, --prefix, --sys-prefix as\n"
@@ -512,15 +518,15 @@ struct LaunchOptions {
 // gpumem-report's own definition, so a typo is found before CMD runs, not after it.
 LaunchOptions parse_command_line(int argc, char** argv) {
   LaunchOptions options;
-  if (argc < 2) throw report::UsageError("expected a command: run, ci, top or kernel");
+  if (argc < 2) throw report::UsageError("expected a command: run, ci, top, dump or kernel");
   const std::string command = argv[1];
   if (command == "--help" || command == "-h" || command == "help") return options.help = true, options;
   if (command == "--version") return options.version = true, options;
   if (command != "run" && command != "ci") {
-    const char* const commands[] = {"run", "ci", "top", "kernel"};
+    const char* const commands[] = {"run", "ci", "top", "dump", "kernel"};
     const char* const* nearest = util::nearest_name(command, commands, 1);
     throw report::UsageError("unknown command '" + command + "'" +
-                             (nearest ? std::string("; did you mean ") + *nearest + "?" : ": expected run, ci, top or kernel"));
+                             (nearest ? std::string("; did you mean ") + *nearest + "?" : ": expected run, ci, top, dump or kernel"));
   }
   options.ci = command == "ci";
   // Everything after the first `--` is CMD, untouched.
@@ -617,6 +623,7 @@ bool report_file_writable(const std::string& path) {
 int main(int argc, char** argv) {
   // `gpumemtrace top`: the live view (tools/top.cpp), options of its own.
   if (argc >= 2 && strcmp(argv[1], "top") == 0) return gpumemtrace::top::main(argc - 1, argv + 1);
+  if (argc >= 2 && strcmp(argv[1], "dump") == 0) return gpumemtrace::dump::main(argc - 1, argv + 1);
   if (argc >= 2 && strcmp(argv[1], "kernel") == 0) return kernel_main(argc - 1, argv + 1);
   LaunchOptions options;
   try {

@@ -55,6 +55,6 @@ PROGRAMS += $(BUILD)/gpumemtrace
 $(BUILD)/tools/gpumemtrace.o: CPPFLAGS += -DGPUMEMTRACE_VERSION='"$(GPUMEMTRACE_VERSION)"'
 # `gpumemtrace top` (tools/top.cpp) reads traces with the report library too. LAUNCHER_OBJS: the
 # release bundle links the same objects (packaging/module.mk).
-LAUNCHER_OBJS := $(BUILD)/tools/gpumemtrace.o $(BUILD)/tools/top.o
+LAUNCHER_OBJS := $(BUILD)/tools/gpumemtrace.o $(BUILD)/tools/top.o $(BUILD)/tools/traced_process.o $(BUILD)/tools/dump.o
 $(BUILD)/gpumemtrace: $(LAUNCHER_OBJS) $(REPORT_LIB)
 	$(CXX) $(ALL_CXXFLAGS) $^ -o $@ $(REPORT_LDLIBS)

@@ -12,7 +12,6 @@
 // that is no terminal, prints a plain screen per refresh and ends with the trace.
 #include "tools/top.h"
 
-#include <dirent.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/ioctl.h>
@@ -29,13 +28,13 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "report/analyses/live_model.h"
+#include "tools/traced_process.h"
 #include "report/outputs/top_view.h"
 #include "report/reader/follow_source.h"
 #include "report/reader/trace_reader.h"
@@ -50,87 +49,6 @@ using Clock = std::chrono::steady_clock;
 
 volatile sig_atomic_t g_interrupted = 0;
 void on_signal(int) { g_interrupted = 1; }
-
-bool process_alive(long pid) { return kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM; }
-
-bool looks_like_trace(const std::string& path) {
-  const size_t slash = path.rfind('/');
-  const std::string name = slash == std::string::npos ? path : path.substr(slash + 1);
-  return name.find(".jsonl") != std::string::npos || util::ends_with(name, ".zst");
-}
-
-// The trace the recorder in process `pid` writes: a regular file named like a trace among the open
-// files of its threads (the recorder's writer thread holds it, in a descriptor table of its own), the
-// one with the lowest descriptor (the trace is the writer's first file). "" when there is none;
-// `*unreadable` names a descriptor table that could not be read.
-std::string trace_open_in(long pid, std::string* unreadable) {
-  const std::string task_dir = "/proc/" + std::to_string(pid) + "/task";
-  DIR* tasks = opendir(task_dir.c_str());
-  if (!tasks) return "";
-  std::string found;
-  long lowest = -1;
-  while (const dirent* task = readdir(tasks)) {
-    if (task->d_name[0] == '.') continue;
-    const std::string fd_dir = task_dir + "/" + task->d_name + "/fd";
-    DIR* fds = opendir(fd_dir.c_str());
-    if (!fds) {
-      *unreadable = fd_dir + ": " + std::strerror(errno);
-      continue;
-    }
-    while (const dirent* fd = readdir(fds)) {
-      if (fd->d_name[0] == '.') continue;
-      char target[4096];
-      const ssize_t n = readlink((fd_dir + "/" + fd->d_name).c_str(), target, sizeof target - 1);
-      if (n <= 0) continue;
-      target[n] = '\0';
-      struct stat st;
-      const long number = std::atol(fd->d_name);
-      if (target[0] != '/' || !looks_like_trace(target) || stat(target, &st) != 0 || !S_ISREG(st.st_mode)) continue;
-      if (lowest < 0 || number < lowest) lowest = number, found = target;
-    }
-    closedir(fds);
-  }
-  closedir(tasks);
-  return found;
-}
-
-// The children of every thread of `pid` (/proc/PID/task/TID/children; none where the kernel lacks it).
-std::vector<long> children_of(long pid) {
-  std::vector<long> out;
-  const std::string task_dir = "/proc/" + std::to_string(pid) + "/task";
-  DIR* tasks = opendir(task_dir.c_str());
-  if (!tasks) return out;
-  while (const dirent* task = readdir(tasks)) {
-    if (task->d_name[0] == '.') continue;
-    std::ifstream children(task_dir + "/" + task->d_name + "/children");
-    for (long child; children >> child;) out.push_back(child);
-  }
-  closedir(tasks);
-  return out;
-}
-
-// The trace of process `pid`, or of its first descendant that has one (breadth first): so the pid
-// of `gpumemtrace run` itself, or of a shell that started the program, finds the program's trace.
-// Sets `*traced` to the process found. "" with `*why` when there is none.
-std::string trace_of_process(long pid, long* traced, std::string* why) {
-  if (!process_alive(pid) || access(("/proc/" + std::to_string(pid)).c_str(), F_OK) != 0) {
-    *why = "no process " + std::to_string(pid);
-    return "";
-  }
-  std::string unreadable;
-  std::vector<long> queue{pid};
-  // Bounded: a process tree of more than 4096 processes is searched no further.
-  for (size_t i = 0; i < queue.size() && i < 4096; ++i) {
-    const std::string found = trace_open_in(queue[i], &unreadable);
-    if (!found.empty()) return *traced = queue[i], found;
-    for (long child : children_of(queue[i])) queue.push_back(child);
-  }
-  *why = unreadable.empty()
-             ? "process " + std::to_string(pid) + " is not traced: neither it nor its children have a trace open "
-               "(is it running under gpumemtrace, and has it made a CUDA memory call?); or give the trace's path"
-             : "cannot read " + unreadable + " (run as the process's user), or give the trace's path";
-  return "";
-}
 
 // The handler calls of the reader thread, one at a time with the main thread's state() calls.
 class LockedModel : public report::TraceHandler {
@@ -169,7 +87,7 @@ class Control : public report::FollowControl {
  public:
   Control(const std::atomic<bool>& quit, const LockedModel& model, long pid) : quit_(quit), model_(model), pid_(pid) {}
   bool stop_now() override { return quit_.load(std::memory_order_relaxed); }
-  bool keep_waiting() override { return !stop_now() && !model_.ended() && (pid_ <= 0 || process_alive(pid_)); }
+  bool keep_waiting() override { return !stop_now() && !model_.ended() && (pid_ <= 0 || tools::process_alive(pid_)); }
 
  private:
   const std::atomic<bool>& quit_;
@@ -287,7 +205,7 @@ std::string find_trace(const std::string& target, long* pid) {
   struct stat st;
   if (numeric && stat(target.c_str(), &st) != 0) {
     std::string why;
-    const std::string path = trace_of_process(std::atol(target.c_str()), pid, &why);
+    const std::string path = tools::trace_of_process(std::atol(target.c_str()), pid, &why);
     if (path.empty()) fprintf(stderr, "gpumemtrace top: %s\n", why.c_str());
     return path;
   }

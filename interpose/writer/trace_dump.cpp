@@ -8,8 +8,11 @@
 // flight recorder, the copy is the window (writer.h): the previous segment, then the current one
 // after its checkpoint; the flight recorder's seals at exit and after an out-of-memory failure
 // (flight.cpp) write it the same way.
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstring>
 #include <vector>
 
@@ -78,6 +81,41 @@ void Writer::serve_dump() {
   dump_message_ = message;
   dump_written_ = written;
   dump_phase_.store(kDumpDone, std::memory_order_release);
+}
+
+void Writer::serve_dump_request() {
+  if (!file_.can_cut_back()) return;  // a stream: nothing beside it to ask through
+  const std::string request = file_.path() + kDumpRequestSuffix;
+  const int fd = open(request.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return;  // none (the usual case: one failed open per poll)
+  struct stat st {};
+  char asked[4096];
+  ssize_t n = -1;
+  // Another user's file (a shared folder) asks nothing: it could name any path this process may write.
+  if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid()) {
+    while ((n = read(fd, asked, sizeof asked)) < 0 && errno == EINTR) {
+    }
+  }
+  close(fd);
+  if (n < 0) return;
+  unlink(request.c_str());
+  std::string path(asked, static_cast<size_t>(n));
+  while (!path.empty() && (path.back() == '\n' || path.back() == '\r')) path.pop_back();
+  std::string message;
+  bool written = false;
+  try {
+    written = write_dump(path, &message);
+  } catch (...) {  // out of memory: the trace itself goes on
+    message = "out of memory";
+  }
+  const std::string answer = (written ? "ok " : "error ") + message + "\n";
+  const std::string result = file_.path() + kDumpResultSuffix;
+  const std::string aside = result + ".part";
+  const int out = open(aside.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (out < 0) return;
+  const bool whole = write(out, answer.data(), answer.size()) == static_cast<ssize_t>(answer.size());
+  close(out);
+  if (!whole || rename(aside.c_str(), result.c_str()) != 0) unlink(aside.c_str());
 }
 
 // Everything recorded so far in the file and whole: the ring drained, written, flushed, the zstd frame

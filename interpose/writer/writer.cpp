@@ -351,9 +351,14 @@ void Writer::run_until_stopped() {
   const Config& cfg = shared_->config;
   const uint64_t flush_interval_ns = static_cast<uint64_t>(cfg.flush_ms) * 1000000ull;
   uint64_t last_flush = util::monotonic_ns();
+  uint64_t last_request_poll = last_flush;
   for (;;) {
     if (exec_phase_.load(std::memory_order_acquire) != kNoExec && !serve_exec()) break;
     if (dump_phase_.load(std::memory_order_acquire) == kDumpRequested) serve_dump();
+    if (util::monotonic_ns() - last_request_poll >= kDumpRequestPollMs * 1000000ull) {
+      serve_dump_request();
+      last_request_poll = util::monotonic_ns();
+    }
     const bool stopping = stop_requested_.load(std::memory_order_acquire);
     const bool got = drain_once(4096);
     publish_devices();

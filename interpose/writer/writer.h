@@ -87,6 +87,15 @@ class Writer {
   // another's dump is under way fails. Any thread; not async-signal-safe.
   bool dump(const std::string& path, int timeout_ms, std::string* message);
 
+  // `gpumemtrace dump PID` asks from another process (tools/dump.cpp): a request file beside the trace,
+  // its name + kDumpRequestSuffix, holding the dump's path ("": dump()'s default). The thread looks
+  // for one every kDumpRequestPollMs, takes it (a regular file of this user only, never through a
+  // link), makes the dump and writes the answer beside the trace, its name + kDumpResultSuffix:
+  // "ok PATH\n" or "error WHY\n", whole (written aside, then renamed).
+  static constexpr const char* kDumpRequestSuffix = ".dump-request";
+  static constexpr const char* kDumpResultSuffix = ".dump-result";
+  static constexpr uint64_t kDumpRequestPollMs = 200;
+
   // exec is about to replace the program image. The thread drains and writes everything, ends the
   // zstd frame (the point a failed exec comes back to), then writes the ending a finished trace has
   // (footer with `end`) and waits, draining nothing more, for resume_after_failed_exec(); waits at
@@ -120,6 +129,7 @@ class Writer {
   void write_ending(uint64_t stranded);
   bool serve_exec();
   void serve_dump();
+  void serve_dump_request();
   bool write_dump(const std::string& path, std::string* message);
   bool make_whole();
   bool write_window(TraceFile* out, const ProcessEnd& end, std::string* error);

@@ -244,14 +244,20 @@ def help_options(program, subcommand=None):
     return opts
 
 
-def table_options(docs, name, heading, end=None):
-    """{option: line} of the first cells of the option tables after `heading` in a doc (up to `end`
-    after it, when given)."""
+def section(docs, name, heading, end=None):
+    """(the text of a doc from `heading` up to `end` after it, or to its end; where that text starts)."""
     text = docs.text[name]
     start = text.index(heading)
     stop = text.find(end, start + len(heading)) if end else -1
+    return text[start:stop if stop >= 0 else len(text)], start
+
+
+def table_options(docs, name, heading, end=None):
+    """{option: line} of the first cells of the option tables after `heading` in a doc (up to `end`
+    after it, when given)."""
+    text, start = section(docs, name, heading, end)
     out = {}
-    for m in re.finditer(r"^\| (`[^|]*)\|", text[start:stop if stop >= 0 else len(text)], re.M):
+    for m in re.finditer(r"^\| (`[^|]*)\|", text, re.M):
         if not m.group(1).startswith("`-"):
             continue
         for opt in re.findall(r"(?<![\w-])(--[a-z][\w-]*|-[a-z])", m.group(1)):
@@ -265,17 +271,21 @@ def check_options(docs, build):
     launcher_opts = help_options(os.path.join(build, "gpumemtrace"))
     top_opts = help_options(os.path.join(build, "gpumemtrace"), "top")
     kernel_opts = help_options(os.path.join(build, "gpumemtrace"), "kernel")
+    dump_opts = help_options(os.path.join(build, "gpumemtrace"), "dump")
     for doc, heading, end, opts, prog in (
             ("docs/report.md", "| option | meaning |", None, report_opts, "gpumem-report"),
             ("docs/launcher.md", "## Options", "\n## ", launcher_opts, "gpumemtrace"),
             ("docs/launcher.md", "## `gpumemtrace top`", "\n## ", top_opts, "gpumemtrace top"),
+            ("docs/launcher.md", "## `gpumemtrace dump`", "\n## ", dump_opts, "gpumemtrace dump"),
             ("docs/launcher.md", "## `gpumemtrace kernel install`", "\n## ", kernel_opts, "gpumemtrace kernel")):
         table = table_options(docs, doc, heading, end)
         problems += [f"{doc}: {o} (`{prog} --help`) is not in the option table" for o in sorted(opts - set(table))]
         problems += [f"{doc}:{table[o]}: {o} is not an option of {prog}" for o in sorted(set(table) - opts)]
-        rows = re.findall(r"^\| (`-[^|]*)\|", docs.text[doc], re.M)
-        problems += [f"{doc}: the option table has the row `{r.strip()}` twice" for r in sorted(set(rows)) if rows.count(r) > 1]
-    known = report_opts | launcher_opts | top_opts | kernel_opts | FOREIGN_OPTIONS | script_options()
+        # Within the section: each command's table has its own --help row.
+        rows = re.findall(r"^\| (`-[^|]*)\|", section(docs, doc, heading, end)[0], re.M)
+        problems += [f"{doc}: the option table after {heading} has the row `{r.strip()}` twice"
+                     for r in sorted(set(rows)) if rows.count(r) > 1]
+    known = report_opts | launcher_opts | top_opts | kernel_opts | dump_opts | FOREIGN_OPTIONS | script_options()
     for name, i, line in docs.lines():
         for o in re.findall(r"(?<![\w-])(--[a-z][a-z0-9_-]*[a-z0-9])", line):
             if o not in known:

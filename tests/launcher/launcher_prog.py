@@ -6,6 +6,9 @@ from named functions. argv: MODE [libcudart path]. Modes:
   fail   clean, then exit 7
   multi  start two child processes (`leak` and `clean`), wait for them, exit 0
   wait   allocate, print "ready", sleep until a signal arrives (default action)
+  hold   allocate and free 8 MiB 2000 times (enough trace for a flight recorder of 128K to cut), keep
+         5 MiB from hold_buffer(), print "ready", sleep until a signal arrives (gpumemtrace dump's tests:
+         tests/launcher/test_dump.py)
   grow   allocate 1 MiB more in grow_cache() every 0.1 s, keeping it all; "ready" after the first;
          until a signal arrives (gpumemtrace top's tests: tests/launcher/test_top.py)
 """
@@ -41,6 +44,10 @@ def grow_cache():
     return cuda_malloc(1 * MiB)
 
 
+def hold_buffer():
+    return cuda_malloc(5 * MiB)
+
+
 def main(mode):
     if mode in ("clean", "fail"):
         for _ in range(3):
@@ -57,6 +64,13 @@ def main(mode):
         return 0
     if mode == "wait":
         step()
+        print("ready", flush=True)
+        while True:
+            time.sleep(0.1)
+    if mode == "hold":
+        for _ in range(2000):
+            step()
+        held = hold_buffer()  # noqa: F841 (kept until the signal)
         print("ready", flush=True)
         while True:
             time.sleep(0.1)
