@@ -139,13 +139,27 @@ void Writer::write_checkpoint() {
   const uint64_t last_seq = serializer_->last_seq(), last_time = serializer_->last_time_ns();
   if (last_seq == 0) return;  // no event line yet: nothing to start from
   std::vector<const HeldEvent*> held = held_.in_order();
-  // Each was made by an event line of its own, at or before the last: never more than last_seq.
-  if (held.size() > last_seq) held.erase(held.begin(), held.end() - static_cast<std::ptrdiff_t>(last_seq));
+  // Only allocator settings held (records of their own, not event lines): the marker line follows them.
+  const bool events_held =
+      std::any_of(held.begin(), held.end(), [](const HeldEvent* h) { return h->op != format::Op::AllocatorSettings; });
+  // The checkpoint's records take the seqs just below the last event line's (the marker: that one), in
+  // increasing order, as the reader requires; each was made by a record of its own at or before it, so
+  // there is room, bar a trace's first few records: then the oldest are left out.
+  const uint64_t room = events_held ? last_seq : last_seq - 1;
+  if (held.size() > room) held.erase(held.begin(), held.end() - static_cast<std::ptrdiff_t>(room));
   serializer_->restart_deltas();
   EventRecord& r = *scratch_;
   r.native_depth = r.python_depth = 0;
   r.interned_stack = 0;
-  if (held.empty()) {
+  uint64_t seq = room - held.size() + 1;
+  for (const HeldEvent* h : held) {
+    if (h->op != format::Op::AllocatorSettings) continue;
+    h->fill(&r);
+    r.seq = seq++;
+    r.time_ns = last_time;
+    serializer_->allocator_settings(r);  // in force from the checkpoint on
+  }
+  if (!events_held) {
     r.op = format::Op::Sync;
     r.kind = format::Kind::None;
     r.flags = 0;
@@ -159,8 +173,8 @@ void Writer::write_checkpoint() {
     serializer_->event(r, 0);
     return;
   }
-  uint64_t seq = last_seq - held.size() + 1;
   for (const HeldEvent* h : held) {
+    if (h->op == format::Op::AllocatorSettings) continue;
     h->fill(&r);
     r.seq = seq++;
     r.time_ns = last_time;

@@ -24,6 +24,7 @@ void HeldEvent::fill(EventRecord* out) const {
   out->segment = segment;
   out->handle = handle;
   out->range = range;
+  out->fraction = fraction;
   memcpy(out->label, label, sizeof label);  // the text, or the interned pointer (the union's bytes)
   memcpy(out->pool_name, pool_name, sizeof pool_name);
 }
@@ -46,6 +47,7 @@ void HeldState::keep(const EventRecord& r, uint32_t stack, HeldEvent* held) {
   h.segment = r.segment;
   h.handle = r.handle;
   h.range = r.range;
+  h.fraction = r.fraction;
   h.stack = stack;
   // The texts only under their flags (as the serializer reads them): most events carry neither.
   if (r.flags & kHasLabel) memcpy(h.label, r.label, sizeof h.label);  // the text or the interned pointer
@@ -106,6 +108,13 @@ void HeldState::apply(const EventRecord& r, uint32_t stack) {
       for (ByAddress* map : {&allocations_, &blocks_, &mappings_, &reservations_})
         for (auto it = map->begin(); it != map->end();) it = it->second.device == r.device ? map->erase(it) : std::next(it);
       return;
+    case Op::AllocatorSettings: {
+      // A device's record replaces its last; one for every device (-1) replaces them all.
+      auto replaced = [&](const HeldEvent& s) { return r.device < 0 || s.device == r.device; };
+      settings_.erase(std::remove_if(settings_.begin(), settings_.end(), replaced), settings_.end());
+      keep(r, stack, &settings_.emplace_back());
+      return;
+    }
     case Op::ScopeBegin:
       if (scopes_.size() == kMaxOpenScopes) scopes_.erase(scopes_.begin());
       keep(r, stack, &scopes_.emplace_back());
@@ -129,7 +138,8 @@ void HeldState::apply(const EventRecord& r, uint32_t stack) {
 }
 
 size_t HeldState::size() const {
-  return allocations_.size() + blocks_.size() + mappings_.size() + reservations_.size() + scopes_.size();
+  return allocations_.size() + blocks_.size() + mappings_.size() + reservations_.size() + scopes_.size() +
+         settings_.size();
 }
 
 std::vector<const HeldEvent*> HeldState::in_order() const {
@@ -138,6 +148,7 @@ std::vector<const HeldEvent*> HeldState::in_order() const {
   for (const ByAddress* map : {&allocations_, &blocks_, &mappings_, &reservations_})
     for (const auto& [addr, h] : *map) all.push_back(&h);
   for (const HeldEvent& s : scopes_) all.push_back(&s);
+  for (const HeldEvent& s : settings_) all.push_back(&s);
   std::sort(all.begin(), all.end(), [](const HeldEvent* a, const HeldEvent* b) { return a->seq < b->seq; });
   return all;
 }

@@ -6,6 +6,8 @@
 // Pairing, as the report's model pairs them: alloc/free, block_alloc/block_free, map/unmap and
 // reserve/unreserve by address (each kind apart); a reset ends everything of its device; a scope end
 // closes the innermost open scope of the same range id (cross-thread ranges) or else of the same name.
+// PyTorch's allocator settings in force: the last record of each device, a record for every device
+// (device -1) replacing all before it, so that a window is replayed under the settings its run had.
 // Memory: one entry (about 200 bytes) per thing held (and up to kMaxSpare kept for reuse), nothing
 // per event; open scopes at most kMaxOpenScopes (beyond, the oldest are forgotten: a program that
 // never ends its scopes).
@@ -32,6 +34,7 @@ struct HeldEvent {
   const char* api = nullptr;
   const char* driver_api = nullptr;
   uint64_t addr = 0, size = 0, stream = 0, pool = 0, segment = 0, handle = 0, range = 0;
+  double fraction = 0;  // allocator settings: kHasFraction
   uint32_t stack = 0;  // the serializer's stack id
   union {
     char label[kLabelBytes] = {};
@@ -66,6 +69,7 @@ class HeldState {
   void release(ByAddress* map, uint64_t addr);
 
   ByAddress allocations_, blocks_, mappings_, reservations_;
+  std::vector<HeldEvent> settings_;  // allocator settings in force: at most one per device, oldest first
   std::vector<ByAddress::node_type> spare_;  // at most kMaxSpare
   std::vector<HeldEvent> scopes_;  // innermost last
 };

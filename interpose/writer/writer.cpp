@@ -167,7 +167,10 @@ void Writer::write_event(const EventRecord& r) {
               ": from here on only totals and the allocations live at exit are written")
                  .c_str());
   }
-  if (!capped_ && r.op == format::Op::AllocatorSettings) return serializer_->allocator_settings(r);
+  if (!capped_ && r.op == format::Op::AllocatorSettings) {
+    if (keeping()) note_kept(r, 0);  // in force in the next segment too (its checkpoint writes it again)
+    return serializer_->allocator_settings(r);
+  }
   if (!capped_ && r.op == format::Op::Gc) return serializer_->gc(r);
   // A pause after the cap is detail the cap stopped: not an event either, so not counted.
   if (r.op == format::Op::Pause || r.op == format::Op::Resume) return capped_ ? void() : serializer_->pause(r);

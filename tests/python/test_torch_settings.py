@@ -27,6 +27,35 @@ MiB = 1 << 20
 GiB = 1 << 30
 
 
+class SettingsAcrossFlightRecorderCuts(unittest.TestCase):
+    """With the flight recorder (GPUMEMTRACE_KEEP), the window sealed at exit begins after the changes,
+    which its checkpoint carries: the settings in force then, one record per device (the last), so the
+    window is replayed under the settings its run had."""
+
+    def test_the_window_carries_the_settings_in_force(self):
+        out = os.path.join(tempfile.mkdtemp(), "trace.jsonl")
+        env = fake_env(None, GPUMEMTRACE_OUTPUT=out, GPUMEMTRACE_KEEP="128K",
+                       PYTORCH_CUDA_ALLOC_CONF="max_split_size_mb:128")
+        env.pop("PYTORCH_ALLOC_CONF", None)
+        proc = subprocess.run([sys.executable, PROG, "settings_churn"], capture_output=True, text=True, env=env,
+                              timeout=120)
+        self.assertEqual(proc.returncode, 7, proc.stderr[-3000:])
+        records = tracefile.read_records(out)[0]
+        events = [r for r in records if r.get("type") is None or r["type"] == "event"]
+        self.assertLess(len(events), 8000)  # a window: the run made more than 16,000 events
+        got = [(r["source"], r["device"], r.get("conf"), r.get("fraction"))
+               for r in records if r["type"] == "allocator_settings"]
+        self.assertEqual(got, [
+            ("_set_allocator_settings", -1, "max_split_size_mb:256,garbage_collection_threshold:0.5", None),
+            ("set_per_process_memory_fraction", 0, None, 0.25)])
+        doc = json.loads(subprocess.run([REPORT, "--format", "json", "--what-if", "expandable_segments:True", out],
+                                        capture_output=True, text=True, timeout=120).stdout)
+        w = doc["what_if"][0]
+        self.assertEqual(w["settings_from"], "trace")
+        self.assertEqual(w["recorded_settings"],
+                         "max_split_size_mb:256,garbage_collection_threshold:0.5,per_process_memory_fraction:0.25")
+
+
 class SettingsCases:
     version = None
 

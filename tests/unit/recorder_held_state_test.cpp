@@ -95,5 +95,33 @@ TEST(HeldState, OpenScopesAreBounded) {
   EXPECT_EQ(held.in_order().front()->seq, 11u);  // the oldest forgotten
 }
 
+TEST(HeldState, TheAllocatorSettingsInForceOnePerDeviceOrOneForAll) {
+  HeldState held;
+  auto settings = [](uint64_t seq, int32_t device, const char* conf) {
+    EventRecord r = event(seq, Op::AllocatorSettings, 0, 0, device);
+    r.kind = format::Kind::None;
+    r.flags = kHasLabel;
+    strncpy(r.label, conf, sizeof r.label - 1);
+    return r;
+  };
+  held.apply(settings(1, -1, "expandable_segments:True"), 0);
+  held.apply(event(2, Op::Alloc, 0x1000, 64), 7);
+  held.apply(settings(3, 0, "garbage_collection_threshold:0.6"), 0);
+  held.apply(settings(4, 1, "max_split_size_mb:128"), 0);
+  EXPECT_EQ(seqs(held), (std::vector<uint64_t>{1, 2, 3, 4}));  // device 0's and 1's over every device's
+  held.apply(settings(5, 0, "roundup_power2_divisions:4"), 0);  // device 0's last replaces its first
+  EXPECT_EQ(seqs(held), (std::vector<uint64_t>{1, 2, 4, 5}));
+  EXPECT_STREQ(held.in_order().back()->label, "roundup_power2_divisions:4");
+  EventRecord fraction = settings(6, -1, "");
+  fraction.flags = kHasFraction;
+  fraction.fraction = 0.5;
+  held.apply(fraction, 0);  // every device's replaces them all
+  EXPECT_EQ(seqs(held), (std::vector<uint64_t>{2, 6}));
+  EventRecord out;
+  held.in_order().back()->fill(&out);
+  EXPECT_EQ(out.fraction, 0.5);
+  EXPECT_EQ(out.flags & kHasFraction, kHasFraction);
+}
+
 }  // namespace
 }  // namespace gpumemtrace

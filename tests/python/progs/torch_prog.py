@@ -121,9 +121,10 @@ if mode == "fork":
     print("parent done")
     sys.exit(7)
 
-if mode == "settings":
+if mode in ("settings", "settings_churn"):
     # The allocator's settings changed at run time, each way a program can (the variables the test sets
-    # are in force at start).
+    # are in force at start). settings_churn: then 4000 small tensors made and dropped, enough trace for
+    # a flight recorder of 128K to cut several times after the changes.
     first = torch.empty(1 << 20, device="cuda")
     torch.cuda.memory._set_allocator_settings("max_split_size_mb:256,garbage_collection_threshold:0.5")
     second = torch.empty(1 << 20, device="cuda")
@@ -134,6 +135,10 @@ if mode == "settings":
         torch.cuda.memory._set_allocator_settings("no_such_option:1")   # PyTorch refuses it: not recorded
     except RuntimeError:
         pass
+    if mode == "settings_churn":
+        for _ in range(4000):
+            t = torch.empty(4096, device="cuda")
+            del t
     print("done")
     sys.exit(7)
 
