@@ -19,6 +19,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(ROOT, "tests", "python"))
 from python_testlib import BUILD, LIB, SIM  # noqa: E402
+from testenv import sanitizer_runtime  # noqa: E402
 
 TOOLS = os.path.join(ROOT, "tools", "python")
 FAKE_TORCH = os.path.join(ROOT, "tests", "python", "fake_torch")
@@ -77,6 +78,11 @@ def env_for_torch():
     env = dict(os.environ, FAKE_TORCH_CUDART=SIM, PYDEVD_DISABLE_FILE_VALIDATION="1")
     env["PYTHONPATH"] = FAKE_TORCH + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     env.pop("LD_PRELOAD", None)
+    # Under `make asan`/`make tsan` the recorder is instrumented: the sanitizer's runtime must be loaded
+    # from the start in every process (nbconvert, the kernel the shim puts the recorder in front of,
+    # gpumem-report started by the magic), as the launcher's tests do.
+    if sanitizer_runtime():
+        env["LD_PRELOAD"] = sanitizer_runtime()
     return env
 
 
