@@ -16,6 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "report"))
 from reportlib import REPORT, ROOT, run_report  # noqa: E402
+from testenv import sanitizer_runtime  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from ranks import OOM_RANKS, PEAK_RANK, leak_sites, write_run  # noqa: E402
@@ -190,6 +191,8 @@ class ReportPerProcess(unittest.TestCase):
         self.addCleanup(shutil.rmtree, tmp, True)
         env = {k: v for k, v in os.environ.items() if not k.startswith(("GPUMEMTRACE_", "RANK", "SLURM_"))}
         env.pop("LD_PRELOAD", None)
+        if sanitizer_runtime():  # make asan/tsan: loaded from the start, the launcher puts the recorder in front
+            env["LD_PRELOAD"] = sanitizer_runtime()
         for variable, rank in (("RANK", "0"), ("SLURM_PROCID", "1")):
             proc = subprocess.run([launcher, "run", "-q", "-o", "job", "--report-per-process", "--",
                                    sys.executable, prog, "leak", cudart], cwd=tmp, env={**env, variable: rank},
