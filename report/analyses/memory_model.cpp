@@ -168,7 +168,8 @@ void MemoryModel::acquire(DeviceState& state, Level level, uint64_t key, const A
   if (history_ended_) ledger.add_live(a.site, a.size);
   else if (initial_) ledger.add_initial(a.site, a.size, seq_, time_);
   else ledger.add(a.site, a.size, seq_, time_, window_, level == Level::Block ? pass_ : 0);
-  const Holding h = holding_of(level, key, a, level == Level::Physical ? 0 : key);
+  Holding h = holding_of(level, key, a, level == Level::Physical ? 0 : key);
+  h.initial = initial_;
   for (ModelListener* listener : listeners_) listener->on_acquire(h);
 }
 

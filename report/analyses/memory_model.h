@@ -52,6 +52,7 @@ struct Holding {
   uint64_t time_ns = 0;    // when it was acquired
   uint64_t addr = 0;       // where it lies: the key, or a physical handle's mapped address (0: not mapped)
   bool segment = false;    // on release of an allocation: it was a caching allocator's segment
+  bool initial = false;    // acquired by an "initial" event: held before the history began
 };
 
 // One id per holding across levels: an allocation, a block at the same address and a physical

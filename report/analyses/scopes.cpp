@@ -23,7 +23,9 @@ std::vector<StackBytes> top_sites(const std::map<SiteId, StackCount>& by_site, c
 }  // namespace
 
 void Scopes::on_acquire(const Holding& h) {
-  if (!open_.empty()) inside_[holding_id(h)] = h;
+  // What was held before the history began (a flight recorder's checkpoint re-opens the scopes open
+  // then, ahead of it) was not allocated inside any scope the history shows: never a scope's leak.
+  if (!open_.empty() && !h.initial) inside_[holding_id(h)] = h;
 }
 
 void Scopes::on_release(const Holding& h) {

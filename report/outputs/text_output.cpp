@@ -140,7 +140,7 @@ void write_summary(std::ostream& out, const ProcessReport& r) {
     } else if (!r.snapshot && r.initial_events && (d.initial_reserved || d.initial_allocated)) {
       // A flight recorder's window (docs/long-runs.md): what its checkpoint held.
       out << "    when the window began (its checkpoint): " << format_bytes(d.initial_reserved) << " reserved, "
-          << format_bytes(d.initial_allocated) << " in allocator blocks, held since before\n";
+          << format_bytes(d.initial_allocated) << " in allocator blocks, held since before it (never leaks)\n";
     }
   }
   const PinnedHostSummary& host = r.pinned_host;

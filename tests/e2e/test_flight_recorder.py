@@ -150,6 +150,10 @@ class FlightRecorderSoak(unittest.TestCase):
         held_before = [h for h in rep["held_at_exit"] if h["reason"] == "before_recording"]
         pool = 32 << 20  # the pool's segment: cached, not held
         self.assertEqual(sum(h["bytes"] for h in held_before), sum(e["size"] for e in before) - pool)
+        # The "serve" scope, open at the checkpoint and never closed, left what the window left: not
+        # what the checkpoint held inside it.
+        [serve] = [s for s in rep["scopes"] if s["name"] == "serve"]
+        self.assertEqual(serve["leaked_bytes"], sum(l["bytes"] for l in rep["leaks"]))
 
     def test_out_of_memory_window_is_sealed_beside_the_trace(self):
         path = self.trace.replace(".jsonl", "-oom.jsonl")
