@@ -19,6 +19,7 @@
 #include <string>
 #include <thread>
 
+#include "tools/subcommand.h"
 #include "tools/traced_process.h"
 #include "util/terminal_text.h"
 
@@ -67,15 +68,7 @@ int main(int argc, char** argv) {
   app.add_option("--timeout", timeout_s, "seconds to wait for the recorder's answer (default 60)")
       ->check(CLI::Range(0.1, 86400.0));
   app.add_option("pid", pid, "the traced process (or its launcher)")->required()->check(CLI::PositiveNumber);
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp&) {
-    fputs(app.help().c_str(), stdout);
-    return 0;
-  } catch (const CLI::ParseError& e) {
-    fprintf(stderr, "gpumemtrace dump: %s (see gpumemtrace dump --help)\n", e.what());
-    return 2;
-  }
+  if (const int status = tools::parse_subcommand(app, argc, argv, "gpumemtrace dump"); status >= 0) return status;
   long traced = 0;
   std::string why;
   const std::string trace = tools::trace_of_process(pid, &traced, &why);

@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "report/analyses/live_model.h"
+#include "tools/subcommand.h"
 #include "tools/traced_process.h"
 #include "report/outputs/top_view.h"
 #include "report/reader/follow_source.h"
@@ -357,15 +358,7 @@ int main(int argc, char** argv) {
   app.add_option("--iterations", options.iterations, "with --batch: end after N refreshes")->check(CLI::PositiveNumber);
   app.add_option("--sort", options.sort, "live (default), grew or count")->check(CLI::IsMember({"live", "grew", "count"}));
   app.add_option("target", options.target, "PID | TRACE")->required();
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp&) {
-    fputs(app.help().c_str(), stdout);
-    return 0;
-  } catch (const CLI::ParseError& e) {
-    fprintf(stderr, "gpumemtrace top: %s (see gpumemtrace top --help)\n", e.what());
-    return 2;
-  }
+  if (const int status = tools::parse_subcommand(app, argc, argv, "gpumemtrace top"); status >= 0) return status;
   return run(options);
 }
 
