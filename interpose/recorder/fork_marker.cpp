@@ -28,8 +28,16 @@ void arm_fork_marker() noexcept {
   if (!marker && !g_wipe_refused.load(std::memory_order_relaxed)) {
     void* page = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (page != MAP_FAILED && madvise(page, 4096, MADV_WIPEONFORK) == 0) {
-      marker = static_cast<std::atomic<int>*>(page);
-      g_marker.store(marker, std::memory_order_release);
+      // Two threads may arm at once (the first hooks of a program's threads): one page wins, the
+      // other is given back, so every thread reads the same marker.
+      std::atomic<int>* expected = nullptr;
+      if (g_marker.compare_exchange_strong(expected, static_cast<std::atomic<int>*>(page),
+                                           std::memory_order_acq_rel, std::memory_order_acquire)) {
+        marker = static_cast<std::atomic<int>*>(page);
+      } else {
+        munmap(page, 4096);
+        marker = expected;
+      }
     } else {
       if (page != MAP_FAILED) munmap(page, 4096);
       g_wipe_refused.store(true, std::memory_order_relaxed);
@@ -41,7 +49,9 @@ void arm_fork_marker() noexcept {
 }
 
 bool copied_without_fork_handler() noexcept {
-  if (std::atomic<int>* marker = g_marker.load(std::memory_order_relaxed))
+  // Acquire: the page was mapped by the thread that published it (free on x86; ThreadSanitizer
+  // needs the edge to see the mapping before the read).
+  if (std::atomic<int>* marker = g_marker.load(std::memory_order_acquire))
     return marker->load(std::memory_order_relaxed) == 0;
   const pid_t armed = g_armed_pid.load(std::memory_order_relaxed);
   if (armed == 0) return false;
