@@ -14,9 +14,9 @@ class CompactEventScanner {
   explicit CompactEventScanner(std::string_view text) : p_(text.data()), end_(text.data() + text.size()) {}
 
   // True when the whole line was read into `f` (its event fields cleared first).
-  bool scan(Fields& f) {
-    using B = Fields::Bit;
-    f.clear_event_fields();
+  bool scan(EventLineFields& f) {
+    using B = EventLineFields::Bit;
+    f.clear_event_line();
     if (!literal('{')) return false;
     do {
       std::string_view key;
@@ -162,6 +162,13 @@ class CompactEventScanner {
 
 }  // namespace
 
-bool scan_compact_event(std::string_view line, Fields& f) { return CompactEventScanner(line).scan(f); }
+bool scan_compact_event(std::string_view line, EventLineFields& f) { return CompactEventScanner(line).scan(f); }
+
+bool scan_compact_event(std::string_view line, Fields& f) {
+  EventLineFields event;
+  if (!scan_compact_event(line, event)) return false;
+  f.set_event_line(event);
+  return true;
+}
 
 }  // namespace gpumemtrace::report::reader

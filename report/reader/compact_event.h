@@ -16,9 +16,13 @@
 
 namespace gpumemtrace::report::reader {
 
-// True when the whole line was read into `f` (its event fields cleared first); false: the line is to
-// go through parse_line (line_parser.h). The line is followed by kLinePadding readable bytes
-// (line_reader.h).
+// True when the whole line was read into `f` (cleared first); false: the line is to go through
+// parse_line (line_parser.h), and `f` holds nothing meaningful. The line is followed by kLinePadding
+// readable bytes (line_reader.h). Reads nothing but the line: safe on any thread (the line reader's
+// runs it ahead of the parser).
+bool scan_compact_event(std::string_view line, EventLineFields& f);
+// The same into one line's Fields: its event fields set (Fields::set_event_line) when true, left
+// alone when false.
 bool scan_compact_event(std::string_view line, Fields& f);
 
 }  // namespace gpumemtrace::report::reader

@@ -7,6 +7,8 @@
 #include <cstring>
 #include <system_error>
 
+#include "report/reader/compact_event.h"
+
 namespace gpumemtrace::report {
 
 namespace {
@@ -24,10 +26,11 @@ size_t usable_cpus() {
   return std::max(1u, std::thread::hardware_concurrency());
 }
 
-LineReader::LineReader(ByteSource& source, size_t chunk, size_t max_line)
+LineReader::LineReader(ByteSource& source, size_t chunk, size_t max_line, bool scan_events_ahead)
     : source_(source),
       chunk_(std::max<size_t>(chunk, 1)),
       max_line_(std::min(max_line, kMaxLineLimit)),
+      scan_events_ahead_(scan_events_ahead),
       blocks_(new Block[kBlocks]) {
   free_.reserve(kBlocks);
 }
@@ -103,7 +106,24 @@ void LineReader::read_lines(Block& block) {
   partial_.assign(data + line_start, size - line_start);
 }
 
+void LineReader::scan_events(Block& block) {
+  block.scanned = true;
+  const char* data = block.bytes.data();
+  size_t begin = 0;
+  reader::EventLineFields fields;
+  for (size_t i = 0; i < block.ends.size(); ++i) {
+    const std::string_view text(data + begin, block.ends[i] - begin);
+    begin = size_t{block.ends[i]} + 1;
+    if (text.substr(0, 5) != "{\"e\":" || !reader::scan_compact_event(text, fields)) continue;
+    block.event_lines.push_back(static_cast<uint32_t>(i));
+    block.events.push_back(fields);
+  }
+}
+
 void LineReader::fill(Block& block) {
+  block.scanned = false;
+  block.event_lines.clear();
+  block.events.clear();
   block.ends.clear();
   block.last = false;
   block.unterminated = false;
@@ -130,6 +150,7 @@ void LineReader::produce() {
       free_.pop_back();
     }
     fill(*block);
+    if (scan_events_ahead_) scan_events(*block);
     {
       std::lock_guard<std::mutex> lock(mutex_);
       ready_[(ready_head_ + ready_count_) % kBlocks] = block;
@@ -191,6 +212,10 @@ bool LineReader::next(Line& line) {
         line.number = ++number_;
         ++line_index_;
         line.terminated = !(current_->unterminated && line_index_ == ends.size());
+        line.scanned_ahead = current_->scanned;
+        line.event = nullptr;
+        if (event_index_ < current_->event_lines.size() && current_->event_lines[event_index_] == line_index_ - 1)
+          line.event = &current_->events[event_index_++];
         return true;
       }
       Block* done = current_;
@@ -207,6 +232,7 @@ bool LineReader::next(Line& line) {
     if (finished_) return false;
     current_ = take_ready();
     line_index_ = 0;
+    event_index_ = 0;
   }
 }
 

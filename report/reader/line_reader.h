@@ -7,9 +7,16 @@
 // thread is started (tests, the fuzzer, small traces), nor where the process may use one CPU only
 // (the thread could only take turns with the parser, at a cost).
 //
+// Version 2 event lines can be scanned ahead too (scan_events_ahead; compact_event.h): the producer
+// reads each line that opens like one into its fields, so that the caller's thread is left with the
+// dispatch and the analyses. Blocks read on the caller's thread (the first one, or all of them without
+// a producer) are not scanned ahead: the caller scans their lines itself.
+//
 // Each line handed out is followed in memory by at least kLinePadding readable bytes, as simdjson
 // requires, so the parser can read it in place. Memory: kBlocks blocks of about `chunk` bytes (one
-// grows to hold a longer line, up to max_line); never proportional to the file.
+// grows to hold a longer line, up to max_line), and with scan_events_ahead the fields of their event
+// lines, at most sizeof(EventLineFields) (about 130 bytes) per 13 bytes of a block (the shortest
+// event line): never proportional to the file.
 //
 // Errors of the source (I/O, corrupt zstd data) and a line longer than max_line are thrown by next()
 // after every line before them has been handed out, as if the reading were not ahead.
@@ -32,6 +39,7 @@
 #include <vector>
 
 #include "report/reader/byte_source.h"
+#include "report/reader/fields.h"
 #include "trace/format.h"
 
 namespace gpumemtrace::report {
@@ -49,6 +57,10 @@ struct Line {
   std::string_view text;  // without the '\n'; valid until the next call to next()
   uint64_t number = 0;    // 1-based
   bool terminated = true; // false for a last line without '\n' (possibly cut short)
+  // Scanned ahead (LineReader's scan_events_ahead): `event` holds the line's fields when it is a
+  // version 2 event line in the recorder's shape, null when it is not. Not scanned: the caller scans.
+  bool scanned_ahead = false;
+  const reader::EventLineFields* event = nullptr;  // valid until the next call to next()
 };
 
 class LineReader {
@@ -57,7 +69,8 @@ class LineReader {
   static constexpr size_t kBlocks = 4;
   static constexpr size_t kDefaultChunk = size_t{256} << 10;
 
-  explicit LineReader(ByteSource& source, size_t chunk = kDefaultChunk, size_t max_line = kMaxLineBytes);
+  explicit LineReader(ByteSource& source, size_t chunk = kDefaultChunk, size_t max_line = kMaxLineBytes,
+                      bool scan_events_ahead = false);
   ~LineReader();  // stops the producer thread (it finishes the read it is in) and joins it
   LineReader(const LineReader&) = delete;
   LineReader& operator=(const LineReader&) = delete;
@@ -75,10 +88,15 @@ class LineReader {
     bool last = false;           // nothing follows: the end of the input, or `error`
     bool unterminated = false;   // the last line has no '\n' (only when `last`)
     std::exception_ptr error;    // thrown after this block's lines
+    // Scanned ahead (producer side; empty otherwise): the event lines among `ends`, in order.
+    bool scanned = false;
+    std::vector<uint32_t> event_lines;  // the index in `ends` of each line in `events`
+    std::vector<reader::EventLineFields> events;
   };
 
   void fill(Block& block);            // producer side: reads the next lines into `block`
   void read_lines(Block& block);      // fill() without the error handling
+  static void scan_events(Block& block);  // producer side: the block's event lines, ahead
   void start_producer();
   void produce();                     // the producer thread's loop
   Block* take_ready();                // consumer: the next filled block (waits)
@@ -87,6 +105,7 @@ class LineReader {
   ByteSource& source_;
   const size_t chunk_;
   const size_t max_line_;
+  const bool scan_events_ahead_;
 
   // Producer state (the caller's thread until the producer starts, then the producer's alone).
   std::string partial_;  // bytes of a line begun in the previous block
@@ -105,6 +124,7 @@ class LineReader {
   std::unique_ptr<Block[]> blocks_;
   Block* current_ = nullptr;
   size_t line_index_ = 0;   // the next line of current_
+  size_t event_index_ = 0;  // the next of current_->events
   uint64_t number_ = 0;
   bool started_ = false;    // the first block was read
   bool synchronous_ = false;  // no thread could be started: blocks are read here, one at a time

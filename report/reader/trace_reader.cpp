@@ -14,7 +14,8 @@ namespace gpumemtrace::report {
 ReadResult read_trace(ByteSource& source, const std::string& name, SymbolTable& symbols,
                       TraceHandler& handler) {
   ReadResult result;
-  LineReader lines(source);
+  // Event lines are scanned on the read-ahead thread, where there is one (line_reader.h).
+  LineReader lines(source, LineReader::kDefaultChunk, kMaxLineBytes, /*scan_events_ahead=*/true);
   simdjson::ondemand::parser parser;
   reader::Fields fields;
   reader::Dispatcher dispatcher(symbols, handler, result);
@@ -41,8 +42,12 @@ ReadResult read_trace(ByteSource& source, const std::string& name, SymbolTable& 
       }
       fields.strings.set_line(line.number);
       try {
-        const bool compact = dispatcher.version() >= format::kVersion2 && line.text.substr(0, 5) == "{\"e\":" &&
-                             reader::scan_compact_event(line.text, fields);
+        bool compact = false;
+        if (dispatcher.version() >= format::kVersion2) {
+          if (line.event) fields.set_event_line(*line.event);
+          compact = line.scanned_ahead ? line.event != nullptr
+                                       : line.text.substr(0, 5) == "{\"e\":" && reader::scan_compact_event(line.text, fields);
+        }
         if (!compact) reader::parse_line(parser, line, fields, dispatcher.version());
       } catch (const reader::LineError& error) {
         // A writer killed mid-line leaves an unterminated last line: warn and keep what came before.

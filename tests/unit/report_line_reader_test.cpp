@@ -8,6 +8,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "report/reader/compact_event.h"
 #include "report/reader/line_reader.h"
 
 using namespace gpumemtrace::report;
@@ -130,4 +131,44 @@ TEST(LineReaderAhead, AnEmptySourceHasNoLines) {
   LineReader reader(source);
   Line line;
   EXPECT_FALSE(reader.next(line));
+}
+
+// Event lines scanned on the read-ahead thread: each line's fields are those the caller's own scan
+// gives, and a line that is not an event line in the recorder's shape has none.
+TEST(LineReaderAhead, EventLinesScannedAheadAreTheLinesOwnFields) {
+  if (usable_cpus() == 1) GTEST_SKIP() << "one CPU: no read-ahead thread";
+  const int count = 5000;
+  std::string text = "{\"v\":2,\"type\":\"header\"}\n";
+  for (int i = 1; i <= count; ++i) {
+    if (i % 7 == 0) text += "{\"e\": 1}\n";  // whitespace: not the recorder's shape
+    else if (i % 11 == 0) text += "{\"type\":\"stack\",\"id\":" + std::to_string(i) + "}\n";
+    else text += "{\"e\":" + std::to_string(i % 50) + ",\"t\":" + std::to_string(i) + ",\"a\":\"0x" + std::to_string(i) +
+                 "\",\"s\":" + std::to_string(i * 3) + (i % 5 == 0 ? ",\"label\":\"m" + std::to_string(i) + "\"" : "") + "}\n";
+  }
+  TrickleSource source(text, 4096);
+  LineReader reader(source, 256, kMaxLineBytes, /*scan_events_ahead=*/true);
+  Line line;
+  size_t ahead = 0, events = 0;
+  while (reader.next(line)) {
+    gpumemtrace::report::reader::EventLineFields own;
+    const bool is_event = gpumemtrace::report::reader::scan_compact_event(line.text, own);
+    if (!line.scanned_ahead) {
+      EXPECT_EQ(line.event, nullptr);
+      continue;
+    }
+    ++ahead;
+    ASSERT_EQ(line.event != nullptr, is_event) << line.text;
+    if (!is_event) continue;
+    ++events;
+    EXPECT_EQ(line.event->site, own.site);
+    EXPECT_EQ(line.event->t, own.t);
+    EXPECT_EQ(line.event->short_addr, own.short_addr);
+    EXPECT_EQ(line.event->short_size, own.short_size);
+    EXPECT_EQ(line.event->present, own.present);
+    EXPECT_EQ(line.event->label, own.label);
+    EXPECT_EQ(line.event->label.data(), own.label.data());  // into the line's own bytes
+  }
+  // The first block is read on this thread; the rest ahead, most of them event lines.
+  EXPECT_GT(ahead, size_t{count} / 2);
+  EXPECT_GT(events, ahead / 2);
 }
