@@ -9,6 +9,8 @@
 #include <array>
 #include <cstdint>
 #include <map>
+#include <memory_resource>
+#include <type_traits>
 
 namespace gpumemtrace::report {
 
@@ -16,6 +18,8 @@ template <typename State>
 class DeviceTable {
  public:
   DeviceTable() = default;
+  // A State made from a memory resource (its node-based containers' nodes: node_pool.h) gets `nodes`.
+  explicit DeviceTable(std::pmr::memory_resource* nodes) : nodes_(nodes) {}
   DeviceTable(const DeviceTable&) = delete;
   DeviceTable& operator=(const DeviceTable&) = delete;
 
@@ -40,12 +44,20 @@ class DeviceTable {
  private:
   // Out of line: the first use of a device, or a device number beyond the index.
   __attribute__((noinline)) State& create(int32_t device) {
-    State& state = map_.try_emplace(device).first->second;
+    State& state = emplace(device);
     const uint32_t slot = static_cast<uint32_t>(device) + 1;
     if (slot < kIndexed) index_[slot] = &state;
     return state;
   }
 
+  State& emplace(int32_t device) {
+    if constexpr (std::is_constructible_v<State, std::pmr::memory_resource*>) {
+      if (nodes_) return map_.try_emplace(device, nodes_).first->second;
+    }
+    return map_.try_emplace(device).first->second;
+  }
+
+  std::pmr::memory_resource* nodes_ = nullptr;
   // Devices -1 .. kIndexed-2 (a node has at most a few dozen) go through the index; others, never
   // seen in practice but valid in a trace, through the map.
   static constexpr uint32_t kIndexed = 65;

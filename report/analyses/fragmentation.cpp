@@ -16,10 +16,10 @@ namespace gpumemtrace::report {
 namespace {
 
 uint64_t gap(uint64_t from, uint64_t to) { return to > from ? to - from : 0; }
-void add_gap(std::map<uint64_t, uint64_t>& gaps, uint64_t size) {
+void add_gap(std::pmr::map<uint64_t, uint64_t>& gaps, uint64_t size) {
   if (size) ++gaps[size];
 }
-void remove_gap(std::map<uint64_t, uint64_t>& gaps, uint64_t size) {
+void remove_gap(std::pmr::map<uint64_t, uint64_t>& gaps, uint64_t size) {
   if (!size) return;
   auto it = gaps.find(size);
   if (it != gaps.end() && --it->second == 0) gaps.erase(it);

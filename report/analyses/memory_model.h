@@ -127,8 +127,11 @@ class MemoryModel {
     uint64_t reserved = 0;          // bytes of the cached ranges
     uint64_t allocated = 0;         // bytes of the blocks that start inside them
     // Every non-empty gap of those ranges, as size -> how many: gap sizes repeat (a step frees what
-    // the last one did), so most changes update a count in place rather than add or erase a node.
-    std::map<uint64_t, uint64_t> gaps;
+    // the last one did), so most changes update a count in place rather than add or erase a node;
+    // the nodes that come and go are the model's pooled ones.
+    std::pmr::map<uint64_t, uint64_t> gaps;
+
+    explicit SegmentGaps(std::pmr::memory_resource* nodes = std::pmr::get_default_resource()) : gaps(nodes) {}
   };
   // One cached range: a segment (an Allocation with `cached`), or a run of mapped pages of
   // expandable segments (touching runs merge: one range, as PyTorch's snapshot reports them).
@@ -138,6 +141,7 @@ class MemoryModel {
     bool mapped = false;
   };
   struct DeviceState {
+    explicit DeviceState(std::pmr::memory_resource* nodes = std::pmr::get_default_resource()) : segments(nodes) {}
     DeviceSummary summary;
     SegmentGaps segments;
     Ledger reserved;
@@ -299,7 +303,7 @@ class MemoryModel {
   CachedMap cached_;                                  // the caching allocators' cached ranges, by start
   uint64_t orphan_blocks_ = 0;                        // blocks ended by their segment's free
   uint64_t orphan_bytes_ = 0;
-  DeviceTable<DeviceState> devices_;
+  DeviceTable<DeviceState> devices_{&nodes_};
   std::vector<Pool> pools_;
   HostState host_;
 };
