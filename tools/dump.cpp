@@ -21,15 +21,12 @@
 
 #include "tools/subcommand.h"
 #include "tools/traced_process.h"
+#include "trace/format.h"
 #include "util/terminal_text.h"
 
 namespace gpumemtrace::dump {
 namespace {
 
-// The names the recorder looks for and answers in (interpose/writer/writer.h, kDumpRequestSuffix and
-// kDumpResultSuffix: the launcher does not link the recorder).
-constexpr const char* kRequestSuffix = ".dump-request";
-constexpr const char* kResultSuffix = ".dump-result";
 
 int fail(int status, const std::string& why) {
   fprintf(stderr, "gpumemtrace dump: %s\n", util::printable(why).c_str());
@@ -79,8 +76,8 @@ int main(int argc, char** argv) {
     if (!getcwd(cwd, sizeof cwd)) return fail(2, std::string("cannot tell the current folder: ") + strerror(errno));
     output = std::string(cwd) + "/" + output;
   }
-  const std::string request = trace + kRequestSuffix;
-  const std::string result = trace + kResultSuffix;
+  const std::string request = trace + format::kDumpRequestSuffix;
+  const std::string result = trace + format::kDumpResultSuffix;
   if (access(request.c_str(), F_OK) == 0) return fail(1, "a dump of " + trace + " is already asked for (" + request + ")");
   unlink(result.c_str());  // an answer nobody read (a dump that timed out before)
   if (!write_whole(request, output + "\n")) return fail(1, "cannot ask for a dump: " + request + ": " + strerror(errno));

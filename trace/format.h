@@ -57,6 +57,13 @@ inline constexpr int kVersion1 = 1;
 inline constexpr int kVersion2 = 2;
 inline constexpr int kVersion = kVersion2;
 
+// ---- files beside a trace ----
+// `gpumemtrace dump PID` (tools/dump.cpp) asks the running program's writer thread
+// (interpose/writer/trace_dump.cpp) for a dump through TRACE + kDumpRequestSuffix, holding the dump's
+// path; the answer comes back in TRACE + kDumpResultSuffix ("ok PATH" or "error WHY").
+inline constexpr const char* kDumpRequestSuffix = ".dump-request";
+inline constexpr const char* kDumpResultSuffix = ".dump-result";
+
 // ---- record types ("type" field) ----
 inline constexpr const char* kFieldType = "type";  // every record: one of the kType* below
 inline constexpr const char* kTypeHeader = "header";

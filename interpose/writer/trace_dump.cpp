@@ -22,6 +22,7 @@
 #include "interpose/writer/sink.h"
 #include "interpose/writer/wait.h"
 #include "interpose/writer/writer.h"
+#include "trace/format.h"
 #include "util/ends_with.h"
 #include "util/monotonic_clock.h"
 
@@ -85,7 +86,7 @@ void Writer::serve_dump() {
 
 void Writer::serve_dump_request() {
   if (!file_.can_cut_back()) return;  // a stream: nothing beside it to ask through
-  const std::string request = file_.path() + kDumpRequestSuffix;
+  const std::string request = file_.path() + format::kDumpRequestSuffix;
   const int fd = open(request.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) return;  // none (the usual case: one failed open per poll)
   struct stat st {};
@@ -109,7 +110,7 @@ void Writer::serve_dump_request() {
     message = "out of memory";
   }
   const std::string answer = (written ? "ok " : "error ") + message + "\n";
-  const std::string result = file_.path() + kDumpResultSuffix;
+  const std::string result = file_.path() + format::kDumpResultSuffix;
   const std::string aside = result + ".part";
   const int out = open(aside.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (out < 0) return;

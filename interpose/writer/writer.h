@@ -88,12 +88,10 @@ class Writer {
   bool dump(const std::string& path, int timeout_ms, std::string* message);
 
   // `gpumemtrace dump PID` asks from another process (tools/dump.cpp): a request file beside the trace,
-  // its name + kDumpRequestSuffix, holding the dump's path ("": dump()'s default). The thread looks
+  // its name + format::kDumpRequestSuffix, holding the dump's path ("": dump()'s default). The thread looks
   // for one every kDumpRequestPollMs, takes it (a regular file of this user only, never through a
-  // link), makes the dump and writes the answer beside the trace, its name + kDumpResultSuffix:
+  // link), makes the dump and writes the answer beside the trace, its name + format::kDumpResultSuffix:
   // "ok PATH\n" or "error WHY\n", whole (written aside, then renamed).
-  static constexpr const char* kDumpRequestSuffix = ".dump-request";
-  static constexpr const char* kDumpResultSuffix = ".dump-result";
   static constexpr uint64_t kDumpRequestPollMs = 200;
 
   // exec is about to replace the program image. The thread drains and writes everything, ends the
