@@ -82,8 +82,14 @@ class Dump(LauncherTestCase):
         proc = self.start_holding("--keep", "128K")
         # The writer holds the previous segment too (NAME-prev), opened before the current one: the
         # dump is still asked of the trace's own name.
-        [trace] = [p for p in glob.glob(os.path.join(self.tmp, "t", "*.jsonl.zst")) if "-prev." not in p]
+        # At a cut the current segment is renamed NAME-prev before NAME is opened again: the trace's
+        # own name may be missing for a moment.
         deadline = time.monotonic() + 30  # the writer drains what the program recorded on its own time
+        current = []
+        while len(current) != 1 and time.monotonic() < deadline:
+            current = [p for p in glob.glob(os.path.join(self.tmp, "t", "*.jsonl.zst")) if "-prev." not in p]
+            time.sleep(0.05)
+        [trace] = current
         while not os.path.exists(trace.replace(".jsonl", "-prev.jsonl")) and time.monotonic() < deadline:
             time.sleep(0.05)
         self.assertTrue(os.path.exists(trace.replace(".jsonl", "-prev.jsonl")), os.listdir(os.path.dirname(trace)))
