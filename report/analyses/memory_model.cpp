@@ -3,6 +3,8 @@
 
 #include <algorithm>
 
+#include "trace/torch_actions.h"
+
 namespace gpumemtrace::report {
 
 bool MemoryModel::Sampler::due() {
@@ -68,6 +70,7 @@ void MemoryModel::apply(const Event& e, uint64_t position, SiteId site) {
       break;
     case Op::BlockAlloc:
       ++(initial_ ? summary.initial_blocks : summary.block_allocations);
+      if (!summary.pytorch_blocks) summary.pytorch_blocks = torch_actions::is_torch_api(e.api);
       on_block_alloc(e, site, state);
       break;
     case Op::BlockFree:

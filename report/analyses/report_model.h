@@ -282,6 +282,9 @@ struct DeviceSummary {
   uint64_t frees = 0;
   uint64_t failed_allocations = 0;
   uint64_t block_allocations = 0;
+  // Some of them are PyTorch's (its bridge's or a snapshot's): the what-if replays model its caching
+  // allocator only (what_if.h), so a device without any has nothing for them to replay.
+  bool pytorch_blocks = false;
   uint64_t block_frees = 0;
   uint64_t block_ooms = 0;
   uint64_t unmatched_frees = 0;     // frees of addresses never seen allocated (before tracing?)

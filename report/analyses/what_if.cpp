@@ -11,9 +11,12 @@ namespace gpumemtrace::report {
 
 namespace {
 
+// Blocks of PyTorch's allocator on `device`: without them a replay has nothing to model (another
+// allocator's blocks, through the custom allocator API, are not replayed), and a second pass over the
+// trace would only be paid for.
 bool has_torch_blocks(const ProcessReport& report, int32_t device) {
   for (const DeviceSummary& d : report.devices) {
-    if (d.device == device && d.block_allocations) return true;
+    if (d.device == device && d.block_allocations && d.pytorch_blocks) return true;
   }
   return false;
 }

@@ -4,6 +4,8 @@
 // Whole-trace replays (real PyTorch traces, faithfulness) are in tests/report/test_report_what_if.py.
 #include <gtest/gtest.h>
 
+#include "report/analyses/what_if.h"
+
 #include <random>
 #include <string>
 #include <vector>
@@ -314,4 +316,33 @@ TEST(AllocatorModel, SeededExpandableSegment) {
   EXPECT_EQ(ops[0].offset, 40 * MiB);
   EXPECT_EQ(ops[0].size, 20 * MiB);
   EXPECT_EQ(m.check_invariants(), "");
+}
+
+// The automatic what-if replays run (a second pass over the trace) only where they have something to
+// model: a fragmented peak of PyTorch's blocks, not of another allocator's (the custom allocator API).
+TEST(WhatIfSettings, AutomaticOnlyForPyTorchsBlocks) {
+  using namespace gpumemtrace::report;
+  ProcessReport report;
+  DeviceSummary device;
+  device.device = 0;
+  device.block_allocations = 100;
+  report.devices.push_back(device);
+  PeakReport peak;
+  peak.device = 0;
+  peak.has_fragmentation = true;
+  peak.fragmentation.reserved = 4ull << 30;
+  peak.fragmentation.allocated = 1ull << 30;
+  peak.fragmentation.free_in_reserved = 3ull << 30;
+  report.peaks.push_back(peak);
+  const AnalysisRequest automatic;
+  EXPECT_TRUE(what_if_settings(report, automatic).empty());  // another allocator's blocks
+  report.devices[0].pytorch_blocks = true;
+  const std::vector<std::string> settings = what_if_settings(report, automatic);
+  ASSERT_GT(settings.size(), 1u);
+  EXPECT_EQ(settings[0], "");  // the recorded run first, then the candidates
+  // Settings the user names are replayed whatever the blocks.
+  report.devices[0].pytorch_blocks = false;
+  AnalysisRequest named;
+  named.settings = {"expandable_segments:True"};
+  EXPECT_EQ(what_if_settings(report, named), (std::vector<std::string>{"", "expandable_segments:True"}));
 }
