@@ -71,7 +71,7 @@ def sources_hash(shape):
 def recorder_env(build, output, extra=None):
     env = dict(os.environ, LD_LIBRARY_PATH=os.path.join(build, "sim"),
                LD_PRELOAD=os.path.join(build, "libgpumemtrace.so"), GPUMEMTRACE_OUTPUT=output,
-               GPUMEMTRACE_QUIET="1")
+               GPUMEMTRACE_QUIET="1", GPUMEMTRACE_MAX_BYTES="0")  # the whole run: no size cap
     env.update(extra or {})
     return env
 
@@ -132,6 +132,8 @@ def footer_events_zst(path):
     record = json.loads(tail)
     if record.get("type") != "footer":
         sys.exit(f"{path}: no footer")
+    if record.get("not_written"):
+        sys.exit(f"{path}: capped, {record['not_written']:,} events not written")
     return record["events"]
 
 
