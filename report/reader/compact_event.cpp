@@ -14,9 +14,9 @@ class CompactEventScanner {
   explicit CompactEventScanner(std::string_view text) : p_(text.data()), end_(text.data() + text.size()) {}
 
   // True when the whole line was read into `f` (its event fields cleared first).
-  bool scan(EventLineFields& f) {
-    using B = EventLineFields::Bit;
-    f.clear_event_line();
+  bool scan(Fields& f) {
+    using B = Fields::Bit;
+    f.clear_event_fields();
     if (!literal('{')) return false;
     do {
       std::string_view key;
@@ -162,13 +162,32 @@ class CompactEventScanner {
 
 }  // namespace
 
-bool scan_compact_event(std::string_view line, EventLineFields& f) { return CompactEventScanner(line).scan(f); }
+bool scan_compact_event(std::string_view line, Fields& f) { return CompactEventScanner(line).scan(f); }
 
-bool scan_compact_event(std::string_view line, Fields& f) {
-  EventLineFields event;
-  if (!scan_compact_event(line, event)) return false;
-  f.set_event_line(event);
+bool scan_common_event(std::string_view line, Fields& scratch, CommonEventLine& out) {
+  if (!scan_compact_event(line, scratch)) return false;
+  const Fields& f = scratch;
+  // Every other field the scanner sets still as clear_event_fields() left it: absent.
+  if (f.present != Fields::kSite || f.seq_jump || f.short_result || f.segment || f.handle || f.stream || f.free ||
+      f.total || f.range || f.pool.data() || f.label.data())
+    return false;
+  out.site = f.site;
+  out.t = f.t;
+  out.t_negative = f.t_negative;
+  out.addr = f.short_addr;
+  out.size = f.short_size;
+  out.present = f.present;
   return true;
+}
+
+void set_common_event(const CommonEventLine& line, Fields& f) {
+  f.clear_event_fields();
+  f.present = line.present;
+  f.site = line.site;
+  f.t = line.t;
+  f.t_negative = line.t_negative;
+  f.short_addr = line.addr;
+  f.short_size = line.size;
 }
 
 }  // namespace gpumemtrace::report::reader

@@ -16,13 +16,24 @@
 
 namespace gpumemtrace::report::reader {
 
-// True when the whole line was read into `f` (cleared first); false: the line is to go through
-// parse_line (line_parser.h), and `f` holds nothing meaningful. The line is followed by kLinePadding
-// readable bytes (line_reader.h). Reads nothing but the line: safe on any thread (the line reader's
-// runs it ahead of the parser).
-bool scan_compact_event(std::string_view line, EventLineFields& f);
-// The same into one line's Fields: its event fields set (Fields::set_event_line) when true, left
-// alone when false.
+// True when the whole line was read into `f` (its event fields cleared first); false: the line is to
+// go through parse_line (line_parser.h). The line is followed by kLinePadding readable bytes
+// (line_reader.h).
 bool scan_compact_event(std::string_view line, Fields& f);
+
+// The common event line, {"e":SITE,"t":DELTA,"a":"0x...","s":SIZE} (t, a and s each optional): what
+// the read-ahead thread hands over per line (line_reader.h), in 40 bytes, where Fields is hundreds.
+struct CommonEventLine {
+  uint64_t site = 0, t = 0, addr = 0, size = 0;
+  uint32_t present = 0;  // Fields::present
+  bool t_negative = false;
+};
+
+// True when scan_compact_event read the line into `scratch` and it has no key but e, t, a and s: then
+// `out` holds it. Reads nothing but the line and the two arguments: safe on any thread.
+bool scan_common_event(std::string_view line, Fields& scratch, CommonEventLine& out);
+
+// The fields scan_compact_event would have set for that line: `f` as after it.
+void set_common_event(const CommonEventLine& line, Fields& f);
 
 }  // namespace gpumemtrace::report::reader

@@ -27,10 +27,9 @@ using LineError = JsonLineError;  // thrown inside one line's parse; read_trace 
 
 [[noreturn]] inline void fail(std::string message) { throw LineError{std::move(message)}; }
 
-// The fields a version 2 event line in the recorder's shape sets (compact_event.h), kept apart so
-// that they can be read ahead of the parser, on the line reader's thread (line_reader.h), and handed
-// over whole: a few cache lines, where the rest of Fields is a few hundred bytes.
-struct EventLineFields {
+// Every field of every record type, gathered in one pass over the object (simdjson's on-demand
+// API is fastest when each value is visited once, in document order).
+struct Fields {
   enum Bit : uint32_t {
     kType = 1u << 0, kVersion = 1u << 1, kId = 1u << 2, kSeq = 1u << 3, kOp = 1u << 4,
     kSize = 1u << 5, kDevice = 1u << 6, kFree = 1u << 7, kTotal = 1u << 8, kFrames = 1u << 9,
@@ -40,35 +39,27 @@ struct EventLineFields {
   };
   uint32_t present = 0;
   bool has(Bit bit) const { return (present & bit) != 0; }
-  // "t" read as a signed number (version 2, where an event line's "t" is a delta): t holds its
-  // two's complement.
-  bool t_negative = false;
-  uint64_t t = 0, free = 0, total = 0, segment = 0, handle = 0, stream = 0, range = 0;
-  // The site, and the short-keyed fields (kept apart from the long-named ones, which an event line
-  // does not use).
-  uint64_t site = 0, seq_jump = 0, short_addr = 0, short_size = 0;
-  int64_t short_result = 0;
-  std::string_view pool, label;  // into the line's bytes
 
-  void clear_event_line() { *this = EventLineFields{}; }
-};
-
-// Every field of every record type, gathered in one pass over the object (simdjson's on-demand
-// API is fastest when each value is visited once, in document order).
-struct Fields : EventLineFields {
-  std::string_view type, format, op, kind, api, function, file, path, exe, host,
+  std::string_view type, format, op, kind, pool, label, api, function, file, path, exe, host,
       library, backend, name, lang, build_id, rank_from, end, source, conf, env_alloc_conf, env_cuda_alloc_conf,
       env_hip_alloc_conf;
   double fraction = 0.0;
   bool has_fraction = false;
-  uint64_t version = 0, id = 0, seq = 0, tid = 0, size = 0, stack = 0, module = 0, line = 0,
-           count = 0, dropped_total = 0, events = 0, end_time = 0,
-           start_time = 0, clock_start = 0, addr = 0, ip = 0, offset = 0,
+  uint64_t version = 0, id = 0, seq = 0, t = 0, tid = 0, size = 0, stack = 0, module = 0, line = 0,
+           free = 0, total = 0, count = 0, dropped_total = 0, events = 0, end_time = 0,
+           start_time = 0, clock_start = 0, addr = 0, segment = 0, handle = 0, stream = 0, ip = 0, offset = 0, range = 0,
            max_bytes = 0, not_written = 0;
   int64_t device = -1, result = 0, pid = -1, ppid = -1, rank = -1, local_rank = -1, world_size = -1,
           exit_status = -1, signal = 0;
   bool delayed = false;
   bool initial = false;
+  // "t" read as a signed number (version 2, where an event line's "t" is a delta): t holds its
+  // two's complement.
+  bool t_negative = false;
+  // Version 2 event lines: the site, and the short-keyed fields (kept apart from the long-named ones,
+  // which an event line does not use).
+  uint64_t site = 0, seq_jump = 0, short_addr = 0, short_size = 0;
+  int64_t short_result = 0;
   // Values the recorder clamped (format.h, kFieldSizeExact...): what the program passed.
   uint64_t size_exact = 0, free_exact = 0, total_exact = 0;
   int64_t device_exact = 0;
@@ -95,12 +86,14 @@ struct Fields : EventLineFields {
     cmdline = std::move(c);
     strings = std::move(s);
   }
-  // clear() for a version 2 event line: only what such a line sets and the dispatcher then reads (the
-  // presence bits, the short-keyed and the optional event fields), then the line's own fields, read
-  // here or ahead (compact_event.h).
-  void set_event_line(const EventLineFields& event) {
-    static_cast<EventLineFields&>(*this) = event;
-    initial = false;
+  // clear() for a version 2 event line read by CompactEventScanner: only what such a line sets and
+  // the dispatcher then reads (the presence bits, the short-keyed and the optional event fields).
+  void clear_event_fields() {
+    present = 0;
+    site = seq_jump = short_addr = short_size = t = segment = handle = stream = free = total = range = 0;
+    short_result = 0;
+    t_negative = initial = false;
+    pool = label = std::string_view();
     strings.next_line();
   }
 };

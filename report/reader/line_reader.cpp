@@ -7,8 +7,6 @@
 #include <cstring>
 #include <system_error>
 
-#include "report/reader/compact_event.h"
-
 namespace gpumemtrace::report {
 
 namespace {
@@ -107,21 +105,20 @@ void LineReader::read_lines(Block& block) {
 }
 
 void LineReader::scan_events(Block& block) {
-  block.scanned = true;
+  if (!scan_scratch_) scan_scratch_ = std::make_unique<reader::Fields>();
   const char* data = block.bytes.data();
   size_t begin = 0;
-  reader::EventLineFields fields;
+  reader::CommonEventLine event;
   for (size_t i = 0; i < block.ends.size(); ++i) {
     const std::string_view text(data + begin, block.ends[i] - begin);
     begin = size_t{block.ends[i]} + 1;
-    if (text.substr(0, 5) != "{\"e\":" || !reader::scan_compact_event(text, fields)) continue;
+    if (text.substr(0, 5) != "{\"e\":" || !reader::scan_common_event(text, *scan_scratch_, event)) continue;
     block.event_lines.push_back(static_cast<uint32_t>(i));
-    block.events.push_back(fields);
+    block.events.push_back(event);
   }
 }
 
 void LineReader::fill(Block& block) {
-  block.scanned = false;
   block.event_lines.clear();
   block.events.clear();
   block.ends.clear();
@@ -212,7 +209,6 @@ bool LineReader::next(Line& line) {
         line.number = ++number_;
         ++line_index_;
         line.terminated = !(current_->unterminated && line_index_ == ends.size());
-        line.scanned_ahead = current_->scanned;
         line.event = nullptr;
         if (event_index_ < current_->event_lines.size() && current_->event_lines[event_index_] == line_index_ - 1)
           line.event = &current_->events[event_index_++];

@@ -8,15 +8,15 @@
 // (the thread could only take turns with the parser, at a cost).
 //
 // Version 2 event lines can be scanned ahead too (scan_events_ahead; compact_event.h): the producer
-// reads each line that opens like one into its fields, so that the caller's thread is left with the
-// dispatch and the analyses. Blocks read on the caller's thread (the first one, or all of them without
-// a producer) are not scanned ahead: the caller scans their lines itself.
+// reads each common event line (site, time, address, size: nearly every line of a trace) into 40
+// bytes, so that the caller's thread is left with the dispatch and the analyses. Other lines, and the
+// blocks read on the caller's thread (the first one, or all of them without a producer), are left for
+// the caller to scan.
 //
 // Each line handed out is followed in memory by at least kLinePadding readable bytes, as simdjson
 // requires, so the parser can read it in place. Memory: kBlocks blocks of about `chunk` bytes (one
-// grows to hold a longer line, up to max_line), and with scan_events_ahead the fields of their event
-// lines, at most sizeof(EventLineFields) (about 130 bytes) per 13 bytes of a block (the shortest
-// event line): never proportional to the file.
+// grows to hold a longer line, up to max_line), and with scan_events_ahead their common event lines,
+// 40 bytes for each (at least 12 bytes of a block): never proportional to the file.
 //
 // Errors of the source (I/O, corrupt zstd data) and a line longer than max_line are thrown by next()
 // after every line before them has been handed out, as if the reading were not ahead.
@@ -39,7 +39,7 @@
 #include <vector>
 
 #include "report/reader/byte_source.h"
-#include "report/reader/fields.h"
+#include "report/reader/compact_event.h"
 #include "trace/format.h"
 
 namespace gpumemtrace::report {
@@ -57,10 +57,9 @@ struct Line {
   std::string_view text;  // without the '\n'; valid until the next call to next()
   uint64_t number = 0;    // 1-based
   bool terminated = true; // false for a last line without '\n' (possibly cut short)
-  // Scanned ahead (LineReader's scan_events_ahead): `event` holds the line's fields when it is a
-  // version 2 event line in the recorder's shape, null when it is not. Not scanned: the caller scans.
-  bool scanned_ahead = false;
-  const reader::EventLineFields* event = nullptr;  // valid until the next call to next()
+  // A common event line scanned ahead (LineReader's scan_events_ahead), else null: the caller scans
+  // the line itself. Valid until the next call to next().
+  const reader::CommonEventLine* event = nullptr;
 };
 
 class LineReader {
@@ -88,15 +87,14 @@ class LineReader {
     bool last = false;           // nothing follows: the end of the input, or `error`
     bool unterminated = false;   // the last line has no '\n' (only when `last`)
     std::exception_ptr error;    // thrown after this block's lines
-    // Scanned ahead (producer side; empty otherwise): the event lines among `ends`, in order.
-    bool scanned = false;
+    // Scanned ahead (producer side; empty otherwise): the common event lines among `ends`, in order.
     std::vector<uint32_t> event_lines;  // the index in `ends` of each line in `events`
-    std::vector<reader::EventLineFields> events;
+    std::vector<reader::CommonEventLine> events;
   };
 
   void fill(Block& block);            // producer side: reads the next lines into `block`
   void read_lines(Block& block);      // fill() without the error handling
-  static void scan_events(Block& block);  // producer side: the block's event lines, ahead
+  void scan_events(Block& block);     // producer side: the block's common event lines, ahead
   void start_producer();
   void produce();                     // the producer thread's loop
   Block* take_ready();                // consumer: the next filled block (waits)
@@ -106,6 +104,7 @@ class LineReader {
   const size_t chunk_;
   const size_t max_line_;
   const bool scan_events_ahead_;
+  std::unique_ptr<reader::Fields> scan_scratch_;  // producer side: scan_events' own
 
   // Producer state (the caller's thread until the producer starts, then the producer's alone).
   std::string partial_;  // bytes of a line begun in the previous block
