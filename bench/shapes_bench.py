@@ -7,7 +7,7 @@
 Usage: bench/shapes_bench.py [--build build] [--runs 5] [--shapes torch,live,page]
                              [--torch-events 20000000] [--live-events 10000000] [--live 5000]
                              [--page-events 100000000] [--cache DIR] [--regenerate]
-                             [--report NAME=PATH ...] [--jobs 2] [--no-small]
+                             [--report NAME=PATH ...] [--one-cpu] [--no-small]
 
 Shapes, each written once by the recorder (LD_PRELOAD=libgpumemtrace.so, the simulated runtime) and
 cached in DIR (default BUILD/bench/shapes; the file names carry the size, a hash of the workload's
@@ -28,7 +28,8 @@ every thread) and events per CPU second (the rate per core), and the highest pea
 Memory must not grow with the events: each shape is also read at a tenth of its size (--no-small
 skips that), and the bench fails when the peak RSS grows by more than 25% + 2 MiB.
 --report NAME=PATH adds another gpumem-report (a build before a change) to every round.
---jobs N adds, per shape, `gpumem-report -j N` on the one file (chunks read in parallel).
+--one-cpu adds, per shape, gpumem-report run on one CPU (`taskset -c 0`: no read-ahead thread), so that
+the table shows what the second core gives one trace (report/reader/line_reader.h).
 The `uptime` load average is printed before and after: the figures mean something only beside it.
 """
 import argparse
@@ -192,7 +193,7 @@ def main():
     ap.add_argument("--cache")
     ap.add_argument("--regenerate", action="store_true")
     ap.add_argument("--report", action="append", default=[], metavar="NAME=PATH")
-    ap.add_argument("--jobs", type=int, default=0)
+    ap.add_argument("--one-cpu", action="store_true")
     ap.add_argument("--no-small", action="store_true")
     args = ap.parse_args()
     if args.runs < 3:
@@ -244,9 +245,9 @@ def main():
             label = f"{shape}{' (a tenth)' if small else ''}, --format {fmt}"
             for name, report in reports:
                 rows.append(Row(name, label, events, [report, "--no-progress", "--format", fmt, "-o", os.devnull, path]))
-                if args.jobs > 1 and not small:
-                    rows.append(Row(f"{name} -j {args.jobs}", label, events,
-                                    [report, "--no-progress", "-j", str(args.jobs), "--format", fmt, "-o", os.devnull,
+                if args.one_cpu and not small:
+                    rows.append(Row(f"{name}, one CPU", label, events,
+                                    ["taskset", "-c", "0", report, "--no-progress", "--format", fmt, "-o", os.devnull,
                                      path]))
         for r in range(args.runs):
             for row in rows:
