@@ -168,10 +168,12 @@ bool scan_common_event(std::string_view line, Fields& scratch, CommonEventLine& 
   if (!scan_compact_event(line, scratch)) return false;
   const Fields& f = scratch;
   // Every other field the scanner sets still as clear_event_fields() left it: absent.
-  if (f.present != Fields::kSite || f.seq_jump || f.short_result || f.segment || f.handle || f.stream || f.free ||
-      f.total || f.range || f.pool.data() || f.label.data())
+  if ((f.present & ~uint32_t{Fields::kSegment}) != Fields::kSite || f.seq_jump || f.short_result || f.handle ||
+      f.stream || f.free || f.total || f.range || f.label.data())
     return false;
   out.site = f.site;
+  out.segment = f.segment;
+  out.pool = f.pool;
   out.t = f.t;
   out.t_negative = f.t_negative;
   out.addr = f.short_addr;
@@ -188,6 +190,8 @@ void set_common_event(const CommonEventLine& line, Fields& f) {
   f.t_negative = line.t_negative;
   f.short_addr = line.addr;
   f.short_size = line.size;
+  f.segment = line.segment;
+  f.pool = line.pool;
 }
 
 }  // namespace gpumemtrace::report::reader

@@ -21,16 +21,18 @@ namespace gpumemtrace::report::reader {
 // (line_reader.h).
 bool scan_compact_event(std::string_view line, Fields& f);
 
-// The common event line, {"e":SITE,"t":DELTA,"a":"0x...","s":SIZE} (t, a and s each optional): what
-// the read-ahead thread hands over per line (line_reader.h), in 40 bytes, where Fields is hundreds.
+// The common event line, {"e":SITE,"t":DELTA,"a":"0x...","s":SIZE,"pool":"NAME","segment":"0x..."}
+// (all but e optional): what the read-ahead thread hands over per line (line_reader.h), in 64 bytes,
+// where Fields is hundreds.
 struct CommonEventLine {
-  uint64_t site = 0, t = 0, addr = 0, size = 0;
-  uint32_t present = 0;  // Fields::present
+  uint64_t site = 0, t = 0, addr = 0, size = 0, segment = 0;
+  std::string_view pool;  // into the line's bytes
+  uint32_t present = 0;   // Fields::present
   bool t_negative = false;
 };
 
-// True when scan_compact_event read the line into `scratch` and it has no key but e, t, a and s: then
-// `out` holds it. Reads nothing but the line and the two arguments: safe on any thread.
+// True when scan_compact_event read the line into `scratch` and it has no key but those: then `out`
+// holds it. Reads nothing but the line and the two arguments: safe on any thread.
 bool scan_common_event(std::string_view line, Fields& scratch, CommonEventLine& out);
 
 // The fields scan_compact_event would have set for that line: `f` as after it.

@@ -35,8 +35,8 @@ ReadResult read_trace(ByteSource& source, const std::string& name, SymbolTable& 
   try {
     while (lines.next(line)) {
       result.lines = line.number;
-      // A line scanned ahead is not blank, and its bytes, which the read-ahead thread wrote, are not
-      // read here at all: one less cache line to fetch from the other core.
+      // A line scanned ahead is not blank, and its bytes, which the read-ahead thread wrote, are read
+      // here only for a pool's name.
       if (!line.event && reader::blank(line.text)) {
         if (!seen_header) dispatcher.set_first_line(line.number + 1);
         idle(line);

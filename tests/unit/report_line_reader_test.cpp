@@ -133,7 +133,7 @@ TEST(LineReaderAhead, AnEmptySourceHasNoLines) {
   EXPECT_FALSE(reader.next(line));
 }
 
-// Event lines scanned on the read-ahead thread: a common one (e, t, a, s) is handed over with the
+// Event lines scanned on the read-ahead thread: a common one (e, t, a, s, pool, segment) is handed over with the
 // fields the caller's own scan gives; any other line (another key, another shape, not an event) is
 // left for the caller.
 TEST(LineReaderAhead, CommonEventLinesScannedAheadAreTheLinesOwnFields) {
@@ -145,6 +145,7 @@ TEST(LineReaderAhead, CommonEventLinesScannedAheadAreTheLinesOwnFields) {
     if (i % 7 == 0) text += "{\"e\": 1}\n";  // whitespace: not the recorder's shape
     else if (i % 11 == 0) text += "{\"type\":\"stack\",\"id\":" + std::to_string(i) + "}\n";
     else if (i % 13 == 0) text += "{\"e\":3,\"t\":-5}\n";  // a negative delta, no address or size
+    else if (i % 17 == 0) text += "{\"e\":4,\"t\":1,\"a\":\"0x10\",\"pool\":\"default\",\"segment\":\"0x" + std::to_string(i) + "\"}\n";
     else text += "{\"e\":" + std::to_string(i % 50) + ",\"t\":" + std::to_string(i) + ",\"a\":\"0x" + std::to_string(i) +
                  "\",\"s\":" + std::to_string(i * 3) + (i % 5 == 0 ? ",\"label\":\"m" + std::to_string(i) + "\"" : "") + "}\n";
   }
@@ -170,6 +171,9 @@ TEST(LineReaderAhead, CommonEventLinesScannedAheadAreTheLinesOwnFields) {
     EXPECT_EQ(from_ahead.t_negative, own.t_negative);
     EXPECT_EQ(from_ahead.short_addr, own.short_addr);
     EXPECT_EQ(from_ahead.short_size, own.short_size);
+    EXPECT_EQ(from_ahead.segment, own.segment);
+    EXPECT_EQ(from_ahead.pool, own.pool);
+    EXPECT_EQ(from_ahead.pool.data(), own.pool.data());  // into the line's own bytes
     EXPECT_EQ(from_ahead.label.data(), nullptr);
   }
   // The first block is read on this thread; after it, every common event line is handed over.
