@@ -9,14 +9,15 @@
 //
 // Version 2 event lines can be scanned ahead too (scan_events_ahead; compact_event.h): the producer
 // reads each common event line (site, time, address, size, segment, pool: nearly every line of a
-// trace) into 64 bytes, so that the caller's thread is left with the dispatch and the analyses. Other lines, and the
-// blocks read on the caller's thread (the first one, or all of them without a producer), are left for
-// the caller to scan.
+// trace) into 64 bytes, so that the caller's thread is left with the dispatch and the analyses.
+// Other lines, and the blocks read on the caller's thread (the first one, or all of them without a
+// producer), are left for the caller to scan.
 //
 // Each line handed out is followed in memory by at least kLinePadding readable bytes, as simdjson
 // requires, so the parser can read it in place. Memory: kBlocks blocks of about `chunk` bytes (one
 // grows to hold a longer line, up to max_line), and with scan_events_ahead their common event lines,
-// 64 bytes for each (at least 12 bytes of a block): never proportional to the file.
+// 64 bytes for each (a line takes at least 8 bytes of a block: {"e":1} and its newline): never
+// proportional to the file.
 //
 // Errors of the source (I/O, corrupt zstd data) and a line longer than max_line are thrown by next()
 // after every line before them has been handed out, as if the reading were not ahead.
