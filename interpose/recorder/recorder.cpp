@@ -137,9 +137,10 @@ void fill_record(EventRecord& r, uint64_t seq, const EventFacts& f, uint64_t t, 
   r.flags = flags;
   r.native_depth = static_cast<int16_t>(native_depth);
   r.interned_stack = stack;
-  if (!stack) memcpy(r.native, native, sizeof(uintptr_t) * native_depth);
+  // A release has no stack, and most events no Python frames: no copy (nor memcpy call) for none.
+  if (!stack && native_depth) memcpy(r.native, native, sizeof(uintptr_t) * native_depth);
   r.python_depth = static_cast<int16_t>(python_depth);
-  memcpy(r.python, py, sizeof(python::PythonFrameRef) * python_depth);
+  if (python_depth) memcpy(r.python, py, sizeof(python::PythonFrameRef) * python_depth);
 }
 
 // One event into the ring: its time, its stacks, its slot. Returns false when it was dropped (ring
@@ -168,9 +169,9 @@ bool push_event(RecorderShared& rec, const EventFacts& facts) {
   if (facts.frame_count >= 0) {  // reported late, with its own stack: the reporter's is not wanted
     py = facts.frames;
     python_depth = depth > 0 ? std::min(facts.frame_count, python::kMaxPythonFrames) : 0;
-  } else {
+  } else if (depth > 0) {
     native_depth = capture_native_stack(native, depth);
-    if (depth > 0 && cfg.python_frames) python_depth = python::capture_python_stack(captured, python::kMaxPythonFrames);
+    if (cfg.python_frames) python_depth = python::capture_python_stack(captured, python::kMaxPythonFrames);
   }
 
   // Interned before a ring slot is claimed: the writer waits on a claimed slot until it is filled.
