@@ -5,17 +5,26 @@
 //   UnwindDwarf/20: libunwind alone (GPUMEMTRACE_UNWIND=dwarf).
 //   InternStack/20: interning a 20-frame stack seen before (the per-thread last id does not match).
 //   RingPush/threads:N: ring push with N producers and one consumer.
+//   SerializeEvent: the writer thread's per-event work (not the hook thread's).
+//   Clock: the event's timestamp alone (clock_gettime(CLOCK_MONOTONIC), vDSO).
+//   RecordCall/20: the recorder's whole event path as a CUDA hook enters it (HookScope, record_call),
+//   per event: an allocation 20 frames deep with its stack, then a free without, into a started
+//   recorder whose writer thread drains the ring into /dev/null. No CUDA here: the device query is a
+//   stub, and the real call (cudaMalloc) is not made. Runs last: the writer thread it starts stays.
 #include <benchmark/benchmark.h>
+#include <stdlib.h>
 
 #include <atomic>
 #include <cstring>
 #include <thread>
 
 #include "interpose/recorder/event_record.h"
+#include "interpose/recorder/recorder.h"
 #include "interpose/recorder/ring.h"
 #include "interpose/recorder/stack_table.h"
 #include "interpose/recorder/unwind.h"
 #include "interpose/writer/serializer.h"
+#include "util/monotonic_clock.h"
 
 namespace gpumemtrace {
 namespace {
@@ -153,6 +162,47 @@ void BM_SerializeEvent(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations());
 }
 BENCHMARK(BM_SerializeEvent);
+
+void BM_Clock(benchmark::State& state) {
+  for (auto _ : state) benchmark::DoNotOptimize(util::monotonic_ns());
+}
+BENCHMARK(BM_Clock);
+
+// Device queries as a capture layer answers them, without CUDA: device 0, 16 GiB of which 15 free.
+int32_t stub_current_device(int32_t) { return 0; }
+bool stub_memory(uint64_t* free_bytes, uint64_t* total_bytes) {
+  *free_bytes = 15ull << 30;
+  *total_bytes = 16ull << 30;
+  return true;
+}
+const DeviceQueries kStubQueries = {"cudaMemGetInfo", stub_current_device, nullptr, stub_memory, nullptr};
+
+void BM_RecordCall(benchmark::State& state) {
+  // The recorder starts at the first record_call, configured as a traced program's would be; its
+  // trace goes to /dev/null (a literal path of root's: docs/configuration.md).
+  setenv("GPUMEMTRACE_OUTPUT", "/dev/null", 1);
+  setenv("GPUMEMTRACE_QUIET", "1", 1);
+  uint64_t addr = 0x7f0000000000;
+  at_depth(static_cast<int>(state.range(0)), [&] {
+    for (auto _ : state) {
+      {
+        HookScope scope(HookLayer::Runtime);
+        EventFacts alloc = event::allocation(format::Kind::Device, addr, 4096);
+        alloc.api = "cudaMalloc";
+        if (scope.recording()) record_call(alloc, kStubQueries);
+      }
+      {
+        HookScope scope(HookLayer::Runtime);
+        EventFacts release = event::release(format::Kind::Device, addr);
+        release.api = "cudaFree";
+        if (scope.recording()) record_call(release, kStubQueries);
+      }
+      addr += 4096;
+    }
+  });
+  state.SetItemsProcessed(2 * state.iterations());
+}
+BENCHMARK(BM_RecordCall)->Arg(20);
 
 }  // namespace
 }  // namespace gpumemtrace

@@ -317,7 +317,7 @@ bool is_this_library(const char* path, const char* own_path) {
 // it would record NVTX events and no memory.
 __attribute__((constructor)) void register_as_nvtx_injection() {
   // Quietly: this runs in every process the library is loaded into, CUDA or not; an invalid value is
-  // said once by the recorder's start (recorder.cpp), in the processes that trace.
+  // said once by the recorder's start (lifecycle.cpp), in the processes that trace.
   const gpumemtrace::NvtxMode mode = gpumemtrace::parse_nvtx_mode(gpumemtrace::recorder_getenv(gpumemtrace::var::kNvtx),
                                                                    [](const char*) {});
   // Secure-execution mode: the environment is not changed (config.h).

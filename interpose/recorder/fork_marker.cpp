@@ -56,7 +56,7 @@ bool copied_without_fork_handler() noexcept {
   const pid_t armed = g_armed_pid.load(std::memory_order_relaxed);
   if (armed == 0) return false;
   // No wipe-on-fork page: a CLONE_VM child (vfork) has a pid of its own too, and is taken for a copy
-  // (its hooks pass through; the recorder's state, which it shares, is left alone: recorder.cpp).
+  // (its hooks pass through; the recorder's state, which it shares, is left alone: lifecycle.cpp).
   const int saved_errno = errno;
   const bool other = getpid() != armed;
   errno = saved_errno;

@@ -1,7 +1,7 @@
 // interpose/recorder/fork_marker.h — tells the address space the recorder started in from a copy of
 // it made by a fork that ran no atfork handler.
 //
-// fork() runs the recorder's atfork handler, which resets the child's recorder (recorder.cpp,
+// fork() runs the recorder's atfork handler, which resets the child's recorder (lifecycle.cpp,
 // on_fork_child). glibc's _Fork(), clone() without CLONE_VM and a raw fork or clone system call run
 // none: the child inherits a recorder that looks active, with a ring that the parent's writer thread
 // drains, and that thread does not exist in the child. Its events would be lost, and once the ring was

@@ -15,7 +15,7 @@
 //
 // Thread-safety: every function here may be called from any thread at any time, including before
 // main() and during exit. None of them allocates, locks or uses stdio after the recorder has started
-// (the first call starts it; see recorder.cpp). They never change errno.
+// (the first call starts it; see lifecycle.cpp). They never change errno.
 #pragma once
 
 #include <signal.h>
@@ -338,20 +338,11 @@ inline void resolve_device(EventFacts* e, const DeviceQueries& q) noexcept {
 // THE recording entry point of the runtime hooks, the driver hooks and the CUPTI callbacks, below all
 // three: resolves the device, records the event, then enriches it the same way whatever the layer:
 // after the first successful event on a device, its "device" line and a meminfo event; after an
-// out-of-memory failure, a meminfo event (how much was really free). Nothing for an empty event.
-// Keeps errno. Call only when HookScope::recording() is true. Resolves e's device in place (taking the
-// facts by reference spares the hook a copy of them).
+// out-of-memory failure, a meminfo event (how much was really free). Nothing for an empty event, and
+// nothing (no device query either) when the recorder cannot be made active. Keeps errno. Call only
+// when HookScope::recording() is true. Resolves e's device in place (taking the facts by reference
+// spares the hook a copy of them).
 void record_call(EventFacts& e, const DeviceQueries& q) noexcept;
-
-// True for exactly one call per device and process (a fork child starts over): the hook that gets
-// true records the device's facts (record_device_info) and a start-of-run meminfo event.
-bool first_event_on_device(int32_t device) noexcept;
-
-// Records a "meminfo" event: the device's free and total bytes, as `api` reported them.
-void record_meminfo(int32_t device, const char* api, uint64_t free_bytes, uint64_t total_bytes) noexcept;
-
-// Device facts for the "device" line (name, total, free), e.g. from cudaGetDeviceProperties.
-void record_device_info(int32_t device, const char* name, uint64_t total_bytes, uint64_t free_bytes) noexcept;
 
 // Finishes the trace now (drained, footer, closed), waiting at most GPUMEMTRACE_EXIT_TIMEOUT_MS, for
 // a process about to end or be replaced without running exit handlers (_exit, a fatal signal, exec).

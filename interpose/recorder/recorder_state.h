@@ -14,7 +14,7 @@ namespace gpumemtrace {
 
 using EventRing = Ring<EventRecord>;
 
-// Device facts published by record_device_info() and written by the writer as "device" lines.
+// Device facts published by the event path (recorder.cpp) and written by the writer as "device" lines.
 // A fixed table: publishing takes no lock and no allocation.
 struct DeviceInfoSlot {
   std::atomic<int> state{0};  // 0 empty, 1 being filled, 2 published, 3 written
@@ -31,7 +31,7 @@ struct RecorderShared {
   StackTable stacks;  // native stacks interned by the recording threads (stack_table.h); unused if init failed
   std::atomic<uint64_t> dropped{0};   // events lost (drop mode, or after the writer stopped)
   DeviceInfoSlot devices[kMaxDevices];
-  std::atomic<bool> device_seen[kMaxDevices] = {};  // first_event_on_device()
+  std::atomic<bool> device_seen[kMaxDevices] = {};  // set by a device's first event (recorder.cpp)
 };
 
 // Turns every hook into a pass-through from now on (an internal failure, e.g. the trace can no longer

@@ -214,7 +214,7 @@ def check_variables(docs):
 # tests/) are found in their sources instead.
 FOREIGN_OPTIONS = {"--epochs", "--train", "--nproc-per-node", "--no-index", "--detach", "--list", "--exclude-libs",
                    "--wrap", "--argjson", "--no-check", "--tool", "--relative", "--countname", "--headless",
-                   "--no-sandbox", "--dump-dom", "--gtest_filter",
+                   "--no-sandbox", "--dump-dom", "--gtest_filter", "--benchmark_filter", "--benchmark_min_time",
                    "--fail-on-lek"}  # troubleshooting.md's example of a typo
 
 
