@@ -23,6 +23,7 @@
 #include "interpose/recorder/fork_marker.h"
 #include "interpose/recorder/pause.h"
 #include "interpose/recorder/program_stderr.h"
+#include "interpose/recorder/program_strings.h"
 #include "interpose/recorder/recorder.h"
 #include "interpose/recorder/thread_check.h"
 #include "interpose/recorder/unwind.h"
@@ -111,6 +112,7 @@ void on_fork_child() {
   // it, its locks may be held), close its file so the child can never write into the parent's trace,
   // and let the child's first event start a trace of its own.
   forget_thread_id();
+  forget_pid();
   // The parent prints the lines its writer queued; a consumer of the parent's is not here to finish.
   g_writer_lines.forget();
   const int st = g_state.load(std::memory_order_relaxed);

@@ -24,7 +24,24 @@ uintptr_t page_size() {
 
 std::atomic<bool> g_use_readv{true}, g_use_mincore{true};
 
+// This process's id, for process_vm_readv: getpid() is a system call every time (glibc keeps no copy),
+// and the DWARF unwinder checks a page or two per unwind. 0: not known yet. A fork child forgets it
+// (forget_pid, from the recorder's atfork handler); a copy made without that handler passes its hooks
+// through (lifecycle.cpp) and checks no page; a CLONE_VM child shares the memory the parent's id reads.
+std::atomic<pid_t> g_pid{0};
+
+pid_t own_pid() {
+  pid_t pid = g_pid.load(std::memory_order_relaxed);
+  if (pid == 0) {
+    pid = getpid();
+    g_pid.store(pid, std::memory_order_relaxed);
+  }
+  return pid;
+}
+
 }  // namespace
+
+void forget_pid() noexcept { g_pid.store(0, std::memory_order_relaxed); }
 
 void restrict_page_checks(bool readv, bool mincore) noexcept {
   g_use_readv.store(readv, std::memory_order_relaxed);
@@ -37,7 +54,7 @@ bool page_readable(uintptr_t page) noexcept {
   iovec local{&byte, 1};
   iovec remote{reinterpret_cast<void*>(page), 1};
   bool readable = false;
-  const ssize_t n = g_use_readv.load(std::memory_order_relaxed) ? process_vm_readv(getpid(), &local, 1, &remote, 1, 0)
+  const ssize_t n = g_use_readv.load(std::memory_order_relaxed) ? process_vm_readv(own_pid(), &local, 1, &remote, 1, 0)
                                                                 : (errno = ENOSYS, -1);
   if (n == 1) {
     readable = true;

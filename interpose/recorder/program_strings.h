@@ -23,6 +23,8 @@ namespace gpumemtrace {
 // (as described above). Keeps errno. Also the unwinder's check before it reads a word libunwind asks
 // for (unwind.cpp).
 bool page_readable(uintptr_t page) noexcept;
+// In a fork child: the process id page_readable keeps is the parent's. Async-signal-safe.
+void forget_pid() noexcept;
 
 // The seccomp probe found that the kernel kills a process making process_vm_readv (`readv` false) or
 // mincore (`mincore` false): page_readable does without them. Without both, every page is taken for
