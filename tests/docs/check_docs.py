@@ -215,6 +215,7 @@ def check_variables(docs):
 FOREIGN_OPTIONS = {"--epochs", "--train", "--nproc-per-node", "--no-index", "--detach", "--list", "--exclude-libs",
                    "--wrap", "--argjson", "--no-check", "--tool", "--relative", "--countname", "--headless",
                    "--no-sandbox", "--dump-dom", "--gtest_filter", "--benchmark_filter", "--benchmark_min_time",
+                   "--separate-threads",  # valgrind's (callgrind per thread)
                    "--fail-on-lek"}  # troubleshooting.md's example of a typo
 
 
