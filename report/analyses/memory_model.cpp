@@ -70,7 +70,7 @@ void MemoryModel::apply(const Event& e, uint64_t position, SiteId site) {
       break;
     case Op::BlockAlloc:
       ++(initial_ ? summary.initial_blocks : summary.block_allocations);
-      if (!summary.pytorch_blocks) summary.pytorch_blocks = torch_actions::is_torch_api(e.api);
+      if (!initial_ && !summary.pytorch_blocks) summary.pytorch_blocks = torch_actions::is_torch_api(e.api);
       on_block_alloc(e, site, state);
       break;
     case Op::BlockFree:

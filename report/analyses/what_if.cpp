@@ -16,7 +16,7 @@ namespace {
 // trace would only be paid for.
 bool has_torch_blocks(const ProcessReport& report, int32_t device) {
   for (const DeviceSummary& d : report.devices) {
-    if (d.device == device && d.block_allocations && d.pytorch_blocks) return true;
+    if (d.device == device && d.pytorch_blocks) return true;
   }
   return false;
 }
