@@ -105,14 +105,13 @@ void LineReader::read_lines(Block& block) {
 }
 
 void LineReader::scan_events(Block& block) {
-  if (!scan_scratch_) scan_scratch_ = std::make_unique<reader::Fields>();
   const char* data = block.bytes.data();
   size_t begin = 0;
   reader::CommonEventLine event;
   for (size_t i = 0; i < block.ends.size(); ++i) {
     const std::string_view text(data + begin, block.ends[i] - begin);
     begin = size_t{block.ends[i]} + 1;
-    if (text.substr(0, 5) != "{\"e\":" || !reader::scan_common_event(text, *scan_scratch_, event)) continue;
+    if (text.substr(0, 5) != "{\"e\":" || !reader::scan_common_event(text, scan_scratch_, event)) continue;
     block.event_lines.push_back(static_cast<uint32_t>(i));
     block.events.push_back(event);
   }

@@ -105,7 +105,7 @@ class LineReader {
   const size_t chunk_;
   const size_t max_line_;
   const bool scan_events_ahead_;
-  std::unique_ptr<reader::Fields> scan_scratch_;  // producer side: scan_events' own
+  reader::Fields scan_scratch_;  // producer side: scan_events' own
 
   // Producer state (the caller's thread until the producer starts, then the producer's alone).
   std::string partial_;  // bytes of a line begun in the previous block
