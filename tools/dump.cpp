@@ -27,7 +27,6 @@
 namespace gpumemtrace::dump {
 namespace {
 
-
 int fail(int status, const std::string& why) {
   fprintf(stderr, "gpumemtrace dump: %s\n", util::printable(why).c_str());
   return status;
